@@ -1,0 +1,1 @@
+//! Pure planning: per-model load profiles in, one residency timeline out.

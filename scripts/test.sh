@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, fetches the reference models, then runs every test
+# on lavapipe with the Khronos validation layer on.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+# Tests run on Mesa's lavapipe unless the caller picked a device.
+export TEXSTREAM_VALIDATION="${TEXSTREAM_VALIDATION:-1}"
+cargo test --workspace --no-fail-fast -- --test-threads=2

@@ -1,0 +1,1 @@
+//! texstream: run several neural networks in succession on a Vulkan GPU under one hard memory cap.

@@ -1,0 +1,1 @@
+//! Vulkan backend: device, 2.5D texture tensors and compute kernels.
