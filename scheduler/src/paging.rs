@@ -1,0 +1,145 @@
+//! Demand paging over the trace: Belady's MIN (farthest next use) or LRU eviction, with loads issued
+//! either as early as the evicted page allows ("early") or only once the previous step ended ("on demand").
+use crate::{Op, Schedule, Trace};
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
+
+/// Which page to evict when a slot is needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eviction {
+    /// Farthest next use (ties: least recently used). Fewest loads for uniform pages.
+    Min,
+    /// Least recently used.
+    Lru,
+}
+
+/// When a load may start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Issue {
+    /// As soon as the transfer engine and the evicted page's last reader allow: prefetch in need order.
+    Early,
+    /// Not before the previous step has finished: load at first use.
+    OnDemand,
+}
+
+/// Builds the demand-paging schedule with `slots` slots. The caller guarantees every step's page count
+/// fits in `slots`.
+pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Issue) -> Schedule {
+    let n = trace.steps.len();
+    let np = trace.total_pages as usize;
+    let mut nu: Vec<u32> = trace.first_use.clone();
+    let mut last_used: Vec<Option<u32>> = vec![None; np];
+    let mut slot_of: Vec<Option<u32>> = vec![None; np];
+    let mut load_op: Vec<u32> = vec![0; np];
+    let mut free: Vec<u32> = (0..slots).rev().collect();
+    // MIN: max of (next use, older last use first). LRU: min of (last use).
+    let lu_key = |l: Option<u32>| l.map_or(0u64, |v| v as u64 + 1);
+    let mut by_next: BTreeSet<(u32, Reverse<u64>, u32)> = BTreeSet::new();
+    let mut by_last: BTreeSet<(u64, u32)> = BTreeSet::new();
+    let mut sched = Schedule {
+        slots,
+        ops: Vec::new(),
+        step_wait: vec![None; n],
+    };
+    for j in 0..n {
+        let pages = trace.pages(j);
+        if eviction == Eviction::Lru {
+            // Pages of this step are in use now; they must not be picked as victims.
+            for &p in pages {
+                let p = p as usize;
+                if slot_of[p].is_some() {
+                    by_last.remove(&(lu_key(last_used[p]), p as u32));
+                    by_last.insert((u64::MAX, p as u32));
+                }
+            }
+        }
+        let mut first_op_of_step = true;
+        for &p in pages {
+            let pu = p as usize;
+            if slot_of[pu].is_some() {
+                continue;
+            }
+            let after = match issue {
+                Issue::OnDemand if first_op_of_step => j.checked_sub(1).map(|x| x as u32),
+                _ => None,
+            };
+            first_op_of_step = false;
+            let slot = if let Some(s) = free.pop() {
+                s
+            } else {
+                let victim = match eviction {
+                    Eviction::Min => by_next.last().map(|&(_, _, v)| v),
+                    Eviction::Lru => by_last.first().map(|&(_, v)| v),
+                };
+                let Some(v) = victim else {
+                    unreachable!("no slots: the caller checked the cap")
+                };
+                let vu = v as usize;
+                match eviction {
+                    Eviction::Min => {
+                        by_next.remove(&(nu[vu], Reverse(lu_key(last_used[vu])), v));
+                    }
+                    Eviction::Lru => {
+                        by_last.remove(&(lu_key(last_used[vu]), v));
+                    }
+                }
+                let s = slot_of[vu].take().unwrap_or(0);
+                let evict_after = match (last_used[vu], after) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                sched.ops.push(Op::Evict {
+                    page: v,
+                    slot: s,
+                    after_step: evict_after,
+                });
+                s
+            };
+            slot_of[pu] = Some(slot);
+            load_op[pu] = sched.ops.len() as u32;
+            sched.ops.push(Op::Load {
+                page: p,
+                slot,
+                after_step: after,
+            });
+            match eviction {
+                Eviction::Min => {
+                    by_next.insert((nu[pu], Reverse(lu_key(last_used[pu])), p));
+                }
+                Eviction::Lru => {
+                    by_last.insert((u64::MAX, p));
+                }
+            }
+        }
+        sched.step_wait[j] = pages.iter().map(|&p| load_op[p as usize]).max();
+        // Step j done: advance next uses and last uses of its pages.
+        for r in trace.ref_range(j) {
+            let p = trace.refs[r];
+            let pu = p as usize;
+            match eviction {
+                Eviction::Min => {
+                    by_next.remove(&(nu[pu], Reverse(lu_key(last_used[pu])), p));
+                }
+                Eviction::Lru => {
+                    by_last.remove(&(u64::MAX, p));
+                }
+            }
+            nu[pu] = trace.next_use[r];
+            last_used[pu] = Some(j as u32);
+            match eviction {
+                Eviction::Min => {
+                    by_next.insert((nu[pu], Reverse(lu_key(last_used[pu])), p));
+                }
+                Eviction::Lru => {
+                    by_last.insert((lu_key(last_used[pu]), p));
+                }
+            }
+        }
+    }
+    sched
+}
+
+/// The fewest page loads any plan can make with `slots` slots: the count of Belady's MIN.
+pub fn min_loads(trace: &Trace, slots: u32) -> u64 {
+    demand_schedule(trace, slots, Eviction::Min, Issue::Early).loads()
+}

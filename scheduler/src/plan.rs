@@ -1,0 +1,393 @@
+//! The planner's entry point: builds a schedule with the chosen policy, simulates it, validates it,
+//! and reports it against the lower bound.
+use crate::paging::{demand_schedule, min_loads, Eviction, Issue};
+use crate::prefetch::prefetch_schedule;
+use crate::sim::simulate_schedule;
+use crate::validate::validate;
+use crate::whole::{preload_schedule, reload_schedule};
+use crate::{
+    Bandwidth, Op, PageRef, Pipeline, PlanError, Policy, Profile, Schedule, Simulation, Trace,
+};
+use serde::Serialize;
+
+/// The smallest cap any plan of the workload can run under, and the step that sets it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MinCap {
+    pub bytes: u64,
+    pub model: String,
+    pub step: String,
+    pub step_pages: u32,
+    pub activation_bytes: u64,
+}
+
+/// LB = max(Σ compute, MIN's load count × one transfer's time). No plan is faster.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LowerBound {
+    pub compute_s: f64,
+    pub io_s: f64,
+    pub min_loads: u64,
+    pub bound_s: f64,
+}
+
+/// What happened, when.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum EventKind {
+    Load {
+        page: PageRef,
+        slot: u32,
+    },
+    Evict {
+        page: PageRef,
+        slot: u32,
+    },
+    Run {
+        model: u32,
+        step: u32,
+        rep: u32,
+        stage: u32,
+        run: u32,
+    },
+}
+
+/// One timeline event with predicted times. `stall_s` is non-zero only for runs that waited for pages.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Event {
+    pub kind: EventKind,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub stall_s: f64,
+}
+
+/// Summary numbers of a plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanStats {
+    pub predicted_s: f64,
+    pub lower_bound: LowerBound,
+    /// predicted ÷ lower bound (1.0 when both are 0).
+    pub ratio: f64,
+    pub loads: u64,
+    pub bytes_streamed: u64,
+    pub peak_bytes: u64,
+    pub total_stall_s: f64,
+    pub stalled_steps: u64,
+    /// Average time per repetition after the first (the cyclic steady state); the whole makespan when
+    /// there is one repetition.
+    pub steady_period_s: f64,
+    /// Which construction `planned` picked: `prefetch`, `min-early` or `lru-early`; else the policy name.
+    pub variant: &'static str,
+}
+
+/// A validated plan: the schedule (what the runtime executes), its simulated timeline, and statistics.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub policy: Policy,
+    pub cap_bytes: u64,
+    pub page_bytes: u64,
+    /// Atlas slots: ⌊(cap − largest activation peak) ÷ page_bytes⌋, at most the number of pages.
+    pub slots: u32,
+    pub bandwidth: Bandwidth,
+    pub trace: Trace,
+    pub schedule: Schedule,
+    pub sim: Simulation,
+    pub stats: PlanStats,
+}
+
+impl Plan {
+    /// The timeline: loads/evicts in transfer order and runs in compute order, merged by start time.
+    pub fn events(&self) -> Vec<Event> {
+        let mut ev = Vec::with_capacity(self.schedule.ops.len() + self.trace.steps.len());
+        for (i, op) in self.schedule.ops.iter().enumerate() {
+            let kind = match *op {
+                Op::Load { page, slot, .. } => EventKind::Load {
+                    page: self.trace.page_ref(page),
+                    slot,
+                },
+                Op::Evict { page, slot, .. } => EventKind::Evict {
+                    page: self.trace.page_ref(page),
+                    slot,
+                },
+            };
+            ev.push(Event {
+                kind,
+                start_s: self.sim.op_start[i],
+                end_s: self.sim.op_end[i],
+                stall_s: 0.0,
+            });
+        }
+        for (j, s) in self.trace.steps.iter().enumerate() {
+            ev.push(Event {
+                kind: EventKind::Run {
+                    model: s.model,
+                    step: s.step,
+                    rep: s.rep,
+                    stage: s.stage,
+                    run: s.run,
+                },
+                start_s: self.sim.step_start[j],
+                end_s: self.sim.step_end[j],
+                stall_s: self.sim.stalls[j],
+            });
+        }
+        ev.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+        ev
+    }
+}
+
+/// Minimum feasible cap of a trace: the most pages any one step reads, as bytes, plus the largest
+/// activation peak (the slot count is fixed for the whole plan, see [`slots_for_cap`]).
+pub fn min_feasible_cap_trace(trace: &Trace) -> MinCap {
+    let mut best = (0u32, usize::MAX);
+    for j in 0..trace.steps.len() {
+        let k = trace.pages(j).len() as u32;
+        if best.1 == usize::MAX || k > best.0 {
+            best = (k, j);
+        }
+    }
+    let act = trace.max_activation();
+    let (model, step) = match trace.steps.get(best.1) {
+        Some(s) => (trace.model_names[s.model as usize].clone(), s.step),
+        None => (String::new(), 0),
+    };
+    MinCap {
+        bytes: best.0 as u64 * trace.page_bytes + act,
+        model,
+        step: format!("#{step}"),
+        step_pages: best.0,
+        activation_bytes: act,
+    }
+}
+
+/// Minimum feasible cap of a workload; names the step with the largest working set.
+pub fn min_feasible_cap(profiles: &[Profile], pipeline: &Pipeline) -> Result<MinCap, PlanError> {
+    let trace = Trace::build(profiles, pipeline)?;
+    let mut m = min_feasible_cap_trace(&trace);
+    if let Some(p) = profiles.iter().find(|p| p.model == m.model) {
+        if let Some(idx) = m
+            .step
+            .strip_prefix('#')
+            .and_then(|s| s.parse::<usize>().ok())
+        {
+            if let Some(s) = p.steps.get(idx) {
+                m.step = s.name.clone();
+            }
+        }
+    }
+    Ok(m)
+}
+
+/// Slots the cap leaves for pages: ⌊(cap − largest activation peak) ÷ page⌋, capped at the page count.
+/// One slot count for the whole plan keeps the cap exact whatever step runs; the validator still checks
+/// the true instantaneous sum with each step's own activation bytes.
+pub fn slots_for_cap(trace: &Trace, cap_bytes: u64) -> Result<u32, PlanError> {
+    let mc = min_feasible_cap_trace(trace);
+    if cap_bytes < mc.bytes {
+        let step = trace
+            .steps
+            .iter()
+            .enumerate()
+            .find(|(j, s)| {
+                trace.model_names[s.model as usize] == mc.model
+                    && trace.pages(*j).len() as u32 == mc.step_pages
+            })
+            .map(|(_, s)| format!("#{}", s.step))
+            .unwrap_or_default();
+        return Err(PlanError::CapTooSmall {
+            cap: cap_bytes,
+            min: mc.bytes,
+            model: mc.model,
+            step,
+            step_pages: mc.step_pages,
+            step_bytes: mc.step_pages as u64 * trace.page_bytes,
+            activation_bytes: mc.activation_bytes,
+        });
+    }
+    let s = (cap_bytes - trace.max_activation()) / trace.page_bytes;
+    Ok(s.min(trace.total_pages as u64) as u32)
+}
+
+/// The lower bound of a trace with `slots` slots.
+pub fn lower_bound_trace(trace: &Trace, slots: u32, bw: &Bandwidth) -> LowerBound {
+    let compute_s = trace.compute_s();
+    let min_loads = min_loads(trace, slots);
+    let io_s = min_loads as f64 * bw.transfer_s(trace.page_bytes);
+    LowerBound {
+        compute_s,
+        io_s,
+        min_loads,
+        bound_s: compute_s.max(io_s),
+    }
+}
+
+/// The lower bound of a workload under a cap.
+pub fn lower_bound(
+    profiles: &[Profile],
+    pipeline: &Pipeline,
+    cap_bytes: u64,
+    bw: &Bandwidth,
+) -> Result<LowerBound, PlanError> {
+    let trace = Trace::build(profiles, pipeline)?;
+    let slots = slots_for_cap(&trace, cap_bytes)?;
+    Ok(lower_bound_trace(&trace, slots, bw))
+}
+
+/// Plans `pipeline` over `profiles` under `cap_bytes` with `policy`. Every returned plan has passed the
+/// validator.
+pub fn plan(
+    profiles: &[Profile],
+    pipeline: &Pipeline,
+    cap_bytes: u64,
+    bw: &Bandwidth,
+    policy: Policy,
+) -> Result<Plan, PlanError> {
+    let trace = Trace::build(profiles, pipeline)?;
+    plan_trace(trace, cap_bytes, bw, policy)
+}
+
+/// [`plan`] on an already unrolled trace.
+pub fn plan_trace(
+    trace: Trace,
+    cap_bytes: u64,
+    bw: &Bandwidth,
+    policy: Policy,
+) -> Result<Plan, PlanError> {
+    if !(bw.rate() > 0.0 && bw.rate().is_finite() && bw.per_transfer_s >= 0.0) {
+        return Err(PlanError::Invalid(format!("bad bandwidth model {bw:?}")));
+    }
+    let slots = slots_for_cap(&trace, cap_bytes)?;
+    let page = trace.page_bytes;
+    let needs = |needed: u64| -> Result<(), PlanError> {
+        if needed > slots as u64 {
+            Err(PlanError::PolicyExceedsCap {
+                policy: policy.name().into(),
+                needed_pages: needed,
+                needed_bytes: needed * page + trace.max_activation(),
+                slots,
+            })
+        } else {
+            Ok(())
+        }
+    };
+    let (schedule, sim, variant) = match policy {
+        Policy::Preload => {
+            needs(trace.total_pages as u64)?;
+            let s = preload_schedule(&trace, slots);
+            let sim = simulate_schedule(&trace, &s, bw)?;
+            (s, sim, "preload")
+        }
+        Policy::ReloadPerModel => {
+            let used: std::collections::BTreeSet<u32> =
+                trace.steps.iter().map(|s| s.model).collect();
+            let biggest = used
+                .iter()
+                .map(|&m| {
+                    let m = m as usize;
+                    let end = trace
+                        .model_offset
+                        .get(m + 1)
+                        .copied()
+                        .unwrap_or(trace.total_pages);
+                    (end - trace.model_offset[m]) as u64
+                })
+                .max()
+                .unwrap_or(0);
+            needs(biggest)?;
+            let s = reload_schedule(&trace, slots);
+            let sim = simulate_schedule(&trace, &s, bw)?;
+            (s, sim, "reload-per-model")
+        }
+        Policy::OnDemand => {
+            let s = demand_schedule(&trace, slots, Eviction::Min, Issue::OnDemand);
+            let sim = simulate_schedule(&trace, &s, bw)?;
+            (s, sim, "on-demand")
+        }
+        Policy::Lru => {
+            let s = demand_schedule(&trace, slots, Eviction::Lru, Issue::OnDemand);
+            let sim = simulate_schedule(&trace, &s, bw)?;
+            (s, sim, "lru")
+        }
+        Policy::Planned => {
+            // Try the constructions and keep the fastest in the simulator; on a tie, fewer loads.
+            // min-early dominates on-demand and lru-early dominates lru (same loads, fewer waits), so
+            // `planned` is never slower than either.
+            let candidates = [
+                ("prefetch", prefetch_schedule(&trace, slots, bw)),
+                (
+                    "min-early",
+                    demand_schedule(&trace, slots, Eviction::Min, Issue::Early),
+                ),
+                (
+                    "lru-early",
+                    demand_schedule(&trace, slots, Eviction::Lru, Issue::Early),
+                ),
+            ];
+            let mut best: Option<(Schedule, Simulation, &'static str)> = None;
+            for (name, s) in candidates {
+                let sim = simulate_schedule(&trace, &s, bw)?;
+                let better = match &best {
+                    None => true,
+                    Some((bs, bsim, _)) => {
+                        sim.makespan_s < bsim.makespan_s
+                            || (sim.makespan_s == bsim.makespan_s && s.loads() < bs.loads())
+                    }
+                };
+                if better {
+                    best = Some((s, sim, name));
+                }
+            }
+            match best {
+                Some(b) => b,
+                None => return Err(PlanError::Invalid("no candidate plans".into())),
+            }
+        }
+    };
+    let peak_bytes = validate(&trace, &schedule, &sim, cap_bytes)?;
+    let lb = lower_bound_trace(&trace, slots, bw);
+    let loads = schedule.loads();
+    let reps = trace.steps.last().map_or(0, |s| s.rep + 1);
+    let steady_period_s = if reps >= 2 {
+        let first_rep_end = trace
+            .steps
+            .iter()
+            .position(|s| s.rep == 1)
+            .and_then(|j| j.checked_sub(1))
+            .map_or(0.0, |j| sim.step_end[j]);
+        (sim.makespan_s - first_rep_end) / (reps - 1) as f64
+    } else {
+        sim.makespan_s
+    };
+    let stats = PlanStats {
+        predicted_s: sim.makespan_s,
+        ratio: if lb.bound_s > 0.0 {
+            sim.makespan_s / lb.bound_s
+        } else {
+            1.0
+        },
+        lower_bound: lb,
+        loads,
+        bytes_streamed: loads * page,
+        peak_bytes,
+        total_stall_s: sim.total_stall_s,
+        stalled_steps: sim.stalls.iter().filter(|&&s| s > 0.0).count() as u64,
+        steady_period_s,
+        variant,
+    };
+    Ok(Plan {
+        policy,
+        cap_bytes,
+        page_bytes: page,
+        slots,
+        bandwidth: *bw,
+        trace,
+        schedule,
+        sim,
+        stats,
+    })
+}
+
+/// Re-simulates a plan's schedule under another bandwidth model (e.g. a measured one) and re-validates
+/// it against the plan's cap.
+pub fn simulate(plan: &Plan, bw: &Bandwidth) -> Result<Simulation, PlanError> {
+    let sim = simulate_schedule(&plan.trace, &plan.schedule, bw)?;
+    validate(&plan.trace, &plan.schedule, &sim, plan.cap_bytes)?;
+    Ok(sim)
+}

@@ -1,0 +1,111 @@
+//! The `planned` policy's core: aggressive prefetch. Whenever the transfer engine is free it loads the
+//! missing page with the soonest next use, into a free slot or in place of the resident page with the
+//! farthest next use (MIN), but only if that page is needed later than the one loaded. This runs
+//! across model and repetition boundaries, so the next model streams in under the current one's tail
+//! and pages reused soonest (e.g. by the next frame) stay resident.
+use crate::trace::NEVER;
+use crate::{Bandwidth, Op, Schedule, Trace};
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
+
+/// Builds the aggressive-prefetch schedule by an event-driven run with the estimated times. The caller
+/// guarantees every step's page count fits in `slots`.
+pub fn prefetch_schedule(trace: &Trace, slots: u32, bw: &Bandwidth) -> Schedule {
+    let n = trace.steps.len();
+    let np = trace.total_pages as usize;
+    let load_s = bw.transfer_s(trace.page_bytes);
+    let mut nu: Vec<u32> = trace.first_use.clone();
+    let mut last_used: Vec<Option<u32>> = vec![None; np];
+    let mut slot_of: Vec<Option<u32>> = vec![None; np];
+    let mut ready: Vec<f64> = vec![0.0; np];
+    let mut load_op: Vec<u32> = vec![0; np];
+    let mut free: Vec<u32> = (0..slots).rev().collect();
+    let lu_key = |l: Option<u32>| l.map_or(0u64, |v| v as u64 + 1);
+    // Resident pages by (next use, older last use first); missing pages with a future use by next use.
+    let mut resident: BTreeSet<(u32, Reverse<u64>, u32)> = BTreeSet::new();
+    let mut missing: BTreeSet<(u32, u32)> = (0..np as u32)
+        .filter(|&p| nu[p as usize] != NEVER)
+        .map(|p| (nu[p as usize], p))
+        .collect();
+    let mut sched = Schedule {
+        slots,
+        ops: Vec::new(),
+        step_wait: vec![None; n],
+    };
+    let (mut f, mut t_c, mut t_x) = (0usize, 0.0f64, 0.0f64);
+    while f < n {
+        let pages = trace.pages(f);
+        // End time of step f if all its pages are issued.
+        let end_f = if pages.iter().all(|&p| slot_of[p as usize].is_some()) {
+            let start = pages.iter().fold(t_c, |a, &p| a.max(ready[p as usize]));
+            Some(start + trace.steps[f].compute_s)
+        } else {
+            None
+        };
+        if let Some(e) = end_f.filter(|&e| e <= t_x) {
+            sched.step_wait[f] = pages.iter().map(|&p| load_op[p as usize]).max();
+            for r in trace.ref_range(f) {
+                let p = trace.refs[r];
+                let pu = p as usize;
+                resident.remove(&(nu[pu], Reverse(lu_key(last_used[pu])), p));
+                nu[pu] = trace.next_use[r];
+                last_used[pu] = Some(f as u32);
+                resident.insert((nu[pu], Reverse(lu_key(last_used[pu])), p));
+            }
+            t_c = e;
+            f += 1;
+            continue;
+        }
+        // Transfer decision at t_x: every step before f has finished by now.
+        let mut issued = false;
+        if let Some(&(cn, c)) = missing.first() {
+            let slot = if let Some(s) = free.pop() {
+                Some(s)
+            } else if let Some(&(vn, vk, v)) = resident.last() {
+                // Evict only a page needed later than the one we bring in (and never one of step f).
+                if vn > cn && vn != f as u32 {
+                    resident.remove(&(vn, vk, v));
+                    let vu = v as usize;
+                    let s = slot_of[vu].take().unwrap_or(0);
+                    sched.ops.push(Op::Evict {
+                        page: v,
+                        slot: s,
+                        after_step: last_used[vu],
+                    });
+                    if vn != NEVER {
+                        missing.insert((vn, v));
+                    }
+                    Some(s)
+                } else {
+                    None
+                }
+            } else {
+                None
+            };
+            if let Some(s) = slot {
+                missing.remove(&(cn, c));
+                let cu = c as usize;
+                slot_of[cu] = Some(s);
+                load_op[cu] = sched.ops.len() as u32;
+                sched.ops.push(Op::Load {
+                    page: c,
+                    slot: s,
+                    after_step: None,
+                });
+                t_x += load_s;
+                ready[cu] = t_x;
+                resident.insert((nu[cu], Reverse(lu_key(last_used[cu])), c));
+                issued = true;
+            }
+        }
+        if !issued {
+            // Nothing worth loading now: idle until step f ends. Step f is then schedulable, since a
+            // missing page of step f would have been the candidate and would fit (cap checked).
+            match end_f {
+                Some(e) => t_x = t_x.max(e),
+                None => unreachable!("step {f} cannot run: its pages exceed the slots"),
+            }
+        }
+    }
+    sched
+}

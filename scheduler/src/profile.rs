@@ -1,0 +1,95 @@
+//! Planner inputs: per-model load profiles, the pipeline, and the bandwidth model.
+use serde::{Deserialize, Serialize};
+
+/// A weight page, named by the model (index into the profile list) and its page index in that model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PageRef {
+    pub model: u32,
+    pub page: u32,
+}
+
+/// One step of a model: typically one IR node that reads weights.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub name: String,
+    /// Logical pages (indices within the model's weight space) this step reads. Order and duplicates
+    /// do not matter.
+    pub pages: Vec<u32>,
+    /// Estimated compute time of the step, seconds.
+    pub compute_s: f64,
+    /// Bytes of activations live while this step runs (its liveness peak).
+    pub activation_bytes: u64,
+}
+
+/// The load profile of one model: its steps in execution order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    pub model: String,
+    /// Bytes per weight page. All profiles of one plan must agree (one atlas, one page size).
+    pub page_bytes: u64,
+    /// Pages in the model's weight space; step page indices are below this.
+    pub total_pages: u32,
+    pub steps: Vec<Step>,
+}
+
+impl Profile {
+    /// Bytes of all of this model's weight pages.
+    pub fn weight_bytes(&self) -> u64 {
+        self.total_pages as u64 * self.page_bytes
+    }
+    /// Sum of the steps' compute times.
+    pub fn compute_s(&self) -> f64 {
+        self.steps.iter().map(|s| s.compute_s).sum()
+    }
+}
+
+/// One stage of a pipeline: `count` back-to-back runs of model `model` (fan-out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stage {
+    /// Index into the profile list.
+    pub model: usize,
+    /// Runs in a row (the expected fan-out); 0 skips the stage.
+    pub count: u32,
+}
+
+/// Models in order, with fan-out, repeated `repetitions` times (e.g. once per camera frame).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pipeline {
+    pub stages: Vec<Stage>,
+    pub repetitions: u32,
+}
+
+/// Transfer cost model. A load of `b` bytes takes `per_transfer_s + b / rate` where the rate is
+/// `h2d_bytes_per_s`, or `min(h2d, disk)` when pages come from disk: disk reads and host→device copies
+/// are pipelined through the staging ring, so the slower stage sets the throughput.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Bandwidth {
+    pub h2d_bytes_per_s: f64,
+    pub per_transfer_s: f64,
+    pub disk_bytes_per_s: Option<f64>,
+}
+
+impl Bandwidth {
+    /// Effective streaming rate, bytes/s.
+    pub fn rate(&self) -> f64 {
+        match self.disk_bytes_per_s {
+            Some(d) => d.min(self.h2d_bytes_per_s),
+            None => self.h2d_bytes_per_s,
+        }
+    }
+    /// Seconds one transfer of `bytes` takes.
+    pub fn transfer_s(&self, bytes: u64) -> f64 {
+        self.per_transfer_s + bytes as f64 / self.rate()
+    }
+}
+
+impl Default for Bandwidth {
+    /// Lavapipe-class copies (DESIGN.md §4: 11–17 GB/s), 20 µs per submitted transfer, pages in host RAM.
+    fn default() -> Self {
+        Bandwidth {
+            h2d_bytes_per_s: 12e9,
+            per_transfer_s: 20e-6,
+            disk_bytes_per_s: None,
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! Discrete-event simulator with two resources: the transfer engine (ops in order) and the compute
+//! queue (steps in order). Gives start/end times, per-step stalls and the makespan of any schedule.
+use crate::{Bandwidth, Op, PlanError, Schedule, Trace};
+use serde::Serialize;
+
+/// Simulated timing of a schedule. All times in seconds from 0.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Simulation {
+    pub op_start: Vec<f64>,
+    pub op_end: Vec<f64>,
+    pub step_start: Vec<f64>,
+    pub step_end: Vec<f64>,
+    /// Time step `j` waited for transfers after the compute queue was free (`start - previous end`).
+    pub stalls: Vec<f64>,
+    /// Latest end of any step or op.
+    pub makespan_s: f64,
+    pub total_stall_s: f64,
+    /// Busy time of the transfer engine.
+    pub transfer_busy_s: f64,
+}
+
+/// Simulates `schedule` over the steps of `trace` with transfer times from `bw`.
+///
+/// A load starts at max(end of the previous op, end of its `after_step`) and lasts
+/// `bw.transfer_s(page_bytes)`; an evict the same with zero duration. Step `j` starts at max(end of
+/// step `j-1`, end of op `step_wait[j]`). Returns [`PlanError::Deadlock`] if an op waits for a step that
+/// waits for that op or a later one.
+pub fn simulate_schedule(
+    trace: &Trace,
+    schedule: &Schedule,
+    bw: &Bandwidth,
+) -> Result<Simulation, PlanError> {
+    let n = trace.steps.len();
+    if schedule.step_wait.len() != n {
+        return Err(PlanError::Invalid(format!(
+            "schedule has {} step waits for {} steps",
+            schedule.step_wait.len(),
+            n
+        )));
+    }
+    let ops = &schedule.ops;
+    let load_s = bw.transfer_s(trace.page_bytes);
+    let mut sim = Simulation {
+        op_start: vec![0.0; ops.len()],
+        op_end: vec![0.0; ops.len()],
+        step_start: vec![0.0; n],
+        step_end: vec![0.0; n],
+        stalls: vec![0.0; n],
+        ..Default::default()
+    };
+    let (mut i, mut j) = (0usize, 0usize);
+    let (mut t_op, mut t_step) = (0.0f64, 0.0f64);
+    while i < ops.len() || j < n {
+        let mut progressed = false;
+        while i < ops.len() {
+            let dep = ops[i].after_step().map(|d| d as usize);
+            if let Some(d) = dep {
+                if d >= n {
+                    return Err(PlanError::Invalid(format!(
+                        "op {i} waits for step {d} of {n}"
+                    )));
+                }
+                if d >= j {
+                    break;
+                }
+            }
+            let start = dep.map_or(t_op, |d| t_op.max(sim.step_end[d]));
+            let dur = match ops[i] {
+                Op::Load { .. } => load_s,
+                Op::Evict { .. } => 0.0,
+            };
+            sim.op_start[i] = start;
+            t_op = start + dur;
+            sim.op_end[i] = t_op;
+            sim.transfer_busy_s += dur;
+            i += 1;
+            progressed = true;
+        }
+        while j < n {
+            let w = schedule.step_wait[j].map(|w| w as usize);
+            if let Some(w) = w {
+                if w >= ops.len() {
+                    return Err(PlanError::Invalid(format!(
+                        "step {j} waits for op {w} of {}",
+                        ops.len()
+                    )));
+                }
+                if w >= i {
+                    break;
+                }
+            }
+            let start = w.map_or(t_step, |w| t_step.max(sim.op_end[w]));
+            sim.stalls[j] = start - t_step;
+            sim.step_start[j] = start;
+            t_step = start + trace.steps[j].compute_s;
+            sim.step_end[j] = t_step;
+            j += 1;
+            progressed = true;
+        }
+        if !progressed {
+            return Err(PlanError::Deadlock { op: i, step: j });
+        }
+    }
+    sim.makespan_s = t_op.max(t_step);
+    sim.total_stall_s = sim.stalls.iter().sum();
+    Ok(sim)
+}

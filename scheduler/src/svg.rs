@@ -1,0 +1,1 @@
+//! Residency timeline as SVG.

@@ -1,0 +1,179 @@
+//! The pipeline unrolled into one global step sequence over one global page space, with next-use links.
+use crate::{PageRef, Pipeline, PlanError, Profile};
+use serde::Serialize;
+
+/// Marks "never used again".
+pub const NEVER: u32 = u32::MAX;
+
+/// One executed step in the unrolled pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TraceStep {
+    pub model: u32,
+    /// Step index within the model's profile.
+    pub step: u32,
+    /// Repetition (e.g. frame) index.
+    pub rep: u32,
+    /// Stage index within the pipeline.
+    pub stage: u32,
+    /// Run index within the stage's fan-out.
+    pub run: u32,
+    pub compute_s: f64,
+    pub activation_bytes: u64,
+}
+
+/// The whole workload as one sequence of steps. Global page `g` of model `m` page `p` is
+/// `model_offset[m] + p`.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    pub steps: Vec<TraceStep>,
+    /// Global pages read by each step: `refs[ref_start[j]..ref_start[j+1]]`, sorted, no duplicates.
+    pub refs: Vec<u32>,
+    pub ref_start: Vec<u32>,
+    /// For each reference, the next step index (> its own) that reads the same page, or [`NEVER`].
+    pub next_use: Vec<u32>,
+    /// For each global page, the first step that reads it, or [`NEVER`].
+    pub first_use: Vec<u32>,
+    pub model_offset: Vec<u32>,
+    pub total_pages: u32,
+    pub page_bytes: u64,
+    pub model_names: Vec<String>,
+}
+
+impl Trace {
+    /// Unrolls `pipeline` over `profiles`, checking the input (page indices, page sizes, times).
+    pub fn build(profiles: &[Profile], pipeline: &Pipeline) -> Result<Trace, PlanError> {
+        let inv = |m: String| Err(PlanError::Invalid(m));
+        let Some(first) = profiles.first() else {
+            return inv("no model profiles".into());
+        };
+        let page_bytes = first.page_bytes;
+        if page_bytes == 0 {
+            return inv(format!("model `{}` has page_bytes 0", first.model));
+        }
+        let mut model_offset = Vec::with_capacity(profiles.len());
+        let mut total: u64 = 0;
+        for p in profiles {
+            if p.page_bytes != page_bytes {
+                return inv(format!(
+                    "model `{}` has {}-byte pages but model `{}` has {}-byte pages; one atlas needs one page size",
+                    p.model, p.page_bytes, first.model, page_bytes
+                ));
+            }
+            model_offset.push(total as u32);
+            total += p.total_pages as u64;
+            for s in &p.steps {
+                if let Some(&bad) = s.pages.iter().find(|&&x| x >= p.total_pages) {
+                    return inv(format!(
+                        "model `{}` step `{}` reads page {bad} but the model has {} pages",
+                        p.model, s.name, p.total_pages
+                    ));
+                }
+                if !(s.compute_s.is_finite() && s.compute_s >= 0.0) {
+                    return inv(format!(
+                        "model `{}` step `{}` has compute time {} s",
+                        p.model, s.name, s.compute_s
+                    ));
+                }
+            }
+        }
+        if total >= NEVER as u64 {
+            return inv(format!("{total} pages in all is too many"));
+        }
+        for (i, st) in pipeline.stages.iter().enumerate() {
+            if st.model >= profiles.len() {
+                return inv(format!(
+                    "pipeline stage {i} names model index {} but there are {} profiles",
+                    st.model,
+                    profiles.len()
+                ));
+            }
+        }
+        let mut steps = Vec::new();
+        let mut refs = Vec::new();
+        let mut ref_start = vec![0u32];
+        let mut scratch = Vec::new();
+        for rep in 0..pipeline.repetitions {
+            for (si, st) in pipeline.stages.iter().enumerate() {
+                let prof = &profiles[st.model];
+                let off = model_offset[st.model];
+                for run in 0..st.count {
+                    for (k, s) in prof.steps.iter().enumerate() {
+                        steps.push(TraceStep {
+                            model: st.model as u32,
+                            step: k as u32,
+                            rep,
+                            stage: si as u32,
+                            run,
+                            compute_s: s.compute_s,
+                            activation_bytes: s.activation_bytes,
+                        });
+                        scratch.clear();
+                        scratch.extend(s.pages.iter().map(|&p| p + off));
+                        scratch.sort_unstable();
+                        scratch.dedup();
+                        refs.extend_from_slice(&scratch);
+                        if refs.len() >= NEVER as usize || steps.len() >= NEVER as usize {
+                            return inv("workload too large (over 2^32 steps or references)".into());
+                        }
+                        ref_start.push(refs.len() as u32);
+                    }
+                }
+            }
+        }
+        let total_pages = total as u32;
+        let mut next_use = vec![NEVER; refs.len()];
+        let mut seen = vec![NEVER; total_pages as usize];
+        for j in (0..steps.len()).rev() {
+            for r in ref_start[j] as usize..ref_start[j + 1] as usize {
+                let g = refs[r] as usize;
+                next_use[r] = seen[g];
+                seen[g] = j as u32;
+            }
+        }
+        Ok(Trace {
+            steps,
+            refs,
+            ref_start,
+            next_use,
+            first_use: seen,
+            model_offset,
+            total_pages,
+            page_bytes,
+            model_names: profiles.iter().map(|p| p.model.clone()).collect(),
+        })
+    }
+
+    /// Global pages read by step `j`.
+    pub fn pages(&self, j: usize) -> &[u32] {
+        &self.refs[self.ref_start[j] as usize..self.ref_start[j + 1] as usize]
+    }
+
+    /// Reference index range of step `j` (indexes `refs` and `next_use`).
+    pub fn ref_range(&self, j: usize) -> std::ops::Range<usize> {
+        self.ref_start[j] as usize..self.ref_start[j + 1] as usize
+    }
+
+    /// The model-local name of global page `g`.
+    pub fn page_ref(&self, g: u32) -> PageRef {
+        let m = self.model_offset.partition_point(|&o| o <= g) - 1;
+        // Models with zero pages share an offset with the next one; take the last model starting at or below g.
+        PageRef {
+            model: m as u32,
+            page: g - self.model_offset[m],
+        }
+    }
+
+    /// Largest activation peak over all steps.
+    pub fn max_activation(&self) -> u64 {
+        self.steps
+            .iter()
+            .map(|s| s.activation_bytes)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Sum of all steps' compute times.
+    pub fn compute_s(&self) -> f64 {
+        self.steps.iter().map(|s| s.compute_s).sum()
+    }
+}
