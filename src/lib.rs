@@ -1,1 +1,3 @@
 //! texstream: run several neural networks in succession on a Vulkan GPU under one hard memory cap.
+pub mod ir;
+pub mod onnx;

@@ -1,0 +1,396 @@
+//! Constant evaluation of shape-like and elementwise IR ops (used for constant folding only; the
+//! executor runs everything else on the GPU).
+use super::infer::{infer, Sig};
+use super::op::*;
+use super::{DType, TensorData, Values};
+
+fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// For each output element of `out` shape, the linear index into a tensor of `shape` broadcast to it.
+fn bcast_index(shape: &[usize], out: &[usize]) -> Vec<usize> {
+    let n: usize = out.iter().product();
+    let r = out.len();
+    let st = strides(shape);
+    let mut idx = Vec::with_capacity(n);
+    let ost = strides(out);
+    for lin in 0..n {
+        let mut off = 0;
+        for (a, &d) in out.iter().enumerate() {
+            let i = (lin / ost[a]) % d.max(1);
+            if a + shape.len() >= r {
+                let k = a + shape.len() - r;
+                if shape[k] != 1 {
+                    off += i * st[k];
+                }
+            }
+        }
+        idx.push(off);
+    }
+    idx
+}
+
+fn gather_by(t: &TensorData, shape: Vec<usize>, idx: &[usize]) -> TensorData {
+    let values = match &t.values {
+        Values::F(v) => Values::F(idx.iter().map(|&i| v[i]).collect()),
+        Values::I(v) => Values::I(idx.iter().map(|&i| v[i]).collect()),
+    };
+    TensorData {
+        dtype: t.dtype,
+        shape,
+        values,
+    }
+}
+
+fn binary(op: BinaryOp, a: f64, b: f64) -> f64 {
+    let t = |c: bool| c as i64 as f64;
+    match op {
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div => a / b,
+        BinaryOp::Pow => a.powf(b),
+        BinaryOp::Equal => t(a == b),
+        BinaryOp::Less => t(a < b),
+        BinaryOp::Greater => t(a > b),
+        BinaryOp::And => t(a != 0.0 && b != 0.0),
+        BinaryOp::Or => t(a != 0.0 || b != 0.0),
+        BinaryOp::PRelu => {
+            if a < 0.0 {
+                a * b
+            } else {
+                a
+            }
+        }
+    }
+}
+
+fn unary(op: UnaryOp, x: f64) -> Option<f64> {
+    Some(match op {
+        UnaryOp::Relu => x.max(0.0),
+        UnaryOp::LeakyRelu { alpha } => {
+            if x < 0.0 {
+                x * alpha as f64
+            } else {
+                x
+            }
+        }
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::HardSigmoid { alpha, beta } => (alpha as f64 * x + beta as f64).clamp(0.0, 1.0),
+        UnaryOp::HardSwish => x * ((x + 3.0).clamp(0.0, 6.0) / 6.0),
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Reciprocal => 1.0 / x,
+        UnaryOp::Clip { min, max } => x.clamp(min as f64, max as f64),
+        UnaryOp::Neg => -x,
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sin => x.sin(),
+        UnaryOp::Cos => x.cos(),
+        UnaryOp::Not => (x == 0.0) as i64 as f64,
+        // No erf in std: leave Erf/Gelu on constants unfolded (never seen in practice).
+        UnaryOp::Erf | UnaryOp::Gelu => return None,
+    })
+}
+
+/// Evaluates `op` on constant inputs. `Ok(None)` means the op is not constant-foldable here.
+pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorData>>, String> {
+    let sigs: Vec<Option<Sig>> = ins
+        .iter()
+        .map(|t| t.map(|t| (t.shape.clone(), t.dtype)))
+        .collect();
+    let x = match ins.first().copied().flatten() {
+        Some(x) => x,
+        None => return Ok(None),
+    };
+    let foldable = matches!(
+        op,
+        Op::Binary(_)
+            | Op::Unary(_)
+            | Op::Where
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Concat { .. }
+            | Op::Split { .. }
+            | Op::Slice { .. }
+            | Op::Gather { .. }
+            | Op::Cast { .. }
+            | Op::Expand { .. }
+            | Op::Tile { .. }
+            | Op::Reduce { .. }
+            | Op::Pad {
+                mode: PadMode::Constant,
+                ..
+            }
+    );
+    if !foldable {
+        return Ok(None);
+    }
+    let outs = infer(op, &sigs)?;
+    let (oshape, odt) = outs[0].clone();
+    let n: usize = oshape.iter().product();
+    let res = match op {
+        Op::Binary(b) => {
+            let y = ins.get(1).copied().flatten().ok_or("missing input")?;
+            let (ia, ib) = (
+                bcast_index(&x.shape, &oshape),
+                bcast_index(&y.shape, &oshape),
+            );
+            let int_math = !x.dtype.is_float() && !y.dtype.is_float();
+            let vals = (0..n).map(|i| {
+                let (a, c) = (x.values.get_f(ia[i]), y.values.get_f(ib[i]));
+                if int_math && *b == BinaryOp::Div {
+                    let (p, q) = (x.values.get_i(ia[i]), y.values.get_i(ib[i]));
+                    if q == 0 {
+                        0.0
+                    } else {
+                        p.div_euclid(q) as f64
+                    }
+                } else {
+                    binary(*b, a, c)
+                }
+            });
+            vec![TensorData::from_f64s(odt, oshape, vals)]
+        }
+        Op::Unary(u) => {
+            let mut v = Vec::with_capacity(n);
+            for i in 0..n {
+                match unary(*u, x.values.get_f(i)) {
+                    Some(r) => v.push(r),
+                    None => return Ok(None),
+                }
+            }
+            vec![TensorData::from_f64s(odt, oshape, v.into_iter())]
+        }
+        Op::Where => {
+            let a = ins.get(1).copied().flatten().ok_or("missing input")?;
+            let b = ins.get(2).copied().flatten().ok_or("missing input")?;
+            let (ic, ia, ib) = (
+                bcast_index(&x.shape, &oshape),
+                bcast_index(&a.shape, &oshape),
+                bcast_index(&b.shape, &oshape),
+            );
+            let vals = (0..n).map(|i| {
+                if x.values.get_i(ic[i]) != 0 {
+                    a.values.get_f(ia[i])
+                } else {
+                    b.values.get_f(ib[i])
+                }
+            });
+            if a.dtype.is_float() {
+                vec![TensorData::from_f64s(odt, oshape, vals)]
+            } else {
+                let iv = (0..n).map(|i| {
+                    if x.values.get_i(ic[i]) != 0 {
+                        a.values.get_i(ia[i])
+                    } else {
+                        b.values.get_i(ib[i])
+                    }
+                });
+                vec![TensorData {
+                    dtype: odt,
+                    shape: oshape,
+                    values: Values::I(iv.collect()),
+                }]
+            }
+        }
+        Op::Reshape { .. } => vec![TensorData {
+            dtype: x.dtype,
+            shape: oshape,
+            values: x.values.clone(),
+        }],
+        Op::Cast { to } => {
+            let vals = (0..n).map(|i| x.values.get_f(i));
+            let mut t = TensorData::from_f64s(*to, oshape, vals);
+            if !to.is_float() && !x.dtype.is_float() {
+                t.values = Values::I(x.as_i64());
+                if *to == DType::Bool {
+                    t.values = Values::I(x.as_i64().iter().map(|&v| (v != 0) as i64).collect());
+                }
+            }
+            vec![t]
+        }
+        Op::Transpose { perm } => {
+            let ist = strides(&x.shape);
+            let ost = strides(&oshape);
+            let idx: Vec<usize> = (0..n)
+                .map(|lin| {
+                    perm.iter()
+                        .enumerate()
+                        .map(|(a, &p)| ((lin / ost[a]) % oshape[a]) * ist[p])
+                        .sum()
+                })
+                .collect();
+            vec![gather_by(x, oshape, &idx)]
+        }
+        Op::Expand { .. } => vec![gather_by(
+            x,
+            oshape.clone(),
+            &bcast_index(&x.shape, &oshape),
+        )],
+        Op::Tile { .. } => {
+            let ist = strides(&x.shape);
+            let ost = strides(&oshape);
+            let idx: Vec<usize> = (0..n)
+                .map(|lin| {
+                    (0..oshape.len())
+                        .map(|a| ((lin / ost[a]) % oshape[a] % x.shape[a]) * ist[a])
+                        .sum()
+                })
+                .collect();
+            vec![gather_by(x, oshape, &idx)]
+        }
+        Op::Slice { starts, steps, .. } => {
+            let ist = strides(&x.shape);
+            let ost = strides(&oshape);
+            let idx: Vec<usize> = (0..n)
+                .map(|lin| {
+                    (0..oshape.len())
+                        .map(|a| {
+                            let i = ((lin / ost[a]) % oshape[a]) as i64;
+                            (starts[a] + i * steps[a]) as usize * ist[a]
+                        })
+                        .sum()
+                })
+                .collect();
+            vec![gather_by(x, oshape, &idx)]
+        }
+        Op::Pad { pads, value, .. } => {
+            let r = x.shape.len();
+            let ist = strides(&x.shape);
+            let ost = strides(&oshape);
+            let mut vals = Vec::with_capacity(n);
+            for lin in 0..n {
+                let mut off = Some(0usize);
+                for a in 0..r {
+                    let i = (lin / ost[a]) % oshape[a];
+                    match i.checked_sub(pads[a]) {
+                        Some(j) if j < x.shape[a] => off = off.map(|o| o + j * ist[a]),
+                        _ => off = None,
+                    }
+                }
+                vals.push(off.map(|o| x.values.get_f(o)).unwrap_or(*value as f64));
+            }
+            vec![TensorData::from_f64s(odt, oshape, vals.into_iter())]
+        }
+        Op::Gather { axis } => {
+            let ind = ins.get(1).copied().flatten().ok_or("missing indices")?;
+            let d = x.shape[*axis] as i64;
+            let inner: usize = x.shape[axis + 1..].iter().product();
+            let outer: usize = x.shape[..*axis].iter().product();
+            let mut idx = Vec::with_capacity(n);
+            for o in 0..outer {
+                for k in 0..ind.numel() {
+                    let mut j = ind.values.get_i(k);
+                    if j < 0 {
+                        j += d;
+                    }
+                    if j < 0 || j >= d {
+                        return Err(format!(
+                            "Gather index {} out of range for axis size {d}",
+                            ind.values.get_i(k)
+                        ));
+                    }
+                    for i in 0..inner {
+                        idx.push((o * d as usize + j as usize) * inner + i);
+                    }
+                }
+            }
+            vec![gather_by(x, oshape, &idx)]
+        }
+        Op::Concat { axis } => {
+            let outer: usize = oshape[..*axis].iter().product();
+            let parts: Vec<&TensorData> = ins.iter().flatten().copied().collect();
+            let float = parts.iter().any(|p| matches!(p.values, Values::F(_)));
+            let mut fv = Vec::new();
+            let mut iv = Vec::new();
+            for o in 0..outer {
+                for p in &parts {
+                    let chunk: usize = p.shape[*axis..].iter().product();
+                    for i in o * chunk..(o + 1) * chunk {
+                        if float {
+                            fv.push(p.values.get_f(i) as f32);
+                        } else {
+                            iv.push(p.values.get_i(i));
+                        }
+                    }
+                }
+            }
+            let values = if float { Values::F(fv) } else { Values::I(iv) };
+            vec![TensorData {
+                dtype: odt,
+                shape: oshape,
+                values,
+            }]
+        }
+        Op::Split { axis, splits } => {
+            let mut res = Vec::new();
+            let mut start = 0i64;
+            for (k, &s) in splits.iter().enumerate() {
+                let r = x.shape.len();
+                let mut starts = vec![0i64; r];
+                let mut ends: Vec<i64> = x.shape.iter().map(|&d| d as i64).collect();
+                starts[*axis] = start;
+                ends[*axis] = start + s as i64;
+                let sl = Op::Slice {
+                    starts,
+                    ends,
+                    steps: vec![1; r],
+                };
+                let mut o = eval(&sl, &[Some(x)])?.ok_or("split")?;
+                o[0].shape = outs[k].0.clone();
+                res.push(o.remove(0));
+                start += s as i64;
+            }
+            res
+        }
+        Op::Reduce { op: rop, axes, .. } => {
+            let ist = strides(&x.shape);
+            let r = x.shape.len();
+            let kept: Vec<usize> = (0..r).filter(|a| !axes.contains(a)).collect();
+            let red: Vec<usize> = axes.clone();
+            let rn: usize = red.iter().map(|&a| x.shape[a]).product();
+            let mut vals = Vec::with_capacity(n);
+            for lin in 0..n {
+                // Decompose lin over the kept axes (keepdims only adds 1s, which do not change order).
+                let mut base = 0;
+                let mut rem = lin;
+                for &a in kept.iter().rev() {
+                    base += (rem % x.shape[a]) * ist[a];
+                    rem /= x.shape[a];
+                }
+                let mut acc: Option<f64> = None;
+                for k in 0..rn {
+                    let mut off = base;
+                    let mut rr = k;
+                    for &a in red.iter().rev() {
+                        off += (rr % x.shape[a]) * ist[a];
+                        rr /= x.shape[a];
+                    }
+                    let v = x.values.get_f(off);
+                    acc = Some(match (acc, rop) {
+                        (None, _) => v,
+                        (Some(s), ReduceOp::Sum | ReduceOp::Mean) => s + v,
+                        (Some(s), ReduceOp::Max) => s.max(v),
+                        (Some(s), ReduceOp::Min) => s.min(v),
+                    });
+                }
+                let v = acc.unwrap_or(0.0);
+                vals.push(if *rop == ReduceOp::Mean && rn > 0 {
+                    v / rn as f64
+                } else {
+                    v
+                });
+            }
+            vec![TensorData::from_f64s(odt, oshape, vals.into_iter())]
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(res))
+}

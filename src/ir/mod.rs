@@ -1,0 +1,161 @@
+//! texstream's IR: a topologically ordered graph of typed ops over tensors with concrete shapes.
+//!
+//! Produced by `crate::onnx::import`, rewritten by [`passes`], packed by `crate::packed`, and run by
+//! the executor. Tensors are referred to by index ([`TensorId`]) into [`Graph::tensors`].
+pub mod eval;
+pub mod infer;
+pub mod op;
+pub mod passes;
+pub mod tensor;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use op::{
+    Activation, BinaryOp, CoordMode, NearestMode, Op, PadMode, ReduceOp, ReshapeKind, ResizeMode,
+    UnaryOp, Window,
+};
+pub use tensor::{c4_bytes, nchw, DType, TensorData, TensorInfo, TensorLayout, Values};
+
+/// Index into [`Graph::tensors`].
+pub type TensorId = usize;
+
+/// One operation. `inputs` keeps ONNX positions; absent optional inputs are `None`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub name: String,
+    pub op: Op,
+    pub inputs: Vec<Option<TensorId>>,
+    pub outputs: Vec<TensorId>,
+}
+
+impl Node {
+    /// Present inputs, in order.
+    pub fn present_inputs(&self) -> impl Iterator<Item = TensorId> + '_ {
+        self.inputs.iter().flatten().copied()
+    }
+    pub fn input(&self, i: usize) -> Option<TensorId> {
+        self.inputs.get(i).copied().flatten()
+    }
+}
+
+/// A named graph input or output.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Port {
+    pub name: String,
+    pub tensor: TensorId,
+}
+
+/// The graph. `nodes` are in topological order.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Graph {
+    pub tensors: Vec<TensorInfo>,
+    pub nodes: Vec<Node>,
+    pub inputs: Vec<Port>,
+    pub outputs: Vec<Port>,
+    /// Constant tensors (weights and folded values), keyed by tensor id.
+    pub constants: BTreeMap<TensorId, TensorData>,
+}
+
+impl Graph {
+    pub fn add_tensor(
+        &mut self,
+        name: impl Into<String>,
+        shape: Vec<usize>,
+        dtype: DType,
+    ) -> TensorId {
+        self.tensors.push(TensorInfo {
+            name: name.into(),
+            shape,
+            dtype,
+            layout: TensorLayout::C4,
+        });
+        self.tensors.len() - 1
+    }
+
+    pub fn add_constant(&mut self, name: impl Into<String>, data: TensorData) -> TensorId {
+        let id = self.add_tensor(name, data.shape.clone(), data.dtype);
+        self.constants.insert(id, data);
+        id
+    }
+
+    pub fn is_const(&self, t: TensorId) -> bool {
+        self.constants.contains_key(&t)
+    }
+
+    /// For every tensor, the indices of the nodes that read it.
+    pub fn consumers(&self) -> Vec<Vec<usize>> {
+        let mut out = vec![Vec::new(); self.tensors.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            for t in n.present_inputs() {
+                if !out[t].contains(&i) {
+                    out[t].push(i);
+                }
+            }
+        }
+        out
+    }
+
+    /// For every tensor, the node that writes it (None for inputs and constants).
+    pub fn producers(&self) -> Vec<Option<usize>> {
+        let mut out = vec![None; self.tensors.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            for &t in &n.outputs {
+                out[t] = Some(i);
+            }
+        }
+        out
+    }
+
+    pub fn is_output(&self, t: TensorId) -> bool {
+        self.outputs.iter().any(|p| p.tensor == t)
+    }
+
+    /// Counts of each op name (unary/binary ops are reported by their sub-op).
+    pub fn op_histogram(&self) -> BTreeMap<String, usize> {
+        let mut h = BTreeMap::new();
+        for n in &self.nodes {
+            let name = match &n.op {
+                Op::Unary(u) => format!("{u:?}")
+                    .split(' ')
+                    .next()
+                    .unwrap_or("Unary")
+                    .to_string(),
+                Op::Binary(b) => format!("{b:?}"),
+                Op::Reduce { op, .. } => format!("Reduce{op:?}"),
+                o => o.name().to_string(),
+            };
+            *h.entry(name).or_insert(0) += 1;
+        }
+        h
+    }
+
+    /// Nodes that are real layout copies (Reshape/Transpose whose output is not a view).
+    pub fn layout_transform_count(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| {
+                n.op.is_layout_op()
+                    && n.outputs
+                        .iter()
+                        .any(|&t| self.tensors[t].layout == TensorLayout::C4)
+            })
+            .count()
+    }
+
+    /// Removes constants and tensors no longer reachable is not attempted (ids stay stable);
+    /// this drops constants that no node or output reads.
+    pub fn prune_constants(&mut self) {
+        let mut used = vec![false; self.tensors.len()];
+        for n in &self.nodes {
+            for t in n.present_inputs() {
+                used[t] = true;
+            }
+        }
+        for p in &self.outputs {
+            used[p.tensor] = true;
+        }
+        self.constants.retain(|t, _| used[*t]);
+    }
+}

@@ -1,0 +1,300 @@
+//! The closed IR operator set with typed attributes. Shapes in attributes are concrete.
+use serde::{Deserialize, Serialize};
+
+/// Activation fused into the epilogue of Conv / ConvTranspose / MatMul / Gemm (applied after bias).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub enum Activation {
+    #[default]
+    None,
+    Relu,
+    /// Clip / Relu6.
+    Clip {
+        min: f32,
+        max: f32,
+    },
+    Sigmoid,
+    /// x * relu6(x + 3) / 6.
+    HardSwish,
+    /// max(0, min(1, alpha * x + beta)).
+    HardSigmoid {
+        alpha: f32,
+        beta: f32,
+    },
+    LeakyRelu {
+        alpha: f32,
+    },
+    Tanh,
+    /// Exact (erf) GELU.
+    Gelu,
+}
+
+/// Elementwise binary ops with numpy broadcasting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    /// Comparison ops produce Bool.
+    Equal,
+    Less,
+    Greater,
+    And,
+    Or,
+    /// PRelu(x, slope).
+    PRelu,
+}
+
+/// Elementwise unary ops.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum UnaryOp {
+    Relu,
+    LeakyRelu { alpha: f32 },
+    Sigmoid,
+    HardSigmoid { alpha: f32, beta: f32 },
+    HardSwish,
+    Tanh,
+    Erf,
+    Gelu,
+    Exp,
+    Sqrt,
+    Reciprocal,
+    Clip { min: f32, max: f32 },
+    Neg,
+    Abs,
+    Log,
+    Sin,
+    Cos,
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReduceOp {
+    Mean,
+    Sum,
+    Max,
+    Min,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ResizeMode {
+    Nearest,
+    Linear,
+}
+
+/// ONNX `coordinate_transformation_mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CoordMode {
+    HalfPixel,
+    PytorchHalfPixel,
+    AlignCorners,
+    Asymmetric,
+}
+
+/// ONNX `nearest_mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NearestMode {
+    RoundPreferFloor,
+    RoundPreferCeil,
+    Floor,
+    Ceil,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PadMode {
+    Constant,
+    Reflect,
+    Edge,
+}
+
+/// Which ONNX op a [`Op::Reshape`] came from (kept for reporting; semantics are identical).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReshapeKind {
+    Reshape,
+    Flatten,
+    Squeeze,
+    Unsqueeze,
+}
+
+/// 2D window geometry shared by Conv, ConvTranspose and pooling. 1D ops (input [N, C, W]) use
+/// kernel/stride/dilation/pad 1/1/1/0 on the H axis, i.e. they are 2D ops with H = 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    /// [kh, kw]
+    pub kernel: [usize; 2],
+    /// [sh, sw]
+    pub strides: [usize; 2],
+    /// [dh, dw]
+    pub dilations: [usize; 2],
+    /// [top, left, bottom, right]: resolved from explicit pads or auto_pad.
+    pub pads: [usize; 4],
+    /// 1 for Conv1d-style ops on [N, C, W] tensors, 2 otherwise.
+    pub spatial_rank: u8,
+}
+
+/// One IR operation. Inputs are listed per variant; optional inputs that are absent are `None`
+/// entries in [`super::Node::inputs`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    /// inputs: X, W (const [O, I/g, KH, KW]), B? (const [O]).
+    Conv {
+        window: Window,
+        group: usize,
+        activation: Activation,
+    },
+    /// inputs: X, W (const [I, O/g, KH, KW]), B?. `output_padding` is [h, w].
+    ConvTranspose {
+        window: Window,
+        group: usize,
+        output_padding: [usize; 2],
+        activation: Activation,
+    },
+    /// inputs: A, B. Numpy matmul semantics; `transpose_a/b` mean the operand is read with its last
+    /// two axes swapped (an absorbed Transpose).
+    MatMul {
+        transpose_a: bool,
+        transpose_b: bool,
+        activation: Activation,
+    },
+    /// inputs: A, B, C?. Y = alpha * op(A) * op(B) + beta * C.
+    Gemm {
+        alpha: f32,
+        beta: f32,
+        trans_a: bool,
+        trans_b: bool,
+        activation: Activation,
+    },
+    Binary(BinaryOp),
+    Unary(UnaryOp),
+    /// inputs: cond, X, Y.
+    Where,
+    Softmax {
+        axis: usize,
+    },
+    /// inputs: X, scale?, bias?. Normalizes over axes [axis, rank).
+    LayerNorm {
+        axis: usize,
+        epsilon: f32,
+    },
+    /// inputs: X, scale, bias, mean, var (all const [C]) — left only when not folded into a Conv.
+    BatchNorm {
+        epsilon: f32,
+    },
+    /// `axes` sorted, non-negative.
+    Reduce {
+        op: ReduceOp,
+        axes: Vec<usize>,
+        keepdims: bool,
+    },
+    ArgMax {
+        axis: usize,
+        keepdims: bool,
+        select_last_index: bool,
+    },
+    MaxPool {
+        window: Window,
+        ceil_mode: bool,
+    },
+    AveragePool {
+        window: Window,
+        ceil_mode: bool,
+        count_include_pad: bool,
+    },
+    GlobalAveragePool,
+    /// `sizes` is the concrete output shape; `scales` the per-axis ratios used for coordinate
+    /// transforms (ONNX `scales`, or sizes/input when only `sizes` was given).
+    Resize {
+        mode: ResizeMode,
+        coord: CoordMode,
+        nearest: NearestMode,
+        scales: Vec<f32>,
+        sizes: Vec<usize>,
+    },
+    Concat {
+        axis: usize,
+    },
+    /// One output per entry of `splits`.
+    Split {
+        axis: usize,
+        splits: Vec<usize>,
+    },
+    /// Per-axis (start, end, step), normalized and clamped; one entry per input axis.
+    Slice {
+        starts: Vec<i64>,
+        ends: Vec<i64>,
+        steps: Vec<i64>,
+    },
+    Transpose {
+        perm: Vec<usize>,
+    },
+    /// Reshape / Flatten / Squeeze / Unsqueeze to the concrete `shape`.
+    Reshape {
+        kind: ReshapeKind,
+        shape: Vec<usize>,
+    },
+    /// `pads` = [begin_0, .., begin_r-1, end_0, .., end_r-1] (non-negative).
+    Pad {
+        mode: PadMode,
+        pads: Vec<usize>,
+        value: f32,
+    },
+    /// inputs: data, indices.
+    Gather {
+        axis: usize,
+    },
+    Cast {
+        to: super::DType,
+    },
+    /// Broadcast X to `shape` (already broadcast against X's shape).
+    Expand {
+        shape: Vec<usize>,
+    },
+    Tile {
+        repeats: Vec<usize>,
+    },
+    /// ONNX LSTM, forward direction only, layout 0. inputs: X, W, R, B?, seq_lens?, h0?, c0?.
+    Lstm {
+        hidden_size: usize,
+    },
+}
+
+impl Op {
+    /// Short op name for reports and errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Conv { .. } => "Conv",
+            Op::ConvTranspose { .. } => "ConvTranspose",
+            Op::MatMul { .. } => "MatMul",
+            Op::Gemm { .. } => "Gemm",
+            Op::Binary(_) => "Binary",
+            Op::Unary(_) => "Unary",
+            Op::Where => "Where",
+            Op::Softmax { .. } => "Softmax",
+            Op::LayerNorm { .. } => "LayerNormalization",
+            Op::BatchNorm { .. } => "BatchNormalization",
+            Op::Reduce { .. } => "Reduce",
+            Op::ArgMax { .. } => "ArgMax",
+            Op::MaxPool { .. } => "MaxPool",
+            Op::AveragePool { .. } => "AveragePool",
+            Op::GlobalAveragePool => "GlobalAveragePool",
+            Op::Resize { .. } => "Resize",
+            Op::Concat { .. } => "Concat",
+            Op::Split { .. } => "Split",
+            Op::Slice { .. } => "Slice",
+            Op::Transpose { .. } => "Transpose",
+            Op::Reshape { .. } => "Reshape",
+            Op::Pad { .. } => "Pad",
+            Op::Gather { .. } => "Gather",
+            Op::Cast { .. } => "Cast",
+            Op::Expand { .. } => "Expand",
+            Op::Tile { .. } => "Tile",
+            Op::Lstm { .. } => "LSTM",
+        }
+    }
+
+    /// Ops whose output is a pure re-indexing of one input (candidates for views).
+    pub fn is_layout_op(&self) -> bool {
+        matches!(self, Op::Reshape { .. } | Op::Transpose { .. })
+    }
+}

@@ -1,0 +1,154 @@
+//! Layout assignment after SmartMem's rule: Reshape-like and Transpose nodes become views (index
+//! arithmetic, no copy) when they can, and the rest are counted as real layout transforms.
+//!
+//! Rules, in order:
+//! 1. **Transpose into MatMul.** A Transpose that swaps only the last two axes and whose only
+//!    reader is a MatMul is removed; the MatMul reads that operand transposed
+//!    (`transpose_a` / `transpose_b`). MatMul is layout-dependent with a variable input layout,
+//!    so it can absorb the transposed read.
+//! 2. **C4-order-preserving reshape / transpose = view.** Every activation is stored C4-packed
+//!    (NC4HW4) after mapping its shape to (N, C, H, W) with [`crate::ir::nchw`]. The physical slot
+//!    of element e is `((n*ceil(C/4) + c/4)*H + h)*W + w)*4 + c%4`. A Reshape / Flatten / Squeeze /
+//!    Unsqueeze / Transpose whose output puts every element in the same physical slot as its input,
+//!    with the same padded size, is a view (`TensorLayout::ViewOf(root)`). This covers
+//!    adding/removing leading 1s, N<->H/W merges when C is 1, channel merges that keep C%4 == 0,
+//!    transposes of size-1 axes, and so on. It is decided exactly by (a) equal (N,C,H,W) maps, or
+//!    (b) an element-by-element check of tensors up to [`MAX_CHECK`] elements.
+//! 3. Everything else is a copy, counted in [`assign`]'s result and printed by `compile`.
+use super::sole_consumer;
+use crate::ir::{nchw, Graph, Op, TensorLayout};
+
+/// Largest tensor checked element by element; larger non-trivial reshapes stay copies.
+pub const MAX_CHECK: usize = 1 << 22;
+
+/// Rule 1. Returns the number of Transpose nodes absorbed.
+#[allow(clippy::needless_range_loop)] // indices are needed: nodes are edited in place
+pub fn absorb_transposes(g: &mut Graph) -> usize {
+    let mut count = 0;
+    let cons = g.consumers();
+    let mut dead = vec![false; g.nodes.len()];
+    for ti in 0..g.nodes.len() {
+        let Op::Transpose { perm } = &g.nodes[ti].op else {
+            continue;
+        };
+        let r = perm.len();
+        let swaps_last_two = r >= 2
+            && perm[r - 1] == r - 2
+            && perm[r - 2] == r - 1
+            && (0..r - 2).all(|i| perm[i] == i);
+        if !swaps_last_two {
+            continue;
+        }
+        let (Some(x), y) = (g.nodes[ti].input(0), g.nodes[ti].outputs[0]) else {
+            continue;
+        };
+        let Some(mi) = sole_consumer(g, &cons, y) else {
+            continue;
+        };
+        let (in_a, in_b) = (
+            g.nodes[mi].inputs.first() == Some(&Some(y)),
+            g.nodes[mi].inputs.get(1) == Some(&Some(y)),
+        );
+        if in_a == in_b {
+            continue;
+        }
+        let Op::MatMul {
+            transpose_a,
+            transpose_b,
+            ..
+        } = &mut g.nodes[mi].op
+        else {
+            continue;
+        };
+        if in_a {
+            *transpose_a = !*transpose_a;
+        } else {
+            *transpose_b = !*transpose_b;
+        }
+        let slot = if in_a { 0 } else { 1 };
+        g.nodes[mi].inputs[slot] = Some(x);
+        dead[ti] = true;
+        count += 1;
+    }
+    let mut it = dead.into_iter();
+    g.nodes.retain(|_| !it.next().unwrap_or(false));
+    count
+}
+
+fn phys(shape4: [usize; 4], lin: usize) -> usize {
+    let [_, c, h, w] = shape4;
+    let x = lin % w;
+    let y = (lin / w) % h;
+    let ch = (lin / (w * h)) % c;
+    let n = lin / (w * h * c);
+    (((n * c.div_ceil(4) + ch / 4) * h + y) * w + x) * 4 + ch % 4
+}
+
+fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// True when `op` maps input to output without moving any element's C4 physical slot.
+pub fn is_view(op: &Op, in_shape: &[usize], out_shape: &[usize]) -> bool {
+    let (a, b) = (nchw(in_shape), nchw(out_shape));
+    let padded = |s: [usize; 4]| s[0] * s[1].div_ceil(4) * s[2] * s[3] * 4;
+    if padded(a) != padded(b) {
+        return false;
+    }
+    let n: usize = in_shape.iter().product();
+    match op {
+        Op::Reshape { .. } => {
+            a == b || (n <= MAX_CHECK && (0..n).all(|i| phys(a, i) == phys(b, i)))
+        }
+        Op::Transpose { perm } => {
+            if n > MAX_CHECK {
+                return false;
+            }
+            let ist = strides(in_shape);
+            let ost = strides(out_shape);
+            (0..n).all(|lo| {
+                let li: usize = perm
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &p)| ((lo / ost[k]) % out_shape[k]) * ist[p])
+                    .sum();
+                phys(b, lo) == phys(a, li)
+            })
+        }
+        _ => false,
+    }
+}
+
+/// Rule 2 and 3: marks views; returns (views, copies).
+pub fn assign(g: &mut Graph) -> (usize, usize) {
+    let (mut views, mut copies) = (0, 0);
+    for t in &mut g.tensors {
+        t.layout = TensorLayout::C4;
+    }
+    for i in 0..g.nodes.len() {
+        let n = &g.nodes[i];
+        if !n.op.is_layout_op() {
+            continue;
+        }
+        let (Some(x), y) = (n.input(0), n.outputs[0]) else {
+            continue;
+        };
+        // Graph inputs and outputs keep their own images; constants are packed separately.
+        let pinned = g.is_const(x) || g.is_output(y);
+        if !pinned && is_view(&n.op, &g.tensors[x].shape, &g.tensors[y].shape) {
+            let root = match g.tensors[x].layout {
+                TensorLayout::ViewOf(r) => r,
+                TensorLayout::C4 => x,
+            };
+            g.tensors[y].layout = TensorLayout::ViewOf(root);
+            views += 1;
+        } else {
+            copies += 1;
+        }
+    }
+    (views, copies)
+}

@@ -1,0 +1,99 @@
+//! Graph passes run after import: BatchNorm folding, pattern fusion (GELU, HardSwish), activation
+//! fusion, dead-code elimination and layout assignment.
+pub mod fold_bn;
+pub mod fuse;
+pub mod layout;
+
+use super::{Graph, TensorId};
+
+/// What the passes changed, for `compile` output.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PassReport {
+    pub bn_folded: usize,
+    pub bn_to_affine: usize,
+    pub gelu_fused: usize,
+    pub hardswish_fused: usize,
+    pub bias_adds_fused: usize,
+    pub noop_casts_removed: usize,
+    pub activations_fused: usize,
+    pub dead_nodes_removed: usize,
+    pub transposes_absorbed: usize,
+    pub layout_views: usize,
+    /// Reshape/Transpose nodes that remain real copies.
+    pub layout_copies: usize,
+}
+
+/// Runs every pass in order.
+pub fn optimize(g: &mut Graph) -> PassReport {
+    let mut r = PassReport::default();
+    r.dead_nodes_removed += dce(g);
+    r.bn_folded = fold_bn::fold_into_conv(g);
+    r.bn_to_affine = fold_bn::lower_remaining(g);
+    r.gelu_fused = fuse::gelu(g);
+    r.hardswish_fused = fuse::hardswish(g);
+    r.noop_casts_removed = fuse::noop_casts(g);
+    r.bias_adds_fused = fuse::bias_add(g);
+    r.dead_nodes_removed += dce(g);
+    r.activations_fused = fuse::activations(g);
+    r.transposes_absorbed = layout::absorb_transposes(g);
+    r.dead_nodes_removed += dce(g);
+    let (views, copies) = layout::assign(g);
+    r.layout_views = views;
+    r.layout_copies = copies;
+    g.prune_constants();
+    r
+}
+
+/// Replaces every read of `old` (node inputs and graph outputs) by `new`.
+pub fn replace_uses(g: &mut Graph, old: TensorId, new: TensorId) {
+    for n in &mut g.nodes {
+        for t in n.inputs.iter_mut().flatten() {
+            if *t == old {
+                *t = new;
+            }
+        }
+    }
+    for p in &mut g.outputs {
+        if p.tensor == old {
+            p.tensor = new;
+        }
+    }
+}
+
+/// Removes nodes none of whose outputs are read or exported; returns how many.
+pub fn dce(g: &mut Graph) -> usize {
+    let before = g.nodes.len();
+    loop {
+        let cons = g.consumers();
+        let keep: Vec<bool> = g
+            .nodes
+            .iter()
+            .map(|n| {
+                n.outputs
+                    .iter()
+                    .any(|&t| !cons[t].is_empty() || g.is_output(t))
+            })
+            .collect();
+        if keep.iter().all(|&k| k) {
+            break;
+        }
+        let mut it = keep.into_iter();
+        g.nodes.retain(|_| it.next().unwrap_or(true));
+    }
+    g.prune_constants();
+    before - g.nodes.len()
+}
+
+/// The single consumer of `t`, if it has exactly one and is not a graph output.
+pub fn sole_consumer(g: &Graph, cons: &[Vec<usize>], t: TensorId) -> Option<usize> {
+    match cons[t].as_slice() {
+        [c] if !g.is_output(t) => Some(*c),
+        _ => None,
+    }
+}
+
+/// Scalar value of a constant tensor with one element.
+pub fn scalar(g: &Graph, t: Option<TensorId>) -> Option<f64> {
+    let d = g.constants.get(&t?)?;
+    (d.numel() == 1).then(|| d.values.get_f(0))
+}

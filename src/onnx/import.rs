@@ -1,0 +1,520 @@
+//! Walks an ONNX graph in topological order, converting each node into IR nodes or constants.
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+
+use super::attrs::Attrs;
+use super::error::ImportError;
+use super::proto;
+use super::tensor::{dims_to_shape, dtype_from_onnx, tensor_from_proto};
+use super::{ImportOptions, Model};
+use crate::ir::{eval::eval, infer::infer, Graph, Node, Op, Port, TensorData, TensorId};
+
+/// Import state: the graph being built and a stack of name scopes (one per inlined If branch).
+pub(super) struct Ctx<'a> {
+    pub file: PathBuf,
+    pub model_dir: &'a Path,
+    pub opset: i64,
+    pub g: Graph,
+    scopes: Vec<HashMap<String, TensorId>>,
+}
+
+/// Identifies the node being converted, for error messages.
+pub(super) struct NodeRef<'p> {
+    pub name: String,
+    pub op: &'p str,
+    pub proto: &'p proto::NodeProto,
+}
+
+impl Ctx<'_> {
+    pub fn node_err(&self, n: &NodeRef, tensor: &str, reason: impl Into<String>) -> ImportError {
+        ImportError::Node {
+            file: self.file.clone(),
+            node: n.name.clone(),
+            op: n.op.to_string(),
+            tensor: tensor.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    pub fn lookup(&self, name: &str) -> Option<TensorId> {
+        self.scopes.iter().rev().find_map(|s| s.get(name).copied())
+    }
+
+    pub fn bind(&mut self, name: &str, t: TensorId) {
+        if let Some(s) = self.scopes.last_mut() {
+            s.insert(name.to_string(), t);
+        }
+    }
+
+    pub fn konst(&self, t: TensorId) -> Option<&TensorData> {
+        self.g.constants.get(&t)
+    }
+
+    /// Input #i of the node as a tensor id (None for absent optional inputs).
+    pub fn input(&self, n: &NodeRef, i: usize) -> Result<Option<TensorId>, ImportError> {
+        match n.proto.input.get(i).map(|s| s.as_str()) {
+            None | Some("") => Ok(None),
+            Some(name) => self.lookup(name).map(Some).ok_or_else(|| {
+                self.node_err(
+                    n,
+                    name,
+                    "input tensor is not produced by any node, initializer or graph input",
+                )
+            }),
+        }
+    }
+
+    pub fn need_input(&self, n: &NodeRef, i: usize) -> Result<TensorId, ImportError> {
+        self.input(n, i)?
+            .ok_or_else(|| self.node_err(n, &format!("input #{i}"), "required input is missing"))
+    }
+
+    /// Input #i, which must be a constant after folding.
+    pub fn const_input(
+        &self,
+        n: &NodeRef,
+        i: usize,
+        what: &str,
+    ) -> Result<Option<&TensorData>, ImportError> {
+        match self.input(n, i)? {
+            None => Ok(None),
+            Some(t) => self.konst(t).map(Some).ok_or_else(|| {
+                self.node_err(
+                    n,
+                    &self.g.tensors[t].name,
+                    format!("{what} must be a constant (it is computed at run time)"),
+                )
+            }),
+        }
+    }
+
+    pub fn shape(&self, t: TensorId) -> &[usize] {
+        &self.g.tensors[t].shape
+    }
+
+    /// Binds output `i` of the node to an existing tensor (Identity, Dropout, If outputs).
+    pub fn alias_output(&mut self, n: &NodeRef, i: usize, t: TensorId) {
+        if let Some(name) = n.proto.output.get(i).filter(|s| !s.is_empty()) {
+            let name = name.clone();
+            self.bind(&name, t);
+        }
+    }
+
+    /// Registers a constant as output `i` of the node.
+    pub fn const_output(&mut self, n: &NodeRef, i: usize, data: TensorData) {
+        let name = n.proto.output.get(i).cloned().unwrap_or_default();
+        let t = self.g.add_constant(name.clone(), data);
+        if !name.is_empty() {
+            self.bind(&name, t);
+        }
+    }
+
+    /// Infers output shapes, folds when every input is constant, otherwise appends an IR node.
+    /// Returns the output tensor ids.
+    pub fn emit(
+        &mut self,
+        n: &NodeRef,
+        op: Op,
+        inputs: Vec<Option<TensorId>>,
+    ) -> Result<Vec<TensorId>, ImportError> {
+        let sigs: Vec<_> = inputs
+            .iter()
+            .map(|t| t.map(|t| (self.g.tensors[t].shape.clone(), self.g.tensors[t].dtype)))
+            .collect();
+        let outs = infer(&op, &sigs).map_err(|e| self.node_err(n, &self.first_output(n), e))?;
+        let all_const = inputs.iter().flatten().all(|t| self.g.is_const(*t))
+            && inputs.iter().any(|t| t.is_some());
+        if all_const {
+            let data: Vec<Option<&TensorData>> = inputs
+                .iter()
+                .map(|t| t.and_then(|t| self.g.constants.get(&t)))
+                .collect();
+            if let Some(vals) =
+                eval(&op, &data).map_err(|e| self.node_err(n, &self.first_output(n), e))?
+            {
+                let mut ids = Vec::new();
+                for (i, v) in vals.into_iter().enumerate() {
+                    self.const_output(n, i, v);
+                    ids.push(self.g.tensors.len() - 1);
+                }
+                return Ok(ids);
+            }
+        }
+        let mut ids = Vec::new();
+        for (i, (shape, dt)) in outs.into_iter().enumerate() {
+            let oname = n.proto.output.get(i).cloned().unwrap_or_default();
+            let label = if oname.is_empty() {
+                format!("{}:{i}", n.name)
+            } else {
+                oname.clone()
+            };
+            let t = self.g.add_tensor(label, shape, dt);
+            if !oname.is_empty() {
+                self.bind(&oname, t);
+            }
+            ids.push(t);
+        }
+        self.g.nodes.push(Node {
+            name: n.name.clone(),
+            op,
+            inputs,
+            outputs: ids.clone(),
+        });
+        Ok(ids)
+    }
+
+    /// Adds an internal node (not bound to ONNX names) and returns its single output.
+    pub fn emit_internal(
+        &mut self,
+        name: &str,
+        n: &NodeRef,
+        op: Op,
+        inputs: Vec<Option<TensorId>>,
+    ) -> Result<TensorId, ImportError> {
+        let sigs: Vec<_> = inputs
+            .iter()
+            .map(|t| t.map(|t| (self.g.tensors[t].shape.clone(), self.g.tensors[t].dtype)))
+            .collect();
+        let outs = infer(&op, &sigs).map_err(|e| self.node_err(n, name, e))?;
+        let (shape, dt) = outs
+            .into_iter()
+            .next()
+            .ok_or_else(|| self.node_err(n, name, "op has no output"))?;
+        let t = self.g.add_tensor(name, shape, dt);
+        self.g.nodes.push(Node {
+            name: name.to_string(),
+            op,
+            inputs,
+            outputs: vec![t],
+        });
+        Ok(t)
+    }
+
+    pub fn first_output(&self, n: &NodeRef) -> String {
+        n.proto.output.first().cloned().unwrap_or_default()
+    }
+
+    /// Converts the nodes (and initializers) of a graph or If branch into the current scope.
+    pub fn walk(&mut self, graph: &proto::GraphProto) -> Result<(), ImportError> {
+        for init in &graph.initializer {
+            self.add_initializer(init)?;
+        }
+        for (idx, node) in graph.node.iter().enumerate() {
+            let op = node.op_type.as_deref().unwrap_or("");
+            let name = match node.name.as_deref() {
+                Some(s) if !s.is_empty() => s.to_string(),
+                _ => format!(
+                    "#{idx} ({op} -> {})",
+                    node.output.first().map(|s| s.as_str()).unwrap_or("")
+                ),
+            };
+            let nref = NodeRef {
+                name,
+                op,
+                proto: node,
+            };
+            let domain = node.domain.as_deref().unwrap_or("");
+            if !(domain.is_empty() || domain == "ai.onnx") || !super::SUPPORTED_OPS.contains(&op) {
+                return Err(ImportError::UnknownOp {
+                    file: self.file.clone(),
+                    node: nref.name.clone(),
+                    op: op.to_string(),
+                    domain: domain.to_string(),
+                });
+            }
+            if op == "If" {
+                self.inline_if(&nref)?;
+            } else {
+                super::ops::convert(self, &nref)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn add_initializer(&mut self, init: &proto::TensorProto) -> Result<(), ImportError> {
+        let name = init.name.clone().unwrap_or_default();
+        let data =
+            tensor_from_proto(init, self.model_dir).map_err(|reason| ImportError::Tensor {
+                file: self.file.clone(),
+                tensor: name.clone(),
+                reason,
+            })?;
+        let t = self.g.add_constant(name.clone(), data);
+        self.bind(&name, t);
+        Ok(())
+    }
+
+    /// Folds an If whose condition is constant by inlining the taken branch.
+    fn inline_if(&mut self, n: &NodeRef) -> Result<(), ImportError> {
+        let c = self.need_input(n, 0)?;
+        let cond = match self.konst(c) {
+            Some(d) if d.numel() == 1 => d.values.get_i(0) != 0,
+            _ => {
+                return Err(self.node_err(
+                    n,
+                    &self.g.tensors[c].name.clone(),
+                    "If condition is not a constant after folding; texstream only supports If on conditions fixed at compile \
+                     time (bind the deciding input, e.g. --bind sr=16000)",
+                ))
+            }
+        };
+        let branch_name = if cond { "then_branch" } else { "else_branch" };
+        let branch = Attrs(n.proto)
+            .graph(branch_name)
+            .ok_or_else(|| self.node_err(n, branch_name, "If has no such branch"))?;
+        self.scopes.push(HashMap::new());
+        let res = self.walk(branch);
+        let outs: Result<Vec<TensorId>, ImportError> = res.and_then(|_| {
+            branch
+                .output
+                .iter()
+                .map(|o| {
+                    let oname = o.name.clone().unwrap_or_default();
+                    self.lookup(&oname).ok_or_else(|| {
+                        self.node_err(n, &oname, format!("{branch_name} output is never produced"))
+                    })
+                })
+                .collect()
+        });
+        self.scopes.pop();
+        let outs = outs?;
+        if outs.len() != n.proto.output.len() {
+            return Err(self.node_err(
+                n,
+                branch_name,
+                format!(
+                    "branch has {} outputs, If has {}",
+                    outs.len(),
+                    n.proto.output.len()
+                ),
+            ));
+        }
+        for (i, t) in outs.into_iter().enumerate() {
+            self.alias_output(n, i, t);
+        }
+        Ok(())
+    }
+}
+
+fn describe_dims(t: &proto::TypeProto) -> (Vec<Option<usize>>, String) {
+    let dims: Vec<Option<usize>> = match &t.value {
+        Some(proto::type_proto::Value::TensorType(tt)) => tt
+            .shape
+            .as_ref()
+            .map(|s| {
+                s.dim
+                    .iter()
+                    .map(|d| match &d.value {
+                        Some(proto::tensor_shape_proto::dimension::Value::DimValue(v))
+                            if *v > 0 =>
+                        {
+                            Some(*v as usize)
+                        }
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let text = format!(
+        "[{}]",
+        dims.iter()
+            .map(|d| d.map_or("?".to_string(), |v| v.to_string()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    (dims, text)
+}
+
+fn elem_type(t: &proto::TypeProto) -> i32 {
+    match &t.value {
+        Some(proto::type_proto::Value::TensorType(tt)) => tt.elem_type.unwrap_or(1),
+        _ => 0,
+    }
+}
+
+fn count_ops(g: &proto::GraphProto, acc: &mut BTreeMap<String, usize>) {
+    for n in &g.node {
+        *acc.entry(n.op_type.clone().unwrap_or_default())
+            .or_insert(0) += 1;
+        for a in &n.attribute {
+            if let Some(sg) = &a.g {
+                count_ops(sg, acc);
+            }
+            for sg in &a.graphs {
+                count_ops(sg, acc);
+            }
+        }
+    }
+}
+
+pub(super) fn run(
+    bytes: &[u8],
+    file: &Path,
+    model_dir: &Path,
+    opts: &ImportOptions,
+) -> Result<Model, ImportError> {
+    let file = file.to_path_buf();
+    let model = proto::ModelProto::decode(bytes).map_err(|e| ImportError::Decode {
+        file: file.clone(),
+        reason: e.to_string(),
+    })?;
+    let graph = model.graph.as_ref().ok_or_else(|| ImportError::NotOnnx {
+        file: file.clone(),
+        reason: "the file has no graph (wrong file type?)".into(),
+    })?;
+    if model.ir_version.unwrap_or(0) <= 0 {
+        return Err(ImportError::NotOnnx {
+            file,
+            reason: "missing ir_version (wrong file type?)".into(),
+        });
+    }
+    let mut opset = None;
+    for o in &model.opset_import {
+        let domain = o.domain.clone().unwrap_or_default();
+        let v = o.version.unwrap_or(0);
+        if domain.is_empty() || domain == "ai.onnx" {
+            if !(11..=18).contains(&v) {
+                return Err(ImportError::Opset {
+                    file,
+                    domain: "ai.onnx".into(),
+                    version: v,
+                });
+            }
+            opset = Some(v);
+        }
+    }
+    let opset = opset.ok_or_else(|| ImportError::NotOnnx {
+        file: file.clone(),
+        reason: "no ai.onnx opset_import".into(),
+    })?;
+
+    let mut ctx = Ctx {
+        file: file.clone(),
+        model_dir,
+        opset,
+        g: Graph::default(),
+        scopes: vec![HashMap::new()],
+    };
+
+    let init_names: Vec<&str> = graph
+        .initializer
+        .iter()
+        .filter_map(|i| i.name.as_deref())
+        .collect();
+    let real_inputs: Vec<&proto::ValueInfoProto> = graph
+        .input
+        .iter()
+        .filter(|i| !init_names.contains(&i.name.as_deref().unwrap_or("")))
+        .collect();
+    let names: Vec<String> = real_inputs
+        .iter()
+        .map(|i| i.name.clone().unwrap_or_default())
+        .collect();
+    for given in opts.input_shapes.keys().chain(opts.bindings.keys()) {
+        if !names.contains(given) {
+            return Err(ImportError::UnknownInput {
+                file,
+                input: given.clone(),
+                available: names.join(", "),
+            });
+        }
+    }
+    for vi in &real_inputs {
+        let name = vi.name.clone().unwrap_or_default();
+        let ty = vi.r#type.clone().unwrap_or_default();
+        let (dims, declared) = describe_dims(&ty);
+        let dtype = dtype_from_onnx(elem_type(&ty)).map_err(|reason| ImportError::Tensor {
+            file: file.clone(),
+            tensor: name.clone(),
+            reason,
+        })?;
+        if let Some(val) = opts.bindings.get(&name) {
+            let mut v = val.clone();
+            if dims.len() != v.shape.len() {
+                v.shape = vec![1; dims.len()];
+            }
+            let v = TensorData::from_f64s(
+                dtype,
+                v.shape.clone(),
+                (0..v.numel()).map(|i| v.values.get_f(i)),
+            );
+            let t = ctx.g.add_constant(name.clone(), v);
+            ctx.bind(&name, t);
+            continue;
+        }
+        let shape = match opts.input_shapes.get(&name) {
+            Some(given) => {
+                let ok = given.len() == dims.len()
+                    && dims
+                        .iter()
+                        .zip(given)
+                        .all(|(d, g)| d.is_none_or(|d| d == *g));
+                if !ok {
+                    return Err(ImportError::InputShape {
+                        file,
+                        input: name,
+                        expected: declared,
+                        given: format!("{given:?}"),
+                    });
+                }
+                given.clone()
+            }
+            None => match dims.iter().copied().collect::<Option<Vec<usize>>>() {
+                Some(s) => s,
+                None => {
+                    return Err(ImportError::MissingInputShape {
+                        file,
+                        input: name,
+                        declared,
+                    })
+                }
+            },
+        };
+        dims_to_shape(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>()).map_err(|reason| {
+            ImportError::Tensor {
+                file: file.clone(),
+                tensor: name.clone(),
+                reason,
+            }
+        })?;
+        let t = ctx.g.add_tensor(name.clone(), shape, dtype);
+        ctx.bind(&name, t);
+        ctx.g.inputs.push(Port { name, tensor: t });
+    }
+
+    ctx.walk(graph)?;
+
+    for o in &graph.output {
+        let name = o.name.clone().unwrap_or_default();
+        let t = ctx.lookup(&name).ok_or_else(|| ImportError::Tensor {
+            file: ctx.file.clone(),
+            tensor: name.clone(),
+            reason: "graph output is not produced by any node".into(),
+        })?;
+        ctx.g.outputs.push(Port { name, tensor: t });
+    }
+    ctx.g.prune_constants();
+    let mut onnx_ops = BTreeMap::new();
+    count_ops(graph, &mut onnx_ops);
+    let metadata = model
+        .metadata_props
+        .iter()
+        .map(|p| {
+            (
+                p.key.clone().unwrap_or_default(),
+                p.value.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    Ok(Model {
+        graph: ctx.g,
+        opset,
+        producer: model.producer_name.clone().unwrap_or_default(),
+        onnx_ops,
+        metadata,
+    })
+}

@@ -1,0 +1,122 @@
+//! ONNX import: protobuf decoding, opset checks, per-op conversion into the IR with shape
+//! inference and constant folding (shape subgraphs, `If` on constant conditions). Protobuf types
+//! never leave this module.
+mod attrs;
+mod error;
+mod import;
+mod ops;
+mod supported;
+mod tensor;
+
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+mod proto {
+    include!(concat!(env!("OUT_DIR"), "/onnx.rs"));
+}
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub use error::{ImportError, SUPPORTED_OPS_LOCATION};
+pub use supported::SUPPORTED_OPS;
+
+use crate::ir::{DType, Graph, TensorData};
+
+/// What the caller fixes about the model's inputs.
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// Concrete shapes for inputs, by name.
+    pub input_shapes: BTreeMap<String, Vec<usize>>,
+    /// Inputs bound to constant values (e.g. Silero VAD's `sr=16000`); they become constants and
+    /// let the importer fold `If` nodes on them.
+    pub bindings: BTreeMap<String, TensorData>,
+}
+
+impl ImportOptions {
+    /// Parses `NAME=D0xD1x...` (e.g. `x=1x3x640x640`; `NAME=` or `NAME=scalar` for a scalar).
+    pub fn add_input_spec(&mut self, spec: &str) -> Result<(), String> {
+        let (name, dims) = spec
+            .split_once('=')
+            .ok_or_else(|| format!("input spec '{spec}' is not NAME=D0xD1x..."))?;
+        let shape = if dims.is_empty() || dims == "scalar" {
+            Vec::new()
+        } else {
+            dims.split(['x', 'X', ','])
+                .map(|d| {
+                    d.trim()
+                        .parse::<usize>()
+                        .map_err(|_| format!("input spec '{spec}': '{d}' is not a dimension"))
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        self.input_shapes.insert(name.to_string(), shape);
+        Ok(())
+    }
+
+    /// Parses `NAME=VALUE` binding a scalar input to a constant: an integer gives int64, a number
+    /// with '.' or 'e' gives float32.
+    pub fn add_binding(&mut self, spec: &str) -> Result<(), String> {
+        let (name, v) = spec
+            .split_once('=')
+            .ok_or_else(|| format!("binding '{spec}' is not NAME=VALUE"))?;
+        let data = if let Ok(i) = v.parse::<i64>() {
+            TensorData::from_i64(vec![], vec![i])
+        } else if let Ok(f) = v.parse::<f32>() {
+            TensorData::from_f32(vec![], vec![f])
+        } else {
+            return Err(format!("binding '{spec}': '{v}' is not a number"));
+        };
+        self.bindings.insert(name.to_string(), data);
+        Ok(())
+    }
+}
+
+/// An imported model: the IR graph plus what the ONNX file said about itself.
+#[derive(Clone, Debug)]
+pub struct Model {
+    pub graph: Graph,
+    /// ai.onnx opset version.
+    pub opset: i64,
+    pub producer: String,
+    /// ONNX op types found in the file (including If branches), with counts, before any folding.
+    pub onnx_ops: BTreeMap<String, usize>,
+    metadata: BTreeMap<String, String>,
+}
+
+impl Model {
+    /// `metadata_props` of the model (e.g. the OCR recognizer's `character` dictionary).
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.metadata
+    }
+}
+
+/// Imports an ONNX file. External data is resolved relative to the file's directory.
+pub fn import(path: &Path, opts: &ImportOptions) -> Result<Model, ImportError> {
+    let bytes = std::fs::read(path).map_err(|source| ImportError::Io {
+        file: path.to_path_buf(),
+        source,
+    })?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    import_bytes(&bytes, path, dir, opts)
+}
+
+/// Imports from memory; `file` is only used in error messages (the fuzz entry point).
+pub fn import_bytes(
+    bytes: &[u8],
+    file: &Path,
+    model_dir: &Path,
+    opts: &ImportOptions,
+) -> Result<Model, ImportError> {
+    import::run(bytes, file, model_dir, opts)
+}
+
+/// The dtypes the importer accepts, for documentation and tests.
+pub const SUPPORTED_DTYPES: &[DType] = &[
+    DType::F32,
+    DType::F16,
+    DType::F64,
+    DType::I64,
+    DType::I32,
+    DType::I8,
+    DType::U8,
+    DType::Bool,
+];
