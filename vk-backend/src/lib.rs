@@ -1,1 +1,38 @@
-//! Vulkan backend: device, 2.5D texture tensors and compute kernels.
+//! Vulkan backend: device, 2.5D texture tensors, paged weight atlas, staging, transfer and compute kernels.
+//!
+//! Entry points: [`Device::new`] (with [`DeviceOptions`]), [`Tensor`] (C4-packed 2D-array images),
+//! [`WeightAtlas`] (paged weights read through `fetch_weight`), [`Recorder`] (record many
+//! dispatches/copies, submit once with timeline-semaphore waits/signals), [`kernels`], and the
+//! pure-CPU packing functions in [`layout`]. How to add a kernel: `vk-backend/KERNELS.md`.
+
+pub mod atlas;
+pub mod device;
+pub mod error;
+pub mod kernels;
+pub mod layout;
+pub mod memory;
+pub mod pipeline;
+pub mod recorder;
+pub mod resource;
+pub mod shaders;
+pub mod sync;
+pub mod tensor;
+pub mod testing;
+
+pub use atlas::{AtlasConfig, WeightAtlas, UNMAPPED};
+pub use device::{
+    enumerate_adapters, AdapterInfo, Device, DeviceFeatures, DeviceOptions, ImageLimits, QueueKind,
+};
+pub use error::{Result, VkError};
+pub use layout::{FoldLayout, Precision};
+pub use memory::{HeapBudget, MemoryCategory, MemoryStats};
+pub use pipeline::{BindingKind, KernelDesc, Pipeline};
+pub use recorder::{Access, Arg, Recorder, Submission};
+pub use resource::{Buffer, Image};
+pub use sync::{SemaphoreSignal, SemaphoreWait, TimelineSemaphore};
+pub use tensor::{Tensor, TensorDesc, TensorStorage};
+
+/// Re-export so dependents name Vulkan types without their own ash dependency.
+pub use ash::vk;
+/// Re-export of gpu-allocator's memory locations for `Buffer::new`.
+pub use gpu_allocator::MemoryLocation;

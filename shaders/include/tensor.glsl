@@ -1,0 +1,75 @@
+// Shared tensor addressing for texstream compute shaders (2.5D texture storage).
+// Activations: C4 packing. Texel (x = w, y = h, layer = n*C4 + c/4), RGBA = c%4, padding zero.
+// Linear texel index i = (layer*H + y)*W + x, folded to (i % PW, (i / PW) % PH, i / (PW*PH)).
+// FMT is defined by the build (rgba16f or rgba32f); images must declare their format.
+#ifndef TEXSTREAM_TENSOR_GLSL
+#define TEXSTREAM_TENSOR_GLSL
+
+#ifndef FMT
+#define FMT rgba16f
+#endif
+
+// Matches vk_backend::TensorDesc (8 x u32, 32 bytes).
+struct TensorDesc {
+    uint n;
+    uint c;
+    uint h;
+    uint w;
+    uint c4;  // ceil(c / 4)
+    uint pw;  // physical width, height, layers
+    uint ph;
+    uint pl;
+};
+
+// Declares a tensor image binding in set 0.
+#define TENSOR_IN(b, name) layout(set = 0, binding = b, FMT) uniform readonly image2DArray name
+#define TENSOR_OUT(b, name) layout(set = 0, binding = b, FMT) uniform writeonly image2DArray name
+#define TENSOR_INOUT(b, name) layout(set = 0, binding = b, FMT) uniform image2DArray name
+
+// Number of logical texels L*H*W.
+uint tensor_texels(TensorDesc t) { return t.n * t.c4 * t.h * t.w; }
+
+// Physical coordinate of a linear texel index.
+ivec3 fold_coord(TensorDesc t, uint i) {
+    return ivec3(int(i % t.pw), int((i / t.pw) % t.ph), int(i / (t.pw * t.ph)));
+}
+
+// Linear texel index of logical (layer, y, x).
+uint texel_index(TensorDesc t, uint layer, uint y, uint x) { return (layer * t.h + y) * t.w + x; }
+
+// Linear texel index of the texel holding element (n, c, y, x).
+uint texel_index_nchw(TensorDesc t, uint n, uint c, uint y, uint x) {
+    return texel_index(t, n * t.c4 + c / 4u, y, x);
+}
+
+// Decomposes a linear texel index into (n, c4 block, y, x).
+uvec4 texel_nc4yx(TensorDesc t, uint i) {
+    uint x = i % t.w;
+    uint r = i / t.w;
+    uint y = r % t.h;
+    uint layer = r / t.h;
+    return uvec4(layer / t.c4, layer % t.c4, y, x);
+}
+
+// Which lanes of C4 block `c4i` hold real channels (padding lanes must be written as 0).
+bvec4 channel_valid(TensorDesc t, uint c4i) {
+    uint base = c4i * 4u;
+    return lessThan(uvec4(base, base + 1u, base + 2u, base + 3u), uvec4(t.c));
+}
+
+// Zeroes padding lanes without arithmetic (NaN/Inf in padding lanes never leak).
+vec4 zero_padding(TensorDesc t, uint c4i, vec4 v) { return mix(vec4(0.0), v, channel_valid(t, c4i)); }
+
+// Image access by linear texel index / by element (works on any image2DArray variable).
+#define LOAD_TEXEL(img, t, i) imageLoad(img, fold_coord(t, i))
+#define STORE_TEXEL(img, t, i, v) imageStore(img, fold_coord(t, i), v)
+#define LOAD_ELEMENT(img, t, n, c, y, x) \
+    (imageLoad(img, fold_coord(t, texel_index_nchw(t, n, c, y, x)))[(c) % 4u])
+
+// 1D global invocation id for 2D-tiled dispatches (see vk_backend::dispatch_1d).
+uint global_id_1d() {
+    return (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_WorkGroupSize.x +
+           gl_LocalInvocationID.x;
+}
+
+#endif

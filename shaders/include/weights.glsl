@@ -1,0 +1,34 @@
+// Weight access through the paged weight atlas (set 1). Every kernel reads weights and biases
+// ONLY through fetch_weight(global texel index in the model's weight space).
+// page = idx >> page_shift, within = idx & (texels_per_page - 1), layer = page_table[page],
+// coord = (within % 512, within / 512, layer). Page width is always 512 texels.
+#ifndef TEXSTREAM_WEIGHTS_GLSL
+#define TEXSTREAM_WEIGHTS_GLSL
+
+#ifndef FMT
+#define FMT rgba16f
+#endif
+
+layout(set = 1, binding = 0, FMT) uniform readonly image2DArray weight_atlas;
+layout(set = 1, binding = 1, std430) readonly buffer WeightPageTable {
+    uint page_shift;  // log2(texels per page)
+    uint num_pages;
+    uint _pad0;
+    uint _pad1;
+    uint page_table[];
+};
+
+const uint WEIGHT_UNMAPPED = 0xFFFFFFFFu;
+
+vec4 fetch_weight(uint texel_index) {
+    uint page = texel_index >> page_shift;
+    uint within = texel_index & ((1u << page_shift) - 1u);
+    uint layer = page < num_pages ? page_table[page] : WEIGHT_UNMAPPED;
+    // A non-resident page is a scheduling bug; read zeros instead of out-of-bounds memory.
+    if (layer == WEIGHT_UNMAPPED) {
+        return vec4(0.0);
+    }
+    return imageLoad(weight_atlas, ivec3(int(within & 511u), int(within >> 9u), int(layer)));
+}
+
+#endif

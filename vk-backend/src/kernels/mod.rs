@@ -1,0 +1,10 @@
+//! Compute kernels: Rust wrappers that pick a pipeline, bind tensors, fill push constants and
+//! record a dispatch. See `vk-backend/KERNELS.md` for how to add one.
+
+mod elementwise;
+mod push;
+
+pub use elementwise::{
+    binary, binary_into, unary, unary_into, weight_copy_into, BinaryOp, UnaryOp,
+};
+pub use push::{dispatch_1d, PushConstants};

@@ -1,0 +1,447 @@
+//! Pure-CPU texel layouts (no Vulkan): the activation rank rule + C4 fold, and weight packing.
+//!
+//! The compiler packs weights offline with these functions and the shaders read them back through
+//! `fetch_weight`, so packer and kernel agree by construction. All packers return a flat `Vec<f32>`
+//! with 4 values (RGBA) per texel; convert with [`texels_to_bytes`].
+//!
+//! ## Activation rank rule (ranks 0..=6)
+//! A shape is right-aligned into 6 dims `[d0, d1, d2, d3, d4, d5]` with leading 1s, then
+//! `N = d0*d1*d2, C = d3, H = d4, W = d5`. So rank 0 -> all 1; rank 1 `[W]`; rank 2 `[H, W]`;
+//! rank 3 `[C, H, W]`; rank 4 `[N, C, H, W]`; ranks 5/6 fold their leading dims into N.
+//! The last axis is always W. Texel `(x = w, y = h, layer = n*ceil(C/4) + c/4)`, RGBA = `c % 4`,
+//! padding channels are zero.
+//!
+//! ## Fold
+//! Linear texel index `i = (layer*H + y)*W + x` maps to physical `(i % PW, (i / PW) % PH,
+//! i / (PW*PH))`. When W, H and L fit the limits, `PW = W, PH = H, PL = L` (identity).
+
+use half::f16;
+
+use crate::error::{Result, VkError};
+
+/// Maximum tensor rank the activation layout supports.
+pub const MAX_RANK: usize = 6;
+/// Width of a weight page in texels (fixed by convention).
+pub const PAGE_WIDTH: u32 = 512;
+
+/// Storage precision of images and the atlas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Precision {
+    /// `R16G16B16A16_SFLOAT` (default).
+    #[default]
+    F16,
+    /// `R32G32B32A32_SFLOAT`.
+    F32,
+}
+
+impl Precision {
+    pub fn bytes_per_texel(self) -> usize {
+        match self {
+            Precision::F16 => 8,
+            Precision::F32 => 16,
+        }
+    }
+    pub fn vk_format(self) -> ash::vk::Format {
+        match self {
+            Precision::F16 => ash::vk::Format::R16G16B16A16_SFLOAT,
+            Precision::F32 => ash::vk::Format::R32G32B32A32_SFLOAT,
+        }
+    }
+    /// Default page height for 1 MiB pages of 512-texel rows.
+    pub fn default_page_height(self) -> u32 {
+        match self {
+            Precision::F16 => 256,
+            Precision::F32 => 128,
+        }
+    }
+    /// Rounds a value the way storing it at this precision does.
+    pub fn round(self, v: f32) -> f32 {
+        match self {
+            Precision::F16 => f16::from_f32(v).to_f32(),
+            Precision::F32 => v,
+        }
+    }
+}
+
+/// Pads a shape of rank <= 6 to 6 dims, right-aligned with leading 1s.
+pub fn dims6(shape: &[usize]) -> Result<[usize; 6]> {
+    if shape.len() > MAX_RANK {
+        return Err(VkError::BadShape {
+            shape: shape.to_vec(),
+            reason: format!(
+                "rank {} exceeds the supported maximum of {MAX_RANK}",
+                shape.len()
+            ),
+        });
+    }
+    let mut d = [1usize; 6];
+    d[6 - shape.len()..].copy_from_slice(shape);
+    Ok(d)
+}
+
+/// `[N, C, H, W]` of a shape under the rank rule.
+pub fn nchw(shape: &[usize]) -> Result<[usize; 4]> {
+    let d = dims6(shape)?;
+    Ok([d[0] * d[1] * d[2], d[3], d[4], d[5]])
+}
+
+/// Where the texels of an activation tensor live: logical grid plus physical fold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FoldLayout {
+    pub n: u32,
+    pub c: u32,
+    pub h: u32,
+    pub w: u32,
+    /// ceil(C/4)
+    pub c4: u32,
+    /// Physical image width, height and array layers.
+    pub pw: u32,
+    pub ph: u32,
+    pub pl: u32,
+}
+
+impl FoldLayout {
+    /// Logical layers `N * ceil(C/4)`.
+    pub fn layers(&self) -> u64 {
+        self.n as u64 * self.c4 as u64
+    }
+    /// Logical texel count `L*H*W`.
+    pub fn texels(&self) -> u64 {
+        self.layers() * self.h as u64 * self.w as u64
+    }
+    /// Physical texel count `PW*PH*PL` (>= texels; the tail of the last layer is unused).
+    pub fn physical_texels(&self) -> u64 {
+        self.pw as u64 * self.ph as u64 * self.pl as u64
+    }
+    pub fn elements(&self) -> u64 {
+        self.n as u64 * self.c as u64 * self.h as u64 * self.w as u64
+    }
+    pub fn is_identity(&self) -> bool {
+        self.pw == self.w && self.ph == self.h && self.pl as u64 == self.layers()
+    }
+    /// Physical (x, y, layer) of a linear texel index.
+    pub fn fold(&self, i: u64) -> (u32, u32, u32) {
+        let pw = self.pw as u64;
+        let ph = self.ph as u64;
+        (
+            (i % pw) as u32,
+            ((i / pw) % ph) as u32,
+            (i / (pw * ph)) as u32,
+        )
+    }
+
+    /// Plans the image for `[N, C, H, W]` under the limits; `None` when no image can hold it
+    /// (the caller then falls back to a counted storage buffer).
+    pub fn plan(nchw: [usize; 4], max_dim: u32, max_layers: u32) -> Result<Option<FoldLayout>> {
+        let [n, c, h, w] = nchw;
+        let bad = |reason: &str| VkError::BadShape {
+            shape: nchw.to_vec(),
+            reason: reason.to_string(),
+        };
+        if n == 0 || c == 0 || h == 0 || w == 0 {
+            return Err(bad("zero-sized dimension (empty tensors have no image)"));
+        }
+        let c4 = c.div_ceil(4);
+        let layers = n as u64 * c4 as u64;
+        let total = layers * h as u64 * w as u64;
+        if total > u32::MAX as u64 {
+            // Shaders index texels with 32-bit integers.
+            return Ok(None);
+        }
+        let to32 = |v: usize| u32::try_from(v).map_err(|_| bad("dimension exceeds u32"));
+        let (n32, c32, h32, w32) = (to32(n)?, to32(c)?, to32(h)?, to32(w)?);
+        let (md, ml) = (max_dim as u64, max_layers as u64);
+        let (pw, ph) = if (w as u64) <= md && (h as u64) <= md {
+            if layers <= ml {
+                return Ok(Some(FoldLayout {
+                    n: n32,
+                    c: c32,
+                    h: h32,
+                    w: w32,
+                    c4: c4 as u32,
+                    pw: w32,
+                    ph: h32,
+                    pl: layers as u32,
+                }));
+            }
+            // Rows fit: keep W, grow the rows per layer.
+            let rows = total.div_ceil(w as u64);
+            (w as u64, rows.div_ceil(ml).max(h as u64).min(md))
+        } else {
+            let pw = (w as u64).min(md);
+            let rows = total.div_ceil(pw);
+            (pw, rows.min(md))
+        };
+        let pl = total.div_ceil(pw * ph);
+        if pl > ml {
+            return Ok(None);
+        }
+        Ok(Some(FoldLayout {
+            n: n32,
+            c: c32,
+            h: h32,
+            w: w32,
+            c4: c4 as u32,
+            pw: pw as u32,
+            ph: ph as u32,
+            pl: pl as u32,
+        }))
+    }
+
+    /// NCHW values -> physical texel stream (`physical_texels()*4` values, padding zero).
+    pub fn pack(&self, data: &[f32]) -> Vec<f32> {
+        let mut out = vec![0f32; self.physical_texels() as usize * 4];
+        let (c, h, w, c4) = (
+            self.c as usize,
+            self.h as usize,
+            self.w as usize,
+            self.c4 as usize,
+        );
+        let hw = h * w;
+        for n in 0..self.n as usize {
+            for ch in 0..c {
+                let layer = n * c4 + ch / 4;
+                let src = &data[(n * c + ch) * hw..(n * c + ch + 1) * hw];
+                let base = layer * hw;
+                for (k, &v) in src.iter().enumerate() {
+                    // Linear texel index == physical index (the fold is a reshape of one stream).
+                    out[(base + k) * 4 + ch % 4] = v;
+                }
+            }
+        }
+        out
+    }
+
+    /// Physical texel stream -> NCHW values (inverse of `pack`).
+    pub fn unpack(&self, texels: &[f32]) -> Vec<f32> {
+        let (c, h, w, c4) = (
+            self.c as usize,
+            self.h as usize,
+            self.w as usize,
+            self.c4 as usize,
+        );
+        let hw = h * w;
+        let mut out = vec![0f32; self.elements() as usize];
+        for n in 0..self.n as usize {
+            for ch in 0..c {
+                let base = (n * c4 + ch / 4) * hw;
+                let dst = &mut out[(n * c + ch) * hw..(n * c + ch + 1) * hw];
+                for (k, d) in dst.iter_mut().enumerate() {
+                    *d = texels[(base + k) * 4 + ch % 4];
+                }
+            }
+        }
+        out
+    }
+}
+
+fn check_len(what: &str, data: &[f32], expected: usize) -> Result<()> {
+    if data.len() != expected {
+        return Err(VkError::DataLength {
+            name: what.to_string(),
+            expected,
+            got: data.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Texels of a MatMul/Gemm B matrix `[K, N]`: `ceil(K/4) * N`.
+pub fn matrix_kn_texels(k: usize, n: usize) -> usize {
+    k.div_ceil(4) * n
+}
+
+/// Packs B `[K, N]` (row-major): texel `t = (k/4)*N + n`, RGBA = `B[4*(k/4)+j, n]`, zero pad.
+pub fn pack_matrix_kn(b: &[f32], k: usize, n: usize) -> Result<Vec<f32>> {
+    check_len("matrix [K,N]", b, k * n)?;
+    let mut out = vec![0f32; matrix_kn_texels(k, n) * 4];
+    for kk in 0..k {
+        for nn in 0..n {
+            out[((kk / 4) * n + nn) * 4 + kk % 4] = b[kk * n + nn];
+        }
+    }
+    Ok(out)
+}
+
+/// Texels of a non-depthwise conv filter `[O, I/g, KH, KW]`: `O*KH*KW*ceil((I/g)/4)`.
+pub fn conv_filter_texels(o: usize, i_per_group: usize, kh: usize, kw: usize) -> usize {
+    o * kh * kw * i_per_group.div_ceil(4)
+}
+
+/// Packs a conv filter `[O, I/g, KH, KW]`: texel `t = ((o*KH + ky)*KW + kx)*ceil((I/g)/4) + i/4`,
+/// RGBA = `W[o, 4*(i/4)+j, ky, kx]`, zero pad.
+pub fn pack_conv_filter(
+    w: &[f32],
+    o: usize,
+    i_per_group: usize,
+    kh: usize,
+    kw: usize,
+) -> Result<Vec<f32>> {
+    check_len("conv filter [O,I/g,KH,KW]", w, o * i_per_group * kh * kw)?;
+    let i4 = i_per_group.div_ceil(4);
+    let mut out = vec![0f32; conv_filter_texels(o, i_per_group, kh, kw) * 4];
+    for oo in 0..o {
+        for ii in 0..i_per_group {
+            for ky in 0..kh {
+                for kx in 0..kw {
+                    let t = ((oo * kh + ky) * kw + kx) * i4 + ii / 4;
+                    out[t * 4 + ii % 4] = w[((oo * i_per_group + ii) * kh + ky) * kw + kx];
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Texels of a depthwise filter `[C, 1, KH, KW]`: `KH*KW*ceil(C/4)`.
+pub fn depthwise_filter_texels(c: usize, kh: usize, kw: usize) -> usize {
+    kh * kw * c.div_ceil(4)
+}
+
+/// Packs a depthwise filter `[C, 1, KH, KW]`: texel `t = (ky*KW + kx)*ceil(C/4) + c/4`,
+/// RGBA = `W[4*(c/4)+j, 0, ky, kx]`.
+pub fn pack_depthwise_filter(w: &[f32], c: usize, kh: usize, kw: usize) -> Result<Vec<f32>> {
+    check_len("depthwise filter [C,1,KH,KW]", w, c * kh * kw)?;
+    let c4 = c.div_ceil(4);
+    let mut out = vec![0f32; depthwise_filter_texels(c, kh, kw) * 4];
+    for cc in 0..c {
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let t = (ky * kw + kx) * c4 + cc / 4;
+                out[t * 4 + cc % 4] = w[(cc * kh + ky) * kw + kx];
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Texels of a vector `[C]`: `ceil(C/4)`.
+pub fn vector_texels(c: usize) -> usize {
+    c.div_ceil(4)
+}
+
+/// Packs a bias / per-channel vector `[C]`: texel `t = c/4`, RGBA = `v[4*(c/4)+j]`.
+pub fn pack_vector(v: &[f32]) -> Vec<f32> {
+    let mut out = vec![0f32; vector_texels(v.len()) * 4];
+    out[..v.len()].copy_from_slice(v);
+    out
+}
+
+/// Converts texel values to the byte form stored in images / the atlas.
+pub fn texels_to_bytes(values: &[f32], precision: Precision) -> Vec<u8> {
+    match precision {
+        Precision::F16 => values
+            .iter()
+            .flat_map(|&v| f16::from_f32(v).to_le_bytes())
+            .collect(),
+        Precision::F32 => values.iter().flat_map(|&v| v.to_le_bytes()).collect(),
+    }
+}
+
+/// Inverse of [`texels_to_bytes`].
+pub fn bytes_to_texels(bytes: &[u8], precision: Precision) -> Vec<f32> {
+    match precision {
+        Precision::F16 => bytes
+            .chunks_exact(2)
+            .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())
+            .collect(),
+        Precision::F32 => bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_rule() {
+        assert_eq!(nchw(&[]).unwrap(), [1, 1, 1, 1]);
+        assert_eq!(nchw(&[7]).unwrap(), [1, 1, 1, 7]);
+        assert_eq!(nchw(&[3, 7]).unwrap(), [1, 1, 3, 7]);
+        assert_eq!(nchw(&[5, 3, 7]).unwrap(), [1, 5, 3, 7]);
+        assert_eq!(nchw(&[2, 5, 3, 7]).unwrap(), [2, 5, 3, 7]);
+        assert_eq!(nchw(&[4, 2, 5, 3, 7]).unwrap(), [8, 5, 3, 7]);
+        assert_eq!(nchw(&[2, 4, 2, 5, 3, 7]).unwrap(), [16, 5, 3, 7]);
+        assert!(nchw(&[1; 7]).is_err());
+    }
+
+    #[test]
+    fn fold_identity_and_folded() {
+        let l = FoldLayout::plan([2, 5, 3, 7], 16384, 2048)
+            .unwrap()
+            .unwrap();
+        assert!(l.is_identity());
+        assert_eq!((l.pw, l.ph, l.pl, l.c4), (7, 3, 4, 2));
+        // W beyond the limit: rows of 16 texels.
+        let l = FoldLayout::plan([1, 1, 1, 100], 16, 2048).unwrap().unwrap();
+        assert_eq!((l.pw, l.ph, l.pl), (16, 7, 1));
+        // Too many layers: rows grow instead.
+        let l = FoldLayout::plan([1, 40, 2, 3], 16, 4).unwrap().unwrap();
+        assert!(l.physical_texels() >= l.texels());
+        assert!(l.pl <= 4 && l.ph <= 16 && l.pw <= 16);
+        // Nothing fits.
+        assert!(FoldLayout::plan([1, 1, 1, 10_000], 16, 4)
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn pack_unpack_roundtrip_brute_force() {
+        let l = FoldLayout::plan([2, 6, 3, 5], 4, 64).unwrap().unwrap();
+        let data: Vec<f32> = (0..l.elements()).map(|i| i as f32 + 1.0).collect();
+        let packed = l.pack(&data);
+        // Brute force: element (n,c,h,w) sits at fold(linear texel) component c%4.
+        for n in 0..2usize {
+            for c in 0..6usize {
+                for h in 0..3usize {
+                    for w in 0..5usize {
+                        let layer = n * 2 + c / 4;
+                        let i = ((layer * 3 + h) * 5 + w) as u64;
+                        let (x, y, z) = l.fold(i);
+                        let phys =
+                            ((z as u64 * l.ph as u64 + y as u64) * l.pw as u64 + x as u64) as usize;
+                        assert_eq!(
+                            packed[phys * 4 + c % 4],
+                            data[((n * 6 + c) * 3 + h) * 5 + w]
+                        );
+                    }
+                }
+            }
+        }
+        assert_eq!(l.unpack(&packed), data);
+    }
+
+    #[test]
+    fn weight_packers_match_conventions() {
+        // B [K=5, N=3]
+        let b: Vec<f32> = (0..15).map(|i| i as f32).collect();
+        let p = pack_matrix_kn(&b, 5, 3).unwrap();
+        assert_eq!(p.len(), matrix_kn_texels(5, 3) * 4);
+        for k in 0..5 {
+            for n in 0..3 {
+                assert_eq!(p[((k / 4) * 3 + n) * 4 + k % 4], b[k * 3 + n]);
+            }
+        }
+        assert_eq!(p[(3 + 1) * 4 + 1], 0.0); // k=5 padding
+                                             // Conv [O=2, I=5, 3, 3]
+        let w: Vec<f32> = (0..90).map(|i| i as f32).collect();
+        let p = pack_conv_filter(&w, 2, 5, 3, 3).unwrap();
+        assert_eq!(p.len(), 2 * 9 * 2 * 4);
+        assert_eq!(
+            p[(((9 + 2 * 3 + 1) * 2) + 1) * 4],
+            w[((5 + 4) * 3 + 2) * 3 + 1]
+        );
+        // Depthwise [C=6,1,3,3]
+        let w: Vec<f32> = (0..54).map(|i| i as f32).collect();
+        let p = pack_depthwise_filter(&w, 6, 3, 3).unwrap();
+        assert_eq!(p[((3 + 2) * 2 + 1) * 4 + 1], w[(5 * 3 + 1) * 3 + 2]);
+        assert_eq!(
+            pack_vector(&[1.0, 2.0, 3.0, 4.0, 5.0]),
+            vec![1., 2., 3., 4., 5., 0., 0., 0.]
+        );
+        assert!(pack_matrix_kn(&b, 4, 3).is_err());
+    }
+}

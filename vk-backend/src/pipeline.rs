@@ -1,0 +1,222 @@
+//! Compute pipelines from embedded SPIR-V, cached per (kernel, precision) in the device.
+
+use std::sync::Arc;
+
+use ash::vk;
+
+use crate::device::Device;
+use crate::error::{Result, VkError, VkResultExt};
+use crate::layout::Precision;
+
+/// Kind of one descriptor binding in set 0 of a kernel (binding numbers are the slice indices).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BindingKind {
+    /// An activation tensor image (`image2DArray` with declared format).
+    StorageImage,
+    /// A storage buffer (`buffer` block).
+    StorageBuffer,
+    /// A uniform buffer (`uniform` block).
+    UniformBuffer,
+}
+
+impl BindingKind {
+    fn descriptor_type(self) -> vk::DescriptorType {
+        match self {
+            BindingKind::StorageImage => vk::DescriptorType::STORAGE_IMAGE,
+            BindingKind::StorageBuffer => vk::DescriptorType::STORAGE_BUFFER,
+            BindingKind::UniformBuffer => vk::DescriptorType::UNIFORM_BUFFER,
+        }
+    }
+}
+
+/// Static description of a kernel: everything needed to build its pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KernelDesc {
+    /// Shader file stem: `shaders/<name>.comp`.
+    pub name: &'static str,
+    /// Set 0 bindings, binding `i` = `bindings[i]`.
+    pub bindings: &'static [BindingKind],
+    /// Size of the push-constant block in bytes (<= 128 to run everywhere).
+    pub push_constant_bytes: u32,
+    /// Whether the shader includes `weights.glsl` (set 1 = weight atlas + page table).
+    pub uses_weights: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct PipelineKey {
+    name: &'static str,
+    precision: Precision,
+}
+
+/// A built compute pipeline with its layouts.
+pub struct Pipeline {
+    pub(crate) desc: KernelDesc,
+    pub(crate) precision: Precision,
+    pub(crate) pipeline: vk::Pipeline,
+    pub(crate) layout: vk::PipelineLayout,
+    pub(crate) set_layout: vk::DescriptorSetLayout,
+    weights_set_layout: Option<vk::DescriptorSetLayout>,
+}
+
+impl Pipeline {
+    pub fn desc(&self) -> &KernelDesc {
+        &self.desc
+    }
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+    pub(crate) fn destroy(&self, device: &ash::Device) {
+        // SAFETY: called once from DeviceInner::drop after the device is idle.
+        unsafe {
+            device.destroy_pipeline(self.pipeline, None);
+            device.destroy_pipeline_layout(self.layout, None);
+            device.destroy_descriptor_set_layout(self.set_layout, None);
+            if let Some(w) = self.weights_set_layout {
+                device.destroy_descriptor_set_layout(w, None);
+            }
+        }
+    }
+}
+
+/// Bindings of the weights set (set 1): atlas image + page-table buffer.
+pub(crate) fn weights_set_layout(device: &ash::Device) -> Result<vk::DescriptorSetLayout> {
+    let b = [
+        vk::DescriptorSetLayoutBinding::default()
+            .binding(0)
+            .descriptor_type(vk::DescriptorType::STORAGE_IMAGE)
+            .descriptor_count(1)
+            .stage_flags(vk::ShaderStageFlags::COMPUTE),
+        vk::DescriptorSetLayoutBinding::default()
+            .binding(1)
+            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+            .descriptor_count(1)
+            .stage_flags(vk::ShaderStageFlags::COMPUTE),
+    ];
+    let ci = vk::DescriptorSetLayoutCreateInfo::default().bindings(&b);
+    // SAFETY: valid create info.
+    unsafe { device.create_descriptor_set_layout(&ci, None) }.vk("vkCreateDescriptorSetLayout")
+}
+
+impl Device {
+    /// The pipeline for `desc` at `precision`, built on first use and cached.
+    pub fn pipeline(&self, desc: &KernelDesc, precision: Precision) -> Result<Arc<Pipeline>> {
+        let key = PipelineKey {
+            name: desc.name,
+            precision,
+        };
+        let mut map = self
+            .inner
+            .pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = map.get(&key) {
+            if p.desc != *desc {
+                return Err(VkError::Kernel {
+                    kernel: desc.name.into(),
+                    reason: "two different KernelDesc values use the same shader name".into(),
+                });
+            }
+            return Ok(p.clone());
+        }
+        let p = Arc::new(self.build_pipeline(desc, precision)?);
+        map.insert(key, p.clone());
+        Ok(p)
+    }
+
+    fn build_pipeline(&self, desc: &KernelDesc, precision: Precision) -> Result<Pipeline> {
+        let spirv = crate::shaders::spirv(desc.name, precision)
+            .ok_or_else(|| VkError::NoShader(desc.name.to_string()))?;
+        let code = ash::util::read_spv(&mut std::io::Cursor::new(spirv))
+            .map_err(|e| VkError::Other(format!("bad SPIR-V for `{}`: {e}", desc.name)))?;
+        let dev = self.raw();
+        let bindings: Vec<_> = desc
+            .bindings
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(i as u32)
+                    .descriptor_type(k.descriptor_type())
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        // SAFETY (whole block): valid create infos; objects destroyed on error.
+        unsafe {
+            let set_layout = dev
+                .create_descriptor_set_layout(
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings),
+                    None,
+                )
+                .vk("vkCreateDescriptorSetLayout")?;
+            let weights_set_layout = if desc.uses_weights {
+                match weights_set_layout(dev) {
+                    Ok(l) => Some(l),
+                    Err(e) => {
+                        dev.destroy_descriptor_set_layout(set_layout, None);
+                        return Err(e);
+                    }
+                }
+            } else {
+                None
+            };
+            let mut set_layouts = vec![set_layout];
+            set_layouts.extend(weights_set_layout);
+            let ranges = [vk::PushConstantRange::default()
+                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                .offset(0)
+                .size(desc.push_constant_bytes)];
+            let mut lci = vk::PipelineLayoutCreateInfo::default().set_layouts(&set_layouts);
+            if desc.push_constant_bytes > 0 {
+                lci = lci.push_constant_ranges(&ranges);
+            }
+            let cleanup_layouts = || {
+                for l in &set_layouts {
+                    dev.destroy_descriptor_set_layout(*l, None);
+                }
+            };
+            let layout = match dev.create_pipeline_layout(&lci, None) {
+                Ok(l) => l,
+                Err(e) => {
+                    cleanup_layouts();
+                    return Err(e).vk("vkCreatePipelineLayout");
+                }
+            };
+            let module = match dev
+                .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&code), None)
+            {
+                Ok(m) => m,
+                Err(e) => {
+                    dev.destroy_pipeline_layout(layout, None);
+                    cleanup_layouts();
+                    return Err(e).vk("vkCreateShaderModule");
+                }
+            };
+            let stage = vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::COMPUTE)
+                .module(module)
+                .name(c"main");
+            let ci = vk::ComputePipelineCreateInfo::default()
+                .stage(stage)
+                .layout(layout);
+            let res = dev.create_compute_pipelines(self.inner.pipeline_cache, &[ci], None);
+            dev.destroy_shader_module(module, None);
+            let pipeline = match res {
+                Ok(p) => p[0],
+                Err((_, e)) => {
+                    dev.destroy_pipeline_layout(layout, None);
+                    cleanup_layouts();
+                    return Err(e).vk("vkCreateComputePipelines");
+                }
+            };
+            Ok(Pipeline {
+                desc: *desc,
+                precision,
+                pipeline,
+                layout,
+                set_layout,
+                weights_set_layout,
+            })
+        }
+    }
+}

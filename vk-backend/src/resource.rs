@@ -1,0 +1,369 @@
+//! RAII device buffers and images, allocated through the counted allocator.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ash::vk;
+use gpu_allocator::MemoryLocation;
+
+use crate::device::Device;
+use crate::error::{Result, VkError, VkResultExt};
+use crate::memory::{CountedAllocation, MemoryCategory};
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+struct BufferInner {
+    device: Device,
+    buffer: vk::Buffer,
+    alloc: Mutex<Option<CountedAllocation>>,
+    size: u64,
+    id: u64,
+    name: String,
+}
+
+/// A counted Vulkan buffer. Cloning shares the same buffer (kept alive by recorders in flight).
+#[derive(Clone)]
+pub struct Buffer {
+    inner: Arc<BufferInner>,
+}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Buffer({}, {} bytes)", self.inner.name, self.inner.size)
+    }
+}
+
+impl Buffer {
+    /// Creates a buffer. `location` picks the memory (GpuOnly, CpuToGpu for staging uploads,
+    /// GpuToCpu for readback); the allocation is counted under `category`.
+    pub fn new(
+        device: &Device,
+        name: &str,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+        location: MemoryLocation,
+        category: MemoryCategory,
+    ) -> Result<Buffer> {
+        let size = size.max(4);
+        let families = device.sharing_families();
+        let mut ci = vk::BufferCreateInfo::default().size(size).usage(usage);
+        ci = if families.len() > 1 {
+            ci.sharing_mode(vk::SharingMode::CONCURRENT)
+                .queue_family_indices(&families)
+        } else {
+            ci.sharing_mode(vk::SharingMode::EXCLUSIVE)
+        };
+        let raw = device.raw();
+        // SAFETY: valid create info.
+        let buffer = unsafe { raw.create_buffer(&ci, None) }.vk("vkCreateBuffer")?;
+        let req = unsafe { raw.get_buffer_memory_requirements(buffer) };
+        let alloc = match device
+            .memory()
+            .allocate(name, req, location, true, category)
+        {
+            Ok(a) => a,
+            Err(e) => {
+                unsafe { raw.destroy_buffer(buffer, None) };
+                return Err(e);
+            }
+        };
+        // SAFETY: fresh allocation of the required size.
+        if let Err(e) = unsafe {
+            raw.bind_buffer_memory(buffer, alloc.allocation.memory(), alloc.allocation.offset())
+        } {
+            device.memory().free(alloc);
+            unsafe { raw.destroy_buffer(buffer, None) };
+            return Err(VkError::Vk {
+                call: "vkBindBufferMemory",
+                result: e,
+            });
+        }
+        Ok(Buffer {
+            inner: Arc::new(BufferInner {
+                device: device.clone(),
+                buffer,
+                alloc: Mutex::new(Some(alloc)),
+                size,
+                id: next_id(),
+                name: name.to_string(),
+            }),
+        })
+    }
+
+    /// A host-visible staging buffer for uploads (counted as `Staging`).
+    pub fn staging_upload(device: &Device, name: &str, size: u64) -> Result<Buffer> {
+        Buffer::new(
+            device,
+            name,
+            size,
+            vk::BufferUsageFlags::TRANSFER_SRC,
+            MemoryLocation::CpuToGpu,
+            MemoryCategory::Staging,
+        )
+    }
+
+    /// A host-visible staging buffer for readback (counted as `Staging`).
+    pub fn staging_download(device: &Device, name: &str, size: u64) -> Result<Buffer> {
+        Buffer::new(
+            device,
+            name,
+            size,
+            vk::BufferUsageFlags::TRANSFER_DST,
+            MemoryLocation::GpuToCpu,
+            MemoryCategory::Staging,
+        )
+    }
+
+    pub fn raw(&self) -> vk::Buffer {
+        self.inner.buffer
+    }
+    pub fn size(&self) -> u64 {
+        self.inner.size
+    }
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Copies bytes into a host-visible buffer at `offset`.
+    pub fn write(&self, offset: u64, bytes: &[u8]) -> Result<()> {
+        let mut g = self.inner.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let slice = g
+            .as_mut()
+            .and_then(|a| a.mapped_slice_mut())
+            .ok_or_else(|| {
+                VkError::Other(format!("buffer `{}` is not host-visible", self.name()))
+            })?;
+        let end = offset as usize + bytes.len();
+        if end > slice.len() {
+            return Err(VkError::Other(format!(
+                "write of {} bytes at {offset} overflows buffer `{}` ({} bytes)",
+                bytes.len(),
+                self.name(),
+                slice.len()
+            )));
+        }
+        slice[offset as usize..end].copy_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Runs `f` on the mapped bytes of a host-visible buffer (for writers that fill in place).
+    pub fn with_mapped<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+        let mut g = self.inner.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let slice = g
+            .as_mut()
+            .and_then(|a| a.mapped_slice_mut())
+            .ok_or_else(|| {
+                VkError::Other(format!("buffer `{}` is not host-visible", self.name()))
+            })?;
+        Ok(f(slice))
+    }
+
+    /// Reads bytes from a host-visible buffer.
+    pub fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let g = self.inner.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let slice = g.as_ref().and_then(|a| a.mapped_slice()).ok_or_else(|| {
+            VkError::Other(format!("buffer `{}` is not host-visible", self.name()))
+        })?;
+        let end = offset as usize + len;
+        if end > slice.len() {
+            return Err(VkError::Other(format!(
+                "read of {len} bytes at {offset} overflows buffer `{}`",
+                self.name()
+            )));
+        }
+        Ok(slice[offset as usize..end].to_vec())
+    }
+}
+
+impl Drop for BufferInner {
+    fn drop(&mut self) {
+        // SAFETY: last owner; recorders keep clones until their submission completed.
+        unsafe { self.device.raw().destroy_buffer(self.buffer, None) };
+        if let Some(a) = self.alloc.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            self.device.memory().free(a);
+        }
+    }
+}
+
+struct ImageInner {
+    device: Device,
+    image: vk::Image,
+    view: vk::ImageView,
+    alloc: Mutex<Option<CountedAllocation>>,
+    format: vk::Format,
+    extent: [u32; 3],
+    id: u64,
+    /// Whether the image has been transitioned from UNDEFINED to GENERAL.
+    initialized: AtomicBool,
+    name: String,
+}
+
+/// A counted optimal-tiling 2D-array image kept in layout GENERAL, with a 2D-array view.
+#[derive(Clone)]
+pub struct Image {
+    inner: Arc<ImageInner>,
+}
+
+impl std::fmt::Debug for Image {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Image({}, {:?}, {:?})",
+            self.inner.name, self.inner.extent, self.inner.format
+        )
+    }
+}
+
+impl Image {
+    /// Creates a `width x height x layers` 2D-array storage image.
+    pub fn new_2d_array(
+        device: &Device,
+        name: &str,
+        format: vk::Format,
+        width: u32,
+        height: u32,
+        layers: u32,
+        category: MemoryCategory,
+    ) -> Result<Image> {
+        let families = device.sharing_families();
+        let mut ci = vk::ImageCreateInfo::default()
+            .image_type(vk::ImageType::TYPE_2D)
+            .format(format)
+            .extent(vk::Extent3D {
+                width,
+                height,
+                depth: 1,
+            })
+            .mip_levels(1)
+            .array_layers(layers)
+            .samples(vk::SampleCountFlags::TYPE_1)
+            .tiling(vk::ImageTiling::OPTIMAL)
+            .usage(
+                vk::ImageUsageFlags::STORAGE
+                    | vk::ImageUsageFlags::TRANSFER_SRC
+                    | vk::ImageUsageFlags::TRANSFER_DST
+                    | vk::ImageUsageFlags::SAMPLED,
+            )
+            .initial_layout(vk::ImageLayout::UNDEFINED);
+        ci = if families.len() > 1 {
+            ci.sharing_mode(vk::SharingMode::CONCURRENT)
+                .queue_family_indices(&families)
+        } else {
+            ci.sharing_mode(vk::SharingMode::EXCLUSIVE)
+        };
+        let raw = device.raw();
+        // SAFETY: valid create info; sizes checked by the caller against the device limits.
+        let image = unsafe { raw.create_image(&ci, None) }.vk("vkCreateImage")?;
+        let req = unsafe { raw.get_image_memory_requirements(image) };
+        let alloc =
+            match device
+                .memory()
+                .allocate(name, req, MemoryLocation::GpuOnly, false, category)
+            {
+                Ok(a) => a,
+                Err(e) => {
+                    unsafe { raw.destroy_image(image, None) };
+                    return Err(e);
+                }
+            };
+        let fail = |alloc: CountedAllocation, call: &'static str, e: vk::Result| {
+            device.memory().free(alloc);
+            unsafe { raw.destroy_image(image, None) };
+            VkError::Vk { call, result: e }
+        };
+        // SAFETY: fresh allocation satisfying the requirements.
+        if let Err(e) = unsafe {
+            raw.bind_image_memory(image, alloc.allocation.memory(), alloc.allocation.offset())
+        } {
+            return Err(fail(alloc, "vkBindImageMemory", e));
+        }
+        let vci = vk::ImageViewCreateInfo::default()
+            .image(image)
+            .view_type(vk::ImageViewType::TYPE_2D_ARRAY)
+            .format(format)
+            .subresource_range(color_range(layers));
+        let view = match unsafe { raw.create_image_view(&vci, None) } {
+            Ok(v) => v,
+            Err(e) => return Err(fail(alloc, "vkCreateImageView", e)),
+        };
+        Ok(Image {
+            inner: Arc::new(ImageInner {
+                device: device.clone(),
+                image,
+                view,
+                alloc: Mutex::new(Some(alloc)),
+                format,
+                extent: [width, height, layers],
+                id: next_id(),
+                initialized: AtomicBool::new(false),
+                name: name.to_string(),
+            }),
+        })
+    }
+
+    pub fn raw(&self) -> vk::Image {
+        self.inner.image
+    }
+    pub fn view(&self) -> vk::ImageView {
+        self.inner.view
+    }
+    pub fn format(&self) -> vk::Format {
+        self.inner.format
+    }
+    /// `[width, height, layers]`.
+    pub fn extent(&self) -> [u32; 3] {
+        self.inner.extent
+    }
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+    /// Bytes of device memory behind the image.
+    pub fn allocated_bytes(&self) -> u64 {
+        self.inner
+            .alloc
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|a| a.size())
+            .unwrap_or(0)
+    }
+    pub(crate) fn is_initialized(&self) -> bool {
+        self.inner.initialized.load(Ordering::Acquire)
+    }
+    pub(crate) fn mark_initialized(&self) {
+        self.inner.initialized.store(true, Ordering::Release)
+    }
+}
+
+pub(crate) fn color_range(layers: u32) -> vk::ImageSubresourceRange {
+    vk::ImageSubresourceRange {
+        aspect_mask: vk::ImageAspectFlags::COLOR,
+        base_mip_level: 0,
+        level_count: 1,
+        base_array_layer: 0,
+        layer_count: layers,
+    }
+}
+
+impl Drop for ImageInner {
+    fn drop(&mut self) {
+        // SAFETY: last owner; recorders keep clones until their submission completed.
+        unsafe {
+            self.device.raw().destroy_image_view(self.view, None);
+            self.device.raw().destroy_image(self.image, None);
+        }
+        if let Some(a) = self.alloc.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            self.device.memory().free(a);
+        }
+    }
+}

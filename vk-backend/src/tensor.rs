@@ -1,0 +1,288 @@
+//! 2.5D texture tensors: activations as C4-packed (NC4HW4) optimal-tiling 2D-array images.
+//!
+//! See [`crate::layout`] for the rank rule and the fold. A tensor whose texels no image can hold
+//! under the device limits falls back to a storage buffer with the same linear texel order; the
+//! fallback is logged and counted in [`crate::MemoryStats`] (`fallback_tensors`, `fallback_bytes`).
+//! Kernels built on images reject fallback tensors with a clear error.
+
+use std::sync::Arc;
+
+use ash::vk;
+use gpu_allocator::MemoryLocation;
+
+use crate::device::{Device, QueueKind};
+use crate::error::{Result, VkError};
+use crate::layout::{self, FoldLayout, Precision};
+use crate::memory::MemoryCategory;
+use crate::recorder::Recorder;
+use crate::resource::{Buffer, Image};
+
+/// Where a tensor's texels live.
+#[derive(Clone, Debug)]
+pub enum TensorStorage {
+    Image(Image),
+    /// Counted, reported fallback: texel `i` at byte `i * bytes_per_texel`.
+    Buffer(Buffer),
+}
+
+struct FallbackGuard {
+    device: Device,
+    bytes: u64,
+}
+
+impl Drop for FallbackGuard {
+    fn drop(&mut self) {
+        self.device.memory().record_fallback(self.bytes, -1);
+    }
+}
+
+/// An activation tensor. Cloning shares the same storage.
+#[derive(Clone)]
+pub struct Tensor {
+    name: Arc<str>,
+    shape: Vec<usize>,
+    layout: FoldLayout,
+    precision: Precision,
+    storage: TensorStorage,
+    device: Device,
+    _fallback: Option<Arc<FallbackGuard>>,
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Tensor({}, {:?}, {:?}, {:?})",
+            self.name, self.shape, self.precision, self.layout
+        )
+    }
+}
+
+/// Push-constant form of a tensor's addressing (matches `TensorDesc` in `shaders/include/tensor.glsl`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TensorDesc {
+    pub n: u32,
+    pub c: u32,
+    pub h: u32,
+    pub w: u32,
+    pub c4: u32,
+    pub pw: u32,
+    pub ph: u32,
+    pub pl: u32,
+}
+
+impl TensorDesc {
+    pub fn words(&self) -> [u32; 8] {
+        [
+            self.n, self.c, self.h, self.w, self.c4, self.pw, self.ph, self.pl,
+        ]
+    }
+}
+
+impl Tensor {
+    /// Creates an activation tensor (category `Activations`).
+    pub fn new(
+        device: &Device,
+        name: &str,
+        shape: &[usize],
+        precision: Precision,
+    ) -> Result<Tensor> {
+        Self::with_category(device, name, shape, precision, MemoryCategory::Activations)
+    }
+
+    /// Creates a tensor counted under `category` (e.g. `Weights` for constant operands).
+    pub fn with_category(
+        device: &Device,
+        name: &str,
+        shape: &[usize],
+        precision: Precision,
+        category: MemoryCategory,
+    ) -> Result<Tensor> {
+        let nchw = layout::nchw(shape)?;
+        let limits = device.image_limits();
+        let planned = FoldLayout::plan(
+            nchw,
+            limits.max_image_dimension_2d,
+            limits.max_image_array_layers,
+        )?;
+        let (layout, storage, fallback) = match planned {
+            Some(l) => {
+                let img = Image::new_2d_array(
+                    device,
+                    name,
+                    precision.vk_format(),
+                    l.pw,
+                    l.ph,
+                    l.pl,
+                    category,
+                )?;
+                (l, TensorStorage::Image(img), None)
+            }
+            None => {
+                let [n, c, h, w] = nchw;
+                let c4 = c.div_ceil(4);
+                let layers = n * c4;
+                let l = FoldLayout {
+                    n: n as u32,
+                    c: c as u32,
+                    h: h as u32,
+                    w: w as u32,
+                    c4: c4 as u32,
+                    pw: w as u32,
+                    ph: h as u32,
+                    pl: u32::try_from(layers).map_err(|_| VkError::BadShape {
+                        shape: shape.to_vec(),
+                        reason: "too large even for a buffer tensor".into(),
+                    })?,
+                };
+                let bytes = l.texels() * precision.bytes_per_texel() as u64;
+                let buf = Buffer::new(
+                    device,
+                    name,
+                    bytes,
+                    vk::BufferUsageFlags::STORAGE_BUFFER
+                        | vk::BufferUsageFlags::TRANSFER_SRC
+                        | vk::BufferUsageFlags::TRANSFER_DST,
+                    MemoryLocation::GpuOnly,
+                    category,
+                )?;
+                log::warn!(
+                    "tensor `{name}` {shape:?}: no image layout fits the device limits \
+                     ({limits:?}); using a storage-buffer fallback of {bytes} bytes"
+                );
+                device.memory().record_fallback(bytes, 1);
+                let guard = Arc::new(FallbackGuard {
+                    device: device.clone(),
+                    bytes,
+                });
+                (l, TensorStorage::Buffer(buf), Some(guard))
+            }
+        };
+        Ok(Tensor {
+            name: name.into(),
+            shape: shape.to_vec(),
+            layout,
+            precision,
+            storage,
+            device: device.clone(),
+            _fallback: fallback,
+        })
+    }
+
+    /// Creates a tensor and uploads `data` (NCHW order, `shape` element count).
+    pub fn from_data(
+        device: &Device,
+        name: &str,
+        shape: &[usize],
+        precision: Precision,
+        data: &[f32],
+    ) -> Result<Tensor> {
+        let t = Self::new(device, name, shape, precision)?;
+        t.upload(data)?;
+        Ok(t)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The logical (ONNX) shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    pub fn layout(&self) -> &FoldLayout {
+        &self.layout
+    }
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+    pub fn storage(&self) -> &TensorStorage {
+        &self.storage
+    }
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+    pub fn image(&self) -> Option<&Image> {
+        match &self.storage {
+            TensorStorage::Image(i) => Some(i),
+            TensorStorage::Buffer(_) => None,
+        }
+    }
+    pub fn is_fallback(&self) -> bool {
+        matches!(self.storage, TensorStorage::Buffer(_))
+    }
+    /// Number of logical elements.
+    pub fn elements(&self) -> usize {
+        self.shape.iter().product()
+    }
+    /// Bytes of the physical texel stream (what a staging copy moves).
+    pub fn physical_bytes(&self) -> u64 {
+        let texels = match self.storage {
+            TensorStorage::Image(_) => self.layout.physical_texels(),
+            TensorStorage::Buffer(_) => self.layout.texels(),
+        };
+        texels * self.precision.bytes_per_texel() as u64
+    }
+    /// Push-constant descriptor for shaders.
+    pub fn desc(&self) -> TensorDesc {
+        let l = &self.layout;
+        TensorDesc {
+            n: l.n,
+            c: l.c,
+            h: l.h,
+            w: l.w,
+            c4: l.c4,
+            pw: l.pw,
+            ph: l.ph,
+            pl: l.pl,
+        }
+    }
+
+    fn check_len(&self, data: &[f32]) -> Result<()> {
+        if data.len() != self.elements() {
+            return Err(VkError::DataLength {
+                name: self.name.to_string(),
+                expected: self.elements(),
+                got: data.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Host NCHW values -> staging bytes in this tensor's physical texel order.
+    pub fn pack_bytes(&self, data: &[f32]) -> Result<Vec<u8>> {
+        self.check_len(data)?;
+        let mut texels = self.layout.pack(data);
+        texels.truncate(self.physical_bytes() as usize / self.precision.bytes_per_texel() * 4);
+        Ok(layout::texels_to_bytes(&texels, self.precision))
+    }
+
+    /// Staging bytes -> NCHW values.
+    pub fn unpack_bytes(&self, bytes: &[u8]) -> Vec<f32> {
+        let mut texels = layout::bytes_to_texels(bytes, self.precision);
+        texels.resize(self.layout.physical_texels() as usize * 4, 0.0);
+        self.layout.unpack(&texels)
+    }
+
+    /// Uploads NCHW `data` now (staging buffer + copy on the compute queue, waits).
+    pub fn upload(&self, data: &[f32]) -> Result<()> {
+        let bytes = self.pack_bytes(data)?;
+        let staging =
+            Buffer::staging_upload(&self.device, "tensor upload staging", bytes.len() as u64)?;
+        staging.write(0, &bytes)?;
+        let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
+        rec.copy_buffer_to_tensor(&staging, 0, self)?;
+        rec.submit_and_wait()
+    }
+
+    /// Downloads the tensor now as NCHW f32 values (waits).
+    pub fn download(&self) -> Result<Vec<f32>> {
+        let size = self.physical_bytes();
+        let staging = Buffer::staging_download(&self.device, "tensor download staging", size)?;
+        let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
+        rec.copy_tensor_to_buffer(self, &staging, 0)?;
+        rec.submit_and_wait()?;
+        let bytes = staging.read(0, size as usize)?;
+        Ok(self.unpack_bytes(&bytes))
+    }
+}

@@ -1,0 +1,95 @@
+//! Tensor upload/download round trips: ranks 0..6, odd channel counts, fp16/fp32, folding past
+//! image limits (fake small limits and one real > 16384 width), and the counted buffer fallback.
+
+use vk_backend::testing::{assert_no_validation_messages, device, Rng};
+use vk_backend::{Device, DeviceOptions, ImageLimits, Precision, Tensor};
+
+fn roundtrip(d: &Device, shape: &[usize], p: Precision, seed: u64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let data = Rng::new(seed).vec(n, -4.0, 4.0);
+    let t = Tensor::from_data(d, "rt", shape, p, &data).unwrap();
+    let back = t.download().unwrap();
+    // Independent reference: the host values rounded to the storage precision.
+    let want: Vec<f32> = data.iter().map(|&v| p.round(v)).collect();
+    assert_eq!(back, want, "shape {shape:?} {p:?}");
+    t
+}
+
+#[test]
+fn ranks_0_to_6_and_odd_channels() {
+    let d = device();
+    let shapes: &[&[usize]] = &[
+        &[],
+        &[7],
+        &[3, 5],
+        &[5, 3, 7],
+        &[2, 6, 3, 5],
+        &[2, 3, 5, 2, 3],
+        &[2, 1, 2, 3, 4, 5],
+        &[1, 1, 1, 1],
+        &[1, 13, 1, 1],
+    ];
+    for (i, s) in shapes.iter().enumerate() {
+        for p in [Precision::F16, Precision::F32] {
+            let t = roundtrip(&d, s, p, i as u64);
+            assert!(t.layout().is_identity());
+        }
+    }
+    assert_no_validation_messages(&d);
+}
+
+#[test]
+fn real_width_past_16384() {
+    let d = device();
+    let w = d.image_limits().max_image_dimension_2d as usize + 1234;
+    let t = roundtrip(&d, &[w], Precision::F16, 99);
+    assert!(!t.layout().is_identity());
+    assert!(t.layout().pw <= d.image_limits().max_image_dimension_2d);
+    assert_no_validation_messages(&d);
+}
+
+#[test]
+fn folding_with_fake_limits_and_buffer_fallback() {
+    let d = Device::new(&DeviceOptions {
+        limits_override: Some(ImageLimits {
+            max_image_dimension_2d: 16,
+            max_image_array_layers: 4,
+        }),
+        ..Default::default()
+    })
+    .unwrap();
+    // W past the limit, H past the limit, layers past the limit.
+    for (i, s) in [
+        &[1usize, 3, 2, 40][..],
+        &[1, 1, 40, 5],
+        &[2, 9, 3, 4],
+        &[5, 3, 7, 2, 3],
+    ]
+    .iter()
+    .enumerate()
+    {
+        for p in [Precision::F16, Precision::F32] {
+            let t = roundtrip(&d, s, p, 10 + i as u64);
+            assert!(!t.is_fallback(), "{s:?}");
+            assert!(!t.layout().is_identity(), "{s:?} should fold");
+        }
+    }
+    assert_eq!(d.memory_stats().fallback_tensors, 0);
+    // 16*16*4 = 1024 texels max: 2000 texels cannot be an image.
+    let t = roundtrip(&d, &[1, 4, 1, 2000], Precision::F32, 7);
+    assert!(t.is_fallback());
+    let s = d.memory_stats();
+    assert_eq!(s.fallback_tensors, 1);
+    assert_eq!(s.fallback_bytes, 2000 * 16);
+    drop(t);
+    assert_eq!(d.memory_stats().fallback_tensors, 0);
+    assert_no_validation_messages(&d);
+}
+
+#[test]
+fn wrong_length_is_an_error() {
+    let d = device();
+    let t = Tensor::new(&d, "len", &[2, 3], Precision::F16).unwrap();
+    let e = t.upload(&[1.0; 5]).unwrap_err();
+    assert!(e.to_string().contains("len"), "{e}");
+}
