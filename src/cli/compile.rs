@@ -1,0 +1,128 @@
+//! `texstream compile`: ONNX -> optimized IR -> packed model file.
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+
+use crate::ir::passes::optimize;
+use crate::onnx::{import, ImportOptions};
+use crate::packed::{pack_graph, PackOptions, StoredPrecision};
+
+#[derive(clap::Args, Debug)]
+pub struct CompileArgs {
+    /// The ONNX model.
+    pub model: PathBuf,
+    /// Concrete input shape, NAME=D0xD1x... (repeatable), e.g. --input x=1x3x640x640.
+    #[arg(long = "input", value_name = "NAME=DIMS")]
+    pub inputs: Vec<String>,
+    /// Bind a scalar input to a constant, NAME=VALUE (repeatable), e.g. --bind sr=16000.
+    #[arg(long = "bind", value_name = "NAME=VALUE")]
+    pub binds: Vec<String>,
+    /// Weight storage precision: f16 or f32.
+    #[arg(long, default_value = "f16")]
+    pub precision: String,
+    /// Page size, e.g. 1MiB, 512KiB, 2097152.
+    #[arg(long = "page-size", default_value = "1MiB")]
+    pub page_size: String,
+    /// Output file (.tspk).
+    #[arg(short = 'o', long = "output")]
+    pub output: PathBuf,
+}
+
+/// Parses sizes like `1MiB`, `256KiB`, `4096`.
+pub fn parse_size(s: &str) -> anyhow::Result<u64> {
+    let t = s.trim();
+    let (num, mul) = if let Some(n) = t.strip_suffix("MiB") {
+        (n, 1u64 << 20)
+    } else if let Some(n) = t.strip_suffix("KiB") {
+        (n, 1 << 10)
+    } else if let Some(n) = t.strip_suffix("GiB") {
+        (n, 1 << 30)
+    } else {
+        (t.strip_suffix('B').unwrap_or(t), 1)
+    };
+    let v: u64 = num
+        .trim()
+        .parse()
+        .with_context(|| format!("bad size '{s}'"))?;
+    v.checked_mul(mul)
+        .with_context(|| format!("size '{s}' is too large"))
+}
+
+pub fn run(args: &CompileArgs) -> anyhow::Result<()> {
+    let mut opts = ImportOptions::default();
+    for s in &args.inputs {
+        opts.add_input_spec(s).map_err(anyhow::Error::msg)?;
+    }
+    for s in &args.binds {
+        opts.add_binding(s).map_err(anyhow::Error::msg)?;
+    }
+    let precision = match args.precision.as_str() {
+        "f16" => StoredPrecision::F16,
+        "f32" => StoredPrecision::F32,
+        p => bail!("--precision must be f16 or f32, got '{p}'"),
+    };
+    let page_bytes = parse_size(&args.page_size)?;
+    let mut model = import(&args.model, &opts)?;
+    let nodes_in = model.graph.nodes.len();
+    let report = optimize(&mut model.graph);
+    let hist = model.graph.op_histogram();
+    let source = args.model.display().to_string();
+    let meta = model.metadata().clone();
+    let packed = pack_graph(
+        model.graph,
+        &source,
+        report.clone(),
+        meta,
+        PackOptions {
+            precision,
+            page_bytes,
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("{}: {e}", args.model.display()))?;
+    packed.write(&args.output)?;
+    let h = &packed.header;
+    let weight_texels: u64 = h.weights.iter().map(|w| w.texels).sum();
+    let flops: u64 = h.steps.iter().map(|s| s.flops).sum();
+    println!(
+        "compiled {} -> {}",
+        args.model.display(),
+        args.output.display()
+    );
+    println!("  opset {}, ONNX ops: {:?}", model.opset, model.onnx_ops);
+    println!(
+        "  IR nodes: {nodes_in} after import, {} after passes; ops: {hist:?}",
+        h.graph.nodes.len()
+    );
+    println!("  passes: {report:?}");
+    println!("  layout transforms (real copies): {}", h.layout_transforms);
+    println!(
+        "  weights: {} tensors, {} texels ({:?}), {} pages of {} bytes",
+        h.weights.len(),
+        weight_texels,
+        h.precision,
+        h.page_count,
+        h.page_bytes
+    );
+    println!(
+        "  steps: {}, total {:.3} GFLOP, peak live activations {} bytes",
+        h.steps.len(),
+        flops as f64 / 1e9,
+        h.peak_activation_bytes
+    );
+    for p in &h.graph.inputs {
+        println!(
+            "  input  {} {:?} {:?}",
+            p.name, h.graph.tensors[p.tensor].shape, h.graph.tensors[p.tensor].dtype
+        );
+    }
+    for p in &h.graph.outputs {
+        println!(
+            "  output {} {:?} {:?}",
+            p.name, h.graph.tensors[p.tensor].shape, h.graph.tensors[p.tensor].dtype
+        );
+    }
+    for k in h.metadata.keys() {
+        println!("  metadata: {k} ({} chars)", h.metadata[k].chars().count());
+    }
+    Ok(())
+}

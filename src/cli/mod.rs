@@ -1,0 +1,2 @@
+//! Subcommand implementations of the `texstream` CLI.
+pub mod compile;

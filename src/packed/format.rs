@@ -1,0 +1,128 @@
+//! The packed model file format: fixed preamble, JSON header, 4 KiB-aligned page data.
+//!
+//! ```text
+//! 0   8  magic "TXSTPACK"
+//! 8   4  version (u32 LE) = FORMAT_VERSION
+//! 12  4  flags (0)
+//! 16  8  header_len (u64 LE): bytes of the JSON header at offset 64
+//! 24  8  data_offset (u64 LE): multiple of 4096, >= 64 + header_len
+//! 32  8  page_bytes (u64 LE)
+//! 40  8  page_count (u64 LE)
+//! 48  4  crc32 (IEEE) of bytes 0..48, then the header, then all page bytes
+//! 52  12 reserved (0)
+//! 64     header: UTF-8 JSON of [`PackedHeader`]
+//!        zero padding up to data_offset
+//! data_offset + i * page_bytes: page i (texels in weight-space order, fp16 or fp32 LE, RGBA)
+//! ```
+//! JSON was chosen for the header because it is small next to the weights, self-describing and
+//! easy to inspect (`dd bs=1 skip=64 count=header_len`).
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ir::passes::PassReport;
+use crate::ir::Graph;
+
+pub const MAGIC: &[u8; 8] = b"TXSTPACK";
+pub const FORMAT_VERSION: u32 = 1;
+pub const PREAMBLE_BYTES: usize = 64;
+pub const DATA_ALIGN: u64 = 4096;
+/// Every page is this many texels wide (the atlas layer width).
+pub const PAGE_WIDTH: u64 = 512;
+
+/// Storage precision of the weight texels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StoredPrecision {
+    F16,
+    F32,
+}
+
+impl StoredPrecision {
+    pub fn bytes_per_value(self) -> usize {
+        match self {
+            StoredPrecision::F16 => 2,
+            StoredPrecision::F32 => 4,
+        }
+    }
+    pub fn bytes_per_texel(self) -> usize {
+        4 * self.bytes_per_value()
+    }
+}
+
+/// How a weight tensor's values are ordered into texels (see the shared texel conventions).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WeightKind {
+    /// B matrix [K, N]: texel (k/4)*N + n, RGBA = B[4*(k/4)+j, n]. Transposed operands (Gemm
+    /// transB, MatMul transpose_b, LSTM W/R) are transposed at pack time, so this is always [K, N].
+    MatrixKN { k: usize, n: usize },
+    /// Conv filter [O, I/g, KH, KW]: texel ((o*KH+ky)*KW+kx)*ceil((I/g)/4) + i/4. ConvTranspose
+    /// weights [I, O/g, KH, KW] are first rearranged per group to [O, I/g, KH, KW]
+    /// (W'[g*Og+o, i, ky, kx] = W[g*Ig+i, o, ky, kx]), with no spatial flip.
+    ConvFilter {
+        o: usize,
+        i_per_group: usize,
+        kh: usize,
+        kw: usize,
+    },
+    /// Depthwise filter [C, 1, KH, KW]: texel (ky*KW+kx)*ceil(C/4) + c/4.
+    Depthwise { c: usize, kh: usize, kw: usize },
+    /// Vector [C]: texel c/4. LSTM biases are stored as Wb + Rb ([4H]).
+    Vector { c: usize },
+    /// Any other float constant operand, C4-packed like an activation (NC4HW4 after
+    /// `ir::nchw`, linear texel order (layer*H + y)*W + x, no fold).
+    Activation { shape: Vec<usize> },
+}
+
+/// One packed weight tensor in the model's weight space.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WeightEntry {
+    /// The IR tensor this packs.
+    pub tensor: usize,
+    pub name: String,
+    pub kind: WeightKind,
+    /// Global texel index of its first texel.
+    pub texel_offset: u64,
+    pub texels: u64,
+}
+
+/// One step of the load profile: one IR node, in execution order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepInfo {
+    /// Index into `graph.nodes`.
+    pub node: usize,
+    pub name: String,
+    pub op: String,
+    /// (node input slot, index into `weights`) for each weight the node reads.
+    pub weights: Vec<(usize, usize)>,
+    /// Logical pages its weight texels touch, ascending.
+    pub pages: Vec<u32>,
+    pub flops: u64,
+    /// Bytes moved: packed weight bytes + activation bytes read and written (C4-padded).
+    pub bytes: u64,
+    /// Bytes of activations live while this step runs (C4-padded at the stored precision).
+    pub live_activation_bytes: u64,
+    /// True for Reshape/Transpose nodes whose output is a view: no kernel runs.
+    pub is_view: bool,
+}
+
+/// The JSON header.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PackedHeader {
+    pub source: String,
+    pub precision: StoredPrecision,
+    pub page_bytes: u64,
+    pub page_width: u64,
+    pub texels_per_page: u64,
+    pub page_count: u64,
+    /// The optimized IR. Float constants that were packed into pages are removed from
+    /// `graph.constants` (see `weights`); integer/bool constants stay inline.
+    pub graph: Graph,
+    pub weights: Vec<WeightEntry>,
+    pub steps: Vec<StepInfo>,
+    pub peak_activation_bytes: u64,
+    /// Reshape/Transpose nodes left as real copies.
+    pub layout_transforms: usize,
+    pub passes: PassReport,
+    /// ONNX metadata_props (e.g. the recognizer's `character` dictionary).
+    pub metadata: BTreeMap<String, String>,
+}

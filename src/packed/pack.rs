@@ -1,0 +1,262 @@
+//! Builds a packed model: assigns every float constant operand a weight kind, lays the weights
+//! into the weight space in first-use order, and computes per-step pages, costs and liveness.
+use std::collections::{BTreeMap, HashMap};
+
+use super::cost;
+use super::format::*;
+use super::texels;
+use crate::ir::passes::PassReport;
+use crate::ir::{Graph, Op};
+
+/// Compile-time choices.
+#[derive(Clone, Copy, Debug)]
+pub struct PackOptions {
+    pub precision: StoredPrecision,
+    pub page_bytes: u64,
+}
+
+impl Default for PackOptions {
+    fn default() -> Self {
+        PackOptions {
+            precision: StoredPrecision::F16,
+            page_bytes: 1 << 20,
+        }
+    }
+}
+
+/// A packed model in memory: header plus the page bytes (page_count * page_bytes).
+pub struct Packed {
+    pub header: PackedHeader,
+    pub data: Vec<u8>,
+}
+
+/// The weight kind and the values (row-major in that kind's logical shape) for input `slot` of
+/// node `ni`, or None when the input stays inline (integer constants).
+fn classify(g: &Graph, ni: usize, slot: usize) -> Result<Option<(WeightKind, Vec<f32>)>, String> {
+    let n = &g.nodes[ni];
+    let Some(t) = n.input(slot) else {
+        return Ok(None);
+    };
+    let Some(d) = g.constants.get(&t) else {
+        return Ok(None);
+    };
+    if !d.dtype.is_float() {
+        return Ok(None);
+    }
+    let s = &d.shape;
+    let v = d.as_f32();
+    let vector = |v: Vec<f32>| Ok(Some((WeightKind::Vector { c: v.len() }, v)));
+    let act = |v: Vec<f32>| Ok(Some((WeightKind::Activation { shape: s.clone() }, v)));
+    match (&n.op, slot) {
+        (Op::Conv { group, window, .. }, 1) => {
+            let (o, ig) = (s[0], s[1]);
+            let (kh, kw) = (window.kernel[0], window.kernel[1]);
+            let cin = g.tensors[n.input(0).unwrap_or(t)]
+                .shape
+                .get(1)
+                .copied()
+                .unwrap_or(0);
+            if *group == cin && *group == o && ig == 1 {
+                Ok(Some((WeightKind::Depthwise { c: o, kh, kw }, v)))
+            } else {
+                Ok(Some((
+                    WeightKind::ConvFilter {
+                        o,
+                        i_per_group: ig,
+                        kh,
+                        kw,
+                    },
+                    v,
+                )))
+            }
+        }
+        (Op::ConvTranspose { group, window, .. }, 1) => {
+            let (i, og) = (s[0], s[1]);
+            let (kh, kw) = (window.kernel[0], window.kernel[1]);
+            let w = texels::conv_transpose_to_oihw(&v, i, og, *group, kh * kw);
+            Ok(Some((
+                WeightKind::ConvFilter {
+                    o: og * group,
+                    i_per_group: i / group.max(&1),
+                    kh,
+                    kw,
+                },
+                w,
+            )))
+        }
+        (
+            Op::Conv { .. } | Op::ConvTranspose { .. } | Op::MatMul { .. } | Op::LayerNorm { .. },
+            2,
+        ) if s.len() <= 1 => vector(v),
+        (Op::LayerNorm { .. }, 1) if s.len() <= 1 => vector(v),
+        (Op::MatMul { transpose_b, .. }, 1) if s.len() == 2 => {
+            let (k, nn, v) = if *transpose_b {
+                (s[1], s[0], texels::transpose2(&v, s[0], s[1]))
+            } else {
+                (s[0], s[1], v)
+            };
+            Ok(Some((WeightKind::MatrixKN { k, n: nn }, v)))
+        }
+        (Op::Gemm { trans_b, .. }, 1) => {
+            let (k, nn, v) = if *trans_b {
+                (s[1], s[0], texels::transpose2(&v, s[0], s[1]))
+            } else {
+                (s[0], s[1], v)
+            };
+            Ok(Some((WeightKind::MatrixKN { k, n: nn }, v)))
+        }
+        (Op::Gemm { .. }, 2) if s.len() <= 1 => vector(v),
+        (Op::Lstm { .. }, 1 | 2) => {
+            // [1, 4H, I] -> B matrix [I, 4H].
+            let (rows, cols) = (s[1], s[2]);
+            Ok(Some((
+                WeightKind::MatrixKN { k: cols, n: rows },
+                texels::transpose2(&v, rows, cols),
+            )))
+        }
+        (Op::Lstm { hidden_size }, 3) => {
+            let h4 = 4 * hidden_size;
+            if v.len() != 2 * h4 {
+                return Err(format!(
+                    "LSTM bias has {} values, expected {}",
+                    v.len(),
+                    2 * h4
+                ));
+            }
+            vector((0..h4).map(|i| v[i] + v[i + h4]).collect())
+        }
+        _ => act(v),
+    }
+}
+
+/// Packs an optimized graph.
+#[allow(clippy::needless_range_loop)] // node indices key several tables
+pub fn pack_graph(
+    mut graph: Graph,
+    source: &str,
+    passes: PassReport,
+    metadata: BTreeMap<String, String>,
+    opts: PackOptions,
+) -> Result<Packed, String> {
+    let bpt = opts.precision.bytes_per_texel() as u64;
+    if opts.page_bytes == 0 || !opts.page_bytes.is_multiple_of(PAGE_WIDTH * bpt) {
+        return Err(format!(
+            "page size {} is not a multiple of {} (one {}-texel row)",
+            opts.page_bytes,
+            PAGE_WIDTH * bpt,
+            PAGE_WIDTH
+        ));
+    }
+    let tpp = opts.page_bytes / bpt;
+    let mut weights: Vec<WeightEntry> = Vec::new();
+    let mut texel_data: Vec<f32> = Vec::new();
+    let mut index: HashMap<(usize, String), usize> = HashMap::new();
+    let mut step_weights: Vec<Vec<(usize, usize)>> = vec![Vec::new(); graph.nodes.len()];
+    for ni in 0..graph.nodes.len() {
+        for slot in 0..graph.nodes[ni].inputs.len() {
+            let Some((kind, vals)) = classify(&graph, ni, slot)
+                .map_err(|e| format!("node '{}': {e}", graph.nodes[ni].name))?
+            else {
+                continue;
+            };
+            let t = graph.nodes[ni].inputs[slot].unwrap_or(usize::MAX);
+            let key = (t, format!("{kind:?}"));
+            let wi = match index.get(&key) {
+                Some(&wi) => wi,
+                None => {
+                    let packed = texels::pack(&kind, &vals).map_err(|e| {
+                        format!(
+                            "node '{}' weight '{}': {e}",
+                            graph.nodes[ni].name, graph.tensors[t].name
+                        )
+                    })?;
+                    let off = (texel_data.len() / 4) as u64;
+                    let cnt = (packed.len() / 4) as u64;
+                    texel_data.extend_from_slice(&packed);
+                    weights.push(WeightEntry {
+                        tensor: t,
+                        name: graph.tensors[t].name.clone(),
+                        kind,
+                        texel_offset: off,
+                        texels: cnt,
+                    });
+                    index.insert(key, weights.len() - 1);
+                    weights.len() - 1
+                }
+            };
+            step_weights[ni].push((slot, wi));
+        }
+    }
+    let total_texels = (texel_data.len() / 4) as u64;
+    let page_count = total_texels.div_ceil(tpp);
+    // Drop packed float constants from the inline graph; ints stay.
+    let packed_tensors: std::collections::HashSet<usize> =
+        weights.iter().map(|w| w.tensor).collect();
+    graph
+        .constants
+        .retain(|t, d| !(packed_tensors.contains(t) && d.dtype.is_float()));
+
+    let bpv = opts.precision.bytes_per_value();
+    let (live, peak) = cost::liveness(&graph, bpv);
+    let mut steps = Vec::with_capacity(graph.nodes.len());
+    for (ni, n) in graph.nodes.iter().enumerate() {
+        let mut pages: Vec<u32> = Vec::new();
+        let mut wbytes = 0u64;
+        for &(_, wi) in &step_weights[ni] {
+            let w = &weights[wi];
+            if w.texels == 0 {
+                continue;
+            }
+            let (p0, p1) = (w.texel_offset / tpp, (w.texel_offset + w.texels - 1) / tpp);
+            pages.extend((p0..=p1).map(|p| p as u32));
+            wbytes += w.texels * bpt;
+        }
+        pages.sort_unstable();
+        pages.dedup();
+        let act_bytes: u64 = n
+            .present_inputs()
+            .chain(n.outputs.iter().copied())
+            .filter(|t| !graph.is_const(*t))
+            .map(|t| crate::ir::c4_bytes(&graph.tensors[t].shape, bpv) as u64)
+            .sum();
+        let view = cost::is_view(&graph, n);
+        steps.push(StepInfo {
+            node: ni,
+            name: n.name.clone(),
+            op: n.op.name().to_string(),
+            weights: step_weights[ni].clone(),
+            pages,
+            flops: if view { 0 } else { cost::flops(&graph, n) },
+            bytes: if view { 0 } else { wbytes + act_bytes },
+            live_activation_bytes: live[ni],
+            is_view: view,
+        });
+    }
+    let mut data = Vec::with_capacity((page_count * opts.page_bytes) as usize);
+    match opts.precision {
+        StoredPrecision::F16 => data.extend(
+            texel_data
+                .iter()
+                .flat_map(|&v| half::f16::from_f32(v).to_le_bytes()),
+        ),
+        StoredPrecision::F32 => data.extend(texel_data.iter().flat_map(|&v| v.to_le_bytes())),
+    }
+    data.resize((page_count * opts.page_bytes) as usize, 0);
+    let layout_transforms = graph.layout_transform_count();
+    let header = PackedHeader {
+        source: source.to_string(),
+        precision: opts.precision,
+        page_bytes: opts.page_bytes,
+        page_width: PAGE_WIDTH,
+        texels_per_page: tpp,
+        page_count,
+        graph,
+        weights,
+        steps,
+        peak_activation_bytes: peak,
+        layout_transforms,
+        passes,
+        metadata,
+    };
+    Ok(Packed { header, data })
+}

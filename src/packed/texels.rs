@@ -1,0 +1,190 @@
+//! Weight packing into texel order, following the binding texel conventions.
+//!
+//! These mirror `vk_backend::layout`'s packers (pack_matrix_kn, pack_conv_filter,
+//! pack_depthwise_filter, pack_vector) index for index; they live here too so the compiler does
+//! not depend on the Vulkan crate being built. Each returns 4 f32 values (RGBA) per texel.
+use super::format::WeightKind;
+use crate::ir::nchw;
+
+/// Texels needed by a weight of this kind.
+pub fn texel_count(kind: &WeightKind) -> usize {
+    match kind {
+        WeightKind::MatrixKN { k, n } => k.div_ceil(4) * n,
+        WeightKind::ConvFilter {
+            o,
+            i_per_group,
+            kh,
+            kw,
+        } => o * kh * kw * i_per_group.div_ceil(4),
+        WeightKind::Depthwise { c, kh, kw } => kh * kw * c.div_ceil(4),
+        WeightKind::Vector { c } => c.div_ceil(4),
+        WeightKind::Activation { shape } => {
+            let [n, c, h, w] = nchw(shape);
+            n * c.div_ceil(4) * h * w
+        }
+    }
+}
+
+/// Packs `data` (row-major in the kind's logical shape) into texel order.
+pub fn pack(kind: &WeightKind, data: &[f32]) -> Result<Vec<f32>, String> {
+    let mut out = vec![0f32; texel_count(kind) * 4];
+    let want = match kind {
+        WeightKind::MatrixKN { k, n } => k * n,
+        WeightKind::ConvFilter {
+            o,
+            i_per_group,
+            kh,
+            kw,
+        } => o * i_per_group * kh * kw,
+        WeightKind::Depthwise { c, kh, kw } => c * kh * kw,
+        WeightKind::Vector { c } => *c,
+        WeightKind::Activation { shape } => shape.iter().product(),
+    };
+    if data.len() != want {
+        return Err(format!("{kind:?} needs {want} values, got {}", data.len()));
+    }
+    match *kind {
+        WeightKind::MatrixKN { k, n } => {
+            for kk in 0..k {
+                for nn in 0..n {
+                    out[((kk / 4) * n + nn) * 4 + kk % 4] = data[kk * n + nn];
+                }
+            }
+        }
+        WeightKind::ConvFilter {
+            o,
+            i_per_group: ig,
+            kh,
+            kw,
+        } => {
+            let i4 = ig.div_ceil(4);
+            for oo in 0..o {
+                for ii in 0..ig {
+                    for ky in 0..kh {
+                        for kx in 0..kw {
+                            let t = ((oo * kh + ky) * kw + kx) * i4 + ii / 4;
+                            out[t * 4 + ii % 4] = data[((oo * ig + ii) * kh + ky) * kw + kx];
+                        }
+                    }
+                }
+            }
+        }
+        WeightKind::Depthwise { c, kh, kw } => {
+            let c4 = c.div_ceil(4);
+            for cc in 0..c {
+                for ky in 0..kh {
+                    for kx in 0..kw {
+                        out[((ky * kw + kx) * c4 + cc / 4) * 4 + cc % 4] =
+                            data[(cc * kh + ky) * kw + kx];
+                    }
+                }
+            }
+        }
+        WeightKind::Vector { .. } => out[..data.len()].copy_from_slice(data),
+        WeightKind::Activation { ref shape } => {
+            let [_, c, h, w] = nchw(shape);
+            let c4 = c.div_ceil(4);
+            for (lin, &v) in data.iter().enumerate() {
+                let x = lin % w;
+                let y = (lin / w) % h;
+                let ch = (lin / (w * h)) % c;
+                let nn = lin / (w * h * c);
+                let t = ((nn * c4 + ch / 4) * h + y) * w + x;
+                out[t * 4 + ch % 4] = v;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Row-major transpose of a [rows, cols] matrix.
+pub fn transpose2(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0f32; data.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = data[r * cols + c];
+        }
+    }
+    out
+}
+
+/// ConvTranspose weight [I, O/g, KH, KW] -> [O, I/g, KH, KW] per group (no spatial flip).
+pub fn conv_transpose_to_oihw(
+    w: &[f32],
+    i: usize,
+    og: usize,
+    group: usize,
+    khw: usize,
+) -> Vec<f32> {
+    let ig = i / group.max(1);
+    let mut out = vec![0f32; w.len()];
+    for g in 0..group {
+        for il in 0..ig {
+            for ol in 0..og {
+                for k in 0..khw {
+                    let src = (((g * ig + il) * og) + ol) * khw + k;
+                    let dst = (((g * og + ol) * ig) + il) * khw + k;
+                    out[dst] = w[src];
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Independent check of the conventions by their formulas, written per texel (not per value).
+    #[test]
+    fn conventions_by_formula() {
+        let (k, n) = (6, 3);
+        let b: Vec<f32> = (0..k * n).map(|v| v as f32 + 1.0).collect();
+        let p = pack(&WeightKind::MatrixKN { k, n }, &b).unwrap();
+        for t in 0..texel_count(&WeightKind::MatrixKN { k, n }) {
+            let (kb, nn) = (t / n, t % n);
+            for j in 0..4 {
+                let kk = 4 * kb + j;
+                let want = if kk < k { b[kk * n + nn] } else { 0.0 };
+                assert_eq!(p[t * 4 + j], want);
+            }
+        }
+        let (o, ig, kh, kw) = (2, 5, 3, 2);
+        let w: Vec<f32> = (0..o * ig * kh * kw).map(|v| v as f32 * 0.5).collect();
+        let kind = WeightKind::ConvFilter {
+            o,
+            i_per_group: ig,
+            kh,
+            kw,
+        };
+        let p = pack(&kind, &w).unwrap();
+        let i4 = ig.div_ceil(4);
+        for t in 0..texel_count(&kind) {
+            let ib = t % i4;
+            let rest = t / i4;
+            let (kx, ky, oo) = (rest % kw, (rest / kw) % kh, rest / (kw * kh));
+            for j in 0..4 {
+                let ii = 4 * ib + j;
+                let want = if ii < ig {
+                    w[((oo * ig + ii) * kh + ky) * kw + kx]
+                } else {
+                    0.0
+                };
+                assert_eq!(p[t * 4 + j], want);
+            }
+        }
+        let c = 6;
+        let dw: Vec<f32> = (0..c * 4).map(|v| v as f32).collect();
+        let kind = WeightKind::Depthwise { c, kh: 2, kw: 2 };
+        let p = pack(&kind, &dw).unwrap();
+        for t in 0..texel_count(&kind) {
+            let (cb, kk) = (t % 2, t / 2);
+            for j in 0..4 {
+                let cc = 4 * cb + j;
+                let want = if cc < c { dw[cc * 4 + kk] } else { 0.0 };
+                assert_eq!(p[t * 4 + j], want);
+            }
+        }
+    }
+}
