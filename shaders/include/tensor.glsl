@@ -66,10 +66,12 @@ vec4 zero_padding(TensorDesc t, uint c4i, vec4 v) { return mix(vec4(0.0), v, cha
 #define LOAD_ELEMENT(img, t, n, c, y, x) \
     (imageLoad(img, fold_coord(t, texel_index_nchw(t, n, c, y, x)))[(c) % 4u])
 
-// 1D global invocation id for 2D-tiled dispatches (see vk_backend::dispatch_1d).
+// 1D global invocation id for 2D-tiled dispatches (see vk_backend::kernels::dispatch_1d).
+// Built from gl_GlobalInvocationID: on lavapipe (Mesa 22.3) the equivalent
+// (gl_WorkGroupID * gl_WorkGroupSize.x + gl_LocalInvocationID.x) lost all but one invocation per
+// workgroup after the first.
 uint global_id_1d() {
-    return (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * gl_WorkGroupSize.x +
-           gl_LocalInvocationID.x;
+    return gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x;
 }
 
 #endif

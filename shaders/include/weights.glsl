@@ -1,4 +1,4 @@
-// Weight access through the paged weight atlas (set 1). Every kernel reads weights and biases
+// Weight access through the paged weight atlas (set 0, bindings 16 and 17; kernel bindings use 0..15). Every kernel reads weights and biases
 // ONLY through fetch_weight(global texel index in the model's weight space).
 // page = idx >> page_shift, within = idx & (texels_per_page - 1), layer = page_table[page],
 // coord = (within % 512, within / 512, layer). Page width is always 512 texels.
@@ -9,8 +9,8 @@
 #define FMT rgba16f
 #endif
 
-layout(set = 1, binding = 0, FMT) uniform readonly image2DArray weight_atlas;
-layout(set = 1, binding = 1, std430) readonly buffer WeightPageTable {
+layout(set = 0, binding = 16, FMT) uniform readonly image2DArray weight_atlas;
+layout(set = 0, binding = 17, std430) readonly buffer WeightPageTable {
     uint page_shift;  // log2(texels per page)
     uint num_pages;
     uint _pad0;

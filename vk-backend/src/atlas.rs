@@ -10,10 +10,9 @@ use ash::vk;
 use gpu_allocator::MemoryLocation;
 
 use crate::device::{Device, QueueKind};
-use crate::error::{Result, VkError, VkResultExt};
+use crate::error::{Result, VkError};
 use crate::layout::{Precision, PAGE_WIDTH};
 use crate::memory::MemoryCategory;
-use crate::pipeline::weights_set_layout;
 use crate::recorder::Recorder;
 use crate::resource::{Buffer, Image};
 
@@ -40,9 +39,6 @@ struct Inner {
     page_height: u32,
     image: Image,
     page_table: Buffer,
-    set_layout: vk::DescriptorSetLayout,
-    pool: vk::DescriptorPool,
-    set: vk::DescriptorSet,
     /// Host mirror of the page table (what the last recorded/applied updates set).
     table: Mutex<Vec<u32>>,
 }
@@ -92,69 +88,6 @@ impl WeightAtlas {
             MemoryLocation::GpuOnly,
             MemoryCategory::Weights,
         )?;
-        let dev = device.raw();
-        let set_layout = weights_set_layout(dev)?;
-        let sizes = [
-            vk::DescriptorPoolSize {
-                ty: vk::DescriptorType::STORAGE_IMAGE,
-                descriptor_count: 1,
-            },
-            vk::DescriptorPoolSize {
-                ty: vk::DescriptorType::STORAGE_BUFFER,
-                descriptor_count: 1,
-            },
-        ];
-        // SAFETY (block): valid create infos; objects destroyed on error.
-        let (pool, set) = unsafe {
-            let pool = match dev.create_descriptor_pool(
-                &vk::DescriptorPoolCreateInfo::default()
-                    .max_sets(1)
-                    .pool_sizes(&sizes),
-                None,
-            ) {
-                Ok(p) => p,
-                Err(e) => {
-                    dev.destroy_descriptor_set_layout(set_layout, None);
-                    return Err(e).vk("vkCreateDescriptorPool");
-                }
-            };
-            let layouts = [set_layout];
-            let set = match dev.allocate_descriptor_sets(
-                &vk::DescriptorSetAllocateInfo::default()
-                    .descriptor_pool(pool)
-                    .set_layouts(&layouts),
-            ) {
-                Ok(s) => s[0],
-                Err(e) => {
-                    dev.destroy_descriptor_pool(pool, None);
-                    dev.destroy_descriptor_set_layout(set_layout, None);
-                    return Err(e).vk("vkAllocateDescriptorSets");
-                }
-            };
-            let ii = [vk::DescriptorImageInfo::default()
-                .image_view(image.view())
-                .image_layout(vk::ImageLayout::GENERAL)];
-            let bi = [vk::DescriptorBufferInfo::default()
-                .buffer(page_table.raw())
-                .offset(0)
-                .range(vk::WHOLE_SIZE)];
-            dev.update_descriptor_sets(
-                &[
-                    vk::WriteDescriptorSet::default()
-                        .dst_set(set)
-                        .dst_binding(0)
-                        .descriptor_type(vk::DescriptorType::STORAGE_IMAGE)
-                        .image_info(&ii),
-                    vk::WriteDescriptorSet::default()
-                        .dst_set(set)
-                        .dst_binding(1)
-                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                        .buffer_info(&bi),
-                ],
-                &[],
-            );
-            (pool, set)
-        };
         let atlas = WeightAtlas {
             inner: Arc::new(Inner {
                 device: device.clone(),
@@ -162,9 +95,6 @@ impl WeightAtlas {
                 page_height,
                 image,
                 page_table,
-                set_layout,
-                pool,
-                set,
                 table: Mutex::new(vec![UNMAPPED; config.logical_pages as usize]),
             }),
         };
@@ -209,9 +139,6 @@ impl WeightAtlas {
     }
     pub fn page_table_buffer(&self) -> &Buffer {
         &self.inner.page_table
-    }
-    pub(crate) fn descriptor_set(&self) -> vk::DescriptorSet {
-        self.inner.set
     }
     pub(crate) fn resource_ids(&self) -> [u64; 2] {
         [self.inner.image.id(), self.inner.page_table.id()]
@@ -340,16 +267,5 @@ impl WeightAtlas {
         }
         self.record_page_table_update(&mut rec, &entries)?;
         rec.submit_and_wait()
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // SAFETY: last owner; recorders keep clones until their submission completed.
-        unsafe {
-            let dev = self.device.raw();
-            dev.destroy_descriptor_pool(self.pool, None);
-            dev.destroy_descriptor_set_layout(self.set_layout, None);
-        }
     }
 }

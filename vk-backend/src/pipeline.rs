@@ -55,7 +55,6 @@ pub struct Pipeline {
     pub(crate) pipeline: vk::Pipeline,
     pub(crate) layout: vk::PipelineLayout,
     pub(crate) set_layout: vk::DescriptorSetLayout,
-    weights_set_layout: Option<vk::DescriptorSetLayout>,
 }
 
 impl Pipeline {
@@ -71,31 +70,14 @@ impl Pipeline {
             device.destroy_pipeline(self.pipeline, None);
             device.destroy_pipeline_layout(self.layout, None);
             device.destroy_descriptor_set_layout(self.set_layout, None);
-            if let Some(w) = self.weights_set_layout {
-                device.destroy_descriptor_set_layout(w, None);
-            }
         }
     }
 }
 
-/// Bindings of the weights set (set 1): atlas image + page-table buffer.
-pub(crate) fn weights_set_layout(device: &ash::Device) -> Result<vk::DescriptorSetLayout> {
-    let b = [
-        vk::DescriptorSetLayoutBinding::default()
-            .binding(0)
-            .descriptor_type(vk::DescriptorType::STORAGE_IMAGE)
-            .descriptor_count(1)
-            .stage_flags(vk::ShaderStageFlags::COMPUTE),
-        vk::DescriptorSetLayoutBinding::default()
-            .binding(1)
-            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-            .descriptor_count(1)
-            .stage_flags(vk::ShaderStageFlags::COMPUTE),
-    ];
-    let ci = vk::DescriptorSetLayoutCreateInfo::default().bindings(&b);
-    // SAFETY: valid create info.
-    unsafe { device.create_descriptor_set_layout(&ci, None) }.vk("vkCreateDescriptorSetLayout")
-}
+/// Binding of the weight atlas image in set 0 of kernels with `uses_weights` (see weights.glsl).
+pub const WEIGHT_ATLAS_BINDING: u32 = 16;
+/// Binding of the page-table buffer in set 0 of kernels with `uses_weights`.
+pub const WEIGHT_PAGE_TABLE_BINDING: u32 = 17;
 
 impl Device {
     /// The pipeline for `desc` at `precision`, built on first use and cached.
@@ -129,7 +111,13 @@ impl Device {
         let code = ash::util::read_spv(&mut std::io::Cursor::new(spirv))
             .map_err(|e| VkError::Other(format!("bad SPIR-V for `{}`: {e}", desc.name)))?;
         let dev = self.raw();
-        let bindings: Vec<_> = desc
+        if desc.bindings.len() > WEIGHT_ATLAS_BINDING as usize {
+            return Err(VkError::Kernel {
+                kernel: desc.name.into(),
+                reason: format!("more than {WEIGHT_ATLAS_BINDING} bindings"),
+            });
+        }
+        let mut bindings: Vec<_> = desc
             .bindings
             .iter()
             .enumerate()
@@ -141,6 +129,24 @@ impl Device {
                     .stage_flags(vk::ShaderStageFlags::COMPUTE)
             })
             .collect();
+        if desc.uses_weights {
+            // Weights sit in set 0 at fixed bindings so every kernel needs exactly one set.
+            for (b, ty) in [
+                (WEIGHT_ATLAS_BINDING, vk::DescriptorType::STORAGE_IMAGE),
+                (
+                    WEIGHT_PAGE_TABLE_BINDING,
+                    vk::DescriptorType::STORAGE_BUFFER,
+                ),
+            ] {
+                bindings.push(
+                    vk::DescriptorSetLayoutBinding::default()
+                        .binding(b)
+                        .descriptor_type(ty)
+                        .descriptor_count(1)
+                        .stage_flags(vk::ShaderStageFlags::COMPUTE),
+                );
+            }
+        }
         // SAFETY (whole block): valid create infos; objects destroyed on error.
         unsafe {
             let set_layout = dev
@@ -149,19 +155,7 @@ impl Device {
                     None,
                 )
                 .vk("vkCreateDescriptorSetLayout")?;
-            let weights_set_layout = if desc.uses_weights {
-                match weights_set_layout(dev) {
-                    Ok(l) => Some(l),
-                    Err(e) => {
-                        dev.destroy_descriptor_set_layout(set_layout, None);
-                        return Err(e);
-                    }
-                }
-            } else {
-                None
-            };
-            let mut set_layouts = vec![set_layout];
-            set_layouts.extend(weights_set_layout);
+            let set_layouts = vec![set_layout];
             let ranges = [vk::PushConstantRange::default()
                 .stage_flags(vk::ShaderStageFlags::COMPUTE)
                 .offset(0)
@@ -215,7 +209,6 @@ impl Device {
                 pipeline,
                 layout,
                 set_layout,
-                weights_set_layout,
             })
         }
     }

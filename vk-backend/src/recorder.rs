@@ -9,7 +9,7 @@ use ash::vk;
 use crate::atlas::WeightAtlas;
 use crate::device::{Device, QueueKind};
 use crate::error::{Result, VkError, VkResultExt};
-use crate::pipeline::{BindingKind, Pipeline};
+use crate::pipeline::{BindingKind, Pipeline, WEIGHT_ATLAS_BINDING, WEIGHT_PAGE_TABLE_BINDING};
 use crate::resource::{color_range, Buffer, Image};
 use crate::sync::{SemaphoreSignal, SemaphoreWait};
 use crate::tensor::{Tensor, TensorStorage};
@@ -365,7 +365,7 @@ impl Recorder {
                     pipeline.precision
                 )));
             }
-            Some((atlas.descriptor_set(), atlas.resource_ids()))
+            Some(atlas.clone())
         } else {
             None
         };
@@ -428,8 +428,20 @@ impl Recorder {
                 writes.push(id);
             }
         }
-        if let Some((_, ids)) = &weights_set {
-            reads.extend_from_slice(ids);
+        let mut weight_infos = None;
+        if let Some(atlas) = &weights_set {
+            reads.extend_from_slice(&atlas.resource_ids());
+            weight_infos = Some((
+                vk::DescriptorImageInfo::default()
+                    .image_view(atlas.image().view())
+                    .image_layout(vk::ImageLayout::GENERAL),
+                vk::DescriptorBufferInfo::default()
+                    .buffer(atlas.page_table_buffer().raw())
+                    .offset(0)
+                    .range(vk::WHOLE_SIZE),
+            ));
+            let img = atlas.image().clone();
+            self.ensure_initialized(&img);
         }
         let mut writes_vk = Vec::with_capacity(args.len());
         for (i, info) in &image_infos {
@@ -455,22 +467,34 @@ impl Recorder {
                     .buffer_info(std::slice::from_ref(info)),
             );
         }
+        if let Some((ii, bi)) = &weight_infos {
+            writes_vk.push(
+                vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(WEIGHT_ATLAS_BINDING)
+                    .descriptor_type(vk::DescriptorType::STORAGE_IMAGE)
+                    .image_info(std::slice::from_ref(ii)),
+            );
+            writes_vk.push(
+                vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(WEIGHT_PAGE_TABLE_BINDING)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(std::slice::from_ref(bi)),
+            );
+        }
         self.access(&reads, &writes);
         let dev = self.device.raw();
         // SAFETY: recording state; all handles valid and kept alive by `keep`.
         unsafe {
             dev.update_descriptor_sets(&writes_vk, &[]);
             dev.cmd_bind_pipeline(self.cmd, vk::PipelineBindPoint::COMPUTE, pipeline.pipeline);
-            let mut sets = vec![set];
-            if let Some((ws, _)) = weights_set {
-                sets.push(ws);
-            }
             dev.cmd_bind_descriptor_sets(
                 self.cmd,
                 vk::PipelineBindPoint::COMPUTE,
                 pipeline.layout,
                 0,
-                &sets,
+                &[set],
                 &[],
             );
             if !push.is_empty() {
