@@ -3,3 +3,4 @@ pub mod ir;
 pub mod onnx;
 pub mod cli;
 pub mod packed;
+pub mod workload;

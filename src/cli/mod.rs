@@ -1,2 +1,3 @@
 //! Subcommand implementations of the `texstream` CLI.
 pub mod compile;
+pub mod plan;

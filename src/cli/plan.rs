@@ -1,0 +1,381 @@
+//! `texstream plan`: plans a workload under every policy (or one), prints a side-by-side table or JSON,
+//! draws the residency timeline as SVG, writes the plan-quality table, and times the planner.
+use crate::workload::{load_profile, load_workload, LoadedWorkload};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use scheduler::{
+    format_size, min_feasible_cap, parse_size, plan, svg, Bandwidth, Pipeline, Plan, Policy,
+    Profile,
+};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Arguments of `texstream plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Workload file(s) (RON). One for a plan; several for --quality-table.
+    #[arg(required = true)]
+    pub workloads: Vec<PathBuf>,
+    /// Memory cap, e.g. 24MiB, 1.5GiB or bytes (default: the workload's).
+    #[arg(long, value_parser = parse_cap)]
+    pub cap: Option<u64>,
+    /// Only this policy: preload, reload-per-model, on-demand, lru, planned.
+    #[arg(long)]
+    pub policy: Option<Policy>,
+    /// Pipeline name (default: the first).
+    #[arg(long)]
+    pub pipeline: Option<String>,
+    /// Print one JSON object per policy (as a JSON array).
+    #[arg(long)]
+    pub json: bool,
+    /// Draw the residency timeline of the chosen policy (default planned) to this SVG file.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// Write the plan-quality table (caps of 100/50/25/10 % of the weights) as Markdown to this file.
+    #[arg(long)]
+    pub quality_table: Option<PathBuf>,
+    /// Time the planner on the workload (each policy, several runs) instead of printing the table.
+    #[arg(long)]
+    pub bench: bool,
+}
+
+fn parse_cap(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.to_string())
+}
+
+/// A loaded workload ready to plan.
+struct Planning {
+    name: String,
+    profiles: Vec<Profile>,
+    sources: Vec<String>,
+    pipeline: Pipeline,
+    cap: u64,
+    bw: Bandwidth,
+    policy: Policy,
+}
+
+fn prepare(path: &Path, pipeline: Option<&str>) -> Result<Planning> {
+    let w: LoadedWorkload = load_workload(path)?;
+    let page = w.page_bytes()?;
+    let mut profiles = Vec::new();
+    let mut sources = Vec::new();
+    for m in &w.spec.models {
+        let (p, src) = load_profile(&w, m, page)?;
+        sources.push(format!("{}: {src}", m.name));
+        profiles.push(p);
+    }
+    let ps = w.pipeline_spec(pipeline)?;
+    Ok(Planning {
+        name: format!("{} / {}", w.spec.name, ps.name),
+        pipeline: w.planner_pipeline(ps),
+        profiles,
+        sources,
+        cap: w.cap_bytes()?,
+        bw: w.bandwidth()?,
+        policy: w.policy()?,
+    })
+}
+
+fn fmt_time(s: f64) -> String {
+    if s < 1e-3 {
+        format!("{:.1} µs", s * 1e6)
+    } else if s < 1.0 {
+        format!("{:.3} ms", s * 1e3)
+    } else {
+        format!("{s:.3} s")
+    }
+}
+
+fn json_row(policy: Policy, cap: u64, r: &Result<Plan, scheduler::PlanError>) -> serde_json::Value {
+    match r {
+        Ok(p) => serde_json::json!({
+            "policy": policy.name(),
+            "cap_bytes": cap,
+            "page_bytes": p.page_bytes,
+            "slots": p.slots,
+            "peak_bytes": p.stats.peak_bytes,
+            "predicted_s": p.stats.predicted_s,
+            "lower_bound_s": p.stats.lower_bound.bound_s,
+            "ratio_to_lower_bound": p.stats.ratio,
+            "bytes_streamed": p.stats.bytes_streamed,
+            "loads": p.stats.loads,
+            "min_loads": p.stats.lower_bound.min_loads,
+            "stall_s": p.stats.total_stall_s,
+            "stalled_steps": p.stats.stalled_steps,
+            "steady_period_s": p.stats.steady_period_s,
+            "variant": p.stats.variant,
+        }),
+        Err(e) => serde_json::json!({
+            "policy": policy.name(),
+            "cap_bytes": cap,
+            "error": e.to_string(),
+        }),
+    }
+}
+
+fn table(rows: &[(Policy, Result<Plan, scheduler::PlanError>)]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<17} {:>12} {:>7} {:>12} {:>7} {:>12} {:>12} {:>8} {:>12}  variant",
+        "policy", "predicted", "÷ LB", "streamed", "loads", "peak", "stall", "stalled", "period"
+    );
+    for (pol, r) in rows {
+        match r {
+            Ok(p) => {
+                let st = &p.stats;
+                let _ = writeln!(
+                    s,
+                    "{:<17} {:>12} {:>7.3} {:>12} {:>7} {:>12} {:>12} {:>8} {:>12}  {}",
+                    pol.name(),
+                    fmt_time(st.predicted_s),
+                    st.ratio,
+                    format_size(st.bytes_streamed),
+                    st.loads,
+                    format_size(st.peak_bytes),
+                    fmt_time(st.total_stall_s),
+                    st.stalled_steps,
+                    fmt_time(st.steady_period_s),
+                    st.variant
+                );
+            }
+            Err(e) => {
+                let _ = writeln!(s, "{:<17} error: {e}", pol.name());
+            }
+        }
+    }
+    s
+}
+
+/// Runs `texstream plan`.
+pub fn run(args: &PlanArgs) -> Result<()> {
+    if let Some(out) = &args.quality_table {
+        let md = quality_table(&args.workloads, args.pipeline.as_deref())?;
+        std::fs::write(out, md).with_context(|| format!("writing {}", out.display()))?;
+        eprintln!("wrote {}", out.display());
+        return Ok(());
+    }
+    let [path] = args.workloads.as_slice() else {
+        bail!("give exactly one workload (several only with --quality-table)");
+    };
+    let pl = prepare(path, args.pipeline.as_deref())?;
+    let cap = args.cap.unwrap_or(pl.cap);
+    if args.bench {
+        return bench(&pl, cap);
+    }
+    let policies: Vec<Policy> = match args.policy {
+        Some(p) => vec![p],
+        None => Policy::ALL.to_vec(),
+    };
+    let rows: Vec<(Policy, Result<Plan, scheduler::PlanError>)> = policies
+        .iter()
+        .map(|&p| (p, plan(&pl.profiles, &pl.pipeline, cap, &pl.bw, p)))
+        .collect();
+    if args.json {
+        let v: Vec<serde_json::Value> = rows.iter().map(|(p, r)| json_row(*p, cap, r)).collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let min = min_feasible_cap(&pl.profiles, &pl.pipeline)?;
+        let weights: u64 = pl.profiles.iter().map(|p| p.weight_bytes()).sum();
+        println!("workload   {}", pl.name);
+        for s in &pl.sources {
+            println!("profile    {s}");
+        }
+        println!(
+            "steps      {} ({} repetitions); weights {} in {} pages of {}",
+            pl.pipeline_steps(),
+            pl.pipeline.repetitions,
+            format_size(weights),
+            pl.profiles
+                .iter()
+                .map(|p| p.total_pages as u64)
+                .sum::<u64>(),
+            format_size(pl.profiles.first().map_or(0, |p| p.page_bytes))
+        );
+        println!(
+            "cap        {} (minimum feasible {}: model `{}` step `{}` reads {} pages, activation peak {})",
+            format_size(cap),
+            format_size(min.bytes),
+            min.model,
+            min.step,
+            min.step_pages,
+            format_size(min.activation_bytes)
+        );
+        println!(
+            "bandwidth  {:.2} GB/s, {} per transfer{}",
+            pl.bw.h2d_bytes_per_s / 1e9,
+            fmt_time(pl.bw.per_transfer_s),
+            pl.bw
+                .disk_bytes_per_s
+                .map_or(String::new(), |d| format!(", disk {:.2} GB/s", d / 1e9))
+        );
+        if let Some(Ok(p)) = rows.first().map(|r| &r.1) {
+            let lb = &p.stats.lower_bound;
+            println!(
+                "lower bound {} = max(compute {}, MIN's {} loads × transfer = {})",
+                fmt_time(lb.bound_s),
+                fmt_time(lb.compute_s),
+                lb.min_loads,
+                fmt_time(lb.io_s)
+            );
+        }
+        println!();
+        print!("{}", table(&rows));
+    }
+    if let Some(svg_path) = &args.svg {
+        let want = args.policy.unwrap_or(pl.policy);
+        let p = match rows.iter().find(|(p, _)| *p == want) {
+            Some((_, Ok(p))) => p.clone(),
+            Some((_, Err(e))) => bail!("cannot draw policy `{want}`: {e}"),
+            None => plan(&pl.profiles, &pl.pipeline, cap, &pl.bw, want)?,
+        };
+        std::fs::write(svg_path, svg::render(&p))
+            .with_context(|| format!("writing {}", svg_path.display()))?;
+        eprintln!("wrote {} ({want})", svg_path.display());
+    }
+    Ok(())
+}
+
+impl Planning {
+    fn pipeline_steps(&self) -> u64 {
+        self.pipeline
+            .stages
+            .iter()
+            .map(|s| s.count as u64 * self.profiles[s.model].steps.len() as u64)
+            .sum::<u64>()
+            * self.pipeline.repetitions as u64
+    }
+}
+
+fn bench(pl: &Planning, cap: u64) -> Result<()> {
+    println!(
+        "workload {}: {} steps, {} models",
+        pl.name,
+        pl.pipeline_steps(),
+        pl.profiles.len()
+    );
+    for policy in Policy::ALL {
+        let runs = 5;
+        let mut best = f64::INFINITY;
+        let mut last = None;
+        for _ in 0..runs {
+            let t = Instant::now();
+            let r = plan(&pl.profiles, &pl.pipeline, cap, &pl.bw, policy);
+            best = best.min(t.elapsed().as_secs_f64());
+            last = Some(r);
+        }
+        match last {
+            Some(Ok(p)) => println!(
+                "{:<17} plan+simulate+validate best of {runs}: {:>10}   (predicted {}, ÷ LB {:.3})",
+                policy.name(),
+                fmt_time(best),
+                fmt_time(p.stats.predicted_s),
+                p.stats.ratio
+            ),
+            Some(Err(e)) => println!("{:<17} error: {e}", policy.name()),
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+/// The plan-quality table for `workloads`: rows are caps of 100/50/25/10 % of the total weight bytes
+/// plus the activation peak (caps below the minimum feasible cap are reported as such).
+pub fn quality_table(workloads: &[PathBuf], pipeline: Option<&str>) -> Result<String> {
+    let mut md = String::new();
+    let _ = writeln!(md, "# Plan quality\n");
+    let _ = writeln!(
+        md,
+        "Generated by `cargo run --release -- plan --quality-table scheduler/PLAN_QUALITY.md {}`.\n",
+        workloads.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ")
+    );
+    let _ = writeln!(
+        md,
+        "Each cell: predicted time ÷ lower bound, and bytes streamed. The cap of a row is the activation \
+         peak plus the given share of all weight bytes (activations count against the cap, so a cap of \
+         10 % of the weights alone could never run). LB = max(Σ compute, MIN's load count × transfer time). \
+         Times come from the planner's two-resource simulator.\n"
+    );
+    for path in workloads {
+        let pl = prepare(path, pipeline)?;
+        let weights: u64 = pl.profiles.iter().map(|p| p.weight_bytes()).sum();
+        let min = min_feasible_cap(&pl.profiles, &pl.pipeline)?;
+        let act = min.activation_bytes;
+        let _ = writeln!(md, "## {}\n", pl.name);
+        for s in &pl.sources {
+            let _ = writeln!(md, "- profile {s}");
+        }
+        let _ = writeln!(
+            md,
+            "- {} steps, {} repetitions; weights {}; activation peak {}; minimum feasible cap {} (`{}` step `{}`); \
+             bandwidth {:.1} GB/s + {} per transfer\n",
+            pl.pipeline_steps(),
+            pl.pipeline.repetitions,
+            format_size(weights),
+            format_size(act),
+            format_size(min.bytes),
+            min.model,
+            min.step,
+            pl.bw.h2d_bytes_per_s / 1e9,
+            fmt_time(pl.bw.per_transfer_s)
+        );
+        let mut header = "| cap | LB |".to_string();
+        let mut sep = "|---|---|".to_string();
+        for p in Policy::ALL {
+            let _ = write!(header, " {} |", p.name());
+            sep.push_str("---|");
+        }
+        let _ = writeln!(md, "{header}\n{sep}");
+        let mut caps: Vec<(String, u64)> = [100u64, 50, 25, 10]
+            .iter()
+            .map(|&pct| (format!("{pct}%"), act + weights * pct / 100))
+            .collect();
+        caps.push(("min".into(), min.bytes));
+        for (label, cap) in caps {
+            let mut row = format!("| {label} ({}) |", format_size(cap));
+            if cap < min.bytes {
+                let _ = write!(
+                    row,
+                    " below minimum feasible cap {} |",
+                    format_size(min.bytes)
+                );
+                for _ in Policy::ALL {
+                    row.push_str(" — |");
+                }
+                let _ = writeln!(md, "{row}");
+                continue;
+            }
+            let plans: Vec<_> = Policy::ALL
+                .iter()
+                .map(|&p| plan(&pl.profiles, &pl.pipeline, cap, &pl.bw, p))
+                .collect();
+            let lb = plans
+                .iter()
+                .find_map(|r| r.as_ref().ok())
+                .map(|p| p.stats.lower_bound.bound_s);
+            let _ = write!(row, " {} |", lb.map_or("—".into(), fmt_time));
+            for r in &plans {
+                match r {
+                    Ok(p) => {
+                        let _ = write!(
+                            row,
+                            " {:.3}× / {} |",
+                            p.stats.ratio,
+                            format_size(p.stats.bytes_streamed)
+                        );
+                    }
+                    Err(scheduler::PlanError::PolicyExceedsCap { .. }) => {
+                        row.push_str(" over cap |")
+                    }
+                    Err(e) => {
+                        let _ = write!(row, " error: {e} |");
+                    }
+                }
+            }
+            let _ = writeln!(md, "{row}");
+        }
+        let _ = writeln!(md);
+    }
+    Ok(md)
+}
