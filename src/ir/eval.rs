@@ -87,7 +87,7 @@ fn unary(op: UnaryOp, x: f64) -> Option<f64> {
         UnaryOp::Exp => x.exp(),
         UnaryOp::Sqrt => x.sqrt(),
         UnaryOp::Reciprocal => 1.0 / x,
-        UnaryOp::Clip { min, max } => x.clamp(min as f64, max as f64),
+        UnaryOp::Clip { min, max } => x.max(min as f64).min(max as f64),
         UnaryOp::Neg => -x,
         UnaryOp::Abs => x.abs(),
         UnaryOp::Log => x.ln(),
@@ -98,6 +98,9 @@ fn unary(op: UnaryOp, x: f64) -> Option<f64> {
         UnaryOp::Erf | UnaryOp::Gelu => return None,
     })
 }
+
+/// Largest tensor constant folding will produce.
+pub const MAX_FOLD_ELEMENTS: usize = 1 << 24;
 
 /// Evaluates `op` on constant inputs. `Ok(None)` means the op is not constant-foldable here.
 pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorData>>, String> {
@@ -135,6 +138,13 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
     let outs = infer(op, &sigs)?;
     let (oshape, odt) = outs[0].clone();
     let n: usize = oshape.iter().product();
+    // Large results are left to the GPU (and a malformed file cannot make us allocate wildly).
+    if outs
+        .iter()
+        .any(|o| o.0.iter().product::<usize>() > MAX_FOLD_ELEMENTS)
+    {
+        return Ok(None);
+    }
     let res = match op {
         Op::Binary(b) => {
             let y = ins.get(1).copied().flatten().ok_or("missing input")?;

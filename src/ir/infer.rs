@@ -40,8 +40,13 @@ pub fn window_out(
     pad: usize,
     ceil: bool,
 ) -> Result<usize, String> {
+    if k == 0 || s == 0 || d == 0 {
+        return Err(format!(
+            "window {k}, stride {s}, dilation {d} must all be positive"
+        ));
+    }
     let eff = d * (k - 1) + 1;
-    if len + pad < eff || s == 0 {
+    if len + pad < eff {
         return Err(format!(
             "window {k} (dilation {d}) larger than padded input {len}+{pad}"
         ));
@@ -126,6 +131,9 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> Result<Vec<Sig>, String> {
                 ));
             }
             let f = |len: usize, a: usize| -> Result<usize, String> {
+                if len == 0 || window.kernel[a] == 0 || window.strides[a] == 0 {
+                    return Err("ConvTranspose with an empty input, kernel or stride".to_string());
+                }
                 let full = window.strides[a] * (len - 1)
                     + output_padding[a]
                     + (window.kernel[a] - 1) * window.dilations[a]

@@ -7,7 +7,7 @@ use prost::Message;
 use super::attrs::Attrs;
 use super::error::ImportError;
 use super::proto;
-use super::tensor::{dims_to_shape, dtype_from_onnx, tensor_from_proto};
+use super::tensor::{dims_to_shape, dtype_from_onnx, tensor_from_proto, MAX_ELEMENTS};
 use super::{ImportOptions, Model};
 use crate::ir::{eval::eval, infer::infer, Graph, Node, Op, Port, TensorData, TensorId};
 
@@ -124,6 +124,19 @@ impl Ctx<'_> {
             .map(|t| t.map(|t| (self.g.tensors[t].shape.clone(), self.g.tensors[t].dtype)))
             .collect();
         let outs = infer(&op, &sigs).map_err(|e| self.node_err(n, &self.first_output(n), e))?;
+        for (shape, _) in &outs {
+            let ok = shape
+                .iter()
+                .try_fold(1usize, |a, &d| a.checked_mul(d))
+                .is_some_and(|v| v <= MAX_ELEMENTS);
+            if !ok {
+                return Err(self.node_err(
+                    n,
+                    &self.first_output(n),
+                    format!("output shape {shape:?} is too large"),
+                ));
+            }
+        }
         let all_const = inputs.iter().flatten().all(|t| self.g.is_const(*t))
             && inputs.iter().any(|t| t.is_some());
         if all_const {

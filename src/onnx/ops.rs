@@ -2,7 +2,7 @@
 use super::attrs::Attrs;
 use super::error::ImportError;
 use super::import::{Ctx, NodeRef};
-use super::tensor::{dtype_from_onnx, tensor_from_proto, MAX_ELEMENTS};
+use super::tensor::{dtype_from_onnx, tensor_from_proto};
 use crate::ir::*;
 
 type R<T> = Result<T, ImportError>;
@@ -109,7 +109,8 @@ fn window(ctx: &Ctx, n: &NodeRef, x: TensorId, kernel: &[usize], transpose: bool
                 let len = xs[2 + i];
                 let out = len.div_ceil(strides[i]);
                 let need =
-                    ((out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1).saturating_sub(len);
+                    (out.saturating_sub(1) * strides[i] + kernel[i].saturating_sub(1) * dil[i] + 1)
+                        .saturating_sub(len);
                 let (lo, hi) = if auto == "SAME_UPPER" {
                     (need / 2, need - need / 2)
                 } else {
@@ -183,10 +184,12 @@ fn unary_op(ctx: &Ctx, n: &NodeRef) -> R<Option<UnaryOp>> {
         "Clip" => {
             let min = ctx
                 .const_input(n, 1, "Clip min")?
+                .filter(|t| t.numel() > 0)
                 .map(|t| t.values.get_f(0) as f32)
                 .unwrap_or(f32::NEG_INFINITY);
             let max = ctx
                 .const_input(n, 2, "Clip max")?
+                .filter(|t| t.numel() > 0)
                 .map(|t| t.values.get_f(0) as f32)
                 .unwrap_or(f32::INFINITY);
             UnaryOp::Clip { min, max }
@@ -214,6 +217,9 @@ fn binary_op(op: &str) -> Option<BinaryOp> {
 
 /// Normalizes ONNX Slice parameters to per-axis (start, end, step) for one axis of size d.
 fn norm_slice(start: i64, end: i64, step: i64, d: i64) -> (i64, i64) {
+    if d == 0 {
+        return (0, 0);
+    }
     let fix = |v: i64| if v < 0 { v.saturating_add(d) } else { v };
     let (s, e) = (fix(start), fix(end));
     if step > 0 {
@@ -295,6 +301,13 @@ pub(super) fn convert(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
                 return Err(ctx.node_err(n, &out0, "ConstantOfShape value must have one element"));
             }
             let cnt: usize = shape.iter().product();
+            if cnt > crate::ir::eval::MAX_FOLD_ELEMENTS {
+                return Err(ctx.node_err(
+                    n,
+                    &out0,
+                    format!("ConstantOfShape result {shape:?} is too large"),
+                ));
+            }
             let v = value.values.get_f(0);
             ctx.const_output(
                 n,
@@ -305,13 +318,14 @@ pub(super) fn convert(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
         "Range" => {
             let get = |i: usize, what: &str| -> R<&TensorData> {
                 ctx.const_input(n, i, what)?
-                    .ok_or_else(|| ctx.node_err(n, &out0, format!("missing {what}")))
+                    .filter(|t| t.numel() == 1)
+                    .ok_or_else(|| ctx.node_err(n, &out0, format!("missing or non-scalar {what}")))
             };
             let (s, l, d) = (get(0, "start")?, get(1, "limit")?, get(2, "delta")?);
             let dt = s.dtype;
             let (s, l, d) = (s.values.get_f(0), l.values.get_f(0), d.values.get_f(0));
             let cnt = ((l - s) / d).ceil().max(0.0);
-            if d == 0.0 || !cnt.is_finite() || cnt > MAX_ELEMENTS as f64 {
+            if d == 0.0 || !cnt.is_finite() || cnt > crate::ir::eval::MAX_FOLD_ELEMENTS as f64 {
                 return Err(ctx.node_err(n, &out0, "Range has a zero delta or too many elements"));
             }
             let cnt = cnt as usize;
@@ -1011,10 +1025,21 @@ pub(super) fn convert(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
             if ctx.input(n, 4)?.is_some() {
                 return Err(ctx.node_err(n, &out0, "LSTM sequence_lens is not supported"));
             }
-            for (i, what) in [(1, "W"), (2, "R"), (3, "B")] {
+            let x = ctx.need_input(n, 0)?;
+            let isz = ctx.shape(x).get(2).copied().unwrap_or(0);
+            for (i, what, want) in [
+                (1, "W", vec![1, 4 * hidden, isz]),
+                (2, "R", vec![1, 4 * hidden, hidden]),
+                (3, "B", vec![1, 8 * hidden]),
+            ] {
                 if i < 3 || ctx.input(n, i)?.is_some() {
-                    ctx.const_input(n, i, what)?
+                    let t = ctx
+                        .const_input(n, i, what)?
                         .ok_or_else(|| ctx.node_err(n, what, "missing LSTM weight"))?;
+                    if t.shape != want {
+                        let msg = format!("LSTM {what} has shape {:?}, expected {want:?}", t.shape);
+                        return Err(ctx.node_err(n, what, msg));
+                    }
                 }
             }
             let ins = (0..7).map(|i| ctx.input(n, i)).collect::<R<Vec<_>>>()?;

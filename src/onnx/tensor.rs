@@ -6,7 +6,7 @@ use super::proto;
 use crate::ir::{DType, TensorData, Values};
 
 /// Limit on one constant's element count, so a malformed file cannot make us allocate wildly.
-pub const MAX_ELEMENTS: usize = 1 << 30;
+pub const MAX_ELEMENTS: usize = 1 << 31;
 
 pub fn dtype_from_onnx(code: i32) -> Result<DType, String> {
     Ok(match code {

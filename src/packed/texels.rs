@@ -1,8 +1,9 @@
 //! Weight packing into texel order, following the binding texel conventions.
 //!
-//! These mirror `vk_backend::layout`'s packers (pack_matrix_kn, pack_conv_filter,
-//! pack_depthwise_filter, pack_vector) index for index; they live here too so the compiler does
-//! not depend on the Vulkan crate being built. Each returns 4 f32 values (RGBA) per texel.
+//! MatMul/Gemm B matrices, conv filters, depthwise filters and vectors are packed by
+//! `vk_backend::layout` (the functions the kernels are written against), so packer and kernel agree
+//! by construction. Constant operands in activation layout are packed here (C4, no fold).
+//! Each returns 4 f32 values (RGBA) per texel.
 use super::format::WeightKind;
 use crate::ir::nchw;
 
@@ -43,44 +44,20 @@ pub fn pack(kind: &WeightKind, data: &[f32]) -> Result<Vec<f32>, String> {
     if data.len() != want {
         return Err(format!("{kind:?} needs {want} values, got {}", data.len()));
     }
+    use vk_backend::layout as vl;
+    let vk = |r: vk_backend::Result<Vec<f32>>| r.map_err(|e| e.to_string());
     match *kind {
-        WeightKind::MatrixKN { k, n } => {
-            for kk in 0..k {
-                for nn in 0..n {
-                    out[((kk / 4) * n + nn) * 4 + kk % 4] = data[kk * n + nn];
-                }
-            }
-        }
+        WeightKind::MatrixKN { k, n } => out = vk(vl::pack_matrix_kn(data, k, n))?,
         WeightKind::ConvFilter {
             o,
-            i_per_group: ig,
+            i_per_group,
             kh,
             kw,
-        } => {
-            let i4 = ig.div_ceil(4);
-            for oo in 0..o {
-                for ii in 0..ig {
-                    for ky in 0..kh {
-                        for kx in 0..kw {
-                            let t = ((oo * kh + ky) * kw + kx) * i4 + ii / 4;
-                            out[t * 4 + ii % 4] = data[((oo * ig + ii) * kh + ky) * kw + kx];
-                        }
-                    }
-                }
-            }
-        }
+        } => out = vk(vl::pack_conv_filter(data, o, i_per_group, kh, kw))?,
         WeightKind::Depthwise { c, kh, kw } => {
-            let c4 = c.div_ceil(4);
-            for cc in 0..c {
-                for ky in 0..kh {
-                    for kx in 0..kw {
-                        out[((ky * kw + kx) * c4 + cc / 4) * 4 + cc % 4] =
-                            data[(cc * kh + ky) * kw + kx];
-                    }
-                }
-            }
+            out = vk(vl::pack_depthwise_filter(data, c, kh, kw))?
         }
-        WeightKind::Vector { .. } => out[..data.len()].copy_from_slice(data),
+        WeightKind::Vector { .. } => out = vl::pack_vector(data),
         WeightKind::Activation { ref shape } => {
             let [_, c, h, w] = nchw(shape);
             let c4 = c.div_ceil(4);
@@ -137,6 +114,54 @@ mod tests {
     use super::*;
 
     /// Independent check of the conventions by their formulas, written per texel (not per value).
+    #[test]
+    fn rank_rule_matches_vk_backend() {
+        for shape in [
+            vec![],
+            vec![5],
+            vec![3, 5],
+            vec![7, 3, 5],
+            vec![2, 7, 3, 5],
+            vec![2, 2, 7, 3, 5],
+            vec![3, 2, 2, 7, 3, 5],
+        ] {
+            assert_eq!(
+                crate::ir::nchw(&shape),
+                vk_backend::layout::nchw(&shape).unwrap(),
+                "{shape:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn activation_packing_by_formula() {
+        let shape = vec![2, 6, 2, 3];
+        let v: Vec<f32> = (0..72).map(|x| x as f32).collect();
+        let p = pack(
+            &WeightKind::Activation {
+                shape: shape.clone(),
+            },
+            &v,
+        )
+        .unwrap();
+        assert_eq!(p.len(), 2 * 2 * 2 * 3 * 4);
+        for n in 0..2 {
+            for c in 0..8 {
+                for h in 0..2 {
+                    for w in 0..3 {
+                        let t = ((n * 2 + c / 4) * 2 + h) * 3 + w;
+                        let want = if c < 6 {
+                            v[((n * 6 + c) * 2 + h) * 3 + w]
+                        } else {
+                            0.0
+                        };
+                        assert_eq!(p[t * 4 + c % 4], want);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn conventions_by_formula() {
         let (k, n) = (6, 3);
