@@ -20,11 +20,16 @@ pub struct MinCap {
     pub activation_bytes: u64,
 }
 
-/// LB = max(Σ compute, MIN's load count × one transfer's time). No plan is faster.
+/// LB = max(Σ compute, MIN's load count × one transfer's time, cold start). No plan is faster.
+///
+/// The cold-start term is max over steps `j` of (distinct pages first read at or before `j`) × one
+/// transfer + Σ compute of steps `j..`: each of those pages must have been transferred at least once,
+/// one at a time, before step `j` starts, and the remaining steps then run one after another.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LowerBound {
     pub compute_s: f64,
     pub io_s: f64,
+    pub cold_start_s: f64,
     pub min_loads: u64,
     pub bound_s: f64,
 }
@@ -209,12 +214,30 @@ pub fn slots_for_cap(trace: &Trace, cap_bytes: u64) -> Result<u32, PlanError> {
 pub fn lower_bound_trace(trace: &Trace, slots: u32, bw: &Bandwidth) -> LowerBound {
     let compute_s = trace.compute_s();
     let min_loads = min_loads(trace, slots);
-    let io_s = min_loads as f64 * bw.transfer_s(trace.page_bytes);
+    let t = bw.transfer_s(trace.page_bytes);
+    let io_s = min_loads as f64 * t;
+    let mut first_at = vec![0u64; trace.steps.len()];
+    for &f in &trace.first_use {
+        if let Some(c) = first_at.get_mut(f as usize) {
+            *c += 1;
+        }
+    }
+    let mut suffix = vec![0.0f64; trace.steps.len() + 1];
+    for j in (0..trace.steps.len()).rev() {
+        suffix[j] = suffix[j + 1] + trace.steps[j].compute_s;
+    }
+    let mut cold_start_s = 0.0f64;
+    let mut seen = 0u64;
+    for j in 0..trace.steps.len() {
+        seen += first_at[j];
+        cold_start_s = cold_start_s.max(seen as f64 * t + suffix[j]);
+    }
     LowerBound {
         compute_s,
         io_s,
+        cold_start_s,
         min_loads,
-        bound_s: compute_s.max(io_s),
+        bound_s: compute_s.max(io_s).max(cold_start_s),
     }
 }
 

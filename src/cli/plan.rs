@@ -213,11 +213,12 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         if let Some(Ok(p)) = rows.first().map(|r| &r.1) {
             let lb = &p.stats.lower_bound;
             println!(
-                "lower bound {} = max(compute {}, MIN's {} loads × transfer = {})",
+                "lower bound {} = max(compute {}, MIN's {} loads × transfer = {}, cold start {})",
                 fmt_time(lb.bound_s),
                 fmt_time(lb.compute_s),
                 lb.min_loads,
-                fmt_time(lb.io_s)
+                fmt_time(lb.io_s),
+                fmt_time(lb.cold_start_s)
             );
         }
         println!();
@@ -294,8 +295,9 @@ pub fn quality_table(workloads: &[PathBuf], pipeline: Option<&str>) -> Result<St
         md,
         "Each cell: predicted time ÷ lower bound, and bytes streamed. The cap of a row is the activation \
          peak plus the given share of all weight bytes (activations count against the cap, so a cap of \
-         10 % of the weights alone could never run). LB = max(Σ compute, MIN's load count × transfer time). \
-         Times come from the planner's two-resource simulator.\n"
+         10 % of the weights alone could never run). LB = max(Σ compute, MIN's load count × transfer time, \
+         cold start: for any step, the distinct pages first read up to it × transfer time + the compute \
+         from it on). Times come from the planner's two-resource simulator.\n"
     );
     for path in workloads {
         let pl = prepare(path, pipeline)?;
