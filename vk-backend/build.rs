@@ -1,5 +1,6 @@
 //! Compiles every `shaders/*.comp` (repo root) to SPIR-V with glslc, once per precision
-//! (`-DFMT=rgba16f` and `-DFMT=rgba32f`), and generates `shaders.rs` embedding them.
+//! (`-DFMT=rgba16f` and `-DFMT=rgba32f`) and per activation storage (images, and storage buffers
+//! with `-DTENSOR_STORAGE_BUFFER`), and generates `shaders.rs` embedding them.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -44,7 +45,13 @@ fn main() {
         println!("cargo:rerun-if-changed={}", entry.path().display());
     }
 
-    let variants = [("f16", "rgba16f", "F16"), ("f32", "rgba32f", "F32")];
+    // (file suffix, FMT, Precision variant, StorageKind variant)
+    let variants = [
+        ("f16", "rgba16f", "F16", "Image"),
+        ("f32", "rgba32f", "F32", "Image"),
+        ("f16.buf", "rgba16f", "F16", "Buffer"),
+        ("f32.buf", "rgba32f", "F32", "Buffer"),
+    ];
     let mut jobs = Vec::new();
     for src in &sources {
         println!("cargo:rerun-if-changed={}", src.display());
@@ -53,9 +60,15 @@ fn main() {
             .and_then(|s| s.to_str())
             .unwrap_or_default()
             .to_string();
-        for (suffix, fmt, _) in variants {
+        for (suffix, fmt, precision, storage) in variants {
             let dst = out.join(format!("{stem}.{suffix}.spv"));
-            jobs.push((src.clone(), dst, fmt));
+            jobs.push((
+                src.clone(),
+                dst,
+                fmt,
+                precision == "F16",
+                storage == "Buffer",
+            ));
         }
     }
     // Run glslc in small parallel batches (CI has 2 cores).
@@ -63,26 +76,36 @@ fn main() {
     for batch in jobs.chunks(4) {
         let children: Vec<_> = batch
             .iter()
-            .map(|(src, dst, fmt)| {
-                let child = Command::new(&glslc)
-                    .arg("--target-env=vulkan1.2")
+            .map(|(src, dst, fmt, half, buffer)| {
+                let mut cmd = Command::new(&glslc);
+                cmd.arg("--target-env=vulkan1.2")
                     .arg("-O")
                     .arg(format!("-I{}", include_dir.display()))
                     .arg(format!("-DFMT={fmt}"))
+                    .arg(format!("-DTENSOR_HALF={}", u8::from(*half)));
+                if *buffer {
+                    cmd.arg("-DTENSOR_STORAGE_BUFFER");
+                }
+                let child = cmd
                     .arg(src)
                     .arg("-o")
                     .arg(dst)
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .spawn();
-                (src, fmt, child)
+                let what = if *buffer {
+                    format!("FMT={fmt}, TENSOR_STORAGE_BUFFER")
+                } else {
+                    format!("FMT={fmt}")
+                };
+                (src, what, child)
             })
             .collect();
-        for (src, fmt, child) in children {
+        for (src, what, child) in children {
             match child.and_then(|c| c.wait_with_output()) {
                 Ok(o) if o.status.success() => {}
                 Ok(o) => failed.push(format!(
-                    "{} (FMT={fmt}):\n{}{}",
+                    "{} ({what}):\n{}{}",
                     src.display(),
                     String::from_utf8_lossy(&o.stdout),
                     String::from_utf8_lossy(&o.stderr)
@@ -104,14 +127,15 @@ fn main() {
         let stem = src.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
         let _ = writeln!(gen, "    {stem:?},");
     }
-    gen.push_str("];\n\n/// SPIR-V of a shader variant.\npub fn spirv(name: &str, precision: crate::layout::Precision) -> Option<&'static [u8]> {\n    match (name, precision) {\n");
+    gen.push_str("];\n\n/// SPIR-V of a shader's image variant.\npub fn spirv(name: &str, precision: crate::layout::Precision) -> Option<&'static [u8]> {\n    spirv_variant(name, precision, crate::pipeline::StorageKind::Image)\n}\n\n");
+    gen.push_str("/// SPIR-V of a shader variant (precision x activation storage).\npub fn spirv_variant(\n    name: &str,\n    precision: crate::layout::Precision,\n    storage: crate::pipeline::StorageKind,\n) -> Option<&'static [u8]> {\n    match (name, precision, storage) {\n");
     for src in &sources {
         let stem = src.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-        for (suffix, _, variant) in variants {
+        for (suffix, _, precision, storage) in variants {
             let path = spv_path(&out, stem, suffix);
             let _ = writeln!(
                 gen,
-                "        ({stem:?}, crate::layout::Precision::{variant}) => Some(include_bytes!({path:?})),"
+                "        ({stem:?}, crate::layout::Precision::{precision}, crate::pipeline::StorageKind::{storage}) => Some(include_bytes!({path:?})),"
             );
         }
     }

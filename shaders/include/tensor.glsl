@@ -2,11 +2,18 @@
 // Activations: C4 packing. Texel (x = w, y = h, layer = n*C4 + c/4), RGBA = c%4, padding zero.
 // Linear texel index i = (layer*H + y)*W + x, folded to (i % PW, (i / PW) % PH, i / (PW*PH)).
 // FMT is defined by the build (rgba16f or rgba32f); images must declare their format.
+// With TENSOR_STORAGE_BUFFER defined (the build's `.buf` variants), the same macros bind
+// activation tensors as storage buffers instead: texel i at array index i (the linear index, no
+// fold), uvec2 (two packHalf2x16) per texel when TENSOR_HALF is 1, vec4 otherwise. Kernels that
+// only use the macros below compile to both variants unchanged.
 #ifndef TEXSTREAM_TENSOR_GLSL
 #define TEXSTREAM_TENSOR_GLSL
 
 #ifndef FMT
 #define FMT rgba16f
+#endif
+#ifndef TENSOR_HALF
+#define TENSOR_HALF 1
 #endif
 
 // Matches vk_backend::TensorDesc (8 x u32, 32 bytes).
@@ -21,10 +28,28 @@ struct TensorDesc {
     uint pl;
 };
 
-// Declares a tensor image binding in set 0.
+// Declares a tensor binding in set 0 (an image, or a storage buffer in the `.buf` variants).
+#ifdef TENSOR_STORAGE_BUFFER
+#if TENSOR_HALF
+#define TS_TEXEL uvec2
+vec4 ts_unpack(uvec2 v) { return vec4(unpackHalf2x16(v.x), unpackHalf2x16(v.y)); }
+uvec2 ts_pack(vec4 v) { return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
+#else
+#define TS_TEXEL vec4
+vec4 ts_unpack(vec4 v) { return v; }
+vec4 ts_pack(vec4 v) { return v; }
+#endif
+#define TENSOR_IN(b, name) \
+    layout(set = 0, binding = b, std430) readonly buffer TsBuf_##name { TS_TEXEL name[]; }
+#define TENSOR_OUT(b, name) \
+    layout(set = 0, binding = b, std430) writeonly buffer TsBuf_##name { TS_TEXEL name[]; }
+#define TENSOR_INOUT(b, name) \
+    layout(set = 0, binding = b, std430) buffer TsBuf_##name { TS_TEXEL name[]; }
+#else
 #define TENSOR_IN(b, name) layout(set = 0, binding = b, FMT) uniform readonly image2DArray name
 #define TENSOR_OUT(b, name) layout(set = 0, binding = b, FMT) uniform writeonly image2DArray name
 #define TENSOR_INOUT(b, name) layout(set = 0, binding = b, FMT) uniform image2DArray name
+#endif
 
 // Number of logical texels L*H*W.
 uint tensor_texels(TensorDesc t) { return t.n * t.c4 * t.h * t.w; }
@@ -60,11 +85,16 @@ bvec4 channel_valid(TensorDesc t, uint c4i) {
 // Zeroes padding lanes without arithmetic (NaN/Inf in padding lanes never leak).
 vec4 zero_padding(TensorDesc t, uint c4i, vec4 v) { return mix(vec4(0.0), v, channel_valid(t, c4i)); }
 
-// Image access by linear texel index / by element (works on any image2DArray variable).
+// Tensor access by linear texel index / by element (any TENSOR_* variable, image or buffer).
+#ifdef TENSOR_STORAGE_BUFFER
+#define LOAD_TEXEL(img, t, i) ts_unpack(img[i])
+#define STORE_TEXEL(img, t, i, v) img[i] = ts_pack(v)
+#else
 #define LOAD_TEXEL(img, t, i) imageLoad(img, fold_coord(t, i))
 #define STORE_TEXEL(img, t, i, v) imageStore(img, fold_coord(t, i), v)
+#endif
 #define LOAD_ELEMENT(img, t, n, c, y, x) \
-    (imageLoad(img, fold_coord(t, texel_index_nchw(t, n, c, y, x)))[(c) % 4u])
+    (LOAD_TEXEL(img, t, texel_index_nchw(t, n, c, y, x))[(c) % 4u])
 
 // 1D global invocation id for 2D-tiled dispatches (see vk_backend::kernels::dispatch_1d).
 // Built from gl_GlobalInvocationID: on lavapipe (Mesa 22.3) the equivalent

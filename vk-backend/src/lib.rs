@@ -26,7 +26,7 @@ pub use device::{
 pub use error::{Result, VkError};
 pub use layout::{FoldLayout, Precision};
 pub use memory::{HeapBudget, MemoryCategory, MemoryStats};
-pub use pipeline::{BindingKind, KernelDesc, Pipeline};
+pub use pipeline::{BindingKind, KernelDesc, Pipeline, StorageKind};
 pub use recorder::{Access, Arg, Recorder, Submission};
 pub use resource::{Buffer, Image};
 pub use sync::{SemaphoreSignal, SemaphoreWait, TimelineSemaphore};

@@ -20,13 +20,27 @@ pub enum BindingKind {
 }
 
 impl BindingKind {
-    fn descriptor_type(self) -> vk::DescriptorType {
-        match self {
-            BindingKind::StorageImage => vk::DescriptorType::STORAGE_IMAGE,
-            BindingKind::StorageBuffer => vk::DescriptorType::STORAGE_BUFFER,
-            BindingKind::UniformBuffer => vk::DescriptorType::UNIFORM_BUFFER,
+    /// The Vulkan descriptor type of this binding in a pipeline variant with `storage`
+    /// (activation tensors become storage buffers in the `Buffer` variant).
+    pub(crate) fn descriptor_type(self, storage: StorageKind) -> vk::DescriptorType {
+        match (self, storage) {
+            (BindingKind::StorageImage, StorageKind::Image) => vk::DescriptorType::STORAGE_IMAGE,
+            (BindingKind::StorageImage, StorageKind::Buffer) => vk::DescriptorType::STORAGE_BUFFER,
+            (BindingKind::StorageBuffer, _) => vk::DescriptorType::STORAGE_BUFFER,
+            (BindingKind::UniformBuffer, _) => vk::DescriptorType::UNIFORM_BUFFER,
         }
     }
+}
+
+/// Where a kernel's activation tensors live. Every shader is built in both variants from the same
+/// source (`TENSOR_STORAGE_BUFFER` in `tensor.glsl`); weights always come from the atlas image.
+/// `Image` is the engine's path; `Buffer` (same C4 texel order, linear texel index, no fold)
+/// exists for the texture-vs-buffer benchmark and for buffer-fallback tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum StorageKind {
+    #[default]
+    Image,
+    Buffer,
 }
 
 /// Static description of a kernel: everything needed to build its pipeline.
@@ -46,12 +60,14 @@ pub struct KernelDesc {
 pub(crate) struct PipelineKey {
     name: &'static str,
     precision: Precision,
+    storage: StorageKind,
 }
 
 /// A built compute pipeline with its layouts.
 pub struct Pipeline {
     pub(crate) desc: KernelDesc,
     pub(crate) precision: Precision,
+    pub(crate) storage: StorageKind,
     pub(crate) pipeline: vk::Pipeline,
     pub(crate) layout: vk::PipelineLayout,
     pub(crate) set_layout: vk::DescriptorSetLayout,
@@ -63,6 +79,10 @@ impl Pipeline {
     }
     pub fn precision(&self) -> Precision {
         self.precision
+    }
+    /// Whether activation tensors are bound as images or storage buffers.
+    pub fn storage(&self) -> StorageKind {
+        self.storage
     }
     pub(crate) fn destroy(&self, device: &ash::Device) {
         // SAFETY: called once from DeviceInner::drop after the device is idle.
@@ -80,11 +100,25 @@ pub const WEIGHT_ATLAS_BINDING: u32 = 16;
 pub const WEIGHT_PAGE_TABLE_BINDING: u32 = 17;
 
 impl Device {
-    /// The pipeline for `desc` at `precision`, built on first use and cached.
+    /// The (image-variant) pipeline for `desc` at `precision`, built on first use and cached.
+    /// The recorder switches to the storage-buffer variant by itself when the bound tensors are
+    /// buffer tensors.
     pub fn pipeline(&self, desc: &KernelDesc, precision: Precision) -> Result<Arc<Pipeline>> {
+        self.pipeline_variant(desc, precision, StorageKind::Image)
+    }
+
+    /// The pipeline for `desc` at `precision` with activation tensors in `storage`, built on first
+    /// use and cached per (name, precision, storage).
+    pub fn pipeline_variant(
+        &self,
+        desc: &KernelDesc,
+        precision: Precision,
+        storage: StorageKind,
+    ) -> Result<Arc<Pipeline>> {
         let key = PipelineKey {
             name: desc.name,
             precision,
+            storage,
         };
         let mut map = self
             .inner
@@ -100,13 +134,18 @@ impl Device {
             }
             return Ok(p.clone());
         }
-        let p = Arc::new(self.build_pipeline(desc, precision)?);
+        let p = Arc::new(self.build_pipeline(desc, precision, storage)?);
         map.insert(key, p.clone());
         Ok(p)
     }
 
-    fn build_pipeline(&self, desc: &KernelDesc, precision: Precision) -> Result<Pipeline> {
-        let spirv = crate::shaders::spirv(desc.name, precision)
+    fn build_pipeline(
+        &self,
+        desc: &KernelDesc,
+        precision: Precision,
+        storage: StorageKind,
+    ) -> Result<Pipeline> {
+        let spirv = crate::shaders::spirv_variant(desc.name, precision, storage)
             .ok_or_else(|| VkError::NoShader(desc.name.to_string()))?;
         let code = ash::util::read_spv(&mut std::io::Cursor::new(spirv))
             .map_err(|e| VkError::Other(format!("bad SPIR-V for `{}`: {e}", desc.name)))?;
@@ -124,7 +163,7 @@ impl Device {
             .map(|(i, k)| {
                 vk::DescriptorSetLayoutBinding::default()
                     .binding(i as u32)
-                    .descriptor_type(k.descriptor_type())
+                    .descriptor_type(k.descriptor_type(storage))
                     .descriptor_count(1)
                     .stage_flags(vk::ShaderStageFlags::COMPUTE)
             })
@@ -206,6 +245,7 @@ impl Device {
             Ok(Pipeline {
                 desc: *desc,
                 precision,
+                storage,
                 pipeline,
                 layout,
                 set_layout,

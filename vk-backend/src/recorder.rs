@@ -177,6 +177,12 @@ impl Recorder {
         self.keep.push(Keep::Atlas(atlas.clone()));
     }
 
+    /// Transitions `image` to GENERAL now if no recorder has yet; for images that are later
+    /// written by raw commands on another queue (the stream engine's transfer copies).
+    pub fn init_image(&mut self, image: &Image) {
+        self.keep_image(image);
+    }
+
     /// Inserts a full memory barrier between everything before and after (compute + transfer).
     pub fn barrier(&mut self) {
         let mb = vk::MemoryBarrier::default()
@@ -296,11 +302,12 @@ impl Recorder {
         let sizes = [
             vk::DescriptorPoolSize {
                 ty: vk::DescriptorType::STORAGE_IMAGE,
-                descriptor_count: POOL_SETS * 4,
+                descriptor_count: POOL_SETS * 6,
             },
             vk::DescriptorPoolSize {
                 ty: vk::DescriptorType::STORAGE_BUFFER,
-                descriptor_count: POOL_SETS * 2,
+                // Storage-buffer kernel variants bind every tensor as a buffer.
+                descriptor_count: POOL_SETS * 6,
             },
             vk::DescriptorPoolSize {
                 ty: vk::DescriptorType::UNIFORM_BUFFER,
@@ -322,9 +329,42 @@ impl Recorder {
             .vk("vkAllocateDescriptorSets")
     }
 
+    /// The variant of `pipeline` matching the storage of the tensors in `args` (all tensors of one
+    /// dispatch must be images, or all storage buffers).
+    fn resolve_variant(&self, pipeline: &Arc<Pipeline>, args: &[Arg<'_>]) -> Result<Arc<Pipeline>> {
+        let mut kind = None;
+        for (i, arg) in args.iter().enumerate() {
+            if let ArgRes::Tensor(t) = arg.res {
+                let k = t.storage_kind();
+                match kind {
+                    None => kind = Some((k, i, t.name())),
+                    Some((k0, i0, n0)) if k0 != k => {
+                        return Err(VkError::Kernel {
+                            kernel: pipeline.desc.name.to_string(),
+                            reason: format!(
+                                "binding {i0}: tensor `{n0}` is in {k0:?} storage but binding \
+                                 {i}: tensor `{}` is in {k:?} storage; one dispatch needs one kind",
+                                t.name()
+                            ),
+                        });
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        match kind {
+            Some((k, _, _)) if k != pipeline.storage => {
+                self.device
+                    .pipeline_variant(&pipeline.desc, pipeline.precision, k)
+            }
+            _ => Ok(pipeline.clone()),
+        }
+    }
+
     /// Records one compute dispatch of `pipeline` with `args` bound to set 0 in binding order,
     /// `push` as push constants and `groups` workgroups. Kernels with `uses_weights` need
-    /// [`Recorder::use_weights`] first.
+    /// [`Recorder::use_weights`] first. When the tensors are storage-buffer tensors the
+    /// pipeline's `StorageKind::Buffer` variant is used instead (same shader source).
     pub fn dispatch(
         &mut self,
         pipeline: &Arc<Pipeline>,
@@ -337,6 +377,7 @@ impl Recorder {
             kernel: desc.name.to_string(),
             reason,
         };
+        let pipeline = &self.resolve_variant(pipeline, args)?;
         if args.len() != desc.bindings.len() {
             return Err(kerr(format!(
                 "expected {} bindings, got {}",
@@ -378,16 +419,6 @@ impl Recorder {
         for (i, (arg, kind)) in args.iter().zip(desc.bindings).enumerate() {
             let id = match (arg.res, kind) {
                 (ArgRes::Tensor(t), BindingKind::StorageImage) => {
-                    let img = match t.storage() {
-                        TensorStorage::Image(img) => img,
-                        TensorStorage::Buffer(_) => {
-                            return Err(kerr(format!(
-                                "binding {i}: tensor `{}` is a buffer-fallback tensor; this kernel \
-                                 only reads images",
-                                t.name()
-                            )))
-                        }
-                    };
                     if t.precision() != pipeline.precision {
                         return Err(kerr(format!(
                             "binding {i}: tensor `{}` is {:?}, the pipeline is {:?}",
@@ -396,12 +427,23 @@ impl Recorder {
                             pipeline.precision
                         )));
                     }
-                    image_infos.push((
-                        i,
-                        vk::DescriptorImageInfo::default()
-                            .image_view(img.view())
-                            .image_layout(vk::ImageLayout::GENERAL),
-                    ));
+                    // resolve_variant guarantees the storage matches the pipeline variant.
+                    match t.storage() {
+                        TensorStorage::Image(img) => image_infos.push((
+                            i,
+                            vk::DescriptorImageInfo::default()
+                                .image_view(img.view())
+                                .image_layout(vk::ImageLayout::GENERAL),
+                        )),
+                        TensorStorage::Buffer(b) => buffer_infos.push((
+                            i,
+                            BindingKind::StorageBuffer,
+                            vk::DescriptorBufferInfo::default()
+                                .buffer(b.raw())
+                                .offset(0)
+                                .range(vk::WHOLE_SIZE),
+                        )),
+                    }
                     self.keep_tensor(t)
                 }
                 (ArgRes::Buffer(b), BindingKind::StorageBuffer | BindingKind::UniformBuffer) => {

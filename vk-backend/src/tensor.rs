@@ -3,7 +3,11 @@
 //! See [`crate::layout`] for the rank rule and the fold. A tensor whose texels no image can hold
 //! under the device limits falls back to a storage buffer with the same linear texel order; the
 //! fallback is logged and counted in [`crate::MemoryStats`] (`fallback_tensors`, `fallback_bytes`).
-//! Kernels built on images reject fallback tensors with a clear error.
+//! Kernels run on fallback tensors through their storage-buffer variant (see [`StorageKind`]).
+//!
+//! Tensors can also be created in storage buffers on purpose ([`Tensor::with_storage`] with
+//! `StorageKind::Buffer`, counted allocations but not fallbacks) for the texture-vs-buffer
+//! benchmark.
 
 use std::sync::Arc;
 
@@ -14,6 +18,7 @@ use crate::device::{Device, QueueKind};
 use crate::error::{Result, VkError};
 use crate::layout::{self, FoldLayout, Precision};
 use crate::memory::MemoryCategory;
+use crate::pipeline::StorageKind;
 use crate::recorder::Recorder;
 use crate::resource::{Buffer, Image};
 
@@ -99,6 +104,51 @@ impl Tensor {
         precision: Precision,
         category: MemoryCategory,
     ) -> Result<Tensor> {
+        Self::with_storage(device, name, shape, precision, category, StorageKind::Image)
+    }
+
+    /// Creates an activation tensor in a storage buffer (benchmarks; see [`StorageKind`]).
+    pub fn new_buffer(
+        device: &Device,
+        name: &str,
+        shape: &[usize],
+        precision: Precision,
+    ) -> Result<Tensor> {
+        Self::with_storage(
+            device,
+            name,
+            shape,
+            precision,
+            MemoryCategory::Activations,
+            StorageKind::Buffer,
+        )
+    }
+
+    /// Creates a tensor in the requested storage. `Image` may still fall back to a (counted,
+    /// logged) buffer when no image layout fits; `Buffer` always makes a storage buffer with the
+    /// same texel order (identity fold), which is not counted as a fallback.
+    pub fn with_storage(
+        device: &Device,
+        name: &str,
+        shape: &[usize],
+        precision: Precision,
+        category: MemoryCategory,
+        storage: StorageKind,
+    ) -> Result<Tensor> {
+        if storage == StorageKind::Buffer {
+            let nchw = layout::nchw(shape)?;
+            let l = Self::linear_layout(shape, nchw)?;
+            let buf = Self::tensor_buffer(device, name, shape, &l, precision, category)?;
+            return Ok(Tensor {
+                name: name.into(),
+                shape: shape.to_vec(),
+                layout: l,
+                precision,
+                storage: TensorStorage::Buffer(buf),
+                device: device.clone(),
+                _fallback: None,
+            });
+        }
         let nchw = layout::nchw(shape)?;
         let limits = device.image_limits();
         let planned = FoldLayout::plan(
@@ -120,33 +170,9 @@ impl Tensor {
                 (l, TensorStorage::Image(img), None)
             }
             None => {
-                let [n, c, h, w] = nchw;
-                let c4 = c.div_ceil(4);
-                let layers = n * c4;
-                let l = FoldLayout {
-                    n: n as u32,
-                    c: c as u32,
-                    h: h as u32,
-                    w: w as u32,
-                    c4: c4 as u32,
-                    pw: w as u32,
-                    ph: h as u32,
-                    pl: u32::try_from(layers).map_err(|_| VkError::BadShape {
-                        shape: shape.to_vec(),
-                        reason: "too large even for a buffer tensor".into(),
-                    })?,
-                };
+                let l = Self::linear_layout(shape, nchw)?;
                 let bytes = l.texels() * precision.bytes_per_texel() as u64;
-                let buf = Buffer::new(
-                    device,
-                    name,
-                    bytes,
-                    vk::BufferUsageFlags::STORAGE_BUFFER
-                        | vk::BufferUsageFlags::TRANSFER_SRC
-                        | vk::BufferUsageFlags::TRANSFER_DST,
-                    MemoryLocation::GpuOnly,
-                    category,
-                )?;
+                let buf = Self::tensor_buffer(device, name, shape, &l, precision, category)?;
                 log::warn!(
                     "tensor `{name}` {shape:?}: no image layout fits the device limits \
                      ({limits:?}); using a storage-buffer fallback of {bytes} bytes"
@@ -168,6 +194,59 @@ impl Tensor {
             device: device.clone(),
             _fallback: fallback,
         })
+    }
+
+    /// The identity-fold layout of a buffer tensor (texel i at index i).
+    fn linear_layout(shape: &[usize], nchw: [usize; 4]) -> Result<FoldLayout> {
+        let [n, c, h, w] = nchw;
+        let c4 = c.div_ceil(4);
+        let too_large = || VkError::BadShape {
+            shape: shape.to_vec(),
+            reason: "too large even for a buffer tensor".into(),
+        };
+        let u = |v: usize| u32::try_from(v).map_err(|_| too_large());
+        Ok(FoldLayout {
+            n: u(n)?,
+            c: u(c)?,
+            h: u(h)?,
+            w: u(w)?,
+            c4: u(c4)?,
+            pw: u(w)?,
+            ph: u(h)?,
+            pl: u(n.checked_mul(c4).ok_or_else(too_large)?)?,
+        })
+    }
+
+    /// A device-local storage buffer for a buffer tensor, within `maxStorageBufferRange`.
+    fn tensor_buffer(
+        device: &Device,
+        name: &str,
+        shape: &[usize],
+        l: &FoldLayout,
+        precision: Precision,
+        category: MemoryCategory,
+    ) -> Result<Buffer> {
+        let bytes = l.texels() * precision.bytes_per_texel() as u64;
+        let max_range = device.properties().limits.max_storage_buffer_range as u64;
+        if bytes > max_range {
+            return Err(VkError::BadShape {
+                shape: shape.to_vec(),
+                reason: format!(
+                    "{bytes} bytes exceed the device's maxStorageBufferRange of {max_range} \
+                     bytes, so neither an image nor a storage buffer can hold it"
+                ),
+            });
+        }
+        Buffer::new(
+            device,
+            name,
+            bytes,
+            vk::BufferUsageFlags::STORAGE_BUFFER
+                | vk::BufferUsageFlags::TRANSFER_SRC
+                | vk::BufferUsageFlags::TRANSFER_DST,
+            MemoryLocation::GpuOnly,
+            category,
+        )
     }
 
     /// Creates a tensor and uploads `data` (NCHW order, `shape` element count).
@@ -208,8 +287,16 @@ impl Tensor {
             TensorStorage::Buffer(_) => None,
         }
     }
+    /// Whether this is an image tensor that had to fall back to a storage buffer.
     pub fn is_fallback(&self) -> bool {
-        matches!(self.storage, TensorStorage::Buffer(_))
+        self._fallback.is_some()
+    }
+    /// Image or storage buffer (a fallback tensor reports `Buffer`).
+    pub fn storage_kind(&self) -> StorageKind {
+        match self.storage {
+            TensorStorage::Image(_) => StorageKind::Image,
+            TensorStorage::Buffer(_) => StorageKind::Buffer,
+        }
     }
     /// Number of logical elements.
     pub fn elements(&self) -> usize {
