@@ -7,8 +7,12 @@ pub enum PlanError {
     #[error("invalid input: {0}")]
     Invalid(String),
     #[error(
-        "cap {cap} bytes is below the minimum feasible cap {min} bytes: step `{step}` of model `{model}` \
-         reads {step_pages} pages ({step_bytes} bytes) and the activation peak is {activation_bytes} bytes"
+        "cap {} ({cap} bytes) is below the minimum feasible cap {} ({min} bytes): step `{step}` of model \
+         `{model}` reads {step_pages} pages ({}) and the activation peak is {}",
+        crate::format_size(*.cap),
+        crate::format_size(*.min),
+        crate::format_size(*.step_bytes),
+        crate::format_size(*.activation_bytes)
     )]
     CapTooSmall {
         cap: u64,

@@ -150,13 +150,16 @@ pub fn min_feasible_cap_trace(trace: &Trace) -> MinCap {
     }
     let act = trace.max_activation();
     let (model, step) = match trace.steps.get(best.1) {
-        Some(s) => (trace.model_names[s.model as usize].clone(), s.step),
-        None => (String::new(), 0),
+        Some(s) => (
+            trace.model_names[s.model as usize].clone(),
+            trace.step_name(best.1).to_string(),
+        ),
+        None => (String::new(), String::new()),
     };
     MinCap {
         bytes: best.0 as u64 * trace.page_bytes + act,
         model,
-        step: format!("#{step}"),
+        step,
         step_pages: best.0,
         activation_bytes: act,
     }
@@ -165,19 +168,7 @@ pub fn min_feasible_cap_trace(trace: &Trace) -> MinCap {
 /// Minimum feasible cap of a workload; names the step with the largest working set.
 pub fn min_feasible_cap(profiles: &[Profile], pipeline: &Pipeline) -> Result<MinCap, PlanError> {
     let trace = Trace::build(profiles, pipeline)?;
-    let mut m = min_feasible_cap_trace(&trace);
-    if let Some(p) = profiles.iter().find(|p| p.model == m.model) {
-        if let Some(idx) = m
-            .step
-            .strip_prefix('#')
-            .and_then(|s| s.parse::<usize>().ok())
-        {
-            if let Some(s) = p.steps.get(idx) {
-                m.step = s.name.clone();
-            }
-        }
-    }
-    Ok(m)
+    Ok(min_feasible_cap_trace(&trace))
 }
 
 /// Slots the cap leaves for pages: ⌊(cap − largest activation peak) ÷ page⌋, capped at the page count.
@@ -186,21 +177,11 @@ pub fn min_feasible_cap(profiles: &[Profile], pipeline: &Pipeline) -> Result<Min
 pub fn slots_for_cap(trace: &Trace, cap_bytes: u64) -> Result<u32, PlanError> {
     let mc = min_feasible_cap_trace(trace);
     if cap_bytes < mc.bytes {
-        let step = trace
-            .steps
-            .iter()
-            .enumerate()
-            .find(|(j, s)| {
-                trace.model_names[s.model as usize] == mc.model
-                    && trace.pages(*j).len() as u32 == mc.step_pages
-            })
-            .map(|(_, s)| format!("#{}", s.step))
-            .unwrap_or_default();
         return Err(PlanError::CapTooSmall {
             cap: cap_bytes,
             min: mc.bytes,
             model: mc.model,
-            step,
+            step: mc.step,
             step_pages: mc.step_pages,
             step_bytes: mc.step_pages as u64 * trace.page_bytes,
             activation_bytes: mc.activation_bytes,

@@ -185,7 +185,7 @@ pub fn render(plan: &Plan) -> String {
         let yy = y(v * mib);
         let _ = writeln!(
             s,
-            r##"<line x1="{:.1}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            r##"<line x1="{:.1}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#000" stroke-opacity="0.12"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
             LEFT,
             LEFT + plot_w,
             LEFT - 6.0,

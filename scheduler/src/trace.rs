@@ -37,6 +37,8 @@ pub struct Trace {
     pub total_pages: u32,
     pub page_bytes: u64,
     pub model_names: Vec<String>,
+    /// Step names per model, for messages.
+    pub step_names: Vec<Vec<String>>,
 }
 
 impl Trace {
@@ -140,6 +142,10 @@ impl Trace {
             total_pages,
             page_bytes,
             model_names: profiles.iter().map(|p| p.model.clone()).collect(),
+            step_names: profiles
+                .iter()
+                .map(|p| p.steps.iter().map(|s| s.name.clone()).collect())
+                .collect(),
         })
     }
 
@@ -161,6 +167,14 @@ impl Trace {
             model: m as u32,
             page: g - self.model_offset[m],
         }
+    }
+
+    /// The profile name of trace step `j`.
+    pub fn step_name(&self, j: usize) -> &str {
+        let s = &self.steps[j];
+        self.step_names[s.model as usize]
+            .get(s.step as usize)
+            .map_or("", |n| n.as_str())
     }
 
     /// Largest activation peak over all steps.

@@ -159,3 +159,53 @@ proptest! {
         prop_assert!(is_cap_error);
     }
 }
+
+#[test]
+fn cap_error_names_the_step_and_minimum() {
+    let prof = |name: &str, pages: Vec<Vec<u32>>| Profile {
+        model: name.into(),
+        page_bytes: 1 << 20,
+        total_pages: 8,
+        steps: pages
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| Step {
+                name: format!("{name}.op{i}"),
+                pages: p,
+                compute_s: 1e-3,
+                activation_bytes: 3 << 20,
+            })
+            .collect(),
+    };
+    let profiles = vec![
+        prof("det", vec![vec![0], vec![1, 2]]),
+        prof("rec", vec![vec![0, 1, 2, 3], vec![4]]),
+    ];
+    let pipeline = Pipeline {
+        stages: vec![Stage { model: 0, count: 1 }, Stage { model: 1, count: 8 }],
+        repetitions: 2,
+    };
+    let min = min_feasible_cap(&profiles, &pipeline).unwrap();
+    assert_eq!(min.bytes, (4 + 3) << 20);
+    let e = plan(
+        &profiles,
+        &pipeline,
+        min.bytes - 1,
+        &Bandwidth::default(),
+        Policy::Planned,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("rec.op0") && e.contains(&min.bytes.to_string()),
+        "{e}"
+    );
+    assert!(plan(
+        &profiles,
+        &pipeline,
+        min.bytes,
+        &Bandwidth::default(),
+        Policy::Planned
+    )
+    .is_ok());
+}

@@ -299,6 +299,14 @@ pub fn quality_table(workloads: &[PathBuf], pipeline: Option<&str>) -> Result<St
          cold start: for any step, the distinct pages first read up to it × transfer time + the compute \
          from it on). Times come from the planner's two-resource simulator.\n"
     );
+    let _ = writeln!(
+        md,
+        "Reading the rows: a cap below the minimum feasible cap cannot run under any policy (the named \
+         step's pages plus the activation peak exceed it). At or near the minimum cap one step fills \
+         every slot, so the loads for the steps after it must wait for it to finish and no plan can \
+         overlap there; LB does not model that, so ratios above 1.1 in those rows are partly LB \
+         looseness. `over cap` means the policy needs more resident pages than the cap leaves.\n"
+    );
     for path in workloads {
         let pl = prepare(path, pipeline)?;
         let weights: u64 = pl.profiles.iter().map(|p| p.weight_bytes()).sum();
