@@ -24,6 +24,9 @@ pub enum Issue {
 
 /// Builds the demand-paging schedule with `slots` slots. The caller guarantees every step's page count
 /// fits in `slots`.
+///
+/// # Panics
+/// If a step reads more pages than `slots` ([`crate::plan`] checks this via the minimum feasible cap).
 pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Issue) -> Schedule {
     let n = trace.steps.len();
     let np = trace.total_pages as usize;

@@ -10,6 +10,9 @@ use std::collections::BTreeSet;
 
 /// Builds the aggressive-prefetch schedule by an event-driven run with the estimated times. The caller
 /// guarantees every step's page count fits in `slots`.
+///
+/// # Panics
+/// If a step reads more pages than `slots` ([`crate::plan`] checks this via the minimum feasible cap).
 pub fn prefetch_schedule(trace: &Trace, slots: u32, bw: &Bandwidth) -> Schedule {
     let n = trace.steps.len();
     let np = trace.total_pages as usize;
