@@ -1,0 +1,155 @@
+// Softmax / LayerNormalization body (softmax.comp, layernorm.comp): a row-wise normalization
+// over a set of reduced dims, output same shape as input.
+// Texel dims T = [d0, d1, d2, C4, H, W] (vk_backend::layout rank rule). One 64-wide workgroup per
+// "row": a fixed coordinate in the non-reduced T dims. When C (d3) is not reduced, a row texel
+// carries 4 independent rows (one per lane) and statistics are per lane; when C is reduced,
+// the lanes are part of the row and statistics are summed across lanes (padding lanes excluded).
+// Define LAYERNORM for LayerNormalization (scale/bias through fetch_weight), else Softmax.
+#include "tensor.glsl"
+#ifdef LAYERNORM
+#include "weights.glsl"
+#endif
+
+#define WG 64u
+layout(local_size_x = 64) in;
+
+TENSOR_IN(0, img_in);
+TENSOR_OUT(1, img_out);
+
+layout(push_constant) uniform Push {
+    TensorDesc t;      // input and output share the layout
+    uint dims12;       // d1 | d2 << 16
+    uint mask;         // bits 0-5: reduced T dims; bit 8: log-softmax
+    uint rows;         // number of rows (workgroups that do work)
+    uint red_texels;   // texels per row
+    float inv_count;   // 1 / reduced element count
+    float eps;
+    uint scale_offset; // texel offsets of the packed [prod(normalized dims)] scale and bias
+    uint bias_offset;  // 0xFFFFFFFF: no bias
+} pc;
+
+shared vec4 red[WG];
+
+uint tdim(uint k) {
+    uint d1 = pc.dims12 & 0xFFFFu, d2 = pc.dims12 >> 16u;
+    switch (k) {
+        case 0u: return pc.t.n / (d1 * d2);
+        case 1u: return d1;
+        case 2u: return d2;
+        case 3u: return pc.t.c4;
+        case 4u: return pc.t.h;
+        default: return pc.t.w;
+    }
+}
+
+// Adds to `c` the coordinates of flat index `f` over the T dims whose mask bit equals `want`.
+void decompose(uint f, bool want, inout uint c[6]) {
+    for (int k = 5; k >= 0; k--) {
+        if (((pc.mask >> uint(k)) & 1u) == (want ? 1u : 0u)) {
+            uint d = tdim(uint(k));
+            c[k] += f % d;
+            f /= d;
+        }
+    }
+}
+
+uint texel_of(uint c[6]) {
+    uint d1 = pc.dims12 & 0xFFFFu, d2 = pc.dims12 >> 16u;
+    uint layer = ((c[0] * d1 + c[1]) * d2 + c[2]) * pc.t.c4 + c[3];
+    return texel_index(pc.t, layer, c[4], c[5]);
+}
+
+bool lanes_reduced() { return (pc.mask & 8u) != 0u; }
+
+// Workgroup reduction of v (op 0: sum, 1: max); then across lanes if C is reduced.
+vec4 wg_reduce(vec4 v, uint op, uint lid) {
+    red[lid] = v;
+    barrier();
+    for (uint s = WG / 2u; s > 0u; s >>= 1u) {
+        if (lid < s) red[lid] = op == 0u ? red[lid] + red[lid + s] : max(red[lid], red[lid + s]);
+        barrier();
+    }
+    vec4 r = red[0];
+    barrier();
+    if (lanes_reduced()) {
+        float h = op == 0u ? r.x + r.y + r.z + r.w : max(max(r.x, r.y), max(r.z, r.w));
+        r = vec4(h);
+    }
+    return r;
+}
+
+void main() {
+    uint lid = gl_LocalInvocationID.x;
+    uint row = global_id_1d() / WG;
+    if (row >= pc.rows) return;  // uniform per workgroup
+    uint base[6] = uint[6](0u, 0u, 0u, 0u, 0u, 0u);
+    decompose(row, false, base);
+    const float NEG_INF = uintBitsToFloat(0xFF800000u);
+#ifdef LAYERNORM
+    vec4 s = vec4(0.0);
+    for (uint j = lid; j < pc.red_texels; j += WG) {
+        uint c[6] = base;
+        decompose(j, true, c);
+        s += LOAD_TEXEL(img_in, pc.t, texel_of(c));  // padding lanes are 0
+    }
+    vec4 mean = wg_reduce(s, 0u, lid) * pc.inv_count;
+    vec4 q = vec4(0.0);
+    for (uint j = lid; j < pc.red_texels; j += WG) {
+        uint c[6] = base;
+        decompose(j, true, c);
+        vec4 d = LOAD_TEXEL(img_in, pc.t, texel_of(c)) - mean;
+        q += lanes_reduced() ? mix(vec4(0.0), d * d, channel_valid(pc.t, c[3])) : d * d;
+    }
+    vec4 rstd = inversesqrt(wg_reduce(q, 0u, lid) * pc.inv_count + pc.eps);
+    // Element strides of the normalized (suffix) dims, for the scale/bias index.
+    uint E[6] = uint[6](tdim(0u), tdim(1u), tdim(2u), pc.t.c, pc.t.h, pc.t.w);
+    for (uint j = lid; j < pc.red_texels; j += WG) {
+        uint c[6] = base;
+        decompose(j, true, c);
+        uint i = texel_of(c);
+        vec4 v = (LOAD_TEXEL(img_in, pc.t, i) - mean) * rstd;
+        vec4 sc, bi = vec4(0.0);
+        for (uint l = 0u; l < 4u; l++) {
+            uint idx = 0u;
+            for (uint k = 0u; k < 6u; k++) {
+                if (((pc.mask >> k) & 1u) != 0u) idx = idx * E[k] + (k == 3u ? c[3] * 4u + l : c[k]);
+            }
+            sc[l] = fetch_weight(pc.scale_offset + idx / 4u)[idx % 4u];
+            if (pc.bias_offset != 0xFFFFFFFFu) bi[l] = fetch_weight(pc.bias_offset + idx / 4u)[idx % 4u];
+            if (!lanes_reduced()) {
+                sc = vec4(sc.x);
+                bi = vec4(bi.x);
+                break;
+            }
+        }
+        STORE_TEXEL(img_out, pc.t, i, zero_padding(pc.t, c[3], v * sc + bi));
+    }
+#else
+    vec4 m = vec4(NEG_INF);
+    for (uint j = lid; j < pc.red_texels; j += WG) {
+        uint c[6] = base;
+        decompose(j, true, c);
+        vec4 v = LOAD_TEXEL(img_in, pc.t, texel_of(c));
+        m = max(m, lanes_reduced() ? mix(vec4(NEG_INF), v, channel_valid(pc.t, c[3])) : v);
+    }
+    m = wg_reduce(m, 1u, lid);
+    vec4 s = vec4(0.0);
+    for (uint j = lid; j < pc.red_texels; j += WG) {
+        uint c[6] = base;
+        decompose(j, true, c);
+        vec4 e = exp(LOAD_TEXEL(img_in, pc.t, texel_of(c)) - m);
+        s += lanes_reduced() ? mix(vec4(0.0), e, channel_valid(pc.t, c[3])) : e;
+    }
+    s = wg_reduce(s, 0u, lid);
+    bool logsm = (pc.mask & 256u) != 0u;
+    vec4 inv = 1.0 / s, ls = log(s);
+    for (uint j = lid; j < pc.red_texels; j += WG) {
+        uint c[6] = base;
+        decompose(j, true, c);
+        uint i = texel_of(c);
+        vec4 x = LOAD_TEXEL(img_in, pc.t, i) - m;
+        vec4 y = logsm ? x - ls : exp(x) * inv;
+        STORE_TEXEL(img_out, pc.t, i, zero_padding(pc.t, c[3], y));
+    }
+#endif
+}

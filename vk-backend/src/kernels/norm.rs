@@ -1,0 +1,182 @@
+//! Row-wise normalizations: Softmax / LogSoftmax over any set of axes and LayerNormalization.
+//!
+//! One 64-wide workgroup per row (a fixed coordinate in the non-reduced dims), statistics in fp32
+//! through shared memory. Shaders: `softmax.comp`, `layernorm.comp` (`include/rownorm_body.glsl`).
+
+use crate::error::{Result, VkError};
+use crate::kernels::push::{dispatch_1d, PushConstants};
+use crate::layout::dims6;
+use crate::pipeline::{BindingKind, KernelDesc};
+use crate::recorder::{Arg, Recorder};
+use crate::tensor::Tensor;
+
+const SOFTMAX: KernelDesc = KernelDesc {
+    name: "softmax",
+    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    push_constant_bytes: 64,
+    uses_weights: false,
+};
+
+const LAYERNORM: KernelDesc = KernelDesc {
+    name: "layernorm",
+    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    push_constant_bytes: 64,
+    uses_weights: true,
+};
+
+/// Normalizes ONNX axes (negative counts from the end) of a rank-`rank` tensor; errors name `what`.
+pub(crate) fn normalize_axes(what: &str, axes: &[i64], rank: usize) -> Result<Vec<usize>> {
+    let mut out = Vec::with_capacity(axes.len());
+    for &a in axes {
+        let r = rank as i64;
+        let n = if a < 0 { a + r } else { a };
+        if n < 0 || n >= r.max(1) {
+            return Err(VkError::Kernel {
+                kernel: what.into(),
+                reason: format!("axis {a} is out of range for rank {rank}"),
+            });
+        }
+        if out.contains(&(n as usize)) {
+            return Err(VkError::Kernel {
+                kernel: what.into(),
+                reason: format!("axis {a} repeated"),
+            });
+        }
+        out.push(n as usize);
+    }
+    Ok(out)
+}
+
+fn same_layout(what: &str, x: &Tensor, out: &Tensor) -> Result<()> {
+    if x.shape() != out.shape() {
+        return Err(VkError::Kernel {
+            kernel: what.into(),
+            reason: format!(
+                "output `{}` {:?} differs in shape from input `{}` {:?}",
+                out.name(),
+                out.shape(),
+                x.name(),
+                x.shape()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Push constants + dispatch size of a row reduction over `axes` (normalized) of `x`.
+fn row_push(x: &Tensor, axes: &[usize], extra_mask: u32) -> Result<(PushConstants, u64)> {
+    let shape = x.shape();
+    let d6 = dims6(shape)?;
+    let off = 6 - shape.len();
+    let mut mask = 0u32;
+    for &a in axes {
+        mask |= 1 << (off + a);
+    }
+    let c4 = d6[3].div_ceil(4);
+    let t = [d6[0], d6[1], d6[2], c4, d6[4], d6[5]];
+    let (mut rows, mut red, mut count) = (1u64, 1u64, 1u64);
+    for k in 0..6 {
+        if mask & (1 << k) != 0 {
+            red *= t[k] as u64;
+            count *= d6[k] as u64;
+        } else {
+            rows *= t[k] as u64;
+        }
+    }
+    if d6[1] > 0xFFFF || d6[2] > 0xFFFF {
+        return Err(VkError::BadShape {
+            shape: shape.to_vec(),
+            reason: "leading dims d1, d2 must be < 65536".into(),
+        });
+    }
+    let pc = PushConstants::new()
+        .tensor(x.desc())
+        .u32(d6[1] as u32 | ((d6[2] as u32) << 16))
+        .u32(mask | extra_mask)
+        .u32(rows as u32)
+        .u32(red as u32)
+        .f32(1.0 / count as f32);
+    Ok((pc, rows))
+}
+
+/// Records Softmax (or LogSoftmax with `log`) of `x` over `axes` into `out` (same shape).
+/// ONNX opset >= 13 passes `[axis]`; opset < 13 (2-D coercion) passes every axis from `axis` on.
+pub fn softmax_into(
+    rec: &mut Recorder,
+    x: &Tensor,
+    axes: &[i64],
+    log: bool,
+    out: &Tensor,
+) -> Result<()> {
+    same_layout("softmax", x, out)?;
+    let axes = normalize_axes("softmax", axes, x.shape().len())?;
+    let (pc, rows) = row_push(x, &axes, if log { 256 } else { 0 })?;
+    let pc = pc.f32(0.0).u32(0).u32(u32::MAX);
+    let pipeline = rec.device().pipeline(&SOFTMAX, out.precision())?;
+    let groups = dispatch_1d(rec.device(), rows * 64, 64);
+    rec.dispatch(
+        &pipeline,
+        &[Arg::input(x), Arg::output(out)],
+        &pc.bytes(),
+        groups,
+    )
+}
+
+/// Allocates the output and records Softmax / LogSoftmax.
+pub fn softmax(
+    rec: &mut Recorder,
+    x: &Tensor,
+    axes: &[i64],
+    log: bool,
+    name: &str,
+) -> Result<Tensor> {
+    let out = Tensor::new(rec.device(), name, x.shape(), x.precision())?;
+    softmax_into(rec, x, axes, log, &out)?;
+    Ok(out)
+}
+
+/// ONNX LayerNormalization over axes `[axis, rank)`: `(x - mean) / sqrt(var + epsilon) * scale + bias`.
+/// `scale` / `bias` hold `prod(shape[axis..])` values packed by `layout::pack_vector` (row-major over
+/// the normalized dims) at these texel offsets; reading them needs `rec.use_weights(..)`.
+pub fn layernorm_into(
+    rec: &mut Recorder,
+    x: &Tensor,
+    axis: i64,
+    epsilon: f32,
+    scale_offset: u32,
+    bias_offset: Option<u32>,
+    out: &Tensor,
+) -> Result<()> {
+    same_layout("layernorm", x, out)?;
+    let rank = x.shape().len();
+    let a = normalize_axes("layernorm", &[axis], rank)?[0];
+    let axes: Vec<usize> = (a..rank).collect();
+    let (pc, rows) = row_push(x, &axes, 0)?;
+    let pc = pc
+        .f32(epsilon)
+        .u32(scale_offset)
+        .u32(bias_offset.unwrap_or(u32::MAX));
+    let pipeline = rec.device().pipeline(&LAYERNORM, out.precision())?;
+    let groups = dispatch_1d(rec.device(), rows * 64, 64);
+    rec.dispatch(
+        &pipeline,
+        &[Arg::input(x), Arg::output(out)],
+        &pc.bytes(),
+        groups,
+    )
+}
+
+/// Allocates the output and records LayerNormalization.
+pub fn layernorm(
+    rec: &mut Recorder,
+    x: &Tensor,
+    axis: i64,
+    epsilon: f32,
+    scale_offset: u32,
+    bias_offset: Option<u32>,
+    name: &str,
+) -> Result<Tensor> {
+    let out = Tensor::new(rec.device(), name, x.shape(), x.precision())?;
+    layernorm_into(rec, x, axis, epsilon, scale_offset, bias_offset, &out)?;
+    Ok(out)
+}

@@ -1,0 +1,182 @@
+//! Softmax / LogSoftmax / LayerNormalization vs. an f64 CPU reference on random inputs.
+//! Tolerance on |got - ref| / max(1, |ref|): fp32 1e-4, fp16 4e-3 (inputs are rounded to fp16 first,
+//! so the remaining error is the fp16 output rounding plus fp16 scale/bias).
+
+use vk_backend::kernels::{layernorm, softmax};
+use vk_backend::layout::pack_vector;
+use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
+use vk_backend::{AtlasConfig, Precision, QueueKind, Recorder, Tensor, WeightAtlas};
+
+fn tol(p: Precision) -> f64 {
+    match p {
+        Precision::F16 => 4e-3,
+        Precision::F32 => 1e-4,
+    }
+}
+
+/// Groups of flat indices sharing every coordinate outside `axes` (each group = one row).
+fn rows(shape: &[usize], axes: &[usize]) -> Vec<Vec<usize>> {
+    let total: usize = shape.iter().product();
+    let mut map: std::collections::BTreeMap<Vec<usize>, Vec<usize>> = Default::default();
+    for f in 0..total {
+        let mut idx = vec![0; shape.len()];
+        let mut t = f;
+        for d in (0..shape.len()).rev() {
+            idx[d] = t % shape[d];
+            t /= shape[d];
+        }
+        let key: Vec<usize> = (0..shape.len())
+            .map(|d| if axes.contains(&d) { 0 } else { idx[d] })
+            .collect();
+        map.entry(key).or_default().push(f);
+    }
+    map.into_values().collect()
+}
+
+fn softmax_ref(x: &[f64], shape: &[usize], axes: &[usize], log: bool) -> Vec<f64> {
+    let mut out = vec![0.0; x.len()];
+    for row in rows(shape, axes) {
+        let m = row.iter().map(|&i| x[i]).fold(f64::NEG_INFINITY, f64::max);
+        let s: f64 = row.iter().map(|&i| (x[i] - m).exp()).sum();
+        for &i in &row {
+            out[i] = if log {
+                x[i] - m - s.ln()
+            } else {
+                (x[i] - m).exp() / s
+            };
+        }
+    }
+    out
+}
+
+#[test]
+fn softmax_any_axes() {
+    let d = device();
+    let cases: &[(&[usize], &[i64], bool)] = &[
+        (&[2, 5, 3, 7], &[1], false),
+        (&[2, 5, 3, 7], &[-1], false),
+        (&[2, 5, 3, 7], &[2], true),
+        (&[2, 5, 3, 7], &[1, 2, 3], false),
+        (&[3, 70], &[-1], false),
+        (&[4, 6], &[0], true),
+        (&[2, 3, 9, 4, 5], &[0], false),
+        (&[130], &[0], false),
+    ];
+    let mut rng = Rng::new(21);
+    for p in [Precision::F32, Precision::F16] {
+        let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+        let mut checks = Vec::new();
+        for &(shape, axes, log) in cases {
+            let xv = rng.vec(shape.iter().product(), -4.0, 4.0);
+            let x = Tensor::from_data(&d, "x", shape, p, &xv).unwrap();
+            let out = softmax(&mut rec, &x, axes, log, "y").unwrap();
+            let r = shape.len() as i64;
+            let ax: Vec<usize> = axes.iter().map(|&a| ((a + r) % r) as usize).collect();
+            let xr: Vec<f64> = xv.iter().map(|&v| p.round(v) as f64).collect();
+            checks.push((
+                format!("{shape:?} axes {axes:?} log {log} {p:?}"),
+                out,
+                softmax_ref(&xr, shape, &ax, log),
+            ));
+        }
+        rec.submit_and_wait().unwrap();
+        for (what, out, want) in checks {
+            assert_close(&what, &out.download().unwrap(), &want, tol(p));
+        }
+    }
+    assert_no_validation_messages(&d);
+}
+
+#[test]
+fn layernorm_axes_scale_bias() {
+    let d = device();
+    let cases: &[(&[usize], i64, bool)] = &[
+        (&[2, 5, 3, 7], -1, true),
+        (&[2, 5, 3, 7], 1, true),
+        (&[3, 10, 77], -1, false),
+        (&[6, 9], 0, true),
+        (&[2, 6, 5], 1, true),
+    ];
+    let eps = 1e-5f32;
+    let mut rng = Rng::new(22);
+    for p in [Precision::F32, Precision::F16] {
+        let mut stream = Vec::new();
+        let mut prepared = Vec::new();
+        for &(shape, axis, has_bias) in cases {
+            let r = shape.len() as i64;
+            let a = ((axis + r) % r) as usize;
+            let len: usize = shape[a..].iter().product();
+            let sv = rng.vec(len, 0.5, 1.5);
+            let bv = rng.vec(len, -0.5, 0.5);
+            let s_off = (stream.len() / 4) as u32;
+            stream.extend(pack_vector(&sv));
+            let b_off = (stream.len() / 4) as u32;
+            stream.extend(pack_vector(&bv));
+            prepared.push((shape, axis, a, has_bias, sv, bv, s_off, b_off));
+        }
+        let tpp = 512 * 4;
+        let pages = (stream.len() / 4).div_ceil(tpp) as u32;
+        stream.resize(pages as usize * tpp * 4, 0.0);
+        let atlas = WeightAtlas::new(
+            &d,
+            AtlasConfig {
+                slots: pages,
+                precision: p,
+                page_height: Some(4),
+                logical_pages: pages,
+            },
+        )
+        .unwrap();
+        atlas.load_all_now(&stream).unwrap();
+        let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+        rec.use_weights(&atlas);
+        let mut checks = Vec::new();
+        for (shape, axis, a, has_bias, sv, bv, s_off, b_off) in prepared {
+            let xv = rng.vec(shape.iter().product(), -3.0, 3.0);
+            let x = Tensor::from_data(&d, "x", shape, p, &xv).unwrap();
+            let out = layernorm(
+                &mut rec,
+                &x,
+                axis,
+                eps,
+                s_off,
+                has_bias.then_some(b_off),
+                "y",
+            )
+            .unwrap();
+            let xr: Vec<f64> = xv.iter().map(|&v| p.round(v) as f64).collect();
+            let len = sv.len();
+            let mut want = vec![0.0; xr.len()];
+            let axes: Vec<usize> = (a..shape.len()).collect();
+            for row in rows(shape, &axes) {
+                let n = row.len() as f64;
+                let mean = row.iter().map(|&i| xr[i]).sum::<f64>() / n;
+                let var = row.iter().map(|&i| (xr[i] - mean).powi(2)).sum::<f64>() / n;
+                for &i in &row {
+                    // Normalized dims are a suffix: the scale index is the flat index mod len.
+                    let j = i % len;
+                    let b = if has_bias { p.round(bv[j]) as f64 } else { 0.0 };
+                    want[i] =
+                        (xr[i] - mean) / (var + eps as f64).sqrt() * p.round(sv[j]) as f64 + b;
+                }
+            }
+            checks.push((format!("{shape:?} axis {axis} {p:?}"), out, want));
+        }
+        rec.submit_and_wait().unwrap();
+        for (what, out, want) in checks {
+            assert_close(&what, &out.download().unwrap(), &want, tol(p));
+        }
+    }
+    assert_no_validation_messages(&d);
+}
+
+#[test]
+fn bad_axes_are_rejected() {
+    let d = device();
+    let x = Tensor::new(&d, "x", &[2, 3], Precision::F32).unwrap();
+    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    let e = softmax(&mut rec, &x, &[2], false, "y").unwrap_err();
+    assert!(e.to_string().contains("out of range"), "{e}");
+    let e = layernorm(&mut rec, &x, -3, 1e-5, 0, None, "y").unwrap_err();
+    assert!(e.to_string().contains("out of range"), "{e}");
+}
