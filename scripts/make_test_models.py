@@ -71,6 +71,9 @@ def main():
 
     # Same model with every initializer in an external data file.
     m = tiny_conv()
+    # onnx appends to an existing external data file, so start from scratch.
+    if os.path.exists(os.path.join(OUT, "external.bin")):
+        os.remove(os.path.join(OUT, "external.bin"))
     onnx.save_model(m, os.path.join(OUT, "external.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
                     location="external.bin", size_threshold=0)
 
@@ -135,6 +138,39 @@ def main():
          numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "b"),
          numpy_helper.from_array(np.array([0], np.int64), "ax0")])
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "static_if.onnx")
+    # Decomposed LayerNorm (opset 11 style) followed by an erf-GELU, with the ORT reference.
+    r2 = np.random.default_rng(3)
+    gamma = r2.uniform(0.5, 1.5, 6).astype(np.float32)
+    beta = r2.standard_normal(6).astype(np.float32) * 0.1
+    c = lambda v, n: numpy_helper.from_array(np.array(v, np.float32), n)
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["m"], name="ln_mean", axes=[-1]),
+        helper.make_node("Sub", ["x", "m"], ["d"], name="ln_sub"),
+        helper.make_node("Pow", ["d", "two"], ["p"], name="ln_pow"),
+        helper.make_node("ReduceMean", ["p"], ["v"], name="ln_var", axes=[-1]),
+        helper.make_node("Add", ["v", "eps"], ["ve"], name="ln_add_eps"),
+        helper.make_node("Sqrt", ["ve"], ["sd"], name="ln_sqrt"),
+        helper.make_node("Div", ["d", "sd"], ["n"], name="ln_div"),
+        helper.make_node("Mul", ["n", "gamma"], ["ng"], name="ln_gamma"),
+        helper.make_node("Add", ["ng", "beta"], ["ln"], name="ln_beta"),
+        helper.make_node("Div", ["ln", "sqrt2"], ["g0"], name="gelu_div"),
+        helper.make_node("Erf", ["g0"], ["g1"], name="gelu_erf"),
+        helper.make_node("Add", ["g1", "one"], ["g2"], name="gelu_add"),
+        helper.make_node("Mul", ["ln", "g2"], ["g3"], name="gelu_mul"),
+        helper.make_node("Mul", ["g3", "half"], ["y"], name="gelu_half"),
+    ]
+    g = helper.make_graph(nodes, "patterns", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 6])],
+                          [c(2.0, "two"), c(1e-5, "eps"), c(gamma, "gamma"), c(beta, "beta"), c(1.4142135381698608, "sqrt2"),
+                           c(1.0, "one"), c(0.5, "half")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+    m.ir_version = 7
+    save(m, "patterns.onnx")
+    x = r2.standard_normal((2, 4, 6)).astype(np.float32)
+    sess = ort.InferenceSession(os.path.join(OUT, "patterns.onnx"), providers=["CPUExecutionProvider"])
+    y = sess.run(None, {"x": x})[0]
+    with open(os.path.join(OUT, "patterns_ref.json"), "w") as f:
+        json.dump({"x": x.ravel().tolist(), "y": y.ravel().tolist()}, f)
     print("wrote fixtures to", OUT)
 
 

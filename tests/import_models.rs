@@ -127,6 +127,30 @@ fn real_models_import_with_reference_output_shapes() {
     }
 }
 
+/// Every main-graph ONNX value's inferred shape equals ONNX Runtime's (before the passes).
+#[test]
+fn every_intermediate_shape_matches_onnxruntime() {
+    let text = std::fs::read_to_string(root().join("tests/data/import/reference_all_shapes.json"))
+        .unwrap();
+    let refs: BTreeMap<String, BTreeMap<String, Vec<usize>>> = serde_json::from_str(&text).unwrap();
+    for (path, inputs, binds) in cases() {
+        let Some(m) = load(path, &inputs, &binds) else {
+            continue;
+        };
+        let mut checked = 0;
+        for (name, want) in &refs[path] {
+            let t = m
+                .value_names
+                .get(name)
+                .unwrap_or_else(|| panic!("{path}: value {name} not imported"));
+            assert_eq!(&m.graph.tensors[*t].shape, want, "{path}: value {name}");
+            checked += 1;
+        }
+        println!("{path}: {checked} value shapes match ONNX Runtime");
+        assert!(checked >= refs[path].len());
+    }
+}
+
 #[test]
 fn model_specific_facts() {
     if let Some(mut m) = load("models/ocr/det.onnx", &["x=1x3x640x640"], &[]) {

@@ -94,3 +94,64 @@ fn view_rule() {
     };
     assert!(!is_view(&t, &[1, 8, 5, 7], &[1, 8, 7, 5]));
 }
+
+/// erf, independent of the code under test: Maclaurin series for |x| < 3 (converges to f64
+/// precision there), Abramowitz & Stegun 7.1.26 beyond (|error| < 1.5e-7, where erf is ~1).
+fn erf(x: f64) -> f64 {
+    if x.abs() < 3.0 {
+        let (mut sum, mut term, mut n) = (x, x, 0.0);
+        while term.abs() > 1e-17 * sum.abs().max(1e-300) {
+            n += 1.0;
+            term *= -x * x / n;
+            sum += term / (2.0 * n + 1.0);
+        }
+        return 2.0 / std::f64::consts::PI.sqrt() * sum;
+    }
+    let t = 1.0 / (1.0 + 0.3275911 * x.abs());
+    let poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t
+        + 0.254829592)
+        * t;
+    (1.0 - poly * (-x * x).exp()).copysign(x)
+}
+
+#[test]
+fn layer_norm_and_gelu_fusion_match_onnxruntime() {
+    let mut o = ImportOptions::default();
+    o.add_input_spec("x=2x4x6").unwrap();
+    let mut m = import(&fixture("patterns.onnx"), &o).unwrap();
+    let r = optimize(&mut m.graph);
+    assert_eq!((r.layer_norms_fused, r.gelu_fused), (1, 1), "{r:?}");
+    let g = &m.graph;
+    assert_eq!(g.nodes.len(), 2, "{:?}", g.op_histogram());
+    let Op::LayerNorm { axis: 2, epsilon } = g.nodes[0].op else {
+        panic!("{:?}", g.nodes[0].op)
+    };
+    assert_eq!(g.nodes[1].op, Op::Unary(UnaryOp::Gelu));
+    let konst = |i: usize| g.constants[&g.nodes[0].input(i).unwrap()].as_f32();
+    let (gamma, beta) = (konst(1), konst(2));
+    let text = std::fs::read_to_string(fixture("patterns_ref.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let get = |k: &str| {
+        v[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect::<Vec<f64>>()
+    };
+    let (x, want) = (get("x"), get("y"));
+    for row in 0..8 {
+        let xs = &x[row * 6..row * 6 + 6];
+        let mean = xs.iter().sum::<f64>() / 6.0;
+        let var = xs.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / 6.0;
+        for j in 0..6 {
+            let ln =
+                (xs[j] - mean) / (var + epsilon as f64).sqrt() * gamma[j] as f64 + beta[j] as f64;
+            let y = 0.5 * ln * (1.0 + erf(ln / std::f64::consts::SQRT_2));
+            let w = want[row * 6 + j];
+            assert!(
+                (y - w).abs() < 1e-5,
+                "row {row} col {j}: {y} vs onnxruntime {w}"
+            );
+        }
+    }
+}

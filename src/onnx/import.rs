@@ -523,11 +523,17 @@ pub(super) fn run(
             )
         })
         .collect();
+    let value_names = ctx
+        .scopes
+        .first()
+        .map(|s| s.iter().map(|(k, &v)| (k.clone(), v)).collect())
+        .unwrap_or_default();
     Ok(Model {
         graph: ctx.g,
         opset,
         producer: model.producer_name.clone().unwrap_or_default(),
         onnx_ops,
+        value_names,
         metadata,
     })
 }

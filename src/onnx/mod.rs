@@ -79,6 +79,9 @@ pub struct Model {
     pub producer: String,
     /// ONNX op types found in the file (including If branches), with counts, before any folding.
     pub onnx_ops: BTreeMap<String, usize>,
+    /// Every main-graph ONNX value name (inputs, initializers, node outputs, including names
+    /// removed by Identity/If folding) -> the IR tensor that holds it.
+    pub value_names: BTreeMap<String, crate::ir::TensorId>,
     metadata: BTreeMap<String, String>,
 }
 

@@ -337,3 +337,136 @@ pub fn noop_casts(g: &mut Graph) -> usize {
     }
     count
 }
+
+/// The decomposed layer norm exported by older opsets,
+/// `d = x - mean(x); y = d / sqrt(mean(d^2) + eps) [* gamma] [+ beta]` over the last axis,
+/// becomes one LayerNorm (gamma = 1 and beta = 0 when absent).
+#[allow(clippy::needless_range_loop)] // indices are needed: nodes are edited in place
+pub fn layer_norm(g: &mut Graph) -> usize {
+    let mut count = 0;
+    let mut dead = vec![false; g.nodes.len()];
+    let prod = g.producers();
+    let cons = g.consumers();
+    let is_bin = |g: &Graph, i: usize, b: BinaryOp| g.nodes[i].op == Op::Binary(b);
+    for di in 0..g.nodes.len() {
+        if !is_bin(g, di, BinaryOp::Div) || dead[di] {
+            continue;
+        }
+        let (Some(d), Some(s)) = (g.nodes[di].input(0), g.nodes[di].input(1)) else {
+            continue;
+        };
+        // d = Sub(x, ReduceMean(x, last axis, keepdims))
+        let Some(si) = prod[d] else { continue };
+        if !is_bin(g, si, BinaryOp::Sub) {
+            continue;
+        }
+        let (Some(x), Some(m)) = (g.nodes[si].input(0), g.nodes[si].input(1)) else {
+            continue;
+        };
+        let rank = g.tensors[x].shape.len();
+        let last_mean = |g: &Graph, i: usize| matches!(&g.nodes[i].op, Op::Reduce { op: crate::ir::ReduceOp::Mean, axes, keepdims: true } if axes == &[rank - 1]);
+        let Some(mi) = prod[m] else { continue };
+        if rank == 0 || !last_mean(g, mi) || g.nodes[mi].input(0) != Some(x) {
+            continue;
+        }
+        // s = Sqrt(Add(ReduceMean(Pow(d, 2)), eps))
+        let Some(qi) = prod[s] else { continue };
+        if g.nodes[qi].op != Op::Unary(UnaryOp::Sqrt) {
+            continue;
+        }
+        let Some(ai) = g.nodes[qi].input(0).and_then(|t| prod[t]) else {
+            continue;
+        };
+        if !is_bin(g, ai, BinaryOp::Add) {
+            continue;
+        }
+        let Some(eps) = scalar(g, g.nodes[ai].input(1)) else {
+            continue;
+        };
+        let Some(vi) = g.nodes[ai].input(0).and_then(|t| prod[t]) else {
+            continue;
+        };
+        if !last_mean(g, vi) {
+            continue;
+        }
+        let Some(pi) = g.nodes[vi].input(0).and_then(|t| prod[t]) else {
+            continue;
+        };
+        if !is_bin(g, pi, BinaryOp::Pow)
+            || g.nodes[pi].input(0) != Some(d)
+            || !close(scalar(g, g.nodes[pi].input(1)), 2.0)
+        {
+            continue;
+        }
+        let singles = [
+            (m, si),
+            (g.nodes[pi].outputs[0], vi),
+            (g.nodes[vi].outputs[0], ai),
+            (g.nodes[ai].outputs[0], qi),
+            (s, di),
+        ];
+        if singles
+            .iter()
+            .any(|&(t, c)| sole_consumer(g, &cons, t) != Some(c))
+            || cons[d].len() != 2
+            || g.is_output(d)
+        {
+            continue;
+        }
+        let c = g.tensors[x].shape[rank - 1];
+        let vec_const = |g: &Graph, t: Option<TensorId>| {
+            g.constants
+                .get(&t?)
+                .filter(|d| {
+                    d.dtype.is_float()
+                        && d.numel() == c
+                        && d.shape.iter().rev().skip(1).all(|&k| k == 1)
+                })
+                .map(|d| d.as_f32())
+        };
+        // Optional affine tail.
+        let mut last = di;
+        let mut gamma = None;
+        let mut beta = None;
+        if let Some(mi2) = sole_consumer(g, &cons, g.nodes[di].outputs[0]) {
+            if is_bin(g, mi2, BinaryOp::Mul) {
+                if let Some(v) = vec_const(g, other_operand(g, mi2, g.nodes[di].outputs[0])) {
+                    gamma = Some(v);
+                    last = mi2;
+                }
+            }
+        }
+        if let Some(bi) = sole_consumer(g, &cons, g.nodes[last].outputs[0]) {
+            if is_bin(g, bi, BinaryOp::Add) {
+                if let Some(v) = vec_const(g, other_operand(g, bi, g.nodes[last].outputs[0])) {
+                    beta = Some(v);
+                    last = bi;
+                }
+            }
+        }
+        let name = g.nodes[di].name.clone();
+        let gt = g.add_constant(
+            format!("{name}/ln_scale"),
+            crate::ir::TensorData::from_f32(vec![c], gamma.unwrap_or_else(|| vec![1.0; c])),
+        );
+        let bt = g.add_constant(
+            format!("{name}/ln_bias"),
+            crate::ir::TensorData::from_f32(vec![c], beta.unwrap_or_else(|| vec![0.0; c])),
+        );
+        let y = g.nodes[last].outputs[0];
+        for k in [mi, si, pi, vi, ai, qi, di, last] {
+            dead[k] = true;
+        }
+        dead[last] = false;
+        let n = &mut g.nodes[last];
+        n.op = Op::LayerNorm {
+            axis: rank - 1,
+            epsilon: eps as f32,
+        };
+        n.inputs = vec![Some(x), Some(gt), Some(bt)];
+        n.outputs = vec![y];
+        count += 1;
+    }
+    sweep(g, dead);
+    count
+}

@@ -12,6 +12,7 @@ pub struct PassReport {
     pub bn_folded: usize,
     pub bn_to_affine: usize,
     pub gelu_fused: usize,
+    pub layer_norms_fused: usize,
     pub hardswish_fused: usize,
     pub bias_adds_fused: usize,
     pub noop_casts_removed: usize,
@@ -30,6 +31,7 @@ pub fn optimize(g: &mut Graph) -> PassReport {
     r.bn_folded = fold_bn::fold_into_conv(g);
     r.bn_to_affine = fold_bn::lower_remaining(g);
     r.gelu_fused = fuse::gelu(g);
+    r.layer_norms_fused = fuse::layer_norm(g);
     r.hardswish_fused = fuse::hardswish(g);
     r.noop_casts_removed = fuse::noop_casts(g);
     r.bias_adds_fused = fuse::bias_add(g);
