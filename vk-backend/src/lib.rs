@@ -18,6 +18,7 @@ pub mod shaders;
 pub mod sync;
 pub mod tensor;
 pub mod testing;
+pub mod timestamps;
 
 pub use atlas::{AtlasConfig, WeightAtlas, UNMAPPED};
 pub use device::{
@@ -31,6 +32,7 @@ pub use recorder::{Access, Arg, Recorder, Submission};
 pub use resource::{Buffer, Image};
 pub use sync::{SemaphoreSignal, SemaphoreWait, TimelineSemaphore};
 pub use tensor::{Tensor, TensorDesc, TensorStorage};
+pub use timestamps::TimestampQueries;
 
 /// Re-export so dependents name Vulkan types without their own ash dependency.
 pub use ash::vk;

@@ -13,6 +13,7 @@ use crate::pipeline::{BindingKind, Pipeline, WEIGHT_ATLAS_BINDING, WEIGHT_PAGE_T
 use crate::resource::{color_range, Buffer, Image};
 use crate::sync::{SemaphoreSignal, SemaphoreWait};
 use crate::tensor::{Tensor, TensorStorage};
+use crate::timestamps::TimestampQueries;
 
 /// How a kernel uses a bound resource (drives barrier insertion).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +82,7 @@ enum Keep {
     Pipeline(#[allow(dead_code)] Arc<Pipeline>),
     Atlas(#[allow(dead_code)] WeightAtlas),
     Semaphore(#[allow(dead_code)] crate::sync::TimelineSemaphore),
+    Timestamps(#[allow(dead_code)] TimestampQueries),
 }
 
 /// Records work for one queue. Submit with [`Recorder::submit`] (returns a [`Submission`]) or
@@ -99,6 +101,8 @@ pub struct Recorder {
     initialized: Vec<Image>,
     init_ids: HashSet<u64>,
     weights: Option<WeightAtlas>,
+    /// Timestamp pools reset in this command buffer.
+    reset_pools: HashSet<u64>,
     dispatches: u32,
     barriers: u32,
 }
@@ -151,6 +155,7 @@ impl Recorder {
                 initialized: Vec::new(),
                 init_ids: HashSet::new(),
                 weights: None,
+                reset_pools: HashSet::new(),
                 dispatches: 0,
                 barriers: 0,
             })
@@ -209,6 +214,43 @@ impl Recorder {
         self.written.clear();
         self.read.clear();
         self.barriers += 1;
+    }
+
+    /// Writes timestamp query `index` once every command recorded before it has completed
+    /// (`BOTTOM_OF_PIPE`). To time a region, call [`Recorder::barrier`] and then write the start
+    /// stamp (so the region's work cannot begin before it), record the work, then write the end
+    /// stamp. The pool is reset in this command buffer before its first write here, so read its
+    /// results ([`TimestampQueries::read_ns`]) before another recorder writes it.
+    pub fn write_timestamp(&mut self, queries: &TimestampQueries, index: u32) -> Result<()> {
+        if index >= queries.count() {
+            return Err(VkError::Other(format!(
+                "timestamp query {index} out of range ({} queries)",
+                queries.count()
+            )));
+        }
+        let family = self.device.queue(self.queue).family;
+        if queries.family() != family {
+            return Err(VkError::Other(format!(
+                "timestamp queries were made for queue family {}, this recorder records for {family}",
+                queries.family()
+            )));
+        }
+        let dev = self.device.raw();
+        if self.reset_pools.insert(queries.id()) {
+            // SAFETY: recording state, outside any render pass.
+            unsafe { dev.cmd_reset_query_pool(self.cmd, queries.raw(), 0, queries.count()) };
+            self.keep.push(Keep::Timestamps(queries.clone()));
+        }
+        // SAFETY: recording state; the query was reset above in this command buffer.
+        unsafe {
+            dev.cmd_write_timestamp(
+                self.cmd,
+                vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                queries.raw(),
+                index,
+            )
+        };
+        Ok(())
     }
 
     /// Declares the next operation's accesses; inserts a barrier on RAW/WAR/WAW hazards.
