@@ -16,6 +16,7 @@ Written per image <name>:
   <name>_det_prob.png  detector probability map, 16-bit gray, value = round(p * 65535)
   <name>_crop<i>.png   the i-th crop (BGR stored as RGB PNG) before the classifier
   <name>_rec_in<i>.png rec input of crop i resized (the non-padded part, mapped back to u8)
+  tiny.jpg, tiny_rgba.png, tiny_la.png + loader.json: RapidOCR's LoadImage output (BGR) for each
   rec_dict.txt         the recognizer's character list from the ONNX metadata, one per line
 """
 import copy
@@ -164,8 +165,31 @@ def run_image(engine, name, full):
     return rec
 
 
+def loader_cases():
+    """Small synthetic JPEG / RGBA PNG / gray+alpha PNG files and what RapidOCR's LoadImage makes of them."""
+    from PIL import Image
+    rng = np.random.default_rng(7)
+    yy, xx = np.mgrid[0:12, 0:20]
+    rgb = np.stack([xx * 12, yy * 20, (xx + yy) * 7], axis=2).astype(np.uint8)
+    alpha = rng.integers(0, 256, size=(12, 20), dtype=np.uint8)
+    files = {
+        "tiny.jpg": lambda p: Image.fromarray(rgb).save(p, quality=90),
+        "tiny_rgba.png": lambda p: Image.fromarray(np.dstack([rgb, alpha])).save(p),
+        "tiny_la.png": lambda p: Image.fromarray(np.dstack([rgb[:, :, 0], alpha]), mode="LA").save(p),
+    }
+    out = {}
+    for name, write in files.items():
+        path = os.path.join(OUT, name)
+        write(path)
+        from rapidocr.utils.load_image import LoadImage
+        out[name] = LoadImage()(path).tolist()
+    with open(os.path.join(OUT, "loader.json"), "w") as f:
+        json.dump(out, f)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    loader_cases()
     models = os.path.join(ROOT, "models", "ocr")
     engine = RapidOCR(params={
         "Global.log_level": "warning",

@@ -221,8 +221,8 @@ fn det_preprocess_matches_rapidocr() {
     let mut max = 0f32;
     let mut differ = 0usize;
     for (i, px) in want.data.chunks_exact(3).enumerate() {
-        for c in 0..3 {
-            let r = (f32::from(px[c]) / 255.0 - 0.5) / 0.5;
+        for (c, &v) in px.iter().enumerate() {
+            let r = (f32::from(v) / 255.0 - 0.5) / 0.5;
             let d = (t.data[c * h * w + i] - r).abs();
             max = max.max(d);
             differ += usize::from(d > 1e-6);
@@ -356,8 +356,8 @@ fn cls_and_rec_inputs_match_rapidocr() {
         assert_eq!((img.width, img.height), (rw, 48));
         for (p, px) in img.data.chunks_exact(3).enumerate() {
             let (y, x) = (p / rw, p % rw);
-            for c in 0..3 {
-                let r = (f32::from(px[c]) / 255.0 - 0.5) / 0.5;
+            for (c, &v) in px.iter().enumerate() {
+                let r = (f32::from(v) / 255.0 - 0.5) / 0.5;
                 assert!(
                     (t.data[(c * 48 + y) * w + x] - r).abs() < 1e-6,
                     "rec input {i} at ({x},{y},{c})"
@@ -398,6 +398,8 @@ fn pipeline_with_reference_model_outputs_reproduces_rapidocr() {
     let dict = reference_dict();
     let det_shape = shape(&rec["det_input"]["shape"]);
     let (mut cls_k, mut rec_k) = (0usize, 0usize);
+    let in_models = std::cell::Cell::new(std::time::Duration::ZERO);
+    let started = std::time::Instant::now();
     let trace = ocr_pipeline_traced(
         &img,
         &OcrConfig::default(),
@@ -409,7 +411,10 @@ fn pipeline_with_reference_model_outputs_reproduces_rapidocr() {
                     t.shape
                 ));
             }
-            Ok(prob_map("page_det_prob.png"))
+            let t0 = std::time::Instant::now();
+            let p = prob_map("page_det_prob.png");
+            in_models.set(in_models.get() + t0.elapsed());
+            Ok(p)
         },
         |t: Tensor| -> Result<Tensor, String> {
             let b = &rec["cls_batches"][cls_k];
@@ -428,10 +433,18 @@ fn pipeline_with_reference_model_outputs_reproduces_rapidocr() {
             let b = &rec["rec_batches"][rec_k];
             rec_k += 1;
             check_stats("pipeline rec batch", &t, &b["input"], 1e-4);
-            Ok(rec_output(b))
+            let t0 = std::time::Instant::now();
+            let out = rec_output(b);
+            in_models.set(in_models.get() + t0.elapsed());
+            Ok(out)
         },
     )
     .expect("pipeline");
+    eprintln!(
+        "pipeline CPU steps on page.png: {:.1} ms (excluding {:.1} ms loading the recorded model outputs)",
+        (started.elapsed() - in_models.get()).as_secs_f64() * 1e3,
+        in_models.get().as_secs_f64() * 1e3
+    );
     let want = rec["final"].as_array().unwrap();
     let got: Vec<&str> = trace.lines.iter().map(|l| l.text.as_str()).collect();
     let exp: Vec<&str> = want.iter().map(|l| l["text"].as_str().unwrap()).collect();
@@ -573,4 +586,42 @@ fn decode_rejects_garbage_with_a_clear_error() {
         .to_string();
     assert!(missing.contains("/nonexistent/ocr.png"), "{missing}");
     let _ = ops::OcrError::Invalid(String::new());
+}
+
+#[test]
+fn image_loading_matches_rapidocr_loadimage() {
+    let p = data("loader.json");
+    let Ok(s) = std::fs::read_to_string(&p) else {
+        eprintln!(
+            "SKIPPED: {} missing; run `.venv/bin/python scripts/ocr_reference.py`",
+            p.display()
+        );
+        return;
+    };
+    let want: Value = serde_json::from_str(&s).expect("loader.json parses");
+    for (name, max_ok) in [("tiny_rgba.png", 0u8), ("tiny_la.png", 0), ("tiny.jpg", 2)] {
+        let img = png(name);
+        let rows = want[name].as_array().expect("rows");
+        assert_eq!(
+            (img.height, img.width),
+            (rows.len(), rows[0].as_array().unwrap().len()),
+            "{name}"
+        );
+        let flat: Vec<u8> = rows
+            .iter()
+            .flat_map(|r| {
+                r.as_array().unwrap().iter().flat_map(|p| {
+                    p.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_u64().unwrap() as u8)
+                })
+            })
+            .collect();
+        let reference = BgrImage::new(img.width, img.height, flat).unwrap();
+        let (max, mean) = image_diff(&img, &reference);
+        eprintln!("{name}: max abs diff {max}, mean {mean:.4}");
+        // JPEG: jpeg-decoder and libjpeg-turbo (PIL) may round the IDCT/upsampling differently.
+        assert!(max <= max_ok, "{name}: differs from RapidOCR by {max}");
+    }
 }
