@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 source scripts/setup.sh
 # The default models (OCR det/rec/cls, Silero VAD) into models/, checked by sha256; idempotent.
 "${TEXSTREAM_PYTHON:-python3}" scripts/fetch_models.py
+# The real photos of text used by the OCR tests (from the scikit-image wheel), checked by sha256.
+bash scripts/fetch_test_images.sh
 # Tests run on Mesa's lavapipe unless the caller picked a device.
 export TEXSTREAM_VALIDATION="${TEXSTREAM_VALIDATION:-1}"
 cargo test --workspace --no-fail-fast -- --test-threads=2
