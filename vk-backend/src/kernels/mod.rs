@@ -1,11 +1,17 @@
 //! Compute kernels: Rust wrappers that pick a pipeline, bind tensors, fill push constants and
 //! record a dispatch. See `vk-backend/KERNELS.md` for how to add one.
 
+mod copy;
 mod elementwise;
 mod norm;
 mod push;
 mod reduce;
 
+pub use copy::{
+    cast, cast_into, concat, concat_into, concat_shape, expand_into, gather, gather_into,
+    gather_shape, reshape, reshape_into, reshape_needs_copy, slice, slice_into, slice_shape, split,
+    split_into, transpose, transpose_into, transpose_shape, CastTo,
+};
 pub use elementwise::{
     binary, binary_into, unary, unary_into, weight_copy_into, BinaryOp, UnaryOp,
 };
