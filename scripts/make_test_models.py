@@ -138,7 +138,7 @@ def main():
          numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "b"),
          numpy_helper.from_array(np.array([0], np.int64), "ax0")])
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "static_if.onnx")
-    # Decomposed LayerNorm (opset 11 style) followed by an erf-GELU, with the ORT reference.
+    # Decomposed LayerNorm (opset 11 style), erf-GELU and x*clip(x+3,0,6)/6, with the ORT reference.
     r2 = np.random.default_rng(3)
     gamma = r2.uniform(0.5, 1.5, 6).astype(np.float32)
     beta = r2.standard_normal(6).astype(np.float32) * 0.1
@@ -157,12 +157,16 @@ def main():
         helper.make_node("Erf", ["g0"], ["g1"], name="gelu_erf"),
         helper.make_node("Add", ["g1", "one"], ["g2"], name="gelu_add"),
         helper.make_node("Mul", ["ln", "g2"], ["g3"], name="gelu_mul"),
-        helper.make_node("Mul", ["g3", "half"], ["y"], name="gelu_half"),
+        helper.make_node("Mul", ["g3", "half"], ["gl"], name="gelu_half"),
+        helper.make_node("Add", ["gl", "three"], ["h0"], name="hs_add"),
+        helper.make_node("Clip", ["h0", "zero", "six"], ["h1"], name="hs_clip"),
+        helper.make_node("Mul", ["gl", "h1"], ["h2"], name="hs_mul"),
+        helper.make_node("Div", ["h2", "six"], ["y"], name="hs_div"),
     ]
     g = helper.make_graph(nodes, "patterns", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 6])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 6])],
                           [c(2.0, "two"), c(1e-5, "eps"), c(gamma, "gamma"), c(beta, "beta"), c(1.4142135381698608, "sqrt2"),
-                           c(1.0, "one"), c(0.5, "half")])
+                           c(1.0, "one"), c(0.5, "half"), c(3.0, "three"), c(0.0, "zero"), c(6.0, "six")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
     m.ir_version = 7
     save(m, "patterns.onnx")

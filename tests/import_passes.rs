@@ -115,18 +115,19 @@ fn erf(x: f64) -> f64 {
 }
 
 #[test]
-fn layer_norm_and_gelu_fusion_match_onnxruntime() {
+fn layer_norm_gelu_hardswish_fusions_match_onnxruntime() {
     let mut o = ImportOptions::default();
     o.add_input_spec("x=2x4x6").unwrap();
     let mut m = import(&fixture("patterns.onnx"), &o).unwrap();
     let r = optimize(&mut m.graph);
-    assert_eq!((r.layer_norms_fused, r.gelu_fused), (1, 1), "{r:?}");
+    assert_eq!((r.layer_norms_fused, r.gelu_fused, r.hardswish_fused), (1, 1, 1), "{r:?}");
     let g = &m.graph;
-    assert_eq!(g.nodes.len(), 2, "{:?}", g.op_histogram());
+    assert_eq!(g.nodes.len(), 3, "{:?}", g.op_histogram());
     let Op::LayerNorm { axis: 2, epsilon } = g.nodes[0].op else {
         panic!("{:?}", g.nodes[0].op)
     };
     assert_eq!(g.nodes[1].op, Op::Unary(UnaryOp::Gelu));
+    assert_eq!(g.nodes[2].op, Op::Unary(UnaryOp::HardSwish));
     let konst = |i: usize| g.constants[&g.nodes[0].input(i).unwrap()].as_f32();
     let (gamma, beta) = (konst(1), konst(2));
     let text = std::fs::read_to_string(fixture("patterns_ref.json")).unwrap();
@@ -146,7 +147,8 @@ fn layer_norm_and_gelu_fusion_match_onnxruntime() {
         for j in 0..6 {
             let ln =
                 (xs[j] - mean) / (var + epsilon as f64).sqrt() * gamma[j] as f64 + beta[j] as f64;
-            let y = 0.5 * ln * (1.0 + erf(ln / std::f64::consts::SQRT_2));
+            let ge = 0.5 * ln * (1.0 + erf(ln / std::f64::consts::SQRT_2));
+            let y = ge * (ge + 3.0).clamp(0.0, 6.0) / 6.0;
             let w = want[row * 6 + j];
             assert!(
                 (y - w).abs() < 1e-5,

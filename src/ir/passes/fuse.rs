@@ -119,12 +119,62 @@ pub fn gelu(g: &mut Graph) -> usize {
     count
 }
 
-/// x * HardSigmoid(x; alpha = 1/6, beta = 0.5) -> HardSwish(x).
+/// x * HardSigmoid(x; alpha = 1/6, beta = 0.5) -> HardSwish(x), and
+/// x * Clip(x + 3, 0, 6) / 6 -> HardSwish(x).
 #[allow(clippy::needless_range_loop)] // indices are needed: nodes are edited in place
 pub fn hardswish(g: &mut Graph) -> usize {
     let mut count = 0;
     let mut dead = vec![false; g.nodes.len()];
+    let prod = g.producers();
     let cons = g.consumers();
+    for di in 0..g.nodes.len() {
+        if g.nodes[di].op != Op::Binary(BinaryOp::Div)
+            || !close(scalar(g, g.nodes[di].input(1)), 6.0)
+        {
+            continue;
+        }
+        let Some(m) = g.nodes[di].input(0) else {
+            continue;
+        };
+        let Some(mi) = prod[m] else { continue };
+        if g.nodes[mi].op != Op::Binary(BinaryOp::Mul) || sole_consumer(g, &cons, m) != Some(di) {
+            continue;
+        }
+        let (Some(a), Some(b)) = (g.nodes[mi].input(0), g.nodes[mi].input(1)) else {
+            continue;
+        };
+        let is_clip06 = |t: TensorId| {
+            prod[t].filter(|&ci| {
+                matches!(g.nodes[ci].op, Op::Unary(UnaryOp::Clip { min, max }) if min == 0.0 && max == 6.0)
+                    && sole_consumer(g, &cons, t) == Some(mi)
+            })
+        };
+        let (x, ci) = match (is_clip06(a), is_clip06(b)) {
+            (_, Some(ci)) => (a, ci),
+            (Some(ci), None) => (b, ci),
+            _ => continue,
+        };
+        let Some(c_in) = g.nodes[ci].input(0) else {
+            continue;
+        };
+        let Some(ai) = prod[c_in] else { continue };
+        if g.nodes[ai].op != Op::Binary(BinaryOp::Add)
+            || sole_consumer(g, &cons, c_in) != Some(ci)
+            || other_operand(g, ai, x).is_none_or(|c| !close(scalar(g, Some(c)), 3.0))
+        {
+            continue;
+        }
+        if [ai, ci, mi].iter().any(|&k| dead[k]) {
+            continue;
+        }
+        for k in [ai, ci, mi] {
+            dead[k] = true;
+        }
+        let n = &mut g.nodes[di];
+        n.op = Op::Unary(UnaryOp::HardSwish);
+        n.inputs = vec![Some(x)];
+        count += 1;
+    }
     for hi in 0..g.nodes.len() {
         let Op::Unary(UnaryOp::HardSigmoid { alpha, beta }) = g.nodes[hi].op else {
             continue;
