@@ -103,7 +103,7 @@ pub enum UnaryOp {
 }
 
 impl UnaryOp {
-    fn code(self) -> (u32, f32, f32) {
+    pub(crate) fn code(self) -> (u32, f32, f32) {
         match self {
             UnaryOp::Relu => (0, 0.0, 0.0),
             UnaryOp::LeakyRelu { alpha } => (1, alpha, 0.0),

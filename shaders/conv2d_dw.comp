@@ -1,0 +1,74 @@
+#version 450
+// Depthwise 2D convolution (groups == C_in == C_out) with fused bias + activation: channels stay
+// in their texel lane, so the tap is a vec4 product. One invocation: one C4 texel at PX pixels.
+// Filter: vk_backend::layout::pack_depthwise_filter, texel (ky*KW + kx)*ceil(C/4) + c/4.
+// Push constants are the conv2d block (icg/ocg unused).
+#include "tensor.glsl"
+#include "weights.glsl"
+#include "activation.glsl"
+
+#define PX 4
+layout(local_size_x = 8, local_size_y = 8, local_size_z = 1) in;
+
+TENSOR_IN(0, img_in);
+TENSOR_OUT(1, img_out);
+
+layout(push_constant) uniform Push {
+    TensorDesc in_t;
+    TensorDesc out_t;
+    uint kernel;    // kh | kw << 16
+    uint stride;    // sh | sw << 16
+    uint dilation;  // dh | dw << 16
+    uint pad;       // top | left << 16
+    uint icg;
+    uint ocg;
+    uint w_off;
+    uint b_off;     // 0xFFFFFFFF = no bias
+    uint act;       // activation code (bits 0-7)
+    float alpha;
+    float beta;
+    uint _pad;
+} pc;
+
+void main() {
+    uint ox0 = gl_GlobalInvocationID.x * PX;
+    uint oy = gl_GlobalInvocationID.y;
+    uint layer = gl_GlobalInvocationID.z;
+    if (ox0 >= pc.out_t.w || oy >= pc.out_t.h || layer >= pc.out_t.n * pc.out_t.c4) return;
+    uint c4 = pc.out_t.c4;
+    uint oc4 = layer % c4;
+    uint kh = pc.kernel & 0xFFFFu, kw = pc.kernel >> 16u;
+    uint sh = pc.stride & 0xFFFFu, sw = pc.stride >> 16u;
+    uint dh = pc.dilation & 0xFFFFu, dw = pc.dilation >> 16u;
+    int pt = int(pc.pad & 0xFFFFu), pl = int(pc.pad >> 16u);
+    int H = int(pc.in_t.h), W = int(pc.in_t.w);
+
+    int ix0[PX];
+    for (int p = 0; p < PX; ++p) ix0[p] = int((ox0 + uint(p)) * sw) - pl;
+    int iy0 = int(oy * sh) - pt;
+    vec4 acc[PX];
+    for (int p = 0; p < PX; ++p) acc[p] = vec4(0.0);
+
+    for (uint ky = 0u; ky < kh; ++ky) {
+        int iy = iy0 + int(ky * dh);
+        if (iy < 0 || iy >= H) continue;
+        uint row = texel_index(pc.in_t, layer, uint(iy), 0u);
+        for (uint kx = 0u; kx < kw; ++kx) {
+            vec4 w = fetch_weight(pc.w_off + (ky * kw + kx) * c4 + oc4);
+            for (int p = 0; p < PX; ++p) {
+                int ix = ix0[p] + int(kx * dw);
+                if (ix >= 0 && ix < W) acc[p] += LOAD_TEXEL(img_in, pc.in_t, row + uint(ix)) * w;
+            }
+        }
+    }
+
+    vec4 bias = pc.b_off == 0xFFFFFFFFu ? vec4(0.0) : fetch_weight(pc.b_off + oc4);
+    uint act = pc.act & 0xFFu;
+    uint orow_out = texel_index(pc.out_t, layer, oy, 0u);
+    for (int p = 0; p < PX; ++p) {
+        uint ox = ox0 + uint(p);
+        if (ox >= pc.out_t.w) break;
+        vec4 v = apply_unary(act, pc.alpha, pc.beta, acc[p] + bias);
+        STORE_TEXEL(img_out, pc.out_t, orow_out + ox, zero_padding(pc.out_t, oc4, v));
+    }
+}

@@ -1,0 +1,145 @@
+//! Conv2d with groups, stride, dilation, asymmetric pads, fused bias and activation; a separate
+//! depthwise fast path. Filters and bias are read through `fetch_weight`.
+
+use crate::error::Result;
+use crate::kernels::elementwise::UnaryOp;
+use crate::kernels::push::PushConstants;
+use crate::kernels::window::{check_out, dispatch_3d, kerr, rank4, Window2d};
+use crate::pipeline::{BindingKind, KernelDesc};
+use crate::recorder::{Arg, Recorder};
+use crate::tensor::Tensor;
+
+const CONV2D: KernelDesc = KernelDesc {
+    name: "conv2d",
+    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    push_constant_bytes: 112,
+    uses_weights: true,
+};
+
+const CONV2D_DW: KernelDesc = KernelDesc {
+    name: "conv2d_dw",
+    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    push_constant_bytes: 112,
+    uses_weights: true,
+};
+
+/// Output pixels per invocation along W (the shaders' `PX`).
+pub(crate) const CONV_PX: u64 = 4;
+/// "No bias" marker in push constants.
+pub(crate) const NO_BIAS: u32 = u32::MAX;
+
+/// Where a conv's constants live in the weight space (texel offsets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConvWeights {
+    /// Filter packed by `layout::pack_conv_filter` (or `pack_depthwise_filter` when
+    /// [`conv2d_is_depthwise`]).
+    pub filter: u32,
+    /// Bias `[O]` packed by `layout::pack_vector`.
+    pub bias: Option<u32>,
+}
+
+/// Conv2d attributes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Conv2dParams {
+    pub window: Window2d,
+    pub groups: usize,
+    /// Output channels O (filter `[O, I/groups, KH, KW]`).
+    pub out_channels: usize,
+    /// Fused activation after the bias (`UnaryOp::Identity` for none).
+    pub activation: UnaryOp,
+}
+
+/// True when the depthwise path (and `layout::pack_depthwise_filter`) is used:
+/// `groups == in_channels == out_channels`.
+pub fn conv2d_is_depthwise(in_channels: usize, out_channels: usize, groups: usize) -> bool {
+    groups == in_channels && groups == out_channels
+}
+
+/// Output shape `[N, O, OH, OW]` of a conv over input shape `x` (must be rank 4).
+pub fn conv2d_output_shape(x: &[usize], p: &Conv2dParams) -> Result<[usize; 4]> {
+    let [n, c, h, w] = match *x {
+        [n, c, h, w] => [n, c, h, w],
+        _ => {
+            return Err(kerr(
+                "conv2d",
+                format!("input shape {x:?} is not rank-4 [N, C, H, W]"),
+            ))
+        }
+    };
+    let g = p.groups;
+    if g == 0 || !c.is_multiple_of(g) || !p.out_channels.is_multiple_of(g) || p.out_channels == 0 {
+        return Err(kerr(
+            "conv2d",
+            format!(
+                "groups {g} must divide input channels {c} and output channels {}",
+                p.out_channels
+            ),
+        ));
+    }
+    let [oh, ow] = p.window.output_hw("conv2d", [h, w], false)?;
+    Ok([n, p.out_channels, oh, ow])
+}
+
+/// Records `out = act(conv2d(x, W) + b)`; `out` must have [`conv2d_output_shape`].
+/// Needs `rec.use_weights(..)` with the atlas holding the packed filter/bias.
+pub fn conv2d_into(
+    rec: &mut Recorder,
+    x: &Tensor,
+    weights: ConvWeights,
+    p: &Conv2dParams,
+    out: &Tensor,
+) -> Result<()> {
+    let [_, c, _, _] = rank4("conv2d", x)?;
+    let want = conv2d_output_shape(x.shape(), p)?;
+    check_out("conv2d", x, out, &want)?;
+    let (icg, ocg) = (c / p.groups, p.out_channels / p.groups);
+    let depthwise = conv2d_is_depthwise(c, p.out_channels, p.groups);
+    let aligned = p.groups == 1 || (icg.is_multiple_of(4) && ocg.is_multiple_of(4));
+    let (act, alpha, beta) = p.activation.code();
+    let flags = if aligned || depthwise { 0 } else { 0x100 };
+    let w = p.window.words();
+    let pc = PushConstants::new()
+        .tensor(x.desc())
+        .tensor(out.desc())
+        .u32(w[0])
+        .u32(w[1])
+        .u32(w[2])
+        .u32(w[3])
+        .u32(icg as u32)
+        .u32(ocg as u32)
+        .u32(weights.filter)
+        .u32(weights.bias.unwrap_or(NO_BIAS))
+        .u32(act | flags)
+        .f32(alpha)
+        .f32(beta)
+        .pad_to(28);
+    let desc = if depthwise { &CONV2D_DW } else { &CONV2D };
+    let pipeline = rec.device().pipeline(desc, out.precision())?;
+    let l = out.layout();
+    let groups = dispatch_3d(
+        rec.device(),
+        "conv2d",
+        [(l.w as u64).div_ceil(CONV_PX), l.h as u64, l.layers()],
+        [8, 8, 1],
+    )?;
+    rec.dispatch(
+        &pipeline,
+        &[Arg::input(x), Arg::output(out)],
+        &pc.bytes(),
+        groups,
+    )
+}
+
+/// Allocates the output and records the conv.
+pub fn conv2d(
+    rec: &mut Recorder,
+    x: &Tensor,
+    weights: ConvWeights,
+    p: &Conv2dParams,
+    name: &str,
+) -> Result<Tensor> {
+    let shape = conv2d_output_shape(x.shape(), p)?;
+    let out = Tensor::new(rec.device(), name, &shape, x.precision())?;
+    conv2d_into(rec, x, weights, p, &out)?;
+    Ok(out)
+}

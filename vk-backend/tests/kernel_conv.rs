@@ -1,0 +1,313 @@
+//! Conv2d (general, grouped, depthwise) with fused bias + activation vs. an f64 CPU reference on
+//! random inputs. The reference uses inputs/weights rounded to the storage precision; tolerance
+//! |got - ref| <= tol * max(1, |ref|) with tol = 1e-4 (fp32) / 3e-3 (fp16: output rounding is
+//! 2^-11 relative, accumulation is fp32). Weights go through small atlas pages so filters cross
+//! page boundaries.
+
+use vk_backend::kernels::{
+    conv2d, conv2d_is_depthwise, Conv2dParams, ConvWeights, UnaryOp, Window2d,
+};
+use vk_backend::layout::{pack_conv_filter, pack_depthwise_filter, pack_vector};
+use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
+use vk_backend::{AtlasConfig, Precision, QueueKind, Recorder, Tensor, WeightAtlas};
+
+fn tol(p: Precision) -> f64 {
+    match p {
+        Precision::F16 => 3e-3,
+        Precision::F32 => 1e-4,
+    }
+}
+
+fn erf_ref(x: f64) -> f64 {
+    if x.abs() > 4.5 {
+        return x.signum();
+    }
+    let (mut sum, mut term) = (0.0, x);
+    for n in 0..200 {
+        sum += term / (2 * n + 1) as f64;
+        term *= -x * x / (n + 1) as f64;
+        if term.abs() < 1e-18 {
+            break;
+        }
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
+}
+
+fn act_ref(op: UnaryOp, x: f64) -> f64 {
+    match op {
+        UnaryOp::Identity => x,
+        UnaryOp::Relu => x.max(0.0),
+        UnaryOp::Clip { min, max } => x.clamp(min as f64, max as f64),
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::HardSwish => x * ((x + 3.0).clamp(0.0, 6.0) / 6.0),
+        UnaryOp::HardSigmoid { alpha, beta } => (alpha as f64 * x + beta as f64).clamp(0.0, 1.0),
+        UnaryOp::LeakyRelu { alpha } => {
+            if x < 0.0 {
+                alpha as f64 * x
+            } else {
+                x
+            }
+        }
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Gelu => 0.5 * x * (1.0 + erf_ref(x / 2f64.sqrt())),
+        other => panic!("no reference for {other:?}"),
+    }
+}
+
+struct Case {
+    x: [usize; 4],
+    o: usize,
+    groups: usize,
+    window: Window2d,
+    bias: bool,
+    act: UnaryOp,
+}
+
+/// Direct f64 conv: out[n,o,oy,ox] = act(b[o] + sum x[n, g*icg+i, iy, ix] * w[o, i, ky, kx]).
+fn conv_ref(c: &Case, x: &[f64], w: &[f64], b: Option<&[f64]>, oh: usize, ow: usize) -> Vec<f64> {
+    let [n, ci, h, wd] = c.x;
+    let (icg, ocg) = (ci / c.groups, c.o / c.groups);
+    let [kh, kw] = c.window.kernel;
+    let mut out = vec![0f64; n * c.o * oh * ow];
+    for nn in 0..n {
+        for o in 0..c.o {
+            let g = o / ocg;
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let mut s = b.map_or(0.0, |b| b[o]);
+                    for i in 0..icg {
+                        for ky in 0..kh {
+                            for kx in 0..kw {
+                                let iy = (oy * c.window.strides[0] + ky * c.window.dilations[0])
+                                    as isize
+                                    - c.window.pads[0] as isize;
+                                let ix = (ox * c.window.strides[1] + kx * c.window.dilations[1])
+                                    as isize
+                                    - c.window.pads[1] as isize;
+                                if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
+                                    continue;
+                                }
+                                let xv = x[((nn * ci + g * icg + i) * h + iy as usize) * wd
+                                    + ix as usize];
+                                s += xv * w[((o * icg + i) * kh + ky) * kw + kx];
+                            }
+                        }
+                    }
+                    out[((nn * c.o + o) * oh + oy) * ow + ox] = act_ref(c.act, s);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn win(k: [usize; 2], s: [usize; 2], d: [usize; 2], pads: [usize; 4]) -> Window2d {
+    Window2d {
+        kernel: k,
+        strides: s,
+        dilations: d,
+        pads,
+    }
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        // Plain 3x3 same conv, C and O not multiples of 4, batch 2.
+        Case {
+            x: [2, 5, 7, 9],
+            o: 6,
+            groups: 1,
+            window: win([3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            bias: true,
+            act: UnaryOp::Relu,
+        },
+        // Grouped, unaligned (icg 3, ocg 2): general path; stride 2, dilation 2, asymmetric pads.
+        Case {
+            x: [1, 6, 11, 10],
+            o: 4,
+            groups: 2,
+            window: win([3, 2], [2, 2], [2, 2], [1, 0, 2, 1]),
+            bias: true,
+            act: UnaryOp::HardSwish,
+        },
+        // Grouped, aligned (icg 4, ocg 4), stride (2, 1), no bias.
+        Case {
+            x: [1, 8, 9, 6],
+            o: 8,
+            groups: 2,
+            window: win([3, 3], [2, 1], [1, 1], [0, 1, 1, 0]),
+            bias: false,
+            act: UnaryOp::Sigmoid,
+        },
+        // Depthwise (fast path), stride 2, Relu6.
+        Case {
+            x: [2, 7, 9, 11],
+            o: 7,
+            groups: 7,
+            window: win([3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            bias: true,
+            act: UnaryOp::Clip { min: 0.0, max: 6.0 },
+        },
+        // Depthwise 5x5, dilation 2, asymmetric pads.
+        Case {
+            x: [1, 5, 13, 10],
+            o: 5,
+            groups: 5,
+            window: win([5, 5], [1, 1], [2, 2], [2, 3, 4, 1]),
+            bias: true,
+            act: UnaryOp::LeakyRelu { alpha: 0.1 },
+        },
+        // Pointwise, odd sizes.
+        Case {
+            x: [1, 13, 3, 17],
+            o: 9,
+            groups: 1,
+            window: win([1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+            bias: true,
+            act: UnaryOp::Tanh,
+        },
+        // Depthwise multiplier 2 (groups == C, O = 2C): general path.
+        Case {
+            x: [1, 3, 6, 7],
+            o: 6,
+            groups: 3,
+            window: win([3, 3], [1, 2], [1, 1], [1, 1, 1, 1]),
+            bias: true,
+            act: UnaryOp::Gelu,
+        },
+        // Strided 3x3 over many channels (several input texels per tap), HardSigmoid.
+        Case {
+            x: [1, 18, 8, 8],
+            o: 10,
+            groups: 1,
+            window: win([3, 3], [2, 2], [1, 1], [0, 0, 1, 1]),
+            bias: true,
+            act: UnaryOp::HardSigmoid {
+                alpha: 0.2,
+                beta: 0.5,
+            },
+        },
+        // Kernel larger than stride with no activation.
+        Case {
+            x: [1, 4, 5, 5],
+            o: 4,
+            groups: 1,
+            window: win([2, 4], [1, 3], [1, 1], [0, 2, 0, 2]),
+            bias: false,
+            act: UnaryOp::Identity,
+        },
+    ]
+}
+
+#[test]
+fn conv2d_matches_reference() {
+    let d = device();
+    let mut rng = Rng::new(11);
+    for p in [Precision::F32, Precision::F16] {
+        // Pack every case's weights into one weight space, like the compiler does for a model.
+        let mut space: Vec<f32> = Vec::new();
+        let mut prepared = Vec::new();
+        for c in cases() {
+            let [_, ci, _, _] = c.x;
+            let icg = ci / c.groups;
+            let [kh, kw] = c.window.kernel;
+            let w = rng.vec(c.o * icg * kh * kw, -0.5, 0.5);
+            let b = rng.vec(c.o, -0.5, 0.5);
+            let packed = if conv2d_is_depthwise(ci, c.o, c.groups) {
+                pack_depthwise_filter(&w, c.o, kh, kw).unwrap()
+            } else {
+                pack_conv_filter(&w, c.o, icg, kh, kw).unwrap()
+            };
+            let filter = (space.len() / 4) as u32;
+            space.extend(packed);
+            let bias = if c.bias {
+                let off = (space.len() / 4) as u32;
+                space.extend(pack_vector(&b));
+                Some(off)
+            } else {
+                None
+            };
+            prepared.push((c, w, b, ConvWeights { filter, bias }));
+        }
+        let atlas = WeightAtlas::new(
+            &d,
+            AtlasConfig {
+                slots: 64,
+                precision: p,
+                page_height: Some(1),
+                logical_pages: 64,
+            },
+        )
+        .unwrap();
+        assert!(space.len() / 4 > atlas.texels_per_page() as usize);
+        atlas.load_all_now(&space).unwrap();
+
+        let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+        rec.use_weights(&atlas);
+        let mut checks = Vec::new();
+        for (c, w, b, cw) in prepared {
+            let xv = rng.vec(c.x.iter().product(), -1.0, 1.0);
+            let x = Tensor::from_data(&d, "x", &c.x, p, &xv).unwrap();
+            let params = Conv2dParams {
+                window: c.window,
+                groups: c.groups,
+                out_channels: c.o,
+                activation: c.act,
+            };
+            let out = conv2d(&mut rec, &x, cw, &params, "y").unwrap();
+            let [_, _, oh, ow] = [0, 0, out.shape()[2], out.shape()[3]];
+            let r = |v: &[f32]| v.iter().map(|&v| p.round(v) as f64).collect::<Vec<_>>();
+            let want = conv_ref(
+                &c,
+                &r(&xv),
+                &r(&w),
+                c.bias.then(|| r(&b)).as_deref(),
+                oh,
+                ow,
+            );
+            checks.push((
+                format!("{:?} o={} g={} {:?} {p:?}", c.x, c.o, c.groups, c.window),
+                out,
+                want,
+            ));
+        }
+        rec.submit_and_wait().unwrap();
+        for (what, out, want) in &checks {
+            assert_close(what, &out.download().unwrap(), want, tol(p));
+        }
+    }
+    assert_no_validation_messages(&d);
+}
+
+#[test]
+fn conv2d_output_shapes_and_errors() {
+    let d = device();
+    let x = Tensor::new(&d, "x", &[1, 6, 10, 7], Precision::F32).unwrap();
+    let mut p = Conv2dParams {
+        window: win([3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+        groups: 1,
+        out_channels: 8,
+        activation: UnaryOp::Identity,
+    };
+    assert_eq!(
+        vk_backend::kernels::conv2d_output_shape(x.shape(), &p).unwrap(),
+        [1, 8, 5, 4]
+    );
+    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    let cw = ConvWeights {
+        filter: 0,
+        bias: None,
+    };
+    p.groups = 4;
+    let e = conv2d(&mut rec, &x, cw, &p, "y").unwrap_err();
+    assert!(e.to_string().contains("groups 4"), "{e}");
+    p.groups = 1;
+    let wrong = Tensor::new(&d, "wrong", &[1, 8, 5, 5], Precision::F32).unwrap();
+    let e = vk_backend::kernels::conv2d_into(&mut rec, &x, cw, &p, &wrong).unwrap_err();
+    assert!(e.to_string().contains("expected [1, 8, 5, 4]"), "{e}");
+    // No atlas bound.
+    let e = conv2d(&mut rec, &x, cw, &p, "y").unwrap_err();
+    assert!(e.to_string().contains("atlas"), "{e}");
+    let x3 = Tensor::new(&d, "x3", &[6, 10, 7], Precision::F32).unwrap();
+    assert!(conv2d(&mut rec, &x3, cw, &p, "y").is_err());
+}
