@@ -2,15 +2,25 @@
 //! record a dispatch. See `vk-backend/KERNELS.md` for how to add one.
 
 mod conv;
+mod copy;
 mod elementwise;
+mod norm;
 mod push;
+mod reduce;
 mod window;
 
 pub use conv::{
     conv2d, conv2d_into, conv2d_is_depthwise, conv2d_output_shape, Conv2dParams, ConvWeights,
 };
+pub use copy::{
+    cast, cast_into, concat, concat_into, concat_shape, expand_into, gather, gather_into,
+    gather_shape, reshape, reshape_into, reshape_needs_copy, slice, slice_into, slice_shape, split,
+    split_into, transpose, transpose_into, transpose_shape, CastTo,
+};
 pub use elementwise::{
     binary, binary_into, unary, unary_into, weight_copy_into, BinaryOp, UnaryOp,
 };
+pub use norm::{layernorm, layernorm_into, softmax, softmax_into};
 pub use push::{dispatch_1d, PushConstants};
+pub use reduce::{reduce, reduce_into, reduce_shape, ReduceOp};
 pub use window::Window2d;
