@@ -1,0 +1,184 @@
+//! Where and comparison / logical ops with numpy broadcasting; booleans are 0.0 / 1.0 floats.
+//! Shader: `select.comp`.
+
+use ash::vk;
+use gpu_allocator::MemoryLocation;
+
+use crate::error::{Result, VkError};
+use crate::kernels::elementwise::broadcast_shape;
+use crate::kernels::push::{dispatch_1d, PushConstants};
+use crate::layout::dims6;
+use crate::memory::MemoryCategory;
+use crate::pipeline::{BindingKind, KernelDesc};
+use crate::recorder::{Access, Arg, Recorder};
+use crate::resource::Buffer;
+use crate::tensor::Tensor;
+
+const SELECT: KernelDesc = KernelDesc {
+    name: "select",
+    bindings: &[
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageBuffer,
+    ],
+    push_constant_bytes: 128,
+    uses_weights: false,
+};
+
+/// Comparison and logical ops (inputs nonzero = true for the logical ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompareOp {
+    Equal,
+    Less,
+    Greater,
+    LessOrEqual,
+    GreaterOrEqual,
+    And,
+    Or,
+    Xor,
+}
+
+impl CompareOp {
+    fn code(self) -> u32 {
+        match self {
+            CompareOp::Equal => 1,
+            CompareOp::Less => 2,
+            CompareOp::Greater => 3,
+            CompareOp::LessOrEqual => 4,
+            CompareOp::GreaterOrEqual => 5,
+            CompareOp::And => 6,
+            CompareOp::Or => 7,
+            CompareOp::Xor => 8,
+        }
+    }
+}
+
+fn mask(kernel: &str, operand: &Tensor, out6: &[usize; 6]) -> Result<u32> {
+    let d = dims6(operand.shape())?;
+    let mut m = 0;
+    for k in 0..6 {
+        if d[k] != out6[k] {
+            if d[k] != 1 {
+                return Err(VkError::Kernel {
+                    kernel: kernel.into(),
+                    reason: format!(
+                        "`{}` {:?} does not broadcast to the output",
+                        operand.name(),
+                        operand.shape()
+                    ),
+                });
+            }
+            m |= 1 << k;
+        }
+    }
+    Ok(m)
+}
+
+fn record(
+    rec: &mut Recorder,
+    kernel: &str,
+    op: u32,
+    ops: [&Tensor; 3],
+    out: &Tensor,
+) -> Result<()> {
+    let mut shape = broadcast_shape(ops[0].shape(), ops[1].shape())?;
+    if op == 0 {
+        shape = broadcast_shape(&shape, ops[2].shape())?;
+    }
+    if dims6(out.shape())? != dims6(&shape)? {
+        return Err(VkError::Kernel {
+            kernel: kernel.into(),
+            reason: format!(
+                "output `{}` has shape {:?}, the broadcast shape is {shape:?}",
+                out.name(),
+                out.shape()
+            ),
+        });
+    }
+    let o6 = dims6(&shape)?;
+    let masks = mask(kernel, ops[0], &o6)?
+        | (mask(kernel, ops[1], &o6)? << 8)
+        | (mask(kernel, ops[2], &o6)? << 16);
+    let words = [op, o6[1] as u32, o6[2] as u32, masks];
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let params = Buffer::new(
+        rec.device(),
+        "select params",
+        bytes.len() as u64,
+        vk::BufferUsageFlags::STORAGE_BUFFER,
+        MemoryLocation::CpuToGpu,
+        MemoryCategory::Scratch,
+    )?;
+    params.write(0, &bytes)?;
+    let pc = PushConstants::new()
+        .tensor(out.desc())
+        .tensor(ops[0].desc())
+        .tensor(ops[1].desc())
+        .tensor(ops[2].desc());
+    let pipeline = rec.device().pipeline(&SELECT, out.precision())?;
+    let groups = dispatch_1d(rec.device(), out.layout().texels(), 64);
+    rec.dispatch(
+        &pipeline,
+        &[
+            Arg::input(ops[0]),
+            Arg::input(ops[1]),
+            Arg::input(ops[2]),
+            Arg::output(out),
+            Arg::buffer(&params, Access::Read),
+        ],
+        &pc.bytes(),
+        groups,
+    )
+}
+
+/// Records `out = cond != 0 ? x : y` (numpy broadcasting of all three).
+pub fn where_into(
+    rec: &mut Recorder,
+    cond: &Tensor,
+    x: &Tensor,
+    y: &Tensor,
+    out: &Tensor,
+) -> Result<()> {
+    record(rec, "where", 0, [cond, x, y], out)
+}
+
+/// Allocates the output (broadcast shape, precision of `x`) and records Where.
+pub fn where_select(
+    rec: &mut Recorder,
+    cond: &Tensor,
+    x: &Tensor,
+    y: &Tensor,
+    name: &str,
+) -> Result<Tensor> {
+    let shape = broadcast_shape(&broadcast_shape(cond.shape(), x.shape())?, y.shape())?;
+    let out = Tensor::new(rec.device(), name, &shape, x.precision())?;
+    where_into(rec, cond, x, y, &out)?;
+    Ok(out)
+}
+
+/// Records `out = op(a, b)` as 0.0 / 1.0 (numpy broadcasting).
+pub fn compare_into(
+    rec: &mut Recorder,
+    op: CompareOp,
+    a: &Tensor,
+    b: &Tensor,
+    out: &Tensor,
+) -> Result<()> {
+    record(rec, "compare", op.code(), [a, b, b], out)
+}
+
+/// Allocates the output and records a comparison.
+pub fn compare(
+    rec: &mut Recorder,
+    op: CompareOp,
+    a: &Tensor,
+    b: &Tensor,
+    name: &str,
+) -> Result<Tensor> {
+    let shape = broadcast_shape(a.shape(), b.shape())?;
+    let out = Tensor::new(rec.device(), name, &shape, a.precision())?;
+    compare_into(rec, op, a, b, &out)?;
+    Ok(out)
+}
