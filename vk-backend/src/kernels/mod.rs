@@ -1,13 +1,18 @@
 //! Compute kernels: Rust wrappers that pick a pipeline, bind tensors, fill push constants and
 //! record a dispatch. See `vk-backend/KERNELS.md` for how to add one.
 
+mod conv;
 mod copy;
 mod elementwise;
 mod norm;
 mod push;
 mod reduce;
 mod select;
+mod window;
 
+pub use conv::{
+    conv2d, conv2d_into, conv2d_is_depthwise, conv2d_output_shape, Conv2dParams, ConvWeights,
+};
 pub use copy::{
     cast, cast_into, concat, concat_into, concat_shape, expand_into, gather, gather_into,
     gather_shape, reshape, reshape_into, reshape_needs_copy, slice, slice_into, slice_shape, split,
@@ -20,3 +25,4 @@ pub use norm::{layernorm, layernorm_into, softmax, softmax_into};
 pub use push::{dispatch_1d, PushConstants};
 pub use reduce::{reduce, reduce_into, reduce_shape, ReduceOp};
 pub use select::{compare, compare_into, where_into, where_select, CompareOp};
+pub use window::Window2d;
