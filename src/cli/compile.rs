@@ -126,3 +126,44 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1MiB").unwrap(), 1 << 20);
+        assert_eq!(parse_size("256KiB").unwrap(), 256 << 10);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("4096B").unwrap(), 4096);
+        assert!(parse_size("1.5MiB").is_err());
+        assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn compile_tiny_model_end_to_end() {
+        let dir = std::env::temp_dir().join(format!("texstream-compile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("tiny.tspk");
+        let args = CompileArgs {
+            model: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/import/tiny_conv.onnx"),
+            inputs: vec!["x=1x3x8x8".into()],
+            binds: vec![],
+            precision: "f32".into(),
+            page_size: "64KiB".into(),
+            output: out.clone(),
+        };
+        run(&args).unwrap();
+        let pm = crate::packed::PackedModel::open(&out).unwrap();
+        assert_eq!(pm.page_bytes(), 64 << 10);
+        assert_eq!(pm.header().precision, StoredPrecision::F32);
+        let bad = CompileArgs {
+            page_size: "1000".into(),
+            ..args
+        };
+        assert!(run(&bad).unwrap_err().to_string().contains("page size"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

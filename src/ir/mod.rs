@@ -2,6 +2,25 @@
 //!
 //! Produced by `crate::onnx::import`, rewritten by [`passes`], packed by `crate::packed`, and run by
 //! the executor. Tensors are referred to by index ([`TensorId`]) into [`Graph::tensors`].
+//!
+//! # Conventions the executor relies on
+//! - Every tensor has a concrete shape and dtype. Shape subgraphs, `If` on constant conditions,
+//!   Identity/Dropout, Shape/Size/ConstantOfShape/Range are gone after import.
+//! - `Node::inputs` keeps ONNX input positions; absent optional inputs are `None`.
+//! - Conv / ConvTranspose / MatMul / Gemm carry an `Activation` applied after the bias.
+//!   Conv and ConvTranspose input 2 is the bias `[O]`. After the passes a MatMul may also have an
+//!   input 2: a bias `[N]` added to the last axis (fused `Add`).
+//! - Conv-like ops with `Window::spatial_rank == 1` take `[N, C, W]` tensors; treat them as
+//!   `[N, C, 1, W]` (the window's H entries are 1/1/1/0).
+//! - `MatMul { transpose_a, transpose_b }` means that operand tensor is read with its last two axes
+//!   swapped (an absorbed Transpose). For a constant B the packed weight is always `[K, N]`.
+//! - A `Reshape`/`Transpose` whose output has `TensorLayout::ViewOf(root)` runs no kernel: the
+//!   output aliases `root`'s C4 image (same physical texel order; only the logical shape differs).
+//! - `LayerNorm { axis, epsilon }` inputs: X, scale, bias (the importer fills in ones/zeros when a
+//!   fused pattern had none). `Lstm` is ONNX LSTM, forward, layout 0, gates i,o,f,c.
+//! - Float constants read by kernels live in the packed weight space (see `crate::packed::format`
+//!   for each operand's packing); integer constants (e.g. Gather indices) stay in
+//!   [`Graph::constants`].
 pub mod eval;
 pub mod infer;
 pub mod op;
