@@ -4,6 +4,7 @@
 mod conv;
 mod copy;
 mod elementwise;
+mod matmul;
 mod norm;
 mod push;
 mod reduce;
@@ -21,6 +22,7 @@ pub use copy::{
 pub use elementwise::{
     binary, binary_into, unary, unary_into, weight_copy_into, BinaryOp, UnaryOp,
 };
+pub use matmul::{matmul, matmul_into, matmul_shape, MatBias, MatMulOpts, MatRhs};
 pub use norm::{layernorm, layernorm_into, softmax, softmax_into};
 pub use push::{dispatch_1d, PushConstants};
 pub use reduce::{reduce, reduce_into, reduce_shape, ReduceOp};

@@ -1,0 +1,151 @@
+// Tiled MatMul/Gemm body shared by matmul.comp, matmul_bias.comp and matmul_const.comp.
+// out[b, m, n] = act(alpha * sum_k A[b, m, k] * B[b, k, n] + beta * bias[m, n]).
+// Layout (vk_backend::layout rank rule): M is H, N/K are W, batch dim d3 lives in the RGBA lanes,
+// d0..d2 in the layer index. A texel of A at (m, k) therefore holds 4 batches, and the whole
+// product runs lane-wise: each invocation accumulates vec4s = 4 batch matrices at once.
+// Defines: MATMUL_CONST_B (B is a [K, N] weight packed by layout::pack_matrix_kn, read through
+// fetch_weight; it is shared by every batch lane), MATMUL_WEIGHTS (bias available via fetch_weight).
+// Workgroup 16x16 computes a 32x32 output tile of one output layer; K goes through shared memory
+// 16 at a time; every invocation owns 2x2 output texels.
+#include "tensor.glsl"
+#include "activation.glsl"
+#ifdef MATMUL_WEIGHTS
+#include "weights.glsl"
+#endif
+
+#define TM 32u
+#define TN 32u
+#define TK 16u
+
+layout(local_size_x = 16, local_size_y = 16) in;
+
+TENSOR_IN(0, img_a);
+#ifdef MATMUL_CONST_B
+TENSOR_OUT(1, img_out);
+#else
+TENSOR_IN(1, img_b);
+TENSOR_OUT(2, img_out);
+#endif
+
+layout(push_constant) uniform Push {
+    TensorDesc out_t;
+    TensorDesc a_t;
+    TensorDesc b_t;  // MATMUL_CONST_B: b_t.n = texel offset of the packed B, rest unused
+    uint dims12;     // output dims d1 | d2 << 16 (batch decomposition of the layer index)
+    uint flags;      // 0-3 A batch-broadcast mask (d0..d3), 4-7 B mask, 8 transA, 9 transB,
+                     // 10 bias per row, 11 bias per column, 12 has bias, 16-23 activation code
+    float alpha;
+    float beta;
+    float act_a;
+    float act_b;
+    uint bias_offset;
+    uint k;
+} pc;
+
+shared vec4 As[TK][TM];
+shared vec4 Bs[TK][TN];
+
+// Layer of an operand feeding output batch (nidx, c4i); `m` = its broadcast mask.
+uint operand_layer(TensorDesc t, uint m, uint nidx, uint c4i) {
+    uint d1 = pc.dims12 & 0xFFFFu, d2 = pc.dims12 >> 16u;
+    uint i2 = nidx % d2;
+    uint i1 = (nidx / d2) % d1;
+    uint i0 = nidx / (d1 * d2);
+    uint na = (((m & 1u) != 0u ? 0u : i0) * ((m & 2u) != 0u ? 1u : d1) + ((m & 2u) != 0u ? 0u : i1)) *
+                  ((m & 4u) != 0u ? 1u : d2) +
+              ((m & 4u) != 0u ? 0u : i2);
+    return na * t.c4 + ((m & 8u) != 0u ? 0u : c4i);
+}
+
+void main() {
+    uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
+    uint tid = ty * 16u + tx;
+    uint m0 = gl_WorkGroupID.y * TM, n0 = gl_WorkGroupID.x * TN;
+    uint layer = gl_WorkGroupID.z;
+    uint M = pc.out_t.h, N = pc.out_t.w, K = pc.k;
+    uint nidx = layer / pc.out_t.c4, c4i = layer % pc.out_t.c4;
+    uint fa = pc.flags & 15u;
+    bool ta = (pc.flags & 256u) != 0u;
+    uint a_layer = operand_layer(pc.a_t, fa, nidx, c4i);
+    bool a_splat = (fa & 8u) != 0u;
+#ifndef MATMUL_CONST_B
+    uint fb = (pc.flags >> 4u) & 15u;
+    bool tb = (pc.flags & 512u) != 0u;
+    uint b_layer = operand_layer(pc.b_t, fb, nidx, c4i);
+    bool b_splat = (fb & 8u) != 0u;
+#endif
+
+    vec4 acc00 = vec4(0.0), acc01 = vec4(0.0), acc10 = vec4(0.0), acc11 = vec4(0.0);
+    for (uint k0 = 0u; k0 < K; k0 += TK) {
+        // A tile: 16 k x 32 m; consecutive invocations walk the image's x axis.
+        for (uint r = 0u; r < 2u; r++) {
+            uint e = tid + r * 256u;
+            uint kk = ta ? e / TM : e % TK;
+            uint mm = ta ? e % TM : e / TK;
+            uint k = k0 + kk, m = m0 + mm;
+            vec4 v = vec4(0.0);
+            if (k < K && m < M) {
+                uint idx = ta ? texel_index(pc.a_t, a_layer, k, m) : texel_index(pc.a_t, a_layer, m, k);
+                v = LOAD_TEXEL(img_a, pc.a_t, idx);
+                if (a_splat) v = v.xxxx;
+            }
+            As[kk][mm] = v;
+        }
+#ifdef MATMUL_CONST_B
+        // Packed B texel (k/4, n) holds 4 consecutive k: 4 x 32 fetches fill the 16 x 32 tile.
+        if (tid < 128u) {
+            uint nn = tid % TN, k4 = tid / TN;
+            uint n = n0 + nn, kb = k0 + k4 * 4u;
+            vec4 w = vec4(0.0);
+            if (n < N && kb < K) w = fetch_weight(pc.b_t.n + (kb / 4u) * N + n);
+            Bs[k4 * 4u][nn] = vec4(w.x);
+            Bs[k4 * 4u + 1u][nn] = vec4(w.y);
+            Bs[k4 * 4u + 2u][nn] = vec4(w.z);
+            Bs[k4 * 4u + 3u][nn] = vec4(w.w);
+        }
+#else
+        for (uint r = 0u; r < 2u; r++) {
+            uint e = tid + r * 256u;
+            uint kk = tb ? e % TK : e / TN;
+            uint nn = tb ? e / TK : e % TN;
+            uint k = k0 + kk, n = n0 + nn;
+            vec4 v = vec4(0.0);
+            if (k < K && n < N) {
+                uint idx = tb ? texel_index(pc.b_t, b_layer, n, k) : texel_index(pc.b_t, b_layer, k, n);
+                v = LOAD_TEXEL(img_b, pc.b_t, idx);
+                if (b_splat) v = v.xxxx;
+            }
+            Bs[kk][nn] = v;
+        }
+#endif
+        barrier();
+        for (uint kk = 0u; kk < TK; kk++) {
+            vec4 a0 = As[kk][ty], a1 = As[kk][ty + 16u];
+            vec4 b0 = Bs[kk][tx], b1 = Bs[kk][tx + 16u];
+            acc00 += a0 * b0;
+            acc01 += a0 * b1;
+            acc10 += a1 * b0;
+            acc11 += a1 * b1;
+        }
+        barrier();
+    }
+
+    uint act = (pc.flags >> 16u) & 255u;
+    for (uint i = 0u; i < 2u; i++) {
+        for (uint j = 0u; j < 2u; j++) {
+            uint m = m0 + ty + 16u * i, n = n0 + tx + 16u * j;
+            if (m >= M || n >= N) continue;
+            vec4 v = i == 0u ? (j == 0u ? acc00 : acc01) : (j == 0u ? acc10 : acc11);
+            v *= pc.alpha;
+#ifdef MATMUL_WEIGHTS
+            if ((pc.flags & 4096u) != 0u) {
+                bool per_row = (pc.flags & 1024u) != 0u, per_col = (pc.flags & 2048u) != 0u;
+                uint bi = (per_row ? m : 0u) * (per_col ? N : 1u) + (per_col ? n : 0u);
+                v += pc.beta * fetch_weight(pc.bias_offset + bi / 4u)[bi % 4u];
+            }
+#endif
+            v = apply_unary(act, pc.act_a, pc.act_b, v);
+            STORE_TEXEL(img_out, pc.out_t, texel_index(pc.out_t, layer, m, n), zero_padding(pc.out_t, c4i, v));
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! MatMul / Gemm: numpy batch broadcasting, transposes, alpha/beta, fused bias and activation.
+//!
+//! B is either a runtime activation tensor or a constant `[K, N]` matrix in the weight space
+//! (packed by [`crate::layout::pack_matrix_kn`], read through `fetch_weight`). Gemm's transB on a
+//! constant B is applied by the packer (transpose before packing), so constant B is always `[K, N]`.
+//! Bias (Gemm C, or a fused MatMul+Add) is a constant read through `fetch_weight`, packed by
+//! [`crate::layout::pack_vector`] from C's row-major values; C of shape `[]`, `[N]`, `[1, N]`,
+//! `[M, 1]` or `[M, N]` broadcasts over `[M, N]` and over every batch. A runtime (activation) bias
+//! is not fused: record a `binary` Add after the MatMul.
+//! Shaders: `matmul.comp`, `matmul_bias.comp`, `matmul_const.comp` (body in `include/matmul_body.glsl`).
+
+use crate::error::{Result, VkError};
+use crate::kernels::elementwise::{broadcast_shape, UnaryOp};
+use crate::kernels::push::PushConstants;
+use crate::layout::dims6;
+use crate::pipeline::{BindingKind, KernelDesc};
+use crate::recorder::{Arg, Recorder};
+use crate::tensor::Tensor;
+
+const PUSH_BYTES: u32 = 128;
+
+const MATMUL: KernelDesc = KernelDesc {
+    name: "matmul",
+    bindings: &[
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+    ],
+    push_constant_bytes: PUSH_BYTES,
+    uses_weights: false,
+};
+
+const MATMUL_BIAS: KernelDesc = KernelDesc {
+    name: "matmul_bias",
+    bindings: &[
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+    ],
+    push_constant_bytes: PUSH_BYTES,
+    uses_weights: true,
+};
+
+const MATMUL_CONST: KernelDesc = KernelDesc {
+    name: "matmul_const",
+    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    push_constant_bytes: PUSH_BYTES,
+    uses_weights: true,
+};
+
+/// Output tile per workgroup (texels): must match TM/TN in `matmul_body.glsl`.
+const TILE: usize = 32;
+
+/// The right-hand operand of a MatMul.
+#[derive(Debug, Clone, Copy)]
+pub enum MatRhs<'a> {
+    /// A runtime activation `[..., K, N]` (`[..., N, K]` with `trans_b`).
+    Tensor(&'a Tensor),
+    /// A constant `[K, N]` packed by `layout::pack_matrix_kn` at `texel_offset` in the weight space.
+    Weights {
+        texel_offset: u32,
+        k: usize,
+        n: usize,
+    },
+}
+
+/// Constant bias `C` broadcast to `[M, N]`, packed by `layout::pack_vector` (row-major values).
+/// `per_row`: C varies along M; `per_col`: C varies along N. `[N]` = `{per_row: false, per_col: true}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatBias {
+    pub texel_offset: u32,
+    pub per_row: bool,
+    pub per_col: bool,
+}
+
+/// MatMul/Gemm parameters: `out = act(alpha * op(A) op(B) + beta * C)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MatMulOpts {
+    pub trans_a: bool,
+    /// Only for an activation B (constant B is packed already transposed to `[K, N]`).
+    pub trans_b: bool,
+    pub alpha: f32,
+    pub beta: f32,
+    pub bias: Option<MatBias>,
+    /// Fused activation applied last (`None` = identity).
+    pub activation: Option<UnaryOp>,
+}
+
+impl Default for MatMulOpts {
+    fn default() -> Self {
+        MatMulOpts {
+            trans_a: false,
+            trans_b: false,
+            alpha: 1.0,
+            beta: 1.0,
+            bias: None,
+            activation: None,
+        }
+    }
+}
+
+fn err(reason: String) -> VkError {
+    VkError::Kernel {
+        kernel: "matmul".into(),
+        reason,
+    }
+}
+
+struct Plan {
+    out_shape: Vec<usize>,
+    m: usize,
+    k: usize,
+    n: usize,
+    a_mask: u32,
+    b_mask: u32,
+}
+
+fn batch_mask(operand: &[usize], out6: &[usize; 6]) -> Result<u32> {
+    let d = dims6(operand)?;
+    let mut m = 0;
+    for k in 0..4 {
+        if d[k] != out6[k] {
+            m |= 1 << k;
+        }
+    }
+    Ok(m)
+}
+
+fn plan(a: &Tensor, b: &MatRhs<'_>, opts: &MatMulOpts) -> Result<Plan> {
+    let sa = a.shape();
+    if sa.is_empty() {
+        return Err(err(format!("A `{}` is a scalar", a.name())));
+    }
+    if sa.len() == 1 && opts.trans_a {
+        return Err(err(format!(
+            "A `{}` is 1-D; trans_a needs rank >= 2",
+            a.name()
+        )));
+    }
+    // A [K] is [1, K]; its output drops M, which has the same texel layout as [.., 1, N] when the
+    // batch is empty (checked below).
+    let (a_batch, m, ka): (&[usize], usize, usize) = if sa.len() == 1 {
+        (&[], 1, sa[0])
+    } else {
+        let (r, c) = (sa[sa.len() - 2], sa[sa.len() - 1]);
+        let (m, k) = if opts.trans_a { (c, r) } else { (r, c) };
+        (&sa[..sa.len() - 2], m, k)
+    };
+    let (b_batch, kb, n): (&[usize], usize, usize) = match b {
+        MatRhs::Tensor(t) => {
+            let sb = t.shape();
+            if sb.len() < 2 {
+                return Err(err(format!(
+                    "B `{}` has shape {sb:?}; 1-D B is not supported (reshape it to [K, 1] \
+                     and the output to [..., M])",
+                    t.name()
+                )));
+            }
+            let (r, c) = (sb[sb.len() - 2], sb[sb.len() - 1]);
+            let (k, n) = if opts.trans_b { (c, r) } else { (r, c) };
+            (&sb[..sb.len() - 2], k, n)
+        }
+        MatRhs::Weights { k, n, .. } => {
+            if opts.trans_b {
+                return Err(err(
+                    "constant B must be packed as [K, N] (transpose before packing); trans_b is \
+                     only for an activation B"
+                        .into(),
+                ));
+            }
+            (&[], *k, *n)
+        }
+    };
+    if ka != kb {
+        return Err(err(format!(
+            "inner dimensions differ: A `{}` {:?} gives K = {ka}, B gives K = {kb}",
+            a.name(),
+            sa
+        )));
+    }
+    if m == 0 || n == 0 || ka == 0 {
+        return Err(err(format!("empty matrix: M = {m}, K = {ka}, N = {n}")));
+    }
+    let batch = broadcast_shape(a_batch, b_batch)?;
+    let mut out_shape = batch.clone();
+    if sa.len() == 1 {
+        if !batch.is_empty() {
+            return Err(err(format!(
+                "1-D A `{}` with a batched B: unsqueeze A to [1, K] first",
+                a.name()
+            )));
+        }
+    } else {
+        out_shape.push(m);
+    }
+    out_shape.push(n);
+    let out6 = dims6(&out_shape)?;
+    let a_mask = batch_mask(sa, &out6)?;
+    let b_mask = match b {
+        MatRhs::Tensor(t) => batch_mask(t.shape(), &out6)?,
+        MatRhs::Weights { .. } => 0xF,
+    };
+    Ok(Plan {
+        out_shape,
+        m,
+        k: ka,
+        n,
+        a_mask,
+        b_mask,
+    })
+}
+
+/// Output shape of `A x B` under `opts` (numpy matmul broadcasting of the batch dims).
+pub fn matmul_shape(a: &Tensor, b: MatRhs<'_>, opts: &MatMulOpts) -> Result<Vec<usize>> {
+    Ok(plan(a, &b, opts)?.out_shape)
+}
+
+/// Records `out = act(alpha * op(A) op(B) + beta * bias)`. Constant B or a bias needs
+/// `rec.use_weights(..)` first.
+pub fn matmul_into(
+    rec: &mut Recorder,
+    a: &Tensor,
+    b: MatRhs<'_>,
+    opts: &MatMulOpts,
+    out: &Tensor,
+) -> Result<()> {
+    let p = plan(a, &b, opts)?;
+    if dims6(out.shape())? != dims6(&p.out_shape)? {
+        return Err(err(format!(
+            "output `{}` has shape {:?}, expected {:?}",
+            out.name(),
+            out.shape(),
+            p.out_shape
+        )));
+    }
+    let o6 = dims6(&p.out_shape)?;
+    if o6[1] > 0xFFFF || o6[2] > 0xFFFF {
+        return Err(err(format!(
+            "batch dims {:?} too large (d1, d2 must be < 65536)",
+            p.out_shape
+        )));
+    }
+    let layers = out.layout().layers();
+    let limits = rec
+        .device()
+        .properties()
+        .limits
+        .max_compute_work_group_count;
+    let groups = [p.n.div_ceil(TILE) as u64, p.m.div_ceil(TILE) as u64, layers];
+    for (g, lim) in groups.iter().zip(limits) {
+        if *g > lim as u64 {
+            return Err(err(format!(
+                "output {:?} needs {groups:?} workgroups, the device allows {limits:?}",
+                p.out_shape
+            )));
+        }
+    }
+    let (act, act_a, act_b) = opts.activation.unwrap_or(UnaryOp::Identity).code();
+    let mut flags = p.a_mask | (p.b_mask << 4) | (act << 16);
+    if opts.trans_a {
+        flags |= 1 << 8;
+    }
+    if opts.trans_b {
+        flags |= 1 << 9;
+    }
+    let mut bias_offset = 0;
+    if let Some(bias) = opts.bias {
+        flags |= 1 << 12;
+        if bias.per_row {
+            flags |= 1 << 10;
+        }
+        if bias.per_col {
+            flags |= 1 << 11;
+        }
+        bias_offset = bias.texel_offset;
+    }
+    let b_desc = match b {
+        MatRhs::Tensor(t) => t.desc(),
+        MatRhs::Weights { texel_offset, .. } => crate::tensor::TensorDesc {
+            n: texel_offset,
+            ..Default::default()
+        },
+    };
+    let pc = PushConstants::new()
+        .tensor(out.desc())
+        .tensor(a.desc())
+        .tensor(b_desc)
+        .u32(o6[1] as u32 | ((o6[2] as u32) << 16))
+        .u32(flags)
+        .f32(opts.alpha)
+        .f32(opts.beta)
+        .f32(act_a)
+        .f32(act_b)
+        .u32(bias_offset)
+        .u32(p.k as u32);
+    let groups = [groups[0] as u32, groups[1] as u32, groups[2] as u32];
+    match b {
+        MatRhs::Tensor(bt) => {
+            let desc = if opts.bias.is_some() {
+                &MATMUL_BIAS
+            } else {
+                &MATMUL
+            };
+            let pipeline = rec.device().pipeline(desc, out.precision())?;
+            rec.dispatch(
+                &pipeline,
+                &[Arg::input(a), Arg::input(bt), Arg::output(out)],
+                &pc.bytes(),
+                groups,
+            )
+        }
+        MatRhs::Weights { .. } => {
+            let pipeline = rec.device().pipeline(&MATMUL_CONST, out.precision())?;
+            rec.dispatch(
+                &pipeline,
+                &[Arg::input(a), Arg::output(out)],
+                &pc.bytes(),
+                groups,
+            )
+        }
+    }
+}
+
+/// Allocates the output (precision of `a`) and records the MatMul.
+pub fn matmul(
+    rec: &mut Recorder,
+    a: &Tensor,
+    b: MatRhs<'_>,
+    opts: &MatMulOpts,
+    name: &str,
+) -> Result<Tensor> {
+    let shape = matmul_shape(a, b, opts)?;
+    let out = Tensor::new(rec.device(), name, &shape, a.precision())?;
+    matmul_into(rec, a, b, opts, &out)?;
+    Ok(out)
+}

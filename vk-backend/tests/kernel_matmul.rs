@@ -1,0 +1,375 @@
+//! MatMul/Gemm kernels vs. an f64 CPU reference (numpy matmul semantics) on random inputs.
+//! Inputs are rounded to the storage precision before the reference runs. Tolerance on
+//! |got - ref| / max(1, |ref|): fp32 1e-4, fp16 3e-3 (output rounding 5e-4 plus fp16 bias).
+
+use vk_backend::kernels::{matmul, matmul_shape, MatBias, MatMulOpts, MatRhs, UnaryOp};
+use vk_backend::layout::{pack_matrix_kn, pack_vector};
+use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
+use vk_backend::{AtlasConfig, Precision, QueueKind, Recorder, Tensor, WeightAtlas};
+
+fn tol(p: Precision) -> f64 {
+    match p {
+        Precision::F16 => 3e-3,
+        Precision::F32 => 1e-4,
+    }
+}
+
+/// Row-major strides-free index helper: value of `x` (shape `s`) at multi-index `idx`
+/// (right-aligned, broadcasting size-1 dims).
+fn at(x: &[f64], s: &[usize], idx: &[usize]) -> f64 {
+    let off = idx.len() - s.len();
+    let mut lin = 0;
+    for (k, &d) in s.iter().enumerate() {
+        lin = lin * d + if d == 1 { 0 } else { idx[off + k] };
+    }
+    x[lin]
+}
+
+/// numpy.matmul on stored shapes with optional transposes of the last two dims (rank >= 2 for B).
+fn matmul_ref(
+    a: &[f64],
+    sa: &[usize],
+    b: &[f64],
+    sb: &[usize],
+    ta: bool,
+    tb: bool,
+) -> (Vec<usize>, Vec<f64>) {
+    let a1 = sa.len() == 1;
+    let sa2: Vec<usize> = if a1 { vec![1, sa[0]] } else { sa.to_vec() };
+    let (ra, rb) = (sa2.len(), sb.len());
+    let (m, k) = if ta {
+        (sa2[ra - 1], sa2[ra - 2])
+    } else {
+        (sa2[ra - 2], sa2[ra - 1])
+    };
+    let n = if tb { sb[rb - 2] } else { sb[rb - 1] };
+    let (ba, bb) = (&sa2[..ra - 2], &sb[..rb - 2]);
+    let r = ba.len().max(bb.len());
+    let batch: Vec<usize> = (0..r)
+        .map(|i| {
+            let da = if i + ba.len() >= r {
+                ba[i + ba.len() - r]
+            } else {
+                1
+            };
+            let db = if i + bb.len() >= r {
+                bb[i + bb.len() - r]
+            } else {
+                1
+            };
+            da.max(db)
+        })
+        .collect();
+    let nb: usize = batch.iter().product();
+    let mut out = Vec::with_capacity(nb * m * n);
+    for bi in 0..nb {
+        let mut bidx = vec![0; r];
+        let mut t = bi;
+        for d in (0..r).rev() {
+            bidx[d] = t % batch[d];
+            t /= batch[d];
+        }
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = 0.0;
+                for kk in 0..k {
+                    let mut ia = bidx.clone();
+                    ia.extend(if ta { [kk, i] } else { [i, kk] });
+                    let mut ib = bidx.clone();
+                    ib.extend(if tb { [j, kk] } else { [kk, j] });
+                    s += at(a, &sa2, &ia) * at(b, sb, &ib);
+                }
+                out.push(s);
+            }
+        }
+    }
+    let mut shape = batch;
+    if !a1 {
+        shape.push(m);
+    }
+    shape.push(n);
+    (shape, out)
+}
+
+fn rounded(v: &[f32], p: Precision) -> Vec<f64> {
+    v.iter().map(|&x| p.round(x) as f64).collect()
+}
+
+fn act_ref(op: Option<UnaryOp>, x: f64) -> f64 {
+    match op {
+        None => x,
+        Some(UnaryOp::Relu) => x.max(0.0),
+        Some(UnaryOp::Sigmoid) => 1.0 / (1.0 + (-x).exp()),
+        Some(UnaryOp::Clip { min, max }) => x.clamp(min as f64, max as f64),
+        Some(o) => panic!("no reference for {o:?}"),
+    }
+}
+
+#[test]
+fn activation_times_activation() {
+    let d = device();
+    type Case = (&'static [usize], &'static [usize], bool, bool);
+    let cases: &[Case] = &[
+        (&[5, 7], &[7, 9], false, false),
+        (&[2, 3, 33, 20], &[3, 20, 37], false, false),
+        (&[3, 1, 6, 5], &[4, 5, 2], false, false),
+        (&[5, 17, 9], &[5, 11, 17], true, true),
+        (&[6, 40, 35], &[1, 6, 35], false, true),
+        (&[7], &[7, 6], false, false),
+        (&[2, 2, 3, 4, 5], &[5, 3], false, false),
+        (&[1, 70], &[70, 1], false, false),
+    ];
+    let mut rng = Rng::new(11);
+    for p in [Precision::F32, Precision::F16] {
+        let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+        let mut checks = Vec::new();
+        for &(sa, sb, ta, tb) in cases {
+            let av = rng.vec(sa.iter().product(), -1.0, 1.0);
+            let bv = rng.vec(sb.iter().product(), -1.0, 1.0);
+            let a = Tensor::from_data(&d, "a", sa, p, &av).unwrap();
+            let b = Tensor::from_data(&d, "b", sb, p, &bv).unwrap();
+            let opts = MatMulOpts {
+                trans_a: ta,
+                trans_b: tb,
+                ..Default::default()
+            };
+            let out = matmul(&mut rec, &a, MatRhs::Tensor(&b), &opts, "out").unwrap();
+            let (shape, want) = matmul_ref(&rounded(&av, p), sa, &rounded(&bv, p), sb, ta, tb);
+            assert_eq!(out.shape(), &shape[..], "{sa:?} x {sb:?}");
+            checks.push((format!("{sa:?} x {sb:?} ta={ta} tb={tb} {p:?}"), out, want));
+        }
+        rec.submit_and_wait().unwrap();
+        for (what, out, want) in checks {
+            assert_close(&what, &out.download().unwrap(), &want, tol(p));
+        }
+    }
+    assert_no_validation_messages(&d);
+}
+
+/// Loads `stream` (texel values) into a fresh atlas with small pages so operands span pages.
+fn atlas_with(p: Precision, stream: &[f32]) -> WeightAtlas {
+    let d = device();
+    let page_height = 4u32;
+    let tpp = 512 * page_height as usize;
+    let pages = (stream.len() / 4).div_ceil(tpp).max(1) as u32;
+    let atlas = WeightAtlas::new(
+        &d,
+        AtlasConfig {
+            slots: pages,
+            precision: p,
+            page_height: Some(page_height),
+            logical_pages: pages,
+        },
+    )
+    .unwrap();
+    let mut s = stream.to_vec();
+    s.resize(pages as usize * tpp * 4, 0.0);
+    atlas.load_all_now(&s).unwrap();
+    atlas
+}
+
+/// Bias C of shape [rows, cols] (rows in {1, M}, cols in {1, N}) broadcast at (i, j).
+fn bias_at(c: &[f64], rows: usize, cols: usize, i: usize, j: usize) -> f64 {
+    c[(if rows == 1 { 0 } else { i }) * cols + if cols == 1 { 0 } else { j }]
+}
+
+#[test]
+fn gemm_constant_b_bias_activation() {
+    let d = device();
+    // (A stored shape, trans_a, K, N, bias rows/cols (0 = no bias), alpha, beta, activation)
+    type Case = (
+        &'static [usize],
+        bool,
+        usize,
+        usize,
+        (usize, usize),
+        f32,
+        f32,
+        Option<UnaryOp>,
+    );
+    let cases: &[Case] = &[
+        (
+            &[2, 3, 10, 13],
+            false,
+            13,
+            40,
+            (1, 40),
+            1.0,
+            1.0,
+            Some(UnaryOp::Relu),
+        ),
+        (&[13, 34], true, 13, 21, (34, 21), 0.5, 2.0, None),
+        (
+            &[9, 64],
+            false,
+            64,
+            70,
+            (9, 1),
+            1.5,
+            -1.0,
+            Some(UnaryOp::Sigmoid),
+        ),
+        (
+            &[6, 5],
+            false,
+            5,
+            3,
+            (1, 1),
+            1.0,
+            0.5,
+            Some(UnaryOp::Clip {
+                min: -0.2,
+                max: 0.3,
+            }),
+        ),
+        (&[3, 7, 2, 300], false, 300, 8, (0, 0), 1.0, 1.0, None),
+    ];
+    let mut rng = Rng::new(12);
+    for p in [Precision::F32, Precision::F16] {
+        // One weight stream holding every case's B and bias.
+        let mut stream: Vec<f32> = Vec::new();
+        let mut prepared = Vec::new();
+        for &(sa, ta, k, n, (br, bc), alpha, beta, act) in cases {
+            let bv = rng.vec(k * n, -1.0, 1.0);
+            let b_off = (stream.len() / 4) as u32;
+            stream.extend(pack_matrix_kn(&bv, k, n).unwrap());
+            let cv = rng.vec(br * bc, -1.0, 1.0);
+            let bias = if br == 0 {
+                None
+            } else {
+                let off = (stream.len() / 4) as u32;
+                stream.extend(pack_vector(&cv));
+                Some(MatBias {
+                    texel_offset: off,
+                    per_row: br > 1,
+                    per_col: bc > 1,
+                })
+            };
+            let opts = MatMulOpts {
+                trans_a: ta,
+                alpha,
+                beta,
+                bias,
+                activation: act,
+                ..Default::default()
+            };
+            prepared.push((sa, ta, k, n, (br, bc), bv, cv, b_off, opts));
+        }
+        let atlas = atlas_with(p, &stream);
+        let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+        rec.use_weights(&atlas);
+        let mut checks = Vec::new();
+        for (sa, ta, k, n, (br, bc), bv, cv, b_off, opts) in prepared {
+            let av = rng.vec(sa.iter().product(), -1.0, 1.0);
+            let a = Tensor::from_data(&d, "a", sa, p, &av).unwrap();
+            let rhs = MatRhs::Weights {
+                texel_offset: b_off,
+                k,
+                n,
+            };
+            let out = matmul(&mut rec, &a, rhs, &opts, "out").unwrap();
+            let (shape, prod) =
+                matmul_ref(&rounded(&av, p), sa, &rounded(&bv, p), &[k, n], ta, false);
+            assert_eq!(out.shape(), &shape[..]);
+            let c = rounded(&cv, p);
+            let want: Vec<f64> = prod
+                .iter()
+                .enumerate()
+                .map(|(e, &v)| {
+                    let (i, j) = ((e / n) % shape[shape.len() - 2], e % n);
+                    let bias = if br == 0 {
+                        0.0
+                    } else {
+                        bias_at(&c, br, bc, i, j)
+                    };
+                    act_ref(
+                        opts.activation,
+                        opts.alpha as f64 * v + opts.beta as f64 * bias,
+                    )
+                })
+                .collect();
+            checks.push((format!("{sa:?} x W[{k},{n}] {p:?}"), out, want));
+        }
+        rec.submit_and_wait().unwrap();
+        for (what, out, want) in checks {
+            assert_close(&what, &out.download().unwrap(), &want, tol(p));
+        }
+    }
+    assert_no_validation_messages(&d);
+}
+
+#[test]
+fn activation_b_with_constant_bias() {
+    let d = device();
+    let p = Precision::F32;
+    let mut rng = Rng::new(13);
+    let (sa, sb) = ([2usize, 5, 9, 6], [5usize, 6, 7]);
+    let cv = rng.vec(7, -1.0, 1.0);
+    let atlas = atlas_with(p, &pack_vector(&cv));
+    let av = rng.vec(sa.iter().product(), -1.0, 1.0);
+    let bv = rng.vec(sb.iter().product(), -1.0, 1.0);
+    let a = Tensor::from_data(&d, "a", &sa, p, &av).unwrap();
+    let b = Tensor::from_data(&d, "b", &sb, p, &bv).unwrap();
+    let opts = MatMulOpts {
+        alpha: 0.25,
+        bias: Some(MatBias {
+            texel_offset: 0,
+            per_row: false,
+            per_col: true,
+        }),
+        activation: Some(UnaryOp::Relu),
+        ..Default::default()
+    };
+    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    rec.use_weights(&atlas);
+    let out = matmul(&mut rec, &a, MatRhs::Tensor(&b), &opts, "out").unwrap();
+    rec.submit_and_wait().unwrap();
+    let av: Vec<f64> = av.iter().map(|&x| x as f64).collect();
+    let bv: Vec<f64> = bv.iter().map(|&x| x as f64).collect();
+    let (_, prod) = matmul_ref(&av, &sa, &bv, &sb, false, false);
+    let want: Vec<f64> = prod
+        .iter()
+        .enumerate()
+        .map(|(e, &v)| (0.25 * v + cv[e % 7] as f64).max(0.0))
+        .collect();
+    assert_close("bias", &out.download().unwrap(), &want, tol(p));
+    assert_no_validation_messages(&d);
+}
+
+#[test]
+fn shape_errors_are_clear() {
+    let d = device();
+    let a = Tensor::new(&d, "a", &[3, 4], Precision::F32).unwrap();
+    let b = Tensor::new(&d, "b", &[5, 6], Precision::F32).unwrap();
+    let o = MatMulOpts::default();
+    let e = matmul_shape(&a, MatRhs::Tensor(&b), &o).unwrap_err();
+    assert!(e.to_string().contains("inner dimensions"), "{e}");
+    let b1 = Tensor::new(&d, "b1", &[4], Precision::F32).unwrap();
+    let e = matmul_shape(&a, MatRhs::Tensor(&b1), &o).unwrap_err();
+    assert!(e.to_string().contains("1-D B"), "{e}");
+    let bb = Tensor::new(&d, "bb", &[2, 4, 6], Precision::F32).unwrap();
+    let b3 = Tensor::new(&d, "b3", &[3, 4, 6], Precision::F32).unwrap();
+    let a3 = Tensor::new(&d, "a3", &[2, 3, 4], Precision::F32).unwrap();
+    assert!(matmul_shape(&a3, MatRhs::Tensor(&b3), &o).is_err());
+    assert_eq!(
+        matmul_shape(&a, MatRhs::Tensor(&bb), &o).unwrap(),
+        vec![2, 3, 6]
+    );
+    let w = MatRhs::Weights {
+        texel_offset: 0,
+        k: 4,
+        n: 2,
+    };
+    let tb = MatMulOpts {
+        trans_b: true,
+        ..Default::default()
+    };
+    assert!(matmul_shape(&a, w, &tb).is_err());
+    // Wrong output shape.
+    let out = Tensor::new(&d, "o", &[3, 7], Precision::F32).unwrap();
+    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    let b46 = Tensor::new(&d, "b46", &[4, 6], Precision::F32).unwrap();
+    let e =
+        vk_backend::kernels::matmul_into(&mut rec, &a, MatRhs::Tensor(&b46), &o, &out).unwrap_err();
+    assert!(e.to_string().contains("expected"), "{e}");
+}
