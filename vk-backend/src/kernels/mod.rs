@@ -6,6 +6,7 @@ mod copy;
 mod elementwise;
 mod matmul;
 mod norm;
+mod pool;
 mod push;
 mod reduce;
 mod select;
@@ -24,6 +25,10 @@ pub use elementwise::{
 };
 pub use matmul::{matmul, matmul_into, matmul_shape, MatBias, MatMulOpts, MatRhs};
 pub use norm::{layernorm, layernorm_into, softmax, softmax_into};
+pub use pool::{
+    global_avg_pool, global_avg_pool_into, pool2d, pool2d_into, pool2d_output_shape, Pool2dParams,
+    PoolKind,
+};
 pub use push::{dispatch_1d, PushConstants};
 pub use reduce::{reduce, reduce_into, reduce_shape, ReduceOp};
 pub use select::{compare, compare_into, where_into, where_select, CompareOp};
