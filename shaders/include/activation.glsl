@@ -50,6 +50,8 @@ vec4 apply_unary(uint op, float a, float b, vec4 v) {
         case 19u: return ceil(v);                                               // Ceil
         case 20u: return v;                                                     // Identity
         case 21u: return v * (1.0 / (1.0 + exp(-v)));                           // Silu
+        case 22u: return sin(v);                                                // Sin
+        case 23u: return cos(v);                                                // Cos
         default: return vec4(uintBitsToFloat(0x7FC00000u));
     }
 }

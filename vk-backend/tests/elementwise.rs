@@ -219,6 +219,8 @@ fn unary_ref(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Ceil => x.ceil(),
         UnaryOp::Identity => x,
         UnaryOp::Silu => x * sig(x),
+        UnaryOp::Sin => x.sin(),
+        UnaryOp::Cos => x.cos(),
     }
 }
 
@@ -254,6 +256,8 @@ fn unary_ops() {
         UnaryOp::Ceil,
         UnaryOp::Identity,
         UnaryOp::Silu,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
     ];
     let shape = [2usize, 5, 3, 7];
     let n: usize = shape.iter().product();

@@ -100,6 +100,8 @@ pub enum UnaryOp {
     Identity,
     /// x * sigmoid(x)
     Silu,
+    Sin,
+    Cos,
 }
 
 impl UnaryOp {
@@ -127,6 +129,8 @@ impl UnaryOp {
             UnaryOp::Ceil => (19, 0.0, 0.0),
             UnaryOp::Identity => (20, 0.0, 0.0),
             UnaryOp::Silu => (21, 0.0, 0.0),
+            UnaryOp::Sin => (22, 0.0, 0.0),
+            UnaryOp::Cos => (23, 0.0, 0.0),
         }
     }
 }
