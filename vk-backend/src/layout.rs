@@ -315,6 +315,57 @@ pub fn pack_depthwise_filter(w: &[f32], c: usize, kh: usize, kw: usize) -> Resul
     Ok(out)
 }
 
+/// Texels of a ConvTranspose filter `[I, O/g, KH, KW]`: `O*KH*KW*ceil((I/g)/4)`.
+pub fn conv_transpose_filter_texels(
+    in_channels: usize,
+    out_per_group: usize,
+    groups: usize,
+    kh: usize,
+    kw: usize,
+) -> usize {
+    conv_filter_texels(out_per_group * groups, in_channels / groups.max(1), kh, kw)
+}
+
+/// Packs a ConvTranspose filter `[I, O/g, KH, KW]` (ONNX layout) in the conv filter layout of the
+/// equivalent gather form: for output channel `o` (group `g = o / (O/g)`) and in-group input
+/// channel `i`, texel `t = ((o*KH + ky)*KW + kx)*ceil((I/g)/4) + i/4`,
+/// RGBA = `W[g*(I/g) + 4*(i/4)+j, o - g*(O/g), ky, kx]`, zero pad. Taps are not flipped: the
+/// kernel gathers `x[iy]` with `oy = iy*stride - pad + ky*dilation`.
+pub fn pack_conv_transpose_filter(
+    w: &[f32],
+    in_channels: usize,
+    out_per_group: usize,
+    groups: usize,
+    kh: usize,
+    kw: usize,
+) -> Result<Vec<f32>> {
+    check_len(
+        "conv transpose filter [I,O/g,KH,KW]",
+        w,
+        in_channels * out_per_group * kh * kw,
+    )?;
+    if groups == 0 || !in_channels.is_multiple_of(groups) {
+        return Err(VkError::BadShape {
+            shape: vec![in_channels, out_per_group, kh, kw],
+            reason: format!("groups {groups} must divide the input channels {in_channels}"),
+        });
+    }
+    let icg = in_channels / groups;
+    let o = out_per_group * groups;
+    // Rearrange to [O, I/g, KH, KW], then use the conv packing.
+    let mut t = vec![0f32; o * icg * kh * kw];
+    for oo in 0..o {
+        let (g, oj) = (oo / out_per_group, oo % out_per_group);
+        for i in 0..icg {
+            for k in 0..kh * kw {
+                t[(oo * icg + i) * kh * kw + k] =
+                    w[((g * icg + i) * out_per_group + oj) * kh * kw + k];
+            }
+        }
+    }
+    pack_conv_filter(&t, o, icg, kh, kw)
+}
+
 /// Texels of a vector `[C]`: `ceil(C/4)`.
 pub fn vector_texels(c: usize) -> usize {
     c.div_ceil(4)

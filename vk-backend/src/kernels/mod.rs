@@ -2,6 +2,7 @@
 //! record a dispatch. See `vk-backend/KERNELS.md` for how to add one.
 
 mod conv;
+mod conv_transpose;
 mod copy;
 mod elementwise;
 mod matmul;
@@ -14,6 +15,9 @@ mod window;
 
 pub use conv::{
     conv2d, conv2d_into, conv2d_is_depthwise, conv2d_output_shape, Conv2dParams, ConvWeights,
+};
+pub use conv_transpose::{
+    conv_transpose2d, conv_transpose2d_into, conv_transpose2d_output_shape, ConvTranspose2dParams,
 };
 pub use copy::{
     cast, cast_into, concat, concat_into, concat_shape, expand_into, gather, gather_into,

@@ -1,0 +1,94 @@
+#version 450
+// ConvTranspose2d (groups, stride, pads, dilation; output_padding only changes the output size)
+// with fused bias + activation, in gather form: output (oy, ox) takes input (iy, ix) through tap
+// (ky, kx) when oy = iy*sh - pt + ky*dh (same for x). One invocation: one output C4 texel at one
+// pixel; a workgroup shares the output layer so weight fetches are uniform.
+// Filter: vk_backend::layout::pack_conv_transpose_filter (conv filter layout of the gather form).
+#include "tensor.glsl"
+#include "weights.glsl"
+#include "activation.glsl"
+
+layout(local_size_x = 8, local_size_y = 8, local_size_z = 1) in;
+
+TENSOR_IN(0, img_in);
+TENSOR_OUT(1, img_out);
+
+layout(push_constant) uniform Push {
+    TensorDesc in_t;
+    TensorDesc out_t;
+    uint kernel;    // kh | kw << 16
+    uint stride;    // sh | sw << 16
+    uint dilation;  // dh | dw << 16
+    uint pad;       // top | left << 16
+    uint icg;       // input channels per group
+    uint ocg;       // output channels per group
+    uint w_off;
+    uint b_off;     // 0xFFFFFFFF = no bias
+    uint act;       // activation code (bits 0-7), bit 8: general grouped path
+    float alpha;
+    float beta;
+    uint _pad;
+} pc;
+
+void main() {
+    uint ox = gl_GlobalInvocationID.x;
+    uint oy = gl_GlobalInvocationID.y;
+    uint layer = gl_GlobalInvocationID.z;
+    if (ox >= pc.out_t.w || oy >= pc.out_t.h || layer >= pc.out_t.n * pc.out_t.c4) return;
+    uint n = layer / pc.out_t.c4;
+    uint oc4 = layer % pc.out_t.c4;
+    uint kh = pc.kernel & 0xFFFFu, kw = pc.kernel >> 16u;
+    int sh = int(pc.stride & 0xFFFFu), sw = int(pc.stride >> 16u);
+    int dh = int(pc.dilation & 0xFFFFu), dw = int(pc.dilation >> 16u);
+    int ty0 = int(oy) + int(pc.pad & 0xFFFFu), tx0 = int(ox) + int(pc.pad >> 16u);
+    int H = int(pc.in_t.h), W = int(pc.in_t.w);
+    uint icg4 = (pc.icg + 3u) / 4u;
+    uint o0 = oc4 * 4u;
+    bool general = (pc.act & 0x100u) != 0u;
+    uint g = o0 / pc.ocg;
+    uint in_layer0 = n * pc.in_t.c4 + (g * pc.icg) / 4u;
+    uvec4 orow = min(uvec4(o0, o0 + 1u, o0 + 2u, o0 + 3u), uvec4(pc.out_t.c - 1u));
+    uvec4 wbase = orow * (kh * kw * icg4) + pc.w_off;
+
+    vec4 acc = vec4(0.0);
+    for (uint ky = 0u; ky < kh; ++ky) {
+        int ty = ty0 - int(ky) * dh;
+        if (ty < 0 || ty % sh != 0) continue;
+        int iy = ty / sh;
+        if (iy >= H) continue;
+        for (uint kx = 0u; kx < kw; ++kx) {
+            int tx = tx0 - int(kx) * dw;
+            if (tx < 0 || tx % sw != 0) continue;
+            int ix = tx / sw;
+            if (ix >= W) continue;
+            uint tap = (ky * kw + kx) * icg4;
+            if (!general) {
+                uint row = texel_index(pc.in_t, in_layer0, uint(iy), uint(ix));
+                uint layer_stride = pc.in_t.h * pc.in_t.w;
+                for (uint i4 = 0u; i4 < icg4; ++i4) {
+                    uvec4 t = wbase + tap + i4;
+                    mat4 wm = mat4(fetch_weight(t.x), fetch_weight(t.y), fetch_weight(t.z), fetch_weight(t.w));
+                    acc += LOAD_TEXEL(img_in, pc.in_t, row + i4 * layer_stride) * wm;
+                }
+            } else {
+                for (uint j = 0u; j < 4u; ++j) {
+                    uint o = o0 + j;
+                    if (o >= pc.out_t.c) break;
+                    uint gj = o / pc.ocg;
+                    uint wrow = pc.w_off + ((o * kh + ky) * kw + kx) * icg4;
+                    float s = 0.0;
+                    for (uint i = 0u; i < pc.icg; ++i) {
+                        uint c = gj * pc.icg + i;
+                        float xv = LOAD_TEXEL(img_in, pc.in_t,
+                                              texel_index(pc.in_t, n * pc.in_t.c4 + c / 4u, uint(iy), uint(ix)))[c % 4u];
+                        s += xv * fetch_weight(wrow + i / 4u)[i % 4u];
+                    }
+                    acc[j] += s;
+                }
+            }
+        }
+    }
+    vec4 bias = pc.b_off == 0xFFFFFFFFu ? vec4(0.0) : fetch_weight(pc.b_off + oc4);
+    vec4 v = apply_unary(pc.act & 0xFFu, pc.alpha, pc.beta, acc + bias);
+    STORE_TEXEL(img_out, pc.out_t, texel_index(pc.out_t, layer, oy, ox), zero_padding(pc.out_t, oc4, v));
+}
