@@ -7,9 +7,11 @@ mod copy;
 mod elementwise;
 mod matmul;
 mod norm;
+mod pad;
 mod pool;
 mod push;
 mod reduce;
+mod resize;
 mod select;
 mod window;
 
@@ -29,11 +31,13 @@ pub use elementwise::{
 };
 pub use matmul::{matmul, matmul_into, matmul_shape, MatBias, MatMulOpts, MatRhs};
 pub use norm::{layernorm, layernorm_into, softmax, softmax_into};
+pub use pad::{pad, pad_into, pad_output_shape, PadMode, PadParams};
 pub use pool::{
     global_avg_pool, global_avg_pool_into, pool2d, pool2d_into, pool2d_output_shape, Pool2dParams,
     PoolKind,
 };
 pub use push::{dispatch_1d, PushConstants};
 pub use reduce::{reduce, reduce_into, reduce_shape, ReduceOp};
+pub use resize::{resize, resize_into, CoordMode, NearestMode, ResizeMode, ResizeParams};
 pub use select::{compare, compare_into, where_into, where_select, CompareOp};
 pub use window::Window2d;
