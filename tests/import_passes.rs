@@ -120,7 +120,11 @@ fn layer_norm_gelu_hardswish_fusions_match_onnxruntime() {
     o.add_input_spec("x=2x4x6").unwrap();
     let mut m = import(&fixture("patterns.onnx"), &o).unwrap();
     let r = optimize(&mut m.graph);
-    assert_eq!((r.layer_norms_fused, r.gelu_fused, r.hardswish_fused), (1, 1, 1), "{r:?}");
+    assert_eq!(
+        (r.layer_norms_fused, r.gelu_fused, r.hardswish_fused),
+        (1, 1, 1),
+        "{r:?}"
+    );
     let g = &m.graph;
     assert_eq!(g.nodes.len(), 3, "{:?}", g.op_histogram());
     let Op::LayerNorm { axis: 2, epsilon } = g.nodes[0].op else {
