@@ -4,7 +4,7 @@
 set -euo pipefail
 
 need_pkgs=()
-for pkg in libvulkan1 mesa-vulkan-drivers glslc vulkan-validationlayers python3-venv; do
+for pkg in libvulkan1 mesa-vulkan-drivers glslc vulkan-validationlayers python3-venv libonnx-testdata; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
