@@ -18,15 +18,24 @@ layout(push_constant) uniform Push {
     uint _pad;
 } pc;
 
+// Correctly rounded a / b: some drivers (NVIDIA) divide approximately, and nearest rounding of
+// exact ties (x.5) must match ONNX Runtime's IEEE float arithmetic. One residual correction step.
+float div_rn(float a, float b) {
+    precise float q = a / b;
+    precise float r = fma(-q, b, a);
+    precise float res = q + r / b;
+    return res;
+}
+
 // vk_backend::kernels::CoordMode codes: 0 half_pixel, 1 pytorch_half_pixel, 2 align_corners,
-// 3 asymmetric.
+// 3 asymmetric. Same float operation order as ONNX Runtime.
 float source_coord(uint xo, float scale, uint len_in, uint len_out, uint coord) {
     float x = float(xo);
     switch (coord) {
-        case 0u: return (x + 0.5) / scale - 0.5;
-        case 1u: return len_out > 1u ? (x + 0.5) / scale - 0.5 : 0.0;
-        case 2u: return len_out == 1u ? 0.0 : x * float(len_in - 1u) / float(len_out - 1u);
-        default: return x / scale;
+        case 0u: return div_rn(x + 0.5, scale) - 0.5;
+        case 1u: return len_out > 1u ? div_rn(x + 0.5, scale) - 0.5 : 0.0;
+        case 2u: return len_out == 1u ? 0.0 : div_rn(x * float(len_in - 1u), float(len_out - 1u));
+        default: return div_rn(x, scale);
     }
 }
 
