@@ -44,6 +44,11 @@ uint tdim(uint k) {
 
 // Adds to `c` the coordinates of flat index `f` over the T dims whose mask bit equals `want`.
 void decompose(uint f, bool want, inout uint c[6]) {
+    // Common case: only W reduced (last-axis softmax / layernorm): no divisions.
+    if (want && (pc.mask & 63u) == 32u) {
+        c[5] += f;
+        return;
+    }
     for (int k = 5; k >= 0; k--) {
         if (((pc.mask >> uint(k)) & 1u) == (want ? 1u : 0u)) {
             uint d = tdim(uint(k));

@@ -72,11 +72,13 @@ fn matmul_ref(
         for i in 0..m {
             for j in 0..n {
                 let mut s = 0.0;
+                let (mut ia, mut ib) = (bidx.clone(), bidx.clone());
+                ia.extend([0, 0]);
+                ib.extend([0, 0]);
                 for kk in 0..k {
-                    let mut ia = bidx.clone();
-                    ia.extend(if ta { [kk, i] } else { [i, kk] });
-                    let mut ib = bidx.clone();
-                    ib.extend(if tb { [j, kk] } else { [kk, j] });
+                    let (p, q) = (ia.len() - 2, ib.len() - 2);
+                    (ia[p], ia[p + 1]) = if ta { (kk, i) } else { (i, kk) };
+                    (ib[q], ib[q + 1]) = if tb { (j, kk) } else { (kk, j) };
                     s += at(a, &sa2, &ia) * at(b, sb, &ib);
                 }
                 out.push(s);
@@ -118,6 +120,8 @@ fn activation_times_activation() {
         (&[7], &[7, 6], false, false),
         (&[2, 2, 3, 4, 5], &[5, 3], false, false),
         (&[1, 70], &[70, 1], false, false),
+        (&[70, 33], &[45, 70], true, true),
+        (&[2, 1, 20, 130], &[130, 20], false, false),
     ];
     let mut rng = Rng::new(11);
     for p in [Precision::F32, Precision::F16] {

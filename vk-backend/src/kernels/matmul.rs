@@ -263,6 +263,10 @@ pub fn matmul_into(
     if opts.trans_b {
         flags |= 1 << 9;
     }
+    if o6[3] == 1 {
+        // Only lane 0 is real: dot-product path.
+        flags |= 1 << 13;
+    }
     let mut bias_offset = 0;
     if let Some(bias) = opts.bias {
         flags |= 1 << 12;
