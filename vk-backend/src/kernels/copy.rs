@@ -32,6 +32,24 @@ const COPY: KernelDesc = KernelDesc {
     uses_weights: false,
 };
 
+/// Allocates an output in the same storage kind (image or buffer) as `like`, so the allocating
+/// wrappers work for buffer tensors too (one dispatch binds one kind).
+pub(crate) fn alloc_like(
+    rec: &Recorder,
+    like: &Tensor,
+    name: &str,
+    shape: &[usize],
+) -> Result<Tensor> {
+    Tensor::with_storage(
+        rec.device(),
+        name,
+        shape,
+        like.precision(),
+        MemoryCategory::Activations,
+        like.storage_kind(),
+    )
+}
+
 fn kerr(kernel: &str, reason: String) -> VkError {
     VkError::Kernel {
         kernel: kernel.into(),
@@ -208,12 +226,7 @@ pub fn transpose_into(rec: &mut Recorder, x: &Tensor, perm: &[usize], out: &Tens
 
 /// Allocates the output and records Transpose.
 pub fn transpose(rec: &mut Recorder, x: &Tensor, perm: &[usize], name: &str) -> Result<Tensor> {
-    let out = Tensor::new(
-        rec.device(),
-        name,
-        &transpose_shape(x.shape(), perm)?,
-        x.precision(),
-    )?;
+    let out = alloc_like(rec, x, name, &transpose_shape(x.shape(), perm)?)?;
     transpose_into(rec, x, perm, &out)?;
     Ok(out)
 }
@@ -252,7 +265,7 @@ pub fn reshape_into(rec: &mut Recorder, x: &Tensor, out: &Tensor) -> Result<()> 
 
 /// Allocates the output (`shape`) and records Reshape.
 pub fn reshape(rec: &mut Recorder, x: &Tensor, shape: &[usize], name: &str) -> Result<Tensor> {
-    let out = Tensor::new(rec.device(), name, shape, x.precision())?;
+    let out = alloc_like(rec, x, name, shape)?;
     reshape_into(rec, x, &out)?;
     Ok(out)
 }
@@ -377,7 +390,7 @@ pub fn slice(
     name: &str,
 ) -> Result<Tensor> {
     let shape = slice_shape(x.shape(), starts, ends, axes, steps)?;
-    let out = Tensor::new(rec.device(), name, &shape, x.precision())?;
+    let out = alloc_like(rec, x, name, &shape)?;
     slice_into(rec, x, starts, ends, axes, steps, &out)?;
     Ok(out)
 }
@@ -431,12 +444,7 @@ pub fn concat(rec: &mut Recorder, inputs: &[&Tensor], axis: i64, name: &str) -> 
     let first = inputs
         .first()
         .ok_or_else(|| kerr("concat", "no inputs".into()))?;
-    let out = Tensor::new(
-        rec.device(),
-        name,
-        &concat_shape(&shapes, axis)?,
-        first.precision(),
-    )?;
+    let out = alloc_like(rec, first, name, &concat_shape(&shapes, axis)?)?;
     concat_into(rec, inputs, axis, &out)?;
     Ok(out)
 }
@@ -492,7 +500,7 @@ pub fn split(
         .map(|(i, &s)| {
             let mut shape = x.shape().to_vec();
             shape[a] = s;
-            Tensor::new(rec.device(), &format!("{name}_{i}"), &shape, x.precision())
+            alloc_like(rec, x, &format!("{name}_{i}"), &shape)
         })
         .collect::<Result<Vec<_>>>()?;
     let refs: Vec<&Tensor> = outs.iter().collect();
@@ -547,7 +555,7 @@ pub fn gather(
     name: &str,
 ) -> Result<Tensor> {
     let shape = gather_shape(data.shape(), indices.shape(), axis)?;
-    let out = Tensor::new(rec.device(), name, &shape, data.precision())?;
+    let out = alloc_like(rec, data, name, &shape)?;
     gather_into(rec, data, indices, axis, &out)?;
     Ok(out)
 }
@@ -577,7 +585,7 @@ pub fn cast_into(rec: &mut Recorder, x: &Tensor, to: CastTo, out: &Tensor) -> Re
 
 /// Allocates the output and records a Cast.
 pub fn cast(rec: &mut Recorder, x: &Tensor, to: CastTo, name: &str) -> Result<Tensor> {
-    let out = Tensor::new(rec.device(), name, x.shape(), x.precision())?;
+    let out = alloc_like(rec, x, name, x.shape())?;
     cast_into(rec, x, to, &out)?;
     Ok(out)
 }

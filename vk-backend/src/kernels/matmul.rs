@@ -10,6 +10,7 @@
 //! Shaders: `matmul.comp`, `matmul_bias.comp`, `matmul_const.comp` (body in `include/matmul_body.glsl`).
 
 use crate::error::{Result, VkError};
+use crate::kernels::copy::alloc_like;
 use crate::kernels::elementwise::{broadcast_shape, UnaryOp};
 use crate::kernels::push::PushConstants;
 use crate::layout::dims6;
@@ -334,7 +335,7 @@ pub fn matmul(
     name: &str,
 ) -> Result<Tensor> {
     let shape = matmul_shape(a, b, opts)?;
-    let out = Tensor::new(rec.device(), name, &shape, a.precision())?;
+    let out = alloc_like(rec, a, name, &shape)?;
     matmul_into(rec, a, b, opts, &out)?;
     Ok(out)
 }

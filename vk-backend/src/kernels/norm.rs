@@ -4,6 +4,7 @@
 //! through shared memory. Shaders: `softmax.comp`, `layernorm.comp` (`include/rownorm_body.glsl`).
 
 use crate::error::{Result, VkError};
+use crate::kernels::copy::alloc_like;
 use crate::kernels::push::{dispatch_1d, PushConstants};
 use crate::layout::dims6;
 use crate::pipeline::{BindingKind, KernelDesc};
@@ -130,7 +131,7 @@ pub fn softmax(
     log: bool,
     name: &str,
 ) -> Result<Tensor> {
-    let out = Tensor::new(rec.device(), name, x.shape(), x.precision())?;
+    let out = alloc_like(rec, x, name, x.shape())?;
     softmax_into(rec, x, axes, log, &out)?;
     Ok(out)
 }
@@ -176,7 +177,7 @@ pub fn layernorm(
     bias_offset: Option<u32>,
     name: &str,
 ) -> Result<Tensor> {
-    let out = Tensor::new(rec.device(), name, x.shape(), x.precision())?;
+    let out = alloc_like(rec, x, name, x.shape())?;
     layernorm_into(rec, x, axis, epsilon, scale_offset, bias_offset, &out)?;
     Ok(out)
 }

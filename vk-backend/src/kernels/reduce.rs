@@ -5,6 +5,7 @@
 //! exact up to 2048 in fp16 and 2^24 in fp32).
 
 use crate::error::{Result, VkError};
+use crate::kernels::copy::alloc_like;
 use crate::kernels::norm::normalize_axes;
 use crate::kernels::push::{dispatch_1d, PushConstants};
 use crate::layout::dims6;
@@ -157,7 +158,7 @@ pub fn reduce(
     name: &str,
 ) -> Result<Tensor> {
     let shape = reduce_shape(op, x.shape(), axes, keepdims)?;
-    let out = Tensor::new(rec.device(), name, &shape, x.precision())?;
+    let out = alloc_like(rec, x, name, &shape)?;
     reduce_into(rec, op, x, axes, keepdims, &out)?;
     Ok(out)
 }

@@ -5,6 +5,7 @@ use ash::vk;
 use gpu_allocator::MemoryLocation;
 
 use crate::error::{Result, VkError};
+use crate::kernels::copy::alloc_like;
 use crate::kernels::elementwise::broadcast_shape;
 use crate::kernels::push::{dispatch_1d, PushConstants};
 use crate::layout::dims6;
@@ -153,7 +154,7 @@ pub fn where_select(
     name: &str,
 ) -> Result<Tensor> {
     let shape = broadcast_shape(&broadcast_shape(cond.shape(), x.shape())?, y.shape())?;
-    let out = Tensor::new(rec.device(), name, &shape, x.precision())?;
+    let out = alloc_like(rec, x, name, &shape)?;
     where_into(rec, cond, x, y, &out)?;
     Ok(out)
 }
@@ -178,7 +179,7 @@ pub fn compare(
     name: &str,
 ) -> Result<Tensor> {
     let shape = broadcast_shape(a.shape(), b.shape())?;
-    let out = Tensor::new(rec.device(), name, &shape, a.precision())?;
+    let out = alloc_like(rec, a, name, &shape)?;
     compare_into(rec, op, a, b, &out)?;
     Ok(out)
 }
