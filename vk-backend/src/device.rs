@@ -69,6 +69,8 @@ pub struct DeviceFeatures {
     pub subgroup_size_control: bool,
     pub timeline_semaphore: bool,
     pub storage_image_read_without_format: bool,
+    /// `hostQueryReset` (Vulkan 1.2): enabled where supported; the stream engine's timestamps use it.
+    pub host_query_reset: bool,
 }
 
 /// Queue roles the engine uses.
@@ -476,6 +478,7 @@ impl Device {
             subgroup_size_control: has_ext(ash::ext::subgroup_size_control::NAME)
                 || properties.api_version >= vk::API_VERSION_1_3,
             timeline_semaphore: f12.timeline_semaphore == vk::TRUE,
+            host_query_reset: f12.host_query_reset == vk::TRUE,
             storage_image_read_without_format: base.shader_storage_image_read_without_format
                 == vk::TRUE,
         };
@@ -528,6 +531,7 @@ impl Device {
             .storage_buffer16_bit_access(features.storage_buffer_16bit);
         let mut en12 = vk::PhysicalDeviceVulkan12Features::default()
             .timeline_semaphore(true)
+            .host_query_reset(features.host_query_reset)
             .shader_float16(features.shader_float16);
         let en_base = vk::PhysicalDeviceFeatures::default()
             .shader_storage_image_extended_formats(

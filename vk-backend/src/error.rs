@@ -61,6 +61,16 @@ pub enum VkError {
         #[source]
         source: std::io::Error,
     },
+    #[error("reading page {page} of model {model} (`{name}`): {source}")]
+    PageRead {
+        model: u32,
+        name: String,
+        page: u32,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("weight streaming: {0}")]
+    Stream(String),
     #[error("{0}")]
     Other(String),
 }

@@ -131,6 +131,16 @@ impl Buffer {
         &self.inner.name
     }
 
+    /// Whether the memory behind the buffer is device-local (counted against the cap).
+    pub fn is_device_local(&self) -> bool {
+        self.inner
+            .alloc
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|a| a.device_local)
+    }
+
     /// Copies bytes into a host-visible buffer at `offset`.
     pub fn write(&self, offset: u64, bytes: &[u8]) -> Result<()> {
         let mut g = self.inner.alloc.lock().unwrap_or_else(|e| e.into_inner());

@@ -1,0 +1,582 @@
+//! The stream engine: issues loads and evictions in plan order, records compute steps into
+//! batched submissions, and wires the two timeline semaphores between them.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ash::vk;
+use crossbeam_channel::Sender;
+
+use super::io::{self, LoadReq};
+use super::residency::{PageId, Residency};
+use super::shared::Shared;
+use super::staging::StagingRing;
+use super::timing::{QueryRing, Span};
+use super::transfer::{self, TransferCtx, TransferSpan};
+use super::{LoadTicket, PageSource, StreamConfig, StreamStats};
+use crate::atlas::{AtlasConfig, WeightAtlas};
+use crate::device::{Device, QueueKind};
+use crate::error::{Result, VkError};
+use crate::recorder::{Recorder, Submission};
+use crate::sync::{SemaphoreSignal, SemaphoreWait, TimelineSemaphore};
+
+/// The compute batch being recorded.
+struct Batch {
+    rec: Recorder,
+    /// Newest load (transfer value) any step of the batch needs.
+    wait: u64,
+    /// Compute value of the last step (0 = no step yet).
+    last: u64,
+    steps: u32,
+    pair: Option<u32>,
+}
+
+/// Streams weight pages into a [`WeightAtlas`] while compute steps run; see the module docs.
+///
+/// Drive it in plan order: `load` / `evict` calls for the operations before step k, then
+/// `step(needs_k, record)`. Finish with [`StreamEngine::finish`], which returns the first error
+/// of the run (I/O, device, plan) or the statistics. Dropping an unfinished engine shuts it
+/// down the same way and discards the result.
+pub struct StreamEngine {
+    device: Device,
+    config: StreamConfig,
+    atlas: WeightAtlas,
+    sources: Arc<Vec<Arc<dyn PageSource>>>,
+    bases: Vec<u32>,
+    transfer_sem: TimelineSemaphore,
+    compute_sem: TimelineSemaphore,
+    shared: Arc<Shared>,
+    requests: Option<Sender<LoadReq>>,
+    io_threads: Vec<JoinHandle<()>>,
+    transfer_thread: Option<JoinHandle<Vec<TransferSpan>>>,
+    residency: Residency,
+    next_ticket: u64,
+    next_value: u64,
+    open: Option<Batch>,
+    /// Compute value of the last submitted batch.
+    submitted: u64,
+    inflight: VecDeque<(u64, Submission)>,
+    timing: Option<QueryRing>,
+    /// Signalled value -> transfer value waited for, per compute batch.
+    batch_waits: HashMap<u64, u64>,
+    stats: StreamStats,
+    started: Instant,
+    finished: bool,
+}
+
+impl StreamEngine {
+    /// Creates the atlas (`config.slots` pages), the staging ring and the threads. `sources[m]`
+    /// is model `m`; every source's page size must equal the atlas page size.
+    pub fn new(
+        device: &Device,
+        config: StreamConfig,
+        sources: Vec<Arc<dyn PageSource>>,
+    ) -> Result<StreamEngine> {
+        let bad = |m: String| Err(VkError::Stream(m));
+        if sources.is_empty() {
+            return bad("no page sources (models) given".into());
+        }
+        if config.staging_slots == 0 || config.steps_per_batch == 0 {
+            return bad("staging_slots and steps_per_batch must be at least 1".into());
+        }
+        let mut bases = Vec::with_capacity(sources.len());
+        let mut total: u64 = 0;
+        for s in &sources {
+            bases.push(total as u32);
+            total += s.page_count() as u64;
+            if total > u32::MAX as u64 {
+                return bad("more than 2^32 logical pages".into());
+            }
+        }
+        let atlas = WeightAtlas::new(
+            device,
+            AtlasConfig {
+                slots: config.slots,
+                precision: config.precision,
+                page_height: config.page_height,
+                logical_pages: total.max(1) as u32,
+            },
+        )?;
+        let page_bytes = atlas.page_bytes();
+        if total * atlas.texels_per_page() as u64 > u32::MAX as u64 + 1 {
+            return bad(format!(
+                "{total} pages of {} texels exceed the 32-bit weight texel index",
+                atlas.texels_per_page()
+            ));
+        }
+        for (m, s) in sources.iter().enumerate() {
+            if s.page_bytes() as u64 != page_bytes {
+                return bad(format!(
+                    "model {m} (`{}`) has {}-byte pages, the atlas has {page_bytes}-byte pages",
+                    s.name(),
+                    s.page_bytes()
+                ));
+            }
+        }
+        // The transfer queue writes the atlas with raw copies in layout GENERAL: transition it
+        // once here, on the compute queue.
+        let mut rec = Recorder::new(device, QueueKind::Compute)?;
+        rec.init_image(atlas.image());
+        rec.submit_and_wait()?;
+
+        let ring = Arc::new(StagingRing::new(
+            device,
+            config.staging_slots,
+            page_bytes,
+            config.staging_memory,
+        )?);
+        let transfer_sem = TimelineSemaphore::new(device, 0)?;
+        let compute_sem = TimelineSemaphore::new(device, 0)?;
+        let shared = Arc::new(Shared::default());
+        let sources = Arc::new(sources);
+        let timing = if config.timestamps {
+            QueryRing::new(device, QueueKind::Compute, 256)?
+        } else {
+            None
+        };
+        let stats = StreamStats {
+            staging_device_local: ring.device_local(),
+            staging_bytes: ring.bytes(),
+            ..Default::default()
+        };
+        let (req_tx, req_rx) = crossbeam_channel::unbounded();
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        let mut engine = StreamEngine {
+            device: device.clone(),
+            config,
+            atlas: atlas.clone(),
+            sources: sources.clone(),
+            bases,
+            transfer_sem: transfer_sem.clone(),
+            compute_sem: compute_sem.clone(),
+            shared: shared.clone(),
+            requests: Some(req_tx),
+            io_threads: Vec::new(),
+            transfer_thread: None,
+            residency: Residency::new(config.slots),
+            next_ticket: 1,
+            next_value: 1,
+            open: None,
+            submitted: 0,
+            inflight: VecDeque::new(),
+            timing,
+            batch_waits: HashMap::new(),
+            stats,
+            started: Instant::now(),
+            finished: false,
+        };
+        // From here on a failure shuts the threads down through Drop.
+        engine.transfer_thread = Some(transfer::spawn(
+            TransferCtx {
+                device: device.clone(),
+                atlas_image: atlas.image().clone(),
+                page_height: atlas.page_height(),
+                ring: ring.clone(),
+                transfer_sem: transfer_sem.clone(),
+                compute_sem,
+                shared: shared.clone(),
+                max_batch: config.max_loads_per_submit.max(1) as usize,
+                timestamps: config.timestamps,
+            },
+            done_rx,
+        )?);
+        let threads = io::spawn(
+            req_rx,
+            done_tx,
+            ring,
+            sources,
+            transfer_sem,
+            shared,
+            config.io_threads,
+        );
+        engine.io_threads = threads?.handles;
+        Ok(engine)
+    }
+
+    /// The atlas kernels read through `fetch_weight` (bind it with `Recorder::use_weights`;
+    /// batches the engine records have it bound already).
+    pub fn atlas(&self) -> &WeightAtlas {
+        &self.atlas
+    }
+
+    pub fn config(&self) -> StreamConfig {
+        self.config
+    }
+
+    /// First logical page of model `model` in the global page space.
+    pub fn page_base(&self, model: u32) -> Result<u32> {
+        self.bases
+            .get(model as usize)
+            .copied()
+            .ok_or_else(|| self.no_model(model))
+    }
+
+    /// Add this to model `model`'s weight texel offsets in its kernels' push constants.
+    pub fn weight_texel_base(&self, model: u32) -> Result<u32> {
+        Ok(self.page_base(model)? * self.atlas.texels_per_page())
+    }
+
+    /// The transfer timeline semaphore (value t = load t has landed).
+    pub fn transfer_semaphore(&self) -> &TimelineSemaphore {
+        &self.transfer_sem
+    }
+
+    /// The compute timeline semaphore (value s = step s has finished).
+    pub fn compute_semaphore(&self) -> &TimelineSemaphore {
+        &self.compute_sem
+    }
+
+    fn no_model(&self, model: u32) -> VkError {
+        VkError::Stream(format!(
+            "model {model} out of range ({} models)",
+            self.bases.len()
+        ))
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.finished {
+            return Err(VkError::Stream("the engine has finished".into()));
+        }
+        if self.shared.failed() {
+            return Err(self.shared.refused());
+        }
+        Ok(())
+    }
+
+    /// Ends the run with `e`: later calls are refused and `finish` returns it.
+    fn fail(&self, e: VkError) -> VkError {
+        let msg = e.to_string();
+        self.shared.fail(e);
+        VkError::Stream(msg)
+    }
+
+    fn check_page(&self, model: u32, page: u32) -> Result<()> {
+        let src = self
+            .sources
+            .get(model as usize)
+            .ok_or_else(|| self.no_model(model))?;
+        if page >= src.page_count() {
+            return Err(VkError::Stream(format!(
+                "model {model} (`{}`) has {} pages, page {page} requested",
+                src.name(),
+                src.page_count()
+            )));
+        }
+        Ok(())
+    }
+
+    fn batch(&mut self) -> Result<&mut Batch> {
+        if self.open.is_none() {
+            let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
+            rec.use_weights(&self.atlas);
+            if !self.device.has_dedicated_transfer_queue() {
+                // Shared queue: the copies this batch needs were submitted before it (see
+                // `flush`); a barrier in submission order replaces the semaphore wait.
+                rec.barrier();
+            }
+            let key = self.next_value;
+            let pair = self
+                .timing
+                .as_mut()
+                .and_then(|t| t.begin(rec.command_buffer(), key));
+            self.open = Some(Batch {
+                rec,
+                wait: 0,
+                last: 0,
+                steps: 0,
+                pair,
+            });
+        }
+        self.open
+            .as_mut()
+            .ok_or_else(|| VkError::Stream("no open batch".into()))
+    }
+
+    /// Unmaps `id` in the page table, in the compute stream.
+    fn unmap(&mut self, id: PageId) -> Result<()> {
+        let global = self.bases[id.0 as usize] + id.1;
+        let atlas = self.atlas.clone();
+        let b = self.batch()?;
+        atlas.record_page_table_update(&mut b.rec, &[(global, None)])
+    }
+
+    /// Drops whatever page `slot` holds (its page-table entry is cleared in the compute stream;
+    /// the slot's memory is reused by the next load into it).
+    pub fn evict(&mut self, slot: u32) -> Result<()> {
+        self.check()?;
+        if let Some((id, mapped)) = self.residency.evict(slot)? {
+            self.stats.evictions += 1;
+            if mapped {
+                self.unmap(id).map_err(|e| self.fail(e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts loading `model`'s `page` into `slot` (evicting what it holds). Returns at once;
+    /// the copy waits on the GPU for the last step that read the slot's old page.
+    pub fn load(&mut self, model: u32, page: u32, slot: u32) -> Result<LoadTicket> {
+        self.check()?;
+        self.check_page(model, page)?;
+        if let Some(other) = self.residency.slot_of((model, page)) {
+            return Err(VkError::Stream(format!(
+                "model {model} page {page} is already resident in slot {other}"
+            )));
+        }
+        self.evict(slot)?;
+        let wait = self.residency.last_read(slot)?;
+        if wait > self.submitted {
+            // The old page's last reader is in the open batch: submit it before the copy that
+            // waits for it, or the copy would wait on a value no submission signals yet.
+            self.flush()?;
+        }
+        let ticket = self.next_ticket;
+        self.residency.fill((model, page), slot, ticket)?;
+        let req = LoadReq {
+            ticket,
+            model,
+            page,
+            slot,
+            compute_wait: wait,
+        };
+        let sent = self.requests.as_ref().map(|tx| tx.send(req).is_ok());
+        if sent != Some(true) {
+            return Err(self.fail(VkError::Stream("the I/O dispatcher stopped".into())));
+        }
+        self.next_ticket += 1;
+        self.stats.pages_loaded += 1;
+        self.stats.bytes_streamed += self.atlas.page_bytes();
+        Ok(LoadTicket(ticket))
+    }
+
+    /// Records one step: maps the pages in `needs` (model, page) that are not mapped yet, then
+    /// calls `record` to add the step's dispatches (the atlas is bound). Every page the step
+    /// reads must be listed. Returns the step's compute value (see [`Self::wait_step`]).
+    pub fn step<F>(&mut self, needs: &[(u32, u32)], record: F) -> Result<u64>
+    where
+        F: FnOnce(&mut Recorder) -> Result<()>,
+    {
+        self.check()?;
+        let mut map = Vec::new();
+        let mut slots = Vec::with_capacity(needs.len());
+        let mut wait = 0;
+        for &(m, p) in needs {
+            self.check_page(m, p)?;
+            let Some(n) = self.residency.need((m, p)) else {
+                return Err(self.fail(VkError::Stream(format!(
+                    "step {} reads model {m} page {p}, which is not resident (load it first)",
+                    self.stats.steps
+                ))));
+            };
+            if n.map {
+                map.push((self.bases[m as usize] + p, Some(n.slot)));
+            }
+            slots.push(n.slot);
+            wait = wait.max(n.ticket);
+        }
+        let value = self.next_value;
+        let atlas = self.atlas.clone();
+        let res = self.batch().and_then(|b| {
+            if !map.is_empty() {
+                atlas.record_page_table_update(&mut b.rec, &map)?;
+            }
+            b.wait = b.wait.max(wait);
+            record(&mut b.rec)?;
+            b.last = value;
+            b.steps += 1;
+            Ok(b.steps)
+        });
+        let steps = res.map_err(|e| self.fail(e))?;
+        self.next_value += 1;
+        for s in slots {
+            self.residency.mark_read(s, value);
+        }
+        self.stats.steps += 1;
+        if steps >= self.config.steps_per_batch {
+            self.flush()?;
+        }
+        Ok(value)
+    }
+
+    /// Submits the open compute batch (no CPU wait).
+    pub fn flush(&mut self) -> Result<()> {
+        let Some(mut b) = self.open.take() else {
+            return Ok(());
+        };
+        if self.shared.failed() {
+            return Err(self.shared.refused());
+        }
+        if b.last == 0 {
+            // A batch of page-table updates only still signals, to keep values in order.
+            b.last = self.next_value;
+            self.next_value += 1;
+        }
+        if let Some(t) = self.timing.as_mut() {
+            t.end(b.rec.command_buffer(), b.pair);
+        }
+        if !self.device.has_dedicated_transfer_queue() {
+            // One queue runs in submission order: the copies this batch waits for must be
+            // submitted first (a CPU wait for the page reads, not for the GPU).
+            self.shared.wait_transfer_submitted(b.wait);
+            if self.shared.failed() {
+                return Err(self.shared.refused());
+            }
+        }
+        let mut waits = Vec::new();
+        if b.wait > 0 && self.device.has_dedicated_transfer_queue() {
+            waits.push(SemaphoreWait {
+                semaphore: self.transfer_sem.clone(),
+                value: b.wait,
+                stage: vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
+            });
+        }
+        let signals = [SemaphoreSignal {
+            semaphore: self.compute_sem.clone(),
+            value: b.last,
+        }];
+        let sub = b.rec.submit(&waits, &signals).map_err(|e| self.fail(e))?;
+        self.submitted = b.last;
+        self.batch_waits.insert(b.last, b.wait);
+        self.inflight.push_back((b.last, sub));
+        self.stats.compute_submits += 1;
+        self.retire()
+    }
+
+    /// Releases finished compute submissions (non-blocking).
+    fn retire(&mut self) -> Result<()> {
+        while let Some((_, sub)) = self.inflight.front() {
+            if !sub.is_complete().map_err(|e| self.fail(e))? {
+                break;
+            }
+            self.inflight.pop_front();
+        }
+        if let Some(t) = self.timing.as_mut() {
+            let done = self.compute_sem.value().unwrap_or(0);
+            t.harvest(done);
+        }
+        Ok(())
+    }
+
+    /// Blocks until step `value` has finished on the GPU (submits it first if needed), e.g.
+    /// before reading back an output the step wrote.
+    pub fn wait_step(&mut self, value: u64) -> Result<()> {
+        self.check()?;
+        if value > self.submitted {
+            self.flush()?;
+        }
+        while !self
+            .compute_sem
+            .wait(value, Duration::from_secs(5).as_nanos() as u64)
+            .map_err(|e| self.fail(e))?
+        {
+            log::warn!("stream: still waiting for step value {value}");
+        }
+        self.retire()
+    }
+
+    /// Ends the run: submits what is open, waits for every load and step, joins the threads and
+    /// returns the statistics, or the first error of the run.
+    pub fn finish(mut self) -> Result<StreamStats> {
+        self.shutdown()?;
+        Ok(self.stats.clone())
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        if self.finished {
+            return Ok(());
+        }
+        let flushed = if self.shared.failed() {
+            // Nothing of a failed run's open batch is needed; dropping it frees it unsubmitted.
+            self.open = None;
+            Ok(())
+        } else {
+            self.flush()
+        };
+        self.finished = true;
+        // Closing the request channel ends the dispatcher, then the I/O threads, then the
+        // transfer thread (after it has signalled every ticket).
+        self.requests = None;
+        for h in self.io_threads.drain(..) {
+            if h.join().is_err() {
+                self.shared
+                    .fail(VkError::Stream("an I/O thread panicked".into()));
+            }
+        }
+        let transfer_spans = match self.transfer_thread.take().map(|h| h.join()) {
+            Some(Ok(s)) => s,
+            Some(Err(_)) => {
+                self.shared
+                    .fail(VkError::Stream("the transfer thread panicked".into()));
+                Vec::new()
+            }
+            None => Vec::new(),
+        };
+        while let Some((_, sub)) = self.inflight.pop_front() {
+            if let Err(e) = sub.wait() {
+                self.shared.fail(e);
+            }
+        }
+        let compute_spans = match self.timing.as_mut() {
+            Some(t) => {
+                t.harvest(u64::MAX);
+                std::mem::take(&mut t.spans)
+            }
+            None => Vec::new(),
+        };
+        self.timing = None;
+        self.gpu_times(&transfer_spans, compute_spans);
+        self.stats.transfer_submits = Shared::get(&self.shared.transfer_submits);
+        self.stats.read_time = Duration::from_nanos(Shared::get(&self.shared.read_ns));
+        self.stats.staging_wait_time =
+            Duration::from_nanos(Shared::get(&self.shared.staging_wait_ns));
+        self.stats.wall = self.started.elapsed();
+        match self.shared.take_error() {
+            Some(e) => Err(e),
+            None => flushed,
+        }
+    }
+
+    fn gpu_times(&mut self, transfers: &[TransferSpan], mut compute: Vec<Span>) {
+        let ns = |v: f64| Duration::from_nanos(v.max(0.0) as u64);
+        if self.config.timestamps && (!transfers.is_empty() || self.stats.transfer_submits == 0) {
+            self.stats.transfer_busy = Some(ns(transfers
+                .iter()
+                .map(|t| t.span.end_ns - t.span.start_ns)
+                .sum()));
+        }
+        if compute.is_empty() {
+            return;
+        }
+        compute.sort_by_key(|s| s.key);
+        let landed = |ticket: u64| -> f64 {
+            let i = transfers.partition_point(|t| t.last_ticket < ticket);
+            transfers
+                .get(i)
+                .filter(|t| t.first_ticket <= ticket)
+                .map(|t| t.span.end_ns)
+                .unwrap_or(0.0)
+        };
+        let (mut busy, mut stall) = (0.0, 0.0);
+        let mut prev_end: Option<f64> = None;
+        for s in &compute {
+            let wait = self.batch_waits.get(&s.key).copied().unwrap_or(0);
+            let t_end = if wait > 0 { landed(wait) } else { 0.0 };
+            let ready = prev_end.map_or(s.start_ns, |p| p.max(s.start_ns));
+            stall += (t_end.min(s.end_ns) - ready).max(0.0);
+            busy += (s.end_ns - s.start_ns.max(t_end)).max(0.0);
+            prev_end = Some(s.end_ns);
+        }
+        self.stats.compute_busy = Some(ns(busy));
+        self.stats.compute_stall = Some(ns(stall));
+    }
+}
+
+impl Drop for StreamEngine {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            log::warn!("stream engine dropped after an error: {e}");
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! Streaming engine: drives the paged weight atlas's residency from a timeline, on the GPU.
+//!
+//! Data path: [`PageSource::read_page`] on I/O threads → a ring of page-sized host-visible
+//! staging buffers → `vkCmdCopyBufferToImage` into an atlas layer on the transfer queue (the
+//! compute queue where the device has no transfer-only family) → kernels read the page through
+//! `fetch_weight` once the page table maps it.
+//!
+//! Synchronization is GPU-side, through two timeline semaphores owned by the engine:
+//! - the *transfer* semaphore: load number `t` (its [`LoadTicket`]) signals value `t`; loads are
+//!   submitted in ticket order, so value `t` means every load up to `t` has landed;
+//! - the *compute* semaphore: step number `s` (returned by [`StreamEngine::step`]) signals `s`
+//!   at the end of the compute batch that contains it.
+//!
+//! A compute batch waits for the newest load its steps need. A load into a slot waits for the
+//! compute value of the last step that read the slot's previous page. Page-table entries are
+//! written with `vkCmdUpdateBuffer` inside the compute command stream, right before the first
+//! step that needs the page, so work already in flight keeps the old mapping. The CPU only
+//! blocks when the staging ring is full (on the I/O dispatcher thread, in `vkWaitSemaphores`),
+//! never per step.
+//!
+//! Logical page space: one global space for all models. Model `m`'s page `p` is logical page
+//! `base(m) + p`, with bases laid out in source order; kernels of model `m` add
+//! [`StreamEngine::weight_texel_base`] to their weight texel offsets.
+//!
+//! Queue families: the atlas and staging buffers are created with `VK_SHARING_MODE_CONCURRENT`
+//! over the compute and transfer families when they differ (what `resource.rs` does for every
+//! resource), so no ownership-transfer barriers are needed.
+
+mod engine;
+mod io;
+mod residency;
+mod shared;
+mod staging;
+mod timing;
+mod transfer;
+
+pub use engine::StreamEngine;
+
+use std::time::Duration;
+
+use crate::layout::Precision;
+
+/// Where one model's weight pages come from (the packed-model reader implements it with pread).
+/// Called from several I/O threads at once.
+pub trait PageSource: Send + Sync {
+    /// Bytes per page; must equal the atlas page size.
+    fn page_bytes(&self) -> usize;
+    /// Number of pages of this model.
+    fn page_count(&self) -> u32;
+    /// Fills `dst` (exactly `page_bytes()` long) with page `page`'s texels in page order.
+    fn read_page(&self, page: u32, dst: &mut [u8]) -> std::io::Result<()>;
+    /// A name for error messages (e.g. the packed file's path).
+    fn name(&self) -> String {
+        String::from("model")
+    }
+}
+
+/// Which memory the staging ring lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StagingMemory {
+    /// Host-cached system memory (gpu-allocator `GpuToCpu`): not device-local on discrete GPUs,
+    /// so it does not use capped VRAM. The default.
+    #[default]
+    System,
+    /// Host-visible memory preferring device-local (`CpuToGpu`: BAR / ReBAR on NVIDIA). Counted
+    /// against the cap as `Staging` when it is device-local.
+    DeviceLocal,
+}
+
+/// Engine geometry and tuning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamConfig {
+    /// Atlas page slots (layers); fixes the resident weight bytes.
+    pub slots: u32,
+    /// Page texel format.
+    pub precision: Precision,
+    /// Page height in texels; `None` = 1 MiB pages.
+    pub page_height: Option<u32>,
+    /// Page-sized staging buffers in the ring.
+    pub staging_slots: u32,
+    /// Threads calling [`PageSource::read_page`].
+    pub io_threads: u32,
+    /// Where the staging ring lives.
+    pub staging_memory: StagingMemory,
+    /// Steps recorded into one compute submission before it is submitted automatically.
+    pub steps_per_batch: u32,
+    /// Most page copies in one transfer submission.
+    pub max_loads_per_submit: u32,
+    /// Write timestamp queries on both queues (busy / stall times in [`StreamStats`]).
+    pub timestamps: bool,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        StreamConfig {
+            slots: 16,
+            precision: Precision::F16,
+            page_height: None,
+            staging_slots: 6,
+            io_threads: 4,
+            staging_memory: StagingMemory::System,
+            steps_per_batch: 16,
+            max_loads_per_submit: 8,
+            timestamps: true,
+        }
+    }
+}
+
+/// Handle of one load: the transfer-semaphore value signalled once the page has landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LoadTicket(pub u64);
+
+/// What a run did. GPU times come from timestamp queries and are `None` where the queue has no
+/// timestamp support or timestamps were off.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StreamStats {
+    pub pages_loaded: u64,
+    pub bytes_streamed: u64,
+    /// Pages dropped from a slot (explicit `evict` or a load over an occupied slot).
+    pub evictions: u64,
+    pub steps: u64,
+    pub compute_submits: u64,
+    pub transfer_submits: u64,
+    /// Summed time inside `PageSource::read_page` over all I/O threads.
+    pub read_time: Duration,
+    /// Time the dispatcher blocked because every staging slot was still in use.
+    pub staging_wait_time: Duration,
+    /// Whether the staging ring ended up in device-local memory (then counted against the cap).
+    pub staging_device_local: bool,
+    /// Bytes of the staging ring.
+    pub staging_bytes: u64,
+    /// GPU time the transfer queue spent on page copies.
+    pub transfer_busy: Option<Duration>,
+    /// GPU time compute batches ran, excluding the time they waited for transfers.
+    pub compute_busy: Option<Duration>,
+    /// Estimated GPU time compute sat ready but waited for a page transfer: per batch,
+    /// `max(0, end of the newest transfer it needs - max(end of the previous batch, its start))`.
+    pub compute_stall: Option<Duration>,
+    /// Host wall time from engine creation to `finish`.
+    pub wall: Duration,
+}

@@ -1,0 +1,83 @@
+//! State shared by the engine and its threads: the first error of the run and counters.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::VkError;
+
+#[derive(Default)]
+pub(crate) struct Shared {
+    failed: AtomicBool,
+    /// The first error; later ones are logged and dropped.
+    error: Mutex<Option<VkError>>,
+    /// Text of the first error, kept for every later call that is refused.
+    message: Mutex<Option<String>>,
+    pub read_ns: AtomicU64,
+    pub staging_wait_ns: AtomicU64,
+    pub transfer_submits: AtomicU64,
+    /// Highest transfer value handed to `vkQueueSubmit` (copy or signal-only).
+    submitted: Mutex<u64>,
+    submitted_cv: Condvar,
+}
+
+impl Shared {
+    /// Records an error; the run ends: threads stop reading and copying, but every issued load
+    /// still signals its semaphore value so no GPU wait is left hanging.
+    pub fn fail(&self, e: VkError) {
+        let mut g = self.error.lock();
+        if g.is_none() && !self.failed() {
+            *self.message.lock() = Some(e.to_string());
+            *g = Some(e);
+        } else {
+            log::warn!("stream: further error after the run failed: {e}");
+        }
+        self.failed.store(true, Ordering::Release);
+    }
+
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// An error for calls made after the run failed.
+    pub fn refused(&self) -> VkError {
+        let msg = self
+            .message
+            .lock()
+            .clone()
+            .unwrap_or_else(|| "unknown error".into());
+        VkError::Stream(format!("the run already failed: {msg}"))
+    }
+
+    /// Takes the first error (once).
+    pub fn take_error(&self) -> Option<VkError> {
+        self.error.lock().take()
+    }
+
+    pub fn set_transfer_submitted(&self, value: u64) {
+        let mut g = self.submitted.lock();
+        *g = (*g).max(value);
+        self.submitted_cv.notify_all();
+    }
+
+    /// Blocks until transfer value `value` has been submitted (not completed) or the run failed.
+    /// Needed when transfers and compute share one queue: a compute batch submitted ahead of
+    /// the copy it waits for would block that queue forever.
+    pub fn wait_transfer_submitted(&self, value: u64) {
+        let mut g = self.submitted.lock();
+        while *g < value && !self.failed() {
+            self.submitted_cv
+                .wait_for(&mut g, Duration::from_millis(50));
+        }
+    }
+
+    pub fn add(counter: &AtomicU64, v: u64) {
+        counter.fetch_add(v, Ordering::Relaxed);
+    }
+
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}

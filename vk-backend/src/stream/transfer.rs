@@ -1,0 +1,408 @@
+//! Transfer submissions: a thread that takes staged pages, puts them back in ticket order, and
+//! submits `vkCmdCopyBufferToImage` into atlas layers on the transfer queue. Each submission
+//! waits (GPU side) for the compute value of the slots' last readers and signals the transfer
+//! semaphore with its highest ticket. After a failure, tickets are still signalled by empty
+//! submissions so nothing waiting on them hangs.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use ash::vk;
+use crossbeam_channel::Receiver;
+
+use super::io::ReadDone;
+use super::shared::Shared;
+use super::staging::StagingRing;
+use super::timing::{QueryRing, Span};
+use crate::device::{Device, QueueKind};
+use crate::error::{Result, VkError, VkResultExt};
+use crate::layout::PAGE_WIDTH;
+use crate::resource::Image;
+use crate::sync::TimelineSemaphore;
+
+pub(crate) struct TransferCtx {
+    pub device: Device,
+    pub atlas_image: Image,
+    pub page_height: u32,
+    pub ring: Arc<StagingRing>,
+    pub transfer_sem: TimelineSemaphore,
+    pub compute_sem: TimelineSemaphore,
+    pub shared: Arc<Shared>,
+    pub max_batch: usize,
+    pub timestamps: bool,
+}
+
+/// A transfer submission's GPU span and the tickets it carried.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TransferSpan {
+    pub first_ticket: u64,
+    pub last_ticket: u64,
+    pub span: Span,
+}
+
+pub(crate) fn spawn(
+    ctx: TransferCtx,
+    rx: Receiver<ReadDone>,
+) -> Result<JoinHandle<Vec<TransferSpan>>> {
+    std::thread::Builder::new()
+        .name("texstream-transfer".into())
+        .spawn(move || Submitter::new(ctx).run(rx))
+        .map_err(|e| VkError::Stream(format!("cannot start the transfer thread: {e}")))
+}
+
+struct Submitter {
+    ctx: TransferCtx,
+    pool: vk::CommandPool,
+    free: Vec<vk::CommandBuffer>,
+    busy: VecDeque<(u64, vk::CommandBuffer)>,
+    timing: Option<QueryRing>,
+    /// ticket range per timed submission, keyed by the signalled value.
+    ranges: BTreeMap<u64, u64>,
+    /// Highest value submitted for signalling.
+    submitted: u64,
+}
+
+impl Submitter {
+    fn new(ctx: TransferCtx) -> Submitter {
+        let dev = ctx.device.raw();
+        let family = ctx.device.queue(QueueKind::Transfer).family;
+        let ci = vk::CommandPoolCreateInfo::default()
+            .queue_family_index(family)
+            .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);
+        // SAFETY: valid create info. Without a pool the thread still signals tickets (failed run).
+        let pool = match unsafe { dev.create_command_pool(&ci, None) } {
+            Ok(p) => p,
+            Err(e) => {
+                ctx.shared.fail(VkError::Vk {
+                    call: "vkCreateCommandPool",
+                    result: e,
+                });
+                vk::CommandPool::null()
+            }
+        };
+        let timing = if ctx.timestamps {
+            match QueryRing::new(&ctx.device, QueueKind::Transfer, 64) {
+                Ok(t) => t,
+                Err(e) => {
+                    log::warn!("stream: no transfer timestamps: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Submitter {
+            ctx,
+            pool,
+            free: Vec::new(),
+            busy: VecDeque::new(),
+            timing,
+            ranges: BTreeMap::new(),
+            submitted: 0,
+        }
+    }
+
+    fn run(mut self, rx: Receiver<ReadDone>) -> Vec<TransferSpan> {
+        let mut pending: BTreeMap<u64, ReadDone> = BTreeMap::new();
+        let mut next = 1u64;
+        let mut open = true;
+        while open || pending.contains_key(&next) {
+            match rx.recv() {
+                Ok(d) => {
+                    pending.insert(d.req.ticket, d);
+                }
+                Err(_) => open = false,
+            }
+            while let Ok(d) = rx.try_recv() {
+                pending.insert(d.req.ticket, d);
+            }
+            while pending.contains_key(&next) {
+                let mut batch = Vec::new();
+                while batch.len() < self.ctx.max_batch.max(1) {
+                    match pending.remove(&next) {
+                        Some(d) => batch.push(d),
+                        None => break,
+                    }
+                    next += 1;
+                }
+                self.submit(batch);
+            }
+            self.recycle();
+        }
+        if let Some(&gap) = pending.keys().next() {
+            // A ticket never arrived (a thread died): signal past it so nothing hangs.
+            self.ctx.shared.fail(VkError::Stream(format!(
+                "load {next} never reached the transfer thread (next staged: {gap})"
+            )));
+            let last = *pending.keys().next_back().unwrap_or(&gap);
+            self.signal_only(last);
+        }
+        self.shutdown()
+    }
+
+    /// Records and submits the copies of `batch` (consecutive tickets).
+    fn submit(&mut self, batch: Vec<ReadDone>) {
+        let Some(last) = batch.last().map(|d| d.req.ticket) else {
+            return;
+        };
+        let copies: Vec<&ReadDone> = if self.ctx.shared.failed() {
+            Vec::new()
+        } else {
+            batch.iter().filter(|d| d.ready).collect()
+        };
+        if copies.is_empty() || self.pool == vk::CommandPool::null() {
+            self.signal_only(last);
+            return;
+        }
+        let wait = copies.iter().map(|d| d.req.compute_wait).max().unwrap_or(0);
+        match self.record_and_submit(&copies, wait, last) {
+            Ok(()) => {
+                Shared::add(&self.ctx.shared.transfer_submits, 1);
+            }
+            Err(e) => {
+                self.ctx.shared.fail(e);
+                self.signal_only(last);
+            }
+        }
+    }
+
+    fn command_buffer(&mut self) -> Result<vk::CommandBuffer> {
+        if let Some(c) = self.free.pop() {
+            return Ok(c);
+        }
+        let ai = vk::CommandBufferAllocateInfo::default()
+            .command_pool(self.pool)
+            .level(vk::CommandBufferLevel::PRIMARY)
+            .command_buffer_count(1);
+        // SAFETY: valid pool owned by this thread.
+        let v = unsafe { self.ctx.device.raw().allocate_command_buffers(&ai) }
+            .vk("vkAllocateCommandBuffers")?;
+        Ok(v[0])
+    }
+
+    fn record_and_submit(&mut self, copies: &[&ReadDone], wait: u64, signal: u64) -> Result<()> {
+        let cmd = self.command_buffer()?;
+        let dev = self.ctx.device.raw().clone();
+        let img = self.ctx.atlas_image.raw();
+        // One queue for both: submission order plus this barrier orders the copies after the
+        // compute steps submitted before them (the engine submits a slot's last readers before
+        // the load that overwrites it), so no semaphore wait is needed. Old validation layers
+        // also mis-track timeline waits between submissions of one queue.
+        let shared_queue = !self.ctx.device.has_dedicated_transfer_queue();
+        let src_stages = if shared_queue {
+            vk::PipelineStageFlags::TRANSFER | vk::PipelineStageFlags::COMPUTE_SHADER
+        } else {
+            vk::PipelineStageFlags::TRANSFER
+        };
+        // SAFETY: cmd is free (its last submission completed) and owned by this thread.
+        let recorded = unsafe {
+            dev.begin_command_buffer(
+                cmd,
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )
+            .vk("vkBeginCommandBuffer")
+            .map(|()| {
+                let pair = self.timing.as_mut().and_then(|t| t.begin(cmd, signal));
+                if pair.is_some() {
+                    self.ranges.insert(signal, copies[0].req.ticket);
+                }
+                // Orders these copies after earlier copies on this queue into the same slot (WAW).
+                let mut seen = Vec::new();
+                for (i, d) in copies.iter().enumerate() {
+                    if i == 0 || seen.contains(&d.req.slot) {
+                        let mb = vk::MemoryBarrier::default()
+                            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+                            .dst_access_mask(vk::AccessFlags::TRANSFER_WRITE);
+                        dev.cmd_pipeline_barrier(
+                            cmd,
+                            src_stages,
+                            vk::PipelineStageFlags::TRANSFER,
+                            vk::DependencyFlags::empty(),
+                            &[mb],
+                            &[],
+                            &[],
+                        );
+                    }
+                    seen.push(d.req.slot);
+                    let region = vk::BufferImageCopy::default()
+                        .buffer_offset(0)
+                        .buffer_row_length(PAGE_WIDTH)
+                        .buffer_image_height(self.ctx.page_height)
+                        .image_subresource(vk::ImageSubresourceLayers {
+                            aspect_mask: vk::ImageAspectFlags::COLOR,
+                            mip_level: 0,
+                            base_array_layer: d.req.slot,
+                            layer_count: 1,
+                        })
+                        .image_extent(vk::Extent3D {
+                            width: PAGE_WIDTH,
+                            height: self.ctx.page_height,
+                            depth: 1,
+                        });
+                    dev.cmd_copy_buffer_to_image(
+                        cmd,
+                        self.ctx.ring.buffer(d.staging).raw(),
+                        img,
+                        vk::ImageLayout::GENERAL,
+                        &[region],
+                    );
+                }
+                if let Some(t) = self.timing.as_mut() {
+                    t.end(cmd, pair);
+                }
+            })
+            .and_then(|()| dev.end_command_buffer(cmd).vk("vkEndCommandBuffer"))
+        };
+        if let Err(e) = recorded {
+            // SAFETY: never submitted.
+            unsafe {
+                let _ = dev.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty());
+            }
+            self.free.push(cmd);
+            return Err(e);
+        }
+        let wait_sems = [self.ctx.compute_sem.raw()];
+        let wait_vals = [wait];
+        let wait_stages = [vk::PipelineStageFlags::TRANSFER];
+        let sig_sems = [self.ctx.transfer_sem.raw()];
+        let sig_vals = [signal];
+        let n_wait = usize::from(wait > 0 && !shared_queue);
+        let mut tsi = vk::TimelineSemaphoreSubmitInfo::default()
+            .wait_semaphore_values(&wait_vals[..n_wait])
+            .signal_semaphore_values(&sig_vals);
+        let cmds = [cmd];
+        let si = vk::SubmitInfo::default()
+            .wait_semaphores(&wait_sems[..n_wait])
+            .wait_dst_stage_mask(&wait_stages[..n_wait])
+            .command_buffers(&cmds)
+            .signal_semaphores(&sig_sems)
+            .push_next(&mut tsi);
+        let res = {
+            let q = self.ctx.device.queue(QueueKind::Transfer).lock();
+            // SAFETY: queue externally synchronized by its lock; cmd is executable.
+            unsafe { dev.queue_submit(*q, &[si], vk::Fence::null()) }
+        };
+        match res {
+            Ok(()) => {
+                self.submitted = signal;
+                self.ctx.shared.set_transfer_submitted(signal);
+                self.busy.push_back((signal, cmd));
+                Ok(())
+            }
+            Err(e) => {
+                // SAFETY: never submitted.
+                unsafe {
+                    let _ = dev.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty());
+                }
+                self.free.push(cmd);
+                Err(VkError::Vk {
+                    call: "vkQueueSubmit (transfer)",
+                    result: e,
+                })
+            }
+        }
+    }
+
+    /// Signals `value` with an empty submission (keeps queue order, so it lands after earlier
+    /// copies); falls back to a host signal if even that fails.
+    fn signal_only(&mut self, value: u64) {
+        if value <= self.submitted {
+            return;
+        }
+        let sig_sems = [self.ctx.transfer_sem.raw()];
+        let sig_vals = [value];
+        let mut tsi = vk::TimelineSemaphoreSubmitInfo::default().signal_semaphore_values(&sig_vals);
+        let si = vk::SubmitInfo::default()
+            .signal_semaphores(&sig_sems)
+            .push_next(&mut tsi);
+        let res = {
+            let q = self.ctx.device.queue(QueueKind::Transfer).lock();
+            // SAFETY: queue externally synchronized by its lock.
+            unsafe {
+                self.ctx
+                    .device
+                    .raw()
+                    .queue_submit(*q, &[si], vk::Fence::null())
+            }
+        };
+        if let Err(e) = res {
+            log::error!("stream: empty signal submission failed ({e}); signalling from the host");
+            if let Err(e) = self.ctx.transfer_sem.signal(value) {
+                log::error!("stream: host signal failed too: {e}");
+            }
+        }
+        self.submitted = value;
+        self.ctx.shared.set_transfer_submitted(value);
+    }
+
+    /// Returns command buffers whose submission has completed to the free list.
+    fn recycle(&mut self) {
+        let done = self.ctx.transfer_sem.value().unwrap_or(0);
+        while let Some(&(v, cmd)) = self.busy.front() {
+            if v > done {
+                break;
+            }
+            self.busy.pop_front();
+            // SAFETY: the submission using cmd completed.
+            unsafe {
+                let _ = self
+                    .ctx
+                    .device
+                    .raw()
+                    .reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty());
+            }
+            self.free.push(cmd);
+        }
+        if let Some(t) = self.timing.as_mut() {
+            t.harvest(done);
+        }
+    }
+
+    /// Waits for everything submitted, then frees the pool.
+    fn shutdown(mut self) -> Vec<TransferSpan> {
+        if self.submitted > 0 {
+            loop {
+                match self
+                    .ctx
+                    .transfer_sem
+                    .wait(self.submitted, Duration::from_secs(5).as_nanos() as u64)
+                {
+                    Ok(true) => break,
+                    Ok(false) => log::warn!(
+                        "stream: waiting for transfer value {} at shutdown",
+                        self.submitted
+                    ),
+                    Err(e) => {
+                        // Device lost: nothing will complete; free after an idle wait.
+                        self.ctx.shared.fail(e);
+                        let _ = self.ctx.device.wait_idle();
+                        break;
+                    }
+                }
+            }
+        }
+        let mut spans = Vec::new();
+        if let Some(t) = self.timing.as_mut() {
+            t.harvest(u64::MAX);
+            for s in t.spans.drain(..) {
+                if let Some(&first) = self.ranges.get(&s.key) {
+                    spans.push(TransferSpan {
+                        first_ticket: first,
+                        last_ticket: s.key,
+                        span: s,
+                    });
+                }
+            }
+        }
+        self.timing = None;
+        if self.pool != vk::CommandPool::null() {
+            // SAFETY: every submission from this pool completed.
+            unsafe { self.ctx.device.raw().destroy_command_pool(self.pool, None) };
+        }
+        spans.sort_by_key(|s| s.first_ticket);
+        spans
+    }
+}
