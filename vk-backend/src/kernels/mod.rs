@@ -5,6 +5,7 @@ mod conv;
 mod conv_transpose;
 mod copy;
 mod elementwise;
+mod lstm;
 mod matmul;
 mod norm;
 mod pad;
@@ -29,6 +30,7 @@ pub use copy::{
 pub use elementwise::{
     binary, binary_into, unary, unary_into, weight_copy_into, BinaryOp, UnaryOp,
 };
+pub use lstm::{lstm, lstm_into, lstm_output_shapes, LstmOutputs, LstmWeights};
 pub use matmul::{matmul, matmul_into, matmul_shape, MatBias, MatMulOpts, MatRhs};
 pub use norm::{layernorm, layernorm_into, softmax, softmax_into};
 pub use pad::{pad, pad_into, pad_output_shape, PadMode, PadParams};
