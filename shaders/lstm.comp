@@ -26,8 +26,10 @@ TENSOR_OUT(5, img_yh);
 
 layout(push_constant) uniform Push {
     TensorDesc x;
-    TensorDesc s;  // shared by initial_h, initial_c, Y_h, Y_c ([1,B,H])
     TensorDesc y;
+    // Physical width/height of the [1,B,H] state tensors (each may be a view over a larger image,
+    // so each keeps its own fold); their logical dims are n = c = 1, h = B, w = H.
+    uint h0_pw, h0_ph, c0_pw, c0_ph, yh_pw, yh_ph, yc_pw, yc_ph;
     uint w_off;
     uint r_off;
     uint b_off;
@@ -37,6 +39,9 @@ layout(push_constant) uniform Push {
     uint _pad1;
     uint _pad2;
 } pc;
+
+// Descriptor of a [1,B,H] state tensor with fold (pw, ph); fold_coord never reads pl.
+TensorDesc state_desc(uint pw, uint ph) { return TensorDesc(1u, 1u, pc.y.h, pc.y.w, 1u, pw, ph, 1u); }
 
 shared vec4 part[KS][HX];
 
@@ -55,7 +60,8 @@ vec4 h_prev(uint b, uint j4, uint H) {
         uint j = 4u * j4 + l;
         if (j >= H) break;
         if (pc.t == 0u) {
-            v[l] = LOAD_TEXEL(img_h0, pc.s, texel_index(pc.s, 0u, b, j)).x;
+            TensorDesc s = state_desc(pc.h0_pw, pc.h0_ph);
+            v[l] = LOAD_TEXEL(img_h0, s, texel_index(s, 0u, b, j)).x;
         } else {
             v[l] = LOAD_TEXEL(img_y, pc.y, texel_index(pc.y, pc.t - 1u, b, j)).x;
         }
@@ -107,16 +113,17 @@ void main() {
         }
     }
     float ig = sigm(acc.x), og = sigm(acc.y), fg = sigm(acc.z), cg = tanh_safe(acc.w);
-    uint si = texel_index(pc.s, 0u, b, h);
+    // Every state tensor has the same logical dims, so one linear index serves them all.
+    uint si = b * H + h;
     float c_prev = 0.0;
     if (pc.t > 0u) {
-        c_prev = LOAD_TEXEL(img_yc, pc.s, si).x;
+        c_prev = LOAD_TEXEL(img_yc, state_desc(pc.yc_pw, pc.yc_ph), si).x;
     } else if ((pc.flags & 2u) != 0u) {
-        c_prev = LOAD_TEXEL(img_c0, pc.s, si).x;
+        c_prev = LOAD_TEXEL(img_c0, state_desc(pc.c0_pw, pc.c0_ph), si).x;
     }
     float c = fg * c_prev + ig * cg;
     float hv = og * tanh_safe(c);
-    STORE_TEXEL(img_yc, pc.s, si, vec4(c, 0.0, 0.0, 0.0));
-    STORE_TEXEL(img_yh, pc.s, si, vec4(hv, 0.0, 0.0, 0.0));
+    STORE_TEXEL(img_yc, state_desc(pc.yc_pw, pc.yc_ph), si, vec4(c, 0.0, 0.0, 0.0));
+    STORE_TEXEL(img_yh, state_desc(pc.yh_pw, pc.yh_ph), si, vec4(hv, 0.0, 0.0, 0.0));
     STORE_TEXEL(img_y, pc.y, texel_index(pc.y, pc.t, b, h), vec4(hv, 0.0, 0.0, 0.0));
 }

@@ -114,6 +114,22 @@ struct Case {
     bias: bool,
     /// Pass only Y_h (Y and Y_c become internal scratch).
     only_y_h: bool,
+    /// Every tensor is a view over a larger image with a different fold (as the executor's
+    /// views and arena reuse produce).
+    views: bool,
+}
+
+/// A tensor of `shape`; with `view`, a reinterpretation of a `[1, 1, 3, W]` image, so linear
+/// texel i sits at (i % W, (i / W) % 3) instead of the natural fold.
+fn tensor(name: &str, shape: &[usize], p: Precision, view: bool) -> Tensor {
+    let d = device();
+    if !view {
+        return Tensor::new(&d, name, shape, p).unwrap();
+    }
+    let [n, c, h, w] = vk_backend::layout::nchw(shape).unwrap();
+    let texels = n * c.div_ceil(4) * h * w;
+    let root = Tensor::new(&d, name, &[1, 1, 3, texels.div_ceil(2) + 5], p).unwrap();
+    root.reinterpret(name, shape).unwrap()
 }
 
 /// Largest scaled error (printed with --nocapture, to keep the tolerances honest).
@@ -168,18 +184,19 @@ fn run(p: Precision, c: &Case, seed: u64) {
         bias_offset: c.bias.then_some(bias_offset),
     };
 
-    let xt = Tensor::new(&d, "x", &[t_len, b_len, i_len], p).unwrap();
+    let v = c.views;
+    let xt = tensor("x", &[t_len, b_len, i_len], p, v);
     xt.upload(&x).unwrap();
-    let h0t = Tensor::new(&d, "h0", &[1, b_len, h_len], p).unwrap();
+    let h0t = tensor("h0", &[1, b_len, h_len], p, v);
     h0t.upload(&h0).unwrap();
-    let c0t = Tensor::new(&d, "c0", &[1, b_len, h_len], p).unwrap();
+    let c0t = tensor("c0", &[1, b_len, h_len], p, v);
     c0t.upload(&c0).unwrap();
 
     let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
     rec.use_weights(&atlas);
     let (hi, ci) = (c.init_h.then_some(&h0t), c.init_c.then_some(&c0t));
     let outs = if c.only_y_h {
-        let y_h = Tensor::new(&d, "y_h", &[b_len, h_len], p).unwrap();
+        let y_h = tensor("y_h", &[b_len, h_len], p, v);
         let outs = LstmOutputs {
             y: None,
             y_h: Some(&y_h),
@@ -187,6 +204,17 @@ fn run(p: Precision, c: &Case, seed: u64) {
         };
         lstm_into(&mut rec, &xt, weights, h_len, hi, ci, outs).unwrap();
         (None, y_h, None)
+    } else if v {
+        let y = tensor("y", &[t_len, 1, b_len, h_len], p, v);
+        let y_h = tensor("y_h", &[1, b_len, h_len], p, v);
+        let y_c = tensor("y_c", &[1, b_len, h_len], p, v);
+        let outs = LstmOutputs {
+            y: Some(&y),
+            y_h: Some(&y_h),
+            y_c: Some(&y_c),
+        };
+        lstm_into(&mut rec, &xt, weights, h_len, hi, ci, outs).unwrap();
+        (Some(y), y_h, Some(y_c))
     } else {
         let (y, y_h, y_c) = lstm(&mut rec, &xt, weights, h_len, hi, ci, "l").unwrap();
         assert_eq!(y.shape(), &[t_len, 1, b_len, h_len]);
@@ -209,7 +237,7 @@ fn run(p: Precision, c: &Case, seed: u64) {
         h_len,
     );
     let what = format!(
-        "{p:?} T={t_len} B={b_len} I={i_len} H={h_len} h0={} c0={} bias={}",
+        "{p:?} T={t_len} B={b_len} I={i_len} H={h_len} h0={} c0={} bias={} views={v}",
         c.init_h, c.init_c, c.bias
     );
     let yh = outs.1.download().unwrap();
@@ -230,7 +258,7 @@ fn run(p: Precision, c: &Case, seed: u64) {
 }
 
 fn cases() -> Vec<Case> {
-    let c = |t, b, i, h, init_h, init_c, bias, only_y_h| Case {
+    let c = |t, b, i, h, init_h, init_c, bias, only_y_h, views| Case {
         t,
         b,
         i,
@@ -239,15 +267,19 @@ fn cases() -> Vec<Case> {
         init_c,
         bias,
         only_y_h,
+        views,
     };
     vec![
         // Silero VAD's decoder LSTM: T = 1, B = 1, I = H = 128, states from the model input.
-        c(1, 1, 128, 128, true, true, true, false),
-        c(8, 2, 64, 64, false, false, true, false),
-        c(5, 1, 37, 64, true, false, true, false),
-        c(3, 2, 20, 128, false, true, false, false),
+        c(1, 1, 128, 128, true, true, true, false, false),
+        c(8, 2, 64, 64, false, false, true, false, false),
+        c(5, 1, 37, 64, true, false, true, false, false),
+        c(3, 2, 20, 128, false, true, false, false, false),
         // H not a multiple of 4 or of the 32-unit workgroup; only Y_h requested.
-        c(4, 2, 13, 21, true, true, true, true),
+        c(4, 2, 13, 21, true, true, true, true, false),
+        // Every tensor a view with its own fold.
+        c(6, 2, 30, 64, true, true, true, false, true),
+        c(3, 1, 16, 24, true, true, false, true, true),
     ]
 }
 

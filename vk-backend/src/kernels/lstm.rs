@@ -190,25 +190,16 @@ pub fn lstm_into(
             &yc_own
         }
     };
-    // One descriptor covers every [1, B, H] tensor; they must share a fold.
-    let s_desc = y_h.desc();
-    for (what, t) in [
-        ("Y_c", Some(y_c)),
-        ("initial_h", initial_h),
-        ("initial_c", initial_c),
-    ] {
-        if let Some(t) = t {
-            if t.desc() != s_desc {
-                return Err(err(format!(
-                    "{what} `{}` has texel layout {:?}, Y_h `{}` has {:?}; they must match",
-                    t.name(),
-                    t.desc(),
-                    y_h.name(),
-                    s_desc
-                )));
-            }
-        }
-    }
+    // State tensors share logical dims; each keeps its own fold (views over larger images).
+    let fold = |t: &Tensor| {
+        let d = t.desc();
+        (d.pw, d.ph)
+    };
+    let (h0_f, c0_f) = (
+        initial_h.map(fold).unwrap_or((1, 1)),
+        initial_c.map(fold).unwrap_or((1, 1)),
+    );
+    let (yh_f, yc_f) = (fold(y_h), fold(y_c));
 
     let mut flags = 0u32;
     if initial_h.is_some() {
@@ -227,8 +218,15 @@ pub fn lstm_into(
     for step in 0..t_len {
         let pc = PushConstants::new()
             .tensor(x.desc())
-            .tensor(s_desc)
             .tensor(y.desc())
+            .u32(h0_f.0)
+            .u32(h0_f.1)
+            .u32(c0_f.0)
+            .u32(c0_f.1)
+            .u32(yh_f.0)
+            .u32(yh_f.1)
+            .u32(yc_f.0)
+            .u32(yc_f.1)
             .u32(weights.w_offset)
             .u32(weights.r_offset)
             .u32(weights.bias_offset.unwrap_or(0))
