@@ -5,6 +5,7 @@ mod attrs;
 mod error;
 mod import;
 mod ops;
+mod peek;
 mod supported;
 mod tensor;
 
@@ -17,6 +18,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use error::{ImportError, SUPPORTED_OPS_LOCATION};
+pub use peek::{read_tensor_pb, summarize_model, ModelSummary};
 pub use supported::SUPPORTED_OPS;
 
 use crate::ir::{DType, Graph, TensorData};
