@@ -119,11 +119,21 @@ impl Submitter {
                 pending.insert(d.req.ticket, d);
             }
             while pending.contains_key(&next) {
-                let mut batch = Vec::new();
+                let mut batch: Vec<ReadDone> = Vec::new();
                 while batch.len() < self.ctx.max_batch.max(1) {
-                    match pending.remove(&next) {
-                        Some(d) => batch.push(d),
-                        None => break,
+                    // A copy may only join a submission whose compute wait covers its own: a
+                    // larger wait could name a compute batch that itself waits for an earlier
+                    // copy of this submission (a GPU deadlock across the two queues).
+                    let joins = match (pending.get(&next), batch.first()) {
+                        (None, _) => false,
+                        (Some(_), None) => true,
+                        (Some(d), Some(first)) => d.req.compute_wait <= first.req.compute_wait,
+                    };
+                    if !joins {
+                        break;
+                    }
+                    if let Some(d) = pending.remove(&next) {
+                        batch.push(d);
                     }
                     next += 1;
                 }
