@@ -5,3 +5,4 @@ pub mod ops;
 pub mod cli;
 pub mod packed;
 pub mod workload;
+pub mod runtime;

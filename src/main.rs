@@ -7,6 +7,10 @@ enum Cli {
     Plan(texstream::cli::plan::PlanArgs),
     /// Import an ONNX model, optimize it and write a packed model (.tspk).
     Compile(texstream::cli::compile::CompileArgs),
+    /// Run an ONNX or packed model on .npy inputs on the GPU; writes one .npy per output.
+    Infer(texstream::cli::infer::InferArgs),
+    /// Read the text in an image: PP-OCR det/cls/rec run on the GPU by the executor.
+    Ocr(texstream::cli::ocr::OcrArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -14,5 +18,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse() {
         Cli::Plan(args) => texstream::cli::plan::run(&args),
         Cli::Compile(args) => texstream::cli::compile::run(&args),
+        Cli::Infer(args) => texstream::cli::infer::run(&args),
+        Cli::Ocr(args) => texstream::cli::ocr::run(&args),
     }
 }

@@ -262,6 +262,49 @@ impl Tensor {
         Ok(t)
     }
 
+    /// A tensor with logical `shape` over this tensor's storage (same image or buffer, same
+    /// physical fold `pw`/`ph`/`pl`): linear texel `i` of the new shape lands where linear texel
+    /// `i` of `self` is stored. Used for views (reshapes that keep the C4 texel order) and for
+    /// reusing a dead tensor's memory. The new shape's texels must fit the storage.
+    pub fn reinterpret(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let [n, c, h, w] = layout::nchw(shape)?;
+        let bad = |reason: String| VkError::BadShape {
+            shape: shape.to_vec(),
+            reason,
+        };
+        let u = |v: usize| u32::try_from(v).map_err(|_| bad("dimension too large".into()));
+        let l = FoldLayout {
+            n: u(n)?,
+            c: u(c)?,
+            h: u(h)?,
+            w: u(w)?,
+            c4: u(c.div_ceil(4))?,
+            pw: self.layout.pw,
+            ph: self.layout.ph,
+            pl: self.layout.pl,
+        };
+        let capacity = match self.storage {
+            TensorStorage::Image(_) => self.layout.physical_texels(),
+            TensorStorage::Buffer(_) => self.layout.texels(),
+        };
+        if l.texels() > capacity {
+            return Err(bad(format!(
+                "{} texels do not fit the {capacity} texels of `{}`",
+                l.texels(),
+                self.name
+            )));
+        }
+        Ok(Tensor {
+            name: name.into(),
+            shape: shape.to_vec(),
+            layout: l,
+            precision: self.precision,
+            storage: self.storage.clone(),
+            device: self.device.clone(),
+            _fallback: self._fallback.clone(),
+        })
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

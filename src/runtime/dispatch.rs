@@ -1,0 +1,499 @@
+//! Per-node dispatch: maps one IR node to its kernel call(s) on the executor's tensors.
+use vk_backend::kernels::{self as k, ConvWeights, MatBias, MatMulOpts, MatRhs};
+use vk_backend::{Recorder, Tensor};
+
+use super::error::{Result, RuntimeError};
+use super::executor::Executable;
+use crate::ir::{Activation, BinaryOp, DType, Node, Op, ReduceOp, TensorLayout, UnaryOp, Window};
+use crate::packed::WeightKind;
+
+fn act(a: Activation) -> Option<k::UnaryOp> {
+    Some(match a {
+        Activation::None => return None,
+        Activation::Relu => k::UnaryOp::Relu,
+        Activation::Clip { min, max } => k::UnaryOp::Clip { min, max },
+        Activation::Sigmoid => k::UnaryOp::Sigmoid,
+        Activation::HardSwish => k::UnaryOp::HardSwish,
+        Activation::HardSigmoid { alpha, beta } => k::UnaryOp::HardSigmoid { alpha, beta },
+        Activation::LeakyRelu { alpha } => k::UnaryOp::LeakyRelu { alpha },
+        Activation::Tanh => k::UnaryOp::Tanh,
+        Activation::Gelu => k::UnaryOp::Gelu,
+    })
+}
+
+fn unary(u: UnaryOp) -> Option<k::UnaryOp> {
+    Some(match u {
+        UnaryOp::Relu => k::UnaryOp::Relu,
+        UnaryOp::LeakyRelu { alpha } => k::UnaryOp::LeakyRelu { alpha },
+        UnaryOp::Sigmoid => k::UnaryOp::Sigmoid,
+        UnaryOp::HardSigmoid { alpha, beta } => k::UnaryOp::HardSigmoid { alpha, beta },
+        UnaryOp::HardSwish => k::UnaryOp::HardSwish,
+        UnaryOp::Tanh => k::UnaryOp::Tanh,
+        UnaryOp::Erf => k::UnaryOp::Erf,
+        UnaryOp::Gelu => k::UnaryOp::Gelu,
+        UnaryOp::Exp => k::UnaryOp::Exp,
+        UnaryOp::Sqrt => k::UnaryOp::Sqrt,
+        UnaryOp::Reciprocal => k::UnaryOp::Reciprocal,
+        UnaryOp::Clip { min, max } => k::UnaryOp::Clip { min, max },
+        UnaryOp::Neg => k::UnaryOp::Neg,
+        UnaryOp::Abs => k::UnaryOp::Abs,
+        UnaryOp::Log => k::UnaryOp::Log,
+        UnaryOp::Sin => k::UnaryOp::Sin,
+        UnaryOp::Cos => k::UnaryOp::Cos,
+        UnaryOp::Not => return None,
+    })
+}
+
+fn window2d(w: &Window) -> k::Window2d {
+    k::Window2d {
+        kernel: w.kernel,
+        strides: w.strides,
+        dilations: w.dilations,
+        pads: w.pads,
+    }
+}
+
+impl Executable {
+    fn bad(&self, n: &Node, reason: impl Into<String>) -> RuntimeError {
+        RuntimeError::BadNode {
+            node: n.name.clone(),
+            op: n.op.name().into(),
+            reason: reason.into(),
+        }
+    }
+
+    fn t(&self, n: &Node, t: usize) -> Result<Tensor> {
+        self.tensors.get(t).and_then(|x| x.clone()).ok_or_else(|| {
+            self.bad(
+                n,
+                format!(
+                    "tensor `{}` has no GPU tensor",
+                    self.header.graph.tensors[t].name
+                ),
+            )
+        })
+    }
+
+    fn input(&self, n: &Node, i: usize) -> Result<Tensor> {
+        let t = n
+            .input(i)
+            .ok_or_else(|| self.bad(n, format!("input {i} is missing")))?;
+        self.t(n, t)
+    }
+
+    fn output(&self, n: &Node, i: usize) -> Result<Tensor> {
+        let t = *n
+            .outputs
+            .get(i)
+            .ok_or_else(|| self.bad(n, format!("output {i} is missing")))?;
+        self.t(n, t)
+    }
+
+    /// Texel offset of the packed weight at input `slot` of node `ni`, if packed with `want`.
+    fn woff(&self, ni: usize, slot: usize, want: fn(&WeightKind) -> bool) -> Result<Option<u32>> {
+        let n = &self.header.graph.nodes[ni];
+        match self.weight_entry(ni, slot) {
+            Some(w) if want(&w.kind) => u32::try_from(w.texel_offset)
+                .map(Some)
+                .map_err(|_| self.bad(n, "weight offset past 2^32 texels")),
+            Some(w) => Err(self.bad(
+                n,
+                format!("input {slot} packed as {:?}, not usable here", w.kind),
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// A scratch tensor of `shape` owned by node `ni` (k-th), created on first use.
+    fn scratch(&mut self, ni: usize, kidx: usize, shape: &[usize]) -> Result<Tensor> {
+        if let Some(t) = self.scratch.get(&(ni, kidx)) {
+            return Ok(t.clone());
+        }
+        let name = format!("{}:scratch{kidx}", self.header.graph.nodes[ni].name);
+        let t = Tensor::new(
+            &self.device,
+            &name,
+            shape,
+            super::weights::vk_precision(self.precision),
+        )
+        .map_err(super::error::vk(name))?;
+        self.scratch.insert((ni, kidx), t.clone());
+        Ok(t)
+    }
+
+    /// Records node `ni`'s dispatches. The caller binds the weight atlas (`rec.use_weights`).
+    pub fn record_node(&mut self, rec: &mut Recorder, ni: usize) -> Result<()> {
+        let n = self.header.graph.nodes[ni].clone();
+        let kerr = |source| RuntimeError::Kernel {
+            node: n.name.clone(),
+            source,
+        };
+        let g = &self.header.graph;
+        // Views run nothing: the output aliases its root's image.
+        if n.op.is_layout_op()
+            && n.outputs
+                .iter()
+                .all(|&t| matches!(g.tensors[t].layout, TensorLayout::ViewOf(_)))
+        {
+            return Ok(());
+        }
+        let unsupported = || RuntimeError::UnsupportedOp {
+            node: n.name.clone(),
+            op: format!("{:?}", n.op)
+                .split([' ', '(', '{'])
+                .next()
+                .unwrap_or("?")
+                .to_string(),
+        };
+        match &n.op {
+            Op::Conv {
+                window,
+                group,
+                activation,
+            } => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                let filter = self
+                    .woff(ni, 1, |k| {
+                        matches!(
+                            k,
+                            WeightKind::ConvFilter { .. } | WeightKind::Depthwise { .. }
+                        )
+                    })?
+                    .ok_or_else(|| self.bad(&n, "filter is not a packed constant"))?;
+                let bias = self.woff(ni, 2, |k| matches!(k, WeightKind::Vector { .. }))?;
+                let wshape = &g.tensors[n.input(1).unwrap_or(0)].shape;
+                let p = k::Conv2dParams {
+                    window: window2d(window),
+                    groups: *group,
+                    out_channels: wshape[0],
+                    activation: act(*activation).unwrap_or(k::UnaryOp::Identity),
+                };
+                let weights = ConvWeights { filter, bias };
+                if window.spatial_rank == 1 {
+                    let (xs, ys) = (x.shape().to_vec(), y.shape().to_vec());
+                    let x4 = self.scratch(ni, 0, &[xs[0], xs[1], 1, xs[2]])?;
+                    let y4 = self.scratch(ni, 1, &[ys[0], ys[1], 1, ys[2]])?;
+                    k::reshape_into(rec, &x, &x4).map_err(kerr)?;
+                    k::conv2d_into(rec, &x4, weights, &p, &y4).map_err(kerr)?;
+                    k::reshape_into(rec, &y4, &y).map_err(kerr)?;
+                } else {
+                    k::conv2d_into(rec, &x, weights, &p, &y).map_err(kerr)?;
+                }
+            }
+            Op::ConvTranspose {
+                window,
+                group,
+                output_padding,
+                activation,
+            } => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                let filter = self
+                    .woff(ni, 1, |k| matches!(k, WeightKind::ConvFilter { .. }))?
+                    .ok_or_else(|| self.bad(&n, "filter is not a packed constant"))?;
+                let bias = self.woff(ni, 2, |k| matches!(k, WeightKind::Vector { .. }))?;
+                let p = k::ConvTranspose2dParams {
+                    window: window2d(window),
+                    groups: *group,
+                    out_channels: y.shape()[1],
+                    output_padding: *output_padding,
+                    activation: act(*activation).unwrap_or(k::UnaryOp::Identity),
+                };
+                let weights = ConvWeights { filter, bias };
+                if window.spatial_rank == 1 {
+                    let (xs, ys) = (x.shape().to_vec(), y.shape().to_vec());
+                    let x4 = self.scratch(ni, 0, &[xs[0], xs[1], 1, xs[2]])?;
+                    let y4 = self.scratch(ni, 1, &[ys[0], ys[1], 1, ys[2]])?;
+                    k::reshape_into(rec, &x, &x4).map_err(kerr)?;
+                    k::conv_transpose2d_into(rec, &x4, weights, &p, &y4).map_err(kerr)?;
+                    k::reshape_into(rec, &y4, &y).map_err(kerr)?;
+                } else {
+                    k::conv_transpose2d_into(rec, &x, weights, &p, &y).map_err(kerr)?;
+                }
+            }
+            Op::MatMul {
+                transpose_a,
+                transpose_b,
+                activation,
+            } => {
+                let a = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                let bw = self.weight_entry(ni, 1).map(|w| w.kind.clone());
+                let b_t;
+                let rhs = match bw {
+                    Some(WeightKind::MatrixKN { k: kk, n: nn }) => MatRhs::Weights {
+                        texel_offset: self
+                            .woff(ni, 1, |k| matches!(k, WeightKind::MatrixKN { .. }))?
+                            .unwrap_or(0),
+                        k: kk,
+                        n: nn,
+                    },
+                    _ => {
+                        b_t = self.input(&n, 1)?;
+                        MatRhs::Tensor(&b_t)
+                    }
+                };
+                let bias = self
+                    .woff(ni, 2, |k| matches!(k, WeightKind::Vector { .. }))?
+                    .map(|texel_offset| MatBias {
+                        texel_offset,
+                        per_row: false,
+                        per_col: true,
+                    });
+                if n.input(2).is_some() && bias.is_none() {
+                    return Err(self.bad(&n, "bias input is not a packed vector"));
+                }
+                let const_b = matches!(rhs, MatRhs::Weights { .. });
+                let opts = MatMulOpts {
+                    trans_a: *transpose_a,
+                    trans_b: *transpose_b && !const_b,
+                    alpha: 1.0,
+                    beta: 1.0,
+                    bias,
+                    activation: act(*activation),
+                };
+                k::matmul_into(rec, &a, rhs, &opts, &y).map_err(kerr)?;
+            }
+            Op::Gemm {
+                alpha,
+                beta,
+                trans_a,
+                trans_b,
+                activation,
+            } => {
+                let a = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                let bw = self.weight_entry(ni, 1).map(|w| w.kind.clone());
+                let b_t;
+                let rhs = match bw {
+                    Some(WeightKind::MatrixKN { k: kk, n: nn }) => MatRhs::Weights {
+                        texel_offset: self
+                            .woff(ni, 1, |k| matches!(k, WeightKind::MatrixKN { .. }))?
+                            .unwrap_or(0),
+                        k: kk,
+                        n: nn,
+                    },
+                    _ => {
+                        b_t = self.input(&n, 1)?;
+                        MatRhs::Tensor(&b_t)
+                    }
+                };
+                let const_b = matches!(rhs, MatRhs::Weights { .. });
+                let bias = match self.weight_entry(ni, 2).map(|w| w.kind.clone()) {
+                    Some(WeightKind::Vector { c }) => {
+                        let ncols = y.shape().last().copied().unwrap_or(1);
+                        Some(MatBias {
+                            texel_offset: self
+                                .woff(ni, 2, |k| matches!(k, WeightKind::Vector { .. }))?
+                                .unwrap_or(0),
+                            per_row: false,
+                            per_col: c == ncols && c != 1,
+                        })
+                    }
+                    Some(other) => {
+                        return Err(self.bad(&n, format!("C packed as {other:?} is not supported")))
+                    }
+                    None if n.input(2).is_some() => {
+                        return Err(self.bad(&n, "C is not a packed constant"))
+                    }
+                    None => None,
+                };
+                let opts = MatMulOpts {
+                    trans_a: *trans_a,
+                    trans_b: *trans_b && !const_b,
+                    alpha: *alpha,
+                    beta: *beta,
+                    bias,
+                    activation: act(*activation),
+                };
+                k::matmul_into(rec, &a, rhs, &opts, &y).map_err(kerr)?;
+            }
+            Op::Binary(b) => {
+                let a = self.input(&n, 0)?;
+                let bb = self.input(&n, 1)?;
+                let y = self.output(&n, 0)?;
+                let mut arith = |op| k::binary_into(rec, op, &a, &bb, &y);
+                let r = match b {
+                    BinaryOp::Add => arith(k::BinaryOp::Add),
+                    BinaryOp::Sub => arith(k::BinaryOp::Sub),
+                    BinaryOp::Mul => arith(k::BinaryOp::Mul),
+                    BinaryOp::Div => arith(k::BinaryOp::Div),
+                    BinaryOp::Pow => arith(k::BinaryOp::Pow),
+                    BinaryOp::PRelu => arith(k::BinaryOp::PRelu),
+                    BinaryOp::Equal => k::compare_into(rec, k::CompareOp::Equal, &a, &bb, &y),
+                    BinaryOp::Less => k::compare_into(rec, k::CompareOp::Less, &a, &bb, &y),
+                    BinaryOp::Greater => k::compare_into(rec, k::CompareOp::Greater, &a, &bb, &y),
+                    BinaryOp::And => k::compare_into(rec, k::CompareOp::And, &a, &bb, &y),
+                    BinaryOp::Or => k::compare_into(rec, k::CompareOp::Or, &a, &bb, &y),
+                };
+                r.map_err(kerr)?;
+            }
+            Op::Unary(u) => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                match unary(*u) {
+                    Some(op) => k::unary_into(rec, op, &x, &y).map_err(kerr)?,
+                    // Not(x) = (x == 0): compare against a zero scalar.
+                    None => {
+                        let zero = self.scratch(ni, 0, &[1])?;
+                        rec.clear_tensor(&zero).map_err(kerr)?;
+                        k::compare_into(rec, k::CompareOp::Equal, &x, &zero, &y).map_err(kerr)?;
+                    }
+                }
+            }
+            Op::Where => {
+                let (c, a, b) = (self.input(&n, 0)?, self.input(&n, 1)?, self.input(&n, 2)?);
+                let y = self.output(&n, 0)?;
+                k::where_into(rec, &c, &a, &b, &y).map_err(kerr)?;
+            }
+            Op::Softmax { axis } => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                k::softmax_into(rec, &x, &[*axis as i64], false, &y).map_err(kerr)?;
+            }
+            Op::LayerNorm { axis, epsilon } => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                let vecw = |k: &WeightKind| matches!(k, WeightKind::Vector { .. });
+                let scale = self
+                    .woff(ni, 1, vecw)?
+                    .ok_or_else(|| self.bad(&n, "scale is not a packed vector"))?;
+                let bias = self.woff(ni, 2, vecw)?;
+                k::layernorm_into(rec, &x, *axis as i64, *epsilon, scale, bias, &y)
+                    .map_err(kerr)?;
+            }
+            Op::Reduce { op, axes, keepdims } => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                let op = match op {
+                    ReduceOp::Mean => k::ReduceOp::Mean,
+                    ReduceOp::Sum => k::ReduceOp::Sum,
+                    ReduceOp::Max => k::ReduceOp::Max,
+                    ReduceOp::Min => k::ReduceOp::Min,
+                };
+                let axes: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+                k::reduce_into(rec, op, &x, &axes, *keepdims, &y).map_err(kerr)?;
+            }
+            Op::ArgMax {
+                axis,
+                keepdims,
+                select_last_index,
+            } => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                let op = k::ReduceOp::ArgMax {
+                    select_last_index: *select_last_index,
+                };
+                k::reduce_into(rec, op, &x, &[*axis as i64], *keepdims, &y).map_err(kerr)?;
+            }
+            Op::MaxPool { window, ceil_mode }
+            | Op::AveragePool {
+                window, ceil_mode, ..
+            } => {
+                let kind = match &n.op {
+                    Op::AveragePool {
+                        count_include_pad, ..
+                    } => k::PoolKind::Average {
+                        count_include_pad: *count_include_pad,
+                    },
+                    _ => k::PoolKind::Max,
+                };
+                let p = k::Pool2dParams {
+                    kind,
+                    window: window2d(window),
+                    ceil_mode: *ceil_mode,
+                };
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                if window.spatial_rank == 1 {
+                    let (xs, ys) = (x.shape().to_vec(), y.shape().to_vec());
+                    let x4 = self.scratch(ni, 0, &[xs[0], xs[1], 1, xs[2]])?;
+                    let y4 = self.scratch(ni, 1, &[ys[0], ys[1], 1, ys[2]])?;
+                    k::reshape_into(rec, &x, &x4).map_err(kerr)?;
+                    k::pool2d_into(rec, &x4, &p, &y4).map_err(kerr)?;
+                    k::reshape_into(rec, &y4, &y).map_err(kerr)?;
+                } else {
+                    k::pool2d_into(rec, &x, &p, &y).map_err(kerr)?;
+                }
+            }
+            Op::GlobalAveragePool => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                if x.shape().len() != 4 {
+                    return Err(unsupported());
+                }
+                k::global_avg_pool_into(rec, &x, &y).map_err(kerr)?;
+            }
+            Op::Concat { axis } => {
+                let ins = (0..n.inputs.len())
+                    .map(|i| self.input(&n, i))
+                    .collect::<Result<Vec<_>>>()?;
+                let refs: Vec<&Tensor> = ins.iter().collect();
+                let y = self.output(&n, 0)?;
+                k::concat_into(rec, &refs, *axis as i64, &y).map_err(kerr)?;
+            }
+            Op::Split { axis, .. } => {
+                let x = self.input(&n, 0)?;
+                let outs = (0..n.outputs.len())
+                    .map(|i| self.output(&n, i))
+                    .collect::<Result<Vec<_>>>()?;
+                let refs: Vec<&Tensor> = outs.iter().collect();
+                k::split_into(rec, &x, *axis as i64, &refs).map_err(kerr)?;
+            }
+            Op::Slice {
+                starts,
+                ends,
+                steps,
+            } => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                let axes: Vec<i64> = (0..starts.len() as i64).collect();
+                // A normalized end of -1 with a negative step means "through index 0", which
+                // ONNX spells as any end below -dim.
+                let ends: Vec<i64> = ends
+                    .iter()
+                    .zip(steps)
+                    .map(|(&e, &s)| if s < 0 && e < 0 { i64::MIN / 2 } else { e })
+                    .collect();
+                k::slice_into(rec, &x, starts, &ends, &axes, steps, &y).map_err(kerr)?;
+            }
+            Op::Transpose { perm } => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                k::transpose_into(rec, &x, perm, &y).map_err(kerr)?;
+            }
+            Op::Reshape { .. } => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                k::reshape_into(rec, &x, &y).map_err(kerr)?;
+            }
+            Op::Gather { axis } => {
+                let (d, i) = (self.input(&n, 0)?, self.input(&n, 1)?);
+                let y = self.output(&n, 0)?;
+                k::gather_into(rec, &d, &i, *axis as i64, &y).map_err(kerr)?;
+            }
+            Op::Cast { to } => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                let to = match to {
+                    DType::F32 | DType::F16 | DType::F64 => k::CastTo::Float,
+                    DType::Bool => k::CastTo::Bool,
+                    _ => k::CastTo::Int,
+                };
+                k::cast_into(rec, &x, to, &y).map_err(kerr)?;
+            }
+            Op::Expand { .. } => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                k::expand_into(rec, &x, &y).map_err(kerr)?;
+            }
+            Op::BatchNorm { .. }
+            | Op::Resize { .. }
+            | Op::Pad { .. }
+            | Op::Tile { .. }
+            | Op::Lstm { .. } => return Err(unsupported()),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,383 @@
+//! The executor: builds GPU tensors for a packed model (preloaded weights, constant operands,
+//! arena-planned activations) and runs the whole graph with one submission per run.
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use vk_backend::{
+    kernels::weight_copy_into, Buffer, Device, FoldLayout, MemoryCategory, QueueKind, Recorder,
+    Tensor,
+};
+
+use super::arena::{self, ArenaPlan, PoolKey};
+use super::error::{vk, Result, RuntimeError};
+use super::weights::{vk_precision, PageSource, WeightResidency};
+use crate::ir::{DType, Graph, TensorId};
+use crate::packed::{
+    PackedHeader, PackedModel, StepInfo, StoredPrecision, WeightEntry, WeightKind,
+};
+
+pub use super::npy::NpyArray as HostTensor;
+
+/// Wall-clock split of one run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunTimings {
+    /// Packing inputs and recording every dispatch.
+    pub record: Duration,
+    /// Submit until the GPU finished (includes input upload and output download copies).
+    pub gpu: Duration,
+    /// Unpacking outputs on the host.
+    pub readback: Duration,
+}
+
+/// A model ready to run on one device.
+pub struct Executable {
+    pub(crate) device: Device,
+    pub(crate) header: PackedHeader,
+    pub(crate) precision: StoredPrecision,
+    pub(crate) weights: WeightResidency,
+    /// Per IR tensor: its GPU tensor (activations, inputs, outputs, materialized constants).
+    pub(crate) tensors: Vec<Option<Tensor>>,
+    /// Per node: (input slot -> weight entry index).
+    pub(crate) node_weights: Vec<HashMap<usize, usize>>,
+    /// Per node: its step in the packed header.
+    pub(crate) node_step: Vec<Option<usize>>,
+    /// Scratch tensors a node needs (e.g. the [N, C, 1, W] copies of 1-D convs), by (node, k).
+    pub(crate) scratch: HashMap<(usize, usize), Tensor>,
+    pub(crate) arena: ArenaPlan,
+    pub last_timings: RunTimings,
+}
+
+impl Executable {
+    /// Opens a packed model file's weights and builds the executable.
+    pub fn from_packed_model(device: &Device, model: &PackedModel) -> Result<Executable> {
+        Self::new(device, model.header(), model)
+    }
+
+    /// Builds the executable: loads every weight page into an atlas (page i -> slot i), uploads
+    /// constant operands that kernels read as activations, and allocates the activation arena.
+    pub fn new(
+        device: &Device,
+        header: &PackedHeader,
+        pages: &dyn PageSource,
+    ) -> Result<Executable> {
+        let precision = header.precision;
+        let weights = WeightResidency::preload(device, pages, precision)?;
+        let g = &header.graph;
+        let mut node_weights = vec![HashMap::new(); g.nodes.len()];
+        let mut node_step = vec![None; g.nodes.len()];
+        for (si, s) in header.steps.iter().enumerate() {
+            let StepInfo { node, .. } = *s;
+            if node < g.nodes.len() {
+                node_step[node] = Some(si);
+                for &(slot, w) in &s.weights {
+                    node_weights[node].insert(slot, w);
+                }
+            }
+        }
+        let mut exe = Executable {
+            device: device.clone(),
+            header: header.clone(),
+            precision,
+            weights,
+            tensors: vec![None; g.tensors.len()],
+            node_weights,
+            node_step,
+            scratch: HashMap::new(),
+            arena: ArenaPlan::default(),
+            last_timings: RunTimings::default(),
+        };
+        exe.materialize_constants()?;
+        exe.allocate_arena()?;
+        Ok(exe)
+    }
+
+    pub fn graph(&self) -> &Graph {
+        &self.header.graph
+    }
+    pub fn header(&self) -> &PackedHeader {
+        &self.header
+    }
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+    pub fn precision(&self) -> StoredPrecision {
+        self.precision
+    }
+    pub fn arena_stats(&self) -> arena::ArenaStats {
+        self.arena.stats
+    }
+    /// Bytes of the resident weight atlas.
+    pub fn weight_bytes(&self) -> u64 {
+        self.weights.bytes
+    }
+    /// The weight pages node `node` reads (the packed step's page list), for a streaming driver.
+    pub fn node_pages(&self, node: usize) -> &[u32] {
+        match self.node_step.get(node).copied().flatten() {
+            Some(s) => &self.header.steps[s].pages,
+            None => &[],
+        }
+    }
+    /// The GPU tensor bound to IR tensor `t`, if any.
+    pub fn tensor(&self, t: TensorId) -> Option<&Tensor> {
+        self.tensors.get(t).and_then(|x| x.as_ref())
+    }
+
+    pub(crate) fn weight_entry(&self, node: usize, slot: usize) -> Option<&WeightEntry> {
+        let w = *self.node_weights.get(node)?.get(&slot)?;
+        self.header.weights.get(w)
+    }
+
+    fn vkp(&self) -> vk_backend::Precision {
+        vk_precision(self.precision)
+    }
+
+    /// Constant operands that kernels read as activation images: packed `Activation`-kind
+    /// weights are copied out of the atlas by the weight-copy kernel (so they come from the same
+    /// pages); integer constants that stayed inline (e.g. Gather indices) are uploaded as floats.
+    fn materialize_constants(&mut self) -> Result<()> {
+        let g = self.header.graph.clone();
+        let mut rec = Recorder::new(&self.device, QueueKind::Compute)
+            .map_err(vk("recording constant uploads"))?;
+        rec.use_weights(&self.weights.atlas);
+        let mut uploads = 0;
+        for (ni, n) in g.nodes.iter().enumerate() {
+            for (slot, t) in n.inputs.iter().enumerate() {
+                let Some(t) = *t else { continue };
+                if self.tensors[t].is_some() {
+                    continue;
+                }
+                let info = &g.tensors[t];
+                let shape = info.shape.clone();
+                if let Some(w) = self.weight_entry(ni, slot) {
+                    let WeightKind::Activation { .. } = w.kind else {
+                        continue;
+                    };
+                    let off = u32::try_from(w.texel_offset).map_err(|_| RuntimeError::BadNode {
+                        node: n.name.clone(),
+                        op: n.op.name().into(),
+                        reason: "weight offset past 2^32 texels".into(),
+                    })?;
+                    let tensor = Tensor::with_category(
+                        &self.device,
+                        &info.name,
+                        &shape,
+                        self.vkp(),
+                        MemoryCategory::Weights,
+                    )
+                    .map_err(vk(format!("constant `{}`", info.name)))?;
+                    weight_copy_into(&mut rec, off, &tensor).map_err(|source| {
+                        RuntimeError::Kernel {
+                            node: n.name.clone(),
+                            source,
+                        }
+                    })?;
+                    uploads += 1;
+                    self.tensors[t] = Some(tensor);
+                } else if let Some(d) = g.constants.get(&t) {
+                    let tensor = Tensor::with_category(
+                        &self.device,
+                        &info.name,
+                        &shape,
+                        self.vkp(),
+                        MemoryCategory::Weights,
+                    )
+                    .map_err(vk(format!("constant `{}`", info.name)))?;
+                    tensor
+                        .upload(&d.as_f32())
+                        .map_err(vk(format!("uploading constant `{}`", info.name)))?;
+                    self.tensors[t] = Some(tensor);
+                }
+            }
+        }
+        if uploads > 0 {
+            rec.submit_and_wait()
+                .map_err(vk("copying constant operands out of the atlas"))?;
+        }
+        Ok(())
+    }
+
+    fn allocate_arena(&mut self) -> Result<()> {
+        let g = &self.header.graph;
+        let limits = self.device.image_limits();
+        let bpt = self.precision.bytes_per_texel() as u64;
+        let key_bytes = |t: TensorId| -> (PoolKey, u64) {
+            let [n, c, h, w] = crate::ir::nchw(&g.tensors[t].shape);
+            let planned = FoldLayout::plan(
+                [n, c, h, w],
+                limits.max_image_dimension_2d,
+                limits.max_image_array_layers,
+            )
+            .ok()
+            .flatten();
+            match planned {
+                Some(l) => (Some((l.pw, l.ph, l.pl)), l.physical_texels() * bpt),
+                None => (None, (n * c.div_ceil(4) * h * w) as u64 * bpt),
+            }
+        };
+        let plan = arena::plan(g, key_bytes);
+        let mut slot_tensors = Vec::with_capacity(plan.slots.len());
+        for (i, s) in plan.slots.iter().enumerate() {
+            let info = &g.tensors[s.first];
+            let t = Tensor::new(&self.device, &format!("arena{i}"), &info.shape, self.vkp())
+                .map_err(vk(format!("allocating activation `{}`", info.name)))?;
+            slot_tensors.push(t);
+        }
+        for t in 0..g.tensors.len() {
+            if self.tensors[t].is_some() {
+                continue;
+            }
+            let r = plan.root[t];
+            let base = match plan.slot[r] {
+                Some(s) => Some(&slot_tensors[s]),
+                None => self.tensors[r].as_ref(),
+            };
+            if let Some(base) = base {
+                let info = &g.tensors[t];
+                let v = base
+                    .reinterpret(&info.name, &info.shape)
+                    .map_err(vk(format!("placing tensor `{}`", info.name)))?;
+                self.tensors[t] = Some(v);
+            }
+        }
+        self.arena = plan;
+        Ok(())
+    }
+
+    /// Runs the graph on `inputs` (by graph input name, NCHW f32 values) and returns every graph
+    /// output by name. Records all dispatches into one command buffer and submits once.
+    pub fn run(&mut self, inputs: &[(String, HostTensor)]) -> Result<Vec<(String, HostTensor)>> {
+        let t0 = Instant::now();
+        let g = self.header.graph.clone();
+        let mut rec =
+            Recorder::new(&self.device, QueueKind::Compute).map_err(vk("starting a run"))?;
+        for p in &g.inputs {
+            let info = &g.tensors[p.tensor];
+            let Some((_, host)) = inputs.iter().find(|(n, _)| *n == p.name) else {
+                return Err(RuntimeError::Input {
+                    name: p.name.clone(),
+                    reason: format!("missing (model inputs: {:?})", input_names(&g)),
+                });
+            };
+            if host.shape != info.shape {
+                return Err(RuntimeError::Input {
+                    name: p.name.clone(),
+                    reason: format!(
+                        "shape {:?}, the model was compiled for {:?}",
+                        host.shape, info.shape
+                    ),
+                });
+            }
+            let t = self.tensors[p.tensor]
+                .as_ref()
+                .ok_or_else(|| RuntimeError::Input {
+                    name: p.name.clone(),
+                    reason: "has no GPU tensor".into(),
+                })?;
+            let bytes = t
+                .pack_bytes(&host.data)
+                .map_err(vk(format!("input `{}`", p.name)))?;
+            let staging = Buffer::staging_upload(&self.device, "input staging", bytes.len() as u64)
+                .map_err(vk("input staging"))?;
+            staging.write(0, &bytes).map_err(vk("input staging"))?;
+            rec.copy_buffer_to_tensor(&staging, 0, t)
+                .map_err(vk(format!("uploading input `{}`", p.name)))?;
+        }
+        for (name, _) in inputs {
+            if !g.inputs.iter().any(|p| &p.name == name) {
+                return Err(RuntimeError::Input {
+                    name: name.clone(),
+                    reason: format!("not a model input (model inputs: {:?})", input_names(&g)),
+                });
+            }
+        }
+        rec.use_weights(&self.weights.atlas);
+        for ni in 0..g.nodes.len() {
+            self.record_node(&mut rec, ni)?;
+        }
+        let mut downloads = Vec::new();
+        for p in &g.outputs {
+            let t = self.tensors[p.tensor]
+                .clone()
+                .ok_or_else(|| RuntimeError::Input {
+                    name: p.name.clone(),
+                    reason: "output has no GPU tensor".into(),
+                })?;
+            let size = t.physical_bytes();
+            let buf = Buffer::staging_download(&self.device, "output staging", size)
+                .map_err(vk("output staging"))?;
+            rec.copy_tensor_to_buffer(&t, &buf, 0)
+                .map_err(vk(format!("downloading output `{}`", p.name)))?;
+            downloads.push((p.name.clone(), t, buf, size));
+        }
+        let t1 = Instant::now();
+        rec.submit_and_wait().map_err(vk("running the model"))?;
+        self.device
+            .check_validation()
+            .map_err(vk("Vulkan validation"))?;
+        let t2 = Instant::now();
+        let mut out = Vec::new();
+        for (name, t, buf, size) in downloads {
+            let bytes = buf
+                .read(0, size as usize)
+                .map_err(vk(format!("reading output `{name}`")))?;
+            out.push((
+                name,
+                HostTensor::new(t.shape().to_vec(), t.unpack_bytes(&bytes)),
+            ));
+        }
+        self.last_timings = RunTimings {
+            record: t1 - t0,
+            gpu: t2 - t1,
+            readback: t2.elapsed(),
+        };
+        Ok(out)
+    }
+
+    /// IR dtype of graph output `name` (to write integer outputs as integers).
+    pub fn output_dtype(&self, name: &str) -> Option<DType> {
+        let g = &self.header.graph;
+        g.outputs
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| g.tensors[p.tensor].dtype)
+    }
+}
+
+fn input_names(g: &Graph) -> Vec<String> {
+    g.inputs.iter().map(|p| p.name.clone()).collect()
+}
+
+/// Compiles an ONNX model in memory (import, passes, pack). Float inputs fix the input shapes;
+/// integer inputs (e.g. Silero VAD's `sr`) are bound as constants so the importer can fold on them.
+pub fn compile_onnx(
+    path: &std::path::Path,
+    inputs: &[(String, HostTensor)],
+    precision: StoredPrecision,
+) -> std::result::Result<crate::packed::Packed, String> {
+    let mut opts = crate::onnx::ImportOptions::default();
+    for (name, a) in inputs {
+        if a.integer {
+            let v = a.data.iter().map(|&x| x as i64).collect();
+            opts.bindings.insert(
+                name.clone(),
+                crate::ir::TensorData::from_i64(a.shape.clone(), v),
+            );
+        } else {
+            opts.input_shapes.insert(name.clone(), a.shape.clone());
+        }
+    }
+    let mut model = crate::onnx::import(path, &opts).map_err(|e| e.to_string())?;
+    let report = crate::ir::passes::optimize(&mut model.graph);
+    let meta = model.metadata().clone();
+    crate::packed::pack_graph(
+        model.graph,
+        &path.display().to_string(),
+        report,
+        meta,
+        crate::packed::PackOptions {
+            precision,
+            page_bytes: 1 << 20,
+        },
+    )
+    .map_err(|e| format!("{}: {e}", path.display()))
+}

@@ -1,0 +1,14 @@
+//! Runs a packed model's IR on Vulkan textures: weight preload, static activation arena, per-node
+//! kernel dispatch recorded into one command buffer, and .npy I/O for the CLI and tests.
+pub mod arena;
+pub mod dispatch;
+pub mod error;
+pub mod executor;
+pub mod npy;
+pub mod shape_cache;
+pub mod weights;
+
+pub use arena::{ArenaPlan, ArenaStats};
+pub use error::RuntimeError;
+pub use executor::{Executable, HostTensor, RunTimings};
+pub use weights::{PageSource, WeightResidency};

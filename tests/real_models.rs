@@ -1,0 +1,211 @@
+//! Real models (PP-OCR cls/rec/det, Silero VAD) through the executor on the Vulkan device, against
+//! ONNX Runtime outputs produced by `scripts/ort_reference.py` on the same inputs.
+//!
+//! Error metric: max |got - want| / (max(want) - min(want)) per output; fp16 <= 1e-2, fp32 <= 1e-4.
+//! The recognizer additionally needs the identical argmax at every sequence step.
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use texstream::packed::StoredPrecision;
+use texstream::runtime::executor::compile_onnx;
+use texstream::runtime::npy::read_npy;
+use texstream::runtime::{Executable, HostTensor};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn python() -> Option<PathBuf> {
+    let p = std::env::var_os("TEXSTREAM_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv/bin/python"));
+    p.exists().then_some(p)
+}
+
+struct Reference {
+    model: PathBuf,
+    inputs: Vec<(String, HostTensor)>,
+    outputs: Vec<(String, HostTensor)>,
+    ort_ms: f64,
+}
+
+/// Runs the ORT reference script for `case`, or None (printing SKIPPED) if models/venv are missing.
+fn reference(case: &str, model: &str) -> Option<Reference> {
+    let model = root().join(model);
+    if !model.exists() {
+        eprintln!(
+            "SKIPPED {case}: {} missing; run scripts/fetch_models.py",
+            model.display()
+        );
+        return None;
+    }
+    let Some(py) = python() else {
+        eprintln!("SKIPPED {case}: no python venv (.venv/bin/python or TEXSTREAM_PYTHON)");
+        return None;
+    };
+    let dir = root().join("target/real_models").join(case);
+    let st = Command::new(&py)
+        .arg(root().join("scripts/ort_reference.py"))
+        .arg(case)
+        .arg(&dir)
+        .output()
+        .expect("run ort_reference.py");
+    assert!(
+        st.status.success(),
+        "ort_reference.py {case} failed: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).expect("meta.json"))
+            .expect("meta.json parses");
+    let load = |key: &str| -> Vec<(String, HostTensor)> {
+        meta[key]
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|e| {
+                let name = e[0].as_str().expect("name").to_string();
+                let f = dir.join(e[1].as_str().expect("file"));
+                (name, read_npy(&f).expect("npy"))
+            })
+            .collect()
+    };
+    Some(Reference {
+        model,
+        inputs: load("inputs"),
+        outputs: load("outputs"),
+        ort_ms: meta["ort_ms"].as_f64().unwrap_or(0.0),
+    })
+}
+
+fn rel_err(got: &[f32], want: &[f32]) -> f64 {
+    let (lo, hi) = want.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &v| {
+        (lo.min(v as f64), hi.max(v as f64))
+    });
+    let range = (hi - lo).max(1e-6);
+    got.iter()
+        .zip(want)
+        .map(|(&g, &w)| (g as f64 - w as f64).abs())
+        .fold(0.0, f64::max)
+        / range
+}
+
+/// Compiles `r.model` at `precision`, runs it and checks every output; returns the executor.
+fn check(case: &str, r: &Reference, precision: StoredPrecision) -> Executable {
+    let device = vk_backend::testing::device();
+    let t0 = Instant::now();
+    let packed = compile_onnx(&r.model, &r.inputs, precision).expect("compile");
+    let mut exe = Executable::new(&device, &packed.header, &packed).expect("build executable");
+    let build = t0.elapsed();
+    let feeds: Vec<_> = r
+        .inputs
+        .iter()
+        .filter(|(n, _)| exe.graph().inputs.iter().any(|p| &p.name == n))
+        .cloned()
+        .collect();
+    let t1 = Instant::now();
+    let outs = exe.run(&feeds).expect("run");
+    let run = t1.elapsed();
+    let tol = match precision {
+        StoredPrecision::F16 => 1e-2,
+        StoredPrecision::F32 => 1e-4,
+    };
+    for (name, want) in &r.outputs {
+        let (_, got) = outs
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("{case}: output {name} missing"));
+        assert_eq!(
+            got.data.len(),
+            want.data.len(),
+            "{case}: output {name} has {:?}, ORT {:?}",
+            got.shape,
+            want.shape
+        );
+        let e = rel_err(&got.data, &want.data);
+        println!(
+            "{case} {precision:?} output {name} {:?}: max err / range = {e:.2e} (tol {tol:.0e})",
+            got.shape
+        );
+        assert!(
+            e <= tol,
+            "{case} {precision:?}: output {name} error {e:.3e} > {tol:.0e}"
+        );
+    }
+    let a = exe.arena_stats();
+    println!(
+        "{case} {precision:?}: build {:.0} ms, run {:.0} ms (gpu {:.0} ms) on {}; ORT CPU {:.1} ms; \
+         arena {} images {} B (naive {} B), weights {} B",
+        build.as_secs_f64() * 1e3,
+        run.as_secs_f64() * 1e3,
+        exe.last_timings.gpu.as_secs_f64() * 1e3,
+        device.name(),
+        r.ort_ms,
+        a.images,
+        a.allocated_bytes,
+        a.naive_bytes,
+        exe.weight_bytes()
+    );
+    vk_backend::testing::assert_no_validation_messages(&device);
+    exe
+}
+
+fn argmax_rows(v: &[f32], n: usize) -> Vec<usize> {
+    v.chunks(n)
+        .map(|r| {
+            r.iter()
+                .enumerate()
+                .fold((0, f32::MIN), |b, (i, &x)| if x > b.1 { (i, x) } else { b })
+                .0
+        })
+        .collect()
+}
+
+#[test]
+fn cls_matches_ort() {
+    let Some(r) = reference("cls", "models/ocr/cls.onnx") else {
+        return;
+    };
+    check("cls", &r, StoredPrecision::F16);
+    check("cls", &r, StoredPrecision::F32);
+}
+
+#[test]
+fn rec_matches_ort() {
+    let Some(r) = reference("rec", "models/ocr/rec.onnx") else {
+        return;
+    };
+    for p in [StoredPrecision::F16, StoredPrecision::F32] {
+        let mut exe = check("rec", &r, p);
+        let (_, want) = &r.outputs[0];
+        let classes = *want.shape.last().expect("rank");
+        let feeds: Vec<_> = r.inputs.clone();
+        let got = exe.run(&feeds).expect("run");
+        assert_eq!(
+            argmax_rows(&got[0].1.data, classes),
+            argmax_rows(&want.data, classes),
+            "rec {p:?}: argmax sequence differs from ORT"
+        );
+    }
+}
+
+#[test]
+fn det_matches_ort() {
+    // fp16 at 640x640 (the size the OCR pipeline uses); fp32 at 320x320 to keep lavapipe time down.
+    if let Some(r) = reference("det", "models/ocr/det.onnx") {
+        check("det", &r, StoredPrecision::F16);
+    }
+    if let Some(r) = reference("det320", "models/ocr/det.onnx") {
+        check("det320", &r, StoredPrecision::F32);
+    }
+}
+
+#[test]
+fn vad_matches_ort() {
+    let Some(r) = reference("vad", "models/vad/silero_vad.onnx") else {
+        return;
+    };
+    check("vad", &r, StoredPrecision::F16);
+    check("vad", &r, StoredPrecision::F32);
+}
