@@ -5,6 +5,8 @@ use clap::Parser;
 enum Cli {
     /// Plan a workload's weight streaming under a memory cap and compare policies.
     Plan(texstream::cli::plan::PlanArgs),
+    /// Run a workload's pipeline with its models streamed under the cap; print outputs and metrics.
+    Run(texstream::cli::run::RunArgs),
     /// Import an ONNX model, optimize it and write a packed model (.tspk).
     Compile(texstream::cli::compile::CompileArgs),
     /// Run an ONNX or packed model on .npy inputs on the GPU; writes one .npy per output.
@@ -17,6 +19,7 @@ fn main() -> anyhow::Result<()> {
     env_logger::init();
     match Cli::parse() {
         Cli::Plan(args) => texstream::cli::plan::run(&args),
+        Cli::Run(args) => texstream::cli::run::run(&args),
         Cli::Compile(args) => texstream::cli::compile::run(&args),
         Cli::Infer(args) => texstream::cli::infer::run(&args),
         Cli::Ocr(args) => texstream::cli::ocr::run(&args),

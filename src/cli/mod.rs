@@ -3,3 +3,4 @@ pub mod compile;
 pub mod infer;
 pub mod ocr;
 pub mod plan;
+pub mod run;

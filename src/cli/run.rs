@@ -1,0 +1,149 @@
+//! `texstream run WORKLOAD.ron`: runs the workload's pipeline with its models streamed under the
+//! cap, prints the outputs (OCR text lines) and the metrics summary, optionally for every policy.
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use scheduler::{parse_size, Policy};
+
+use crate::runtime::metrics::RunSummary;
+use crate::runtime::workload_run::{prepare, run_policy, RunOptions};
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Workload file (RON).
+    pub workload: PathBuf,
+    /// Device memory cap (e.g. 24MiB); default: the workload's.
+    #[arg(long)]
+    pub cap: Option<String>,
+    /// preload, reload-per-model, on-demand, lru or planned; default: the workload's.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Frames (pipeline repetitions); default: the workload's.
+    #[arg(long)]
+    pub iterations: Option<u32>,
+    /// Write the metrics as JSON (with --all-policies: one object per policy).
+    #[arg(long)]
+    pub metrics_json: Option<PathBuf>,
+    /// Run every policy, one after another on a fresh device, and compare them.
+    #[arg(long)]
+    pub all_policies: bool,
+    /// Input image instead of the workload's demo input.
+    #[arg(long)]
+    pub image: Option<PathBuf>,
+}
+
+pub fn run(args: &RunArgs) -> Result<()> {
+    let cap = args
+        .cap
+        .as_deref()
+        .map(parse_size)
+        .transpose()
+        .context("--cap")?;
+    let opts = RunOptions {
+        cap,
+        iterations: args.iterations,
+        image: args.image.clone(),
+        ..RunOptions::default()
+    };
+    let prep = prepare(&args.workload, &opts)?;
+    let policies: Vec<Policy> = if args.all_policies {
+        Policy::ALL.to_vec()
+    } else {
+        match args.policy.as_deref() {
+            Some(p) => vec![p.parse()?],
+            None => vec![prep.workload.policy()?],
+        }
+    };
+    let bar = indicatif::ProgressBar::new(prep.models.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{bar:20}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut summaries: Vec<RunSummary> = Vec::new();
+    let mut failures: Vec<(Policy, String)> = Vec::new();
+    let mut text: Option<Vec<Vec<String>>> = None;
+    for &policy in &policies {
+        match run_policy(&prep, &opts, policy, Some(&bar)) {
+            Ok(o) => {
+                let lines: Vec<Vec<String>> = o
+                    .frames
+                    .iter()
+                    .map(|f| f.iter().map(|l| l.text.clone()).collect())
+                    .collect();
+                match &text {
+                    None => {
+                        bar.suspend(|| {
+                            if let Some(last) = o.frames.last() {
+                                println!("recognized text ({} lines, last frame):", last.len());
+                                for l in last {
+                                    println!("  {:.3}  {}", l.score, l.text);
+                                }
+                            }
+                        });
+                        text = Some(lines);
+                    }
+                    Some(t) if *t != lines => {
+                        failures.push((policy, "OCR text differs from the first policy's".into()))
+                    }
+                    Some(_) => {}
+                }
+                bar.suspend(|| println!("\n{}", o.summary.table()));
+                summaries.push(o.summary);
+            }
+            Err(e) if args.all_policies => failures.push((policy, e.to_string())),
+            Err(e) => {
+                bar.finish_and_clear();
+                return Err(e.into());
+            }
+        }
+    }
+    bar.finish_and_clear();
+    if args.all_policies {
+        println!(
+            "{:<18} {:>11} {:>11} {:>11} {:>8} {:>8} {:>12} {:>10} {:>14}",
+            "policy",
+            "measured ms",
+            "predict ms",
+            "LB ms",
+            "meas/pr",
+            "meas/LB",
+            "streamed MiB",
+            "stall ms",
+            "peak/cap MiB"
+        );
+        for s in &summaries {
+            println!(
+                "{:<18} {:>11.2} {:>11.2} {:>11.2} {:>8.2} {:>8.2} {:>12.2} {:>10.2} {:>7.2}/{:<6.2}",
+                s.policy,
+                s.measured_s * 1e3,
+                s.predicted_s * 1e3,
+                s.lower_bound_s * 1e3,
+                s.measured_over_predicted,
+                s.measured_over_lower_bound,
+                s.bytes_streamed as f64 / 1048576.0,
+                s.stall_s * 1e3,
+                s.peak_device_bytes as f64 / 1048576.0,
+                s.cap_bytes as f64 / 1048576.0
+            );
+        }
+        for (p, e) in &failures {
+            println!("{:<18} not run: {e}", p.name());
+        }
+    }
+    if let Some(path) = &args.metrics_json {
+        let json = if args.all_policies {
+            serde_json::to_string_pretty(&summaries)?
+        } else {
+            serde_json::to_string_pretty(&summaries.first())?
+        };
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if summaries.iter().any(|s| s.peak_device_bytes > s.cap_bytes) {
+        bail!("peak device bytes exceeded the cap");
+    }
+    if failures.iter().any(|(_, e)| e.contains("differs")) {
+        bail!("policies disagree on the OCR text");
+    }
+    Ok(())
+}

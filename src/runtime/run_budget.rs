@@ -1,0 +1,140 @@
+//! Cap accounting for a streamed run: what the engine itself takes on this device (measured with
+//! the counted allocator, not assumed), and the scheduler cap that leaves for slots + activations.
+use scheduler::{min_feasible_cap, plan, Bandwidth, Pipeline, Plan, PlanError, Policy, Profile};
+use vk_backend::{
+    vk, AtlasConfig, Buffer, Device, MemoryCategory, MemoryLocation, StagingMemory, StreamConfig,
+    VkError, WeightAtlas,
+};
+
+/// Device bytes the stream engine takes besides its page slots, measured on the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineCost {
+    /// Counted bytes per atlas slot (a layer; ≥ the page size when the driver pads).
+    pub slot_bytes: u64,
+    /// Page-table buffer plus its transient init staging buffer.
+    pub table_bytes: u64,
+    /// Counted bytes of the staging ring (0 when it lives in host-only memory).
+    pub staging_bytes: u64,
+}
+
+impl EngineCost {
+    /// Everything except the slots.
+    pub fn fixed_bytes(&self) -> u64 {
+        self.table_bytes + self.staging_bytes
+    }
+}
+
+/// Measures [`EngineCost`] for `config` (precision, page height, staging) and `logical_pages`
+/// by creating a 1- and a 2-slot atlas and one staging buffer and reading the counters.
+pub fn measure_engine_cost(
+    device: &Device,
+    config: &StreamConfig,
+    logical_pages: u32,
+) -> Result<EngineCost, VkError> {
+    let now = || device.memory_stats().current_bytes;
+    let atlas = |slots| {
+        WeightAtlas::new(
+            device,
+            AtlasConfig {
+                slots,
+                precision: config.precision,
+                page_height: config.page_height,
+                logical_pages: logical_pages.max(1),
+            },
+        )
+    };
+    let s0 = now();
+    let a1 = atlas(1)?;
+    let d1 = now() - s0;
+    let page_bytes = a1.page_bytes();
+    drop(a1);
+    let s0 = now();
+    let a2 = atlas(2)?;
+    let d2 = now() - s0;
+    drop(a2);
+    let slot_bytes = (d2 - d1).max(page_bytes);
+    let table = d1.saturating_sub(slot_bytes);
+    let location = match config.staging_memory {
+        StagingMemory::System => MemoryLocation::GpuToCpu,
+        StagingMemory::DeviceLocal => MemoryLocation::CpuToGpu,
+    };
+    let s0 = now();
+    let b = Buffer::new(
+        device,
+        "staging probe",
+        page_bytes,
+        vk::BufferUsageFlags::TRANSFER_SRC,
+        location,
+        MemoryCategory::Staging,
+    )?;
+    let staging_one = now() - s0;
+    drop(b);
+    Ok(EngineCost {
+        slot_bytes,
+        // The table's init upload goes through a staging buffer of the same size.
+        table_bytes: 2 * table,
+        staging_bytes: staging_one * config.staging_slots as u64,
+    })
+}
+
+/// The cap is below what the workload needs; says the minimum and what sets it.
+#[derive(Debug, thiserror::Error)]
+pub enum CapError {
+    #[error(
+        "cap {cap} B is below the minimum feasible cap {min} B: step `{step}` of model `{model}` reads {pages} pages \
+         ({page_bytes} B each), the largest activation peak is {activation} B, and the engine's page table + staging take {fixed} B"
+    )]
+    TooSmall {
+        cap: u64,
+        min: u64,
+        model: String,
+        step: String,
+        pages: u32,
+        page_bytes: u64,
+        activation: u64,
+        fixed: u64,
+    },
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
+
+/// The smallest cap the workload runs under with this engine cost.
+pub fn min_cap(
+    profiles: &[Profile],
+    pipeline: &Pipeline,
+    cost: &EngineCost,
+) -> Result<u64, CapError> {
+    let mc = min_feasible_cap(profiles, pipeline)?;
+    Ok(cost.fixed_bytes() + mc.activation_bytes + mc.step_pages as u64 * cost.slot_bytes)
+}
+
+/// Plans under `cap` device bytes: the engine's fixed bytes come off first, and the scheduler
+/// cap is rounded so that its slots, at the measured per-slot bytes, still fit.
+pub fn plan_under_cap(
+    profiles: &[Profile],
+    pipeline: &Pipeline,
+    cap: u64,
+    bw: &Bandwidth,
+    policy: Policy,
+    cost: &EngineCost,
+) -> Result<Plan, CapError> {
+    let mc = min_feasible_cap(profiles, pipeline)?;
+    let min = min_cap(profiles, pipeline, cost)?;
+    if cap < min {
+        return Err(CapError::TooSmall {
+            cap,
+            min,
+            model: mc.model,
+            step: mc.step,
+            pages: mc.step_pages,
+            page_bytes: cost.slot_bytes,
+            activation: mc.activation_bytes,
+            fixed: cost.fixed_bytes(),
+        });
+    }
+    let page = profiles.first().map_or(1, |p| p.page_bytes.max(1));
+    let act = mc.activation_bytes;
+    let room = cap - cost.fixed_bytes() - act;
+    let sched_cap = act + room / cost.slot_bytes * page;
+    Ok(plan(profiles, pipeline, sched_cap, bw, policy)?)
+}

@@ -1,0 +1,243 @@
+//! One packed model prepared for streamed execution: the graph executor's activations and kernels,
+//! with its weight texel offsets moved to the model's place in the stream engine's global page
+//! space and no weights of its own; step `i` of its load profile records the nodes up to the
+//! `i`-th kernel-running node.
+use std::sync::Arc;
+
+use vk_backend::kernels::weight_copy_into;
+use vk_backend::{Device, Recorder, StreamEngine, VkError, WeightAtlas};
+
+use super::executor::Executable;
+use super::stream_exec::StepRecorder;
+use super::weights::{PageSource as ExePages, WeightResidency};
+use super::RuntimeError;
+use crate::packed::{PackedError, PackedModel, WeightKind};
+
+/// A page source with no pages: the executor is built without weights (the stream engine owns
+/// them); constants it copies out of the atlas at build time read zeros and are copied again by
+/// the step that uses them.
+struct NoPages {
+    page_bytes: u64,
+}
+
+impl ExePages for NoPages {
+    fn page_count(&self) -> u64 {
+        0
+    }
+    fn page_bytes(&self) -> u64 {
+        self.page_bytes
+    }
+    fn read_page(&self, page: u64, _: &mut [u8]) -> Result<(), PackedError> {
+        Err(PackedError::PageRange {
+            file: "(streamed model)".into(),
+            page,
+            count: 0,
+        })
+    }
+}
+
+/// A model's executor on the streamed atlas.
+pub struct StreamedModel {
+    pub name: String,
+    pub packed: Arc<PackedModel>,
+    exe: Executable,
+    /// Per profile step: the graph nodes it records, in order.
+    step_nodes: Vec<std::ops::Range<usize>>,
+    texel_base: u32,
+}
+
+impl StreamedModel {
+    /// Builds the executor (activation arena, scratch) for `packed`, whose pages start at
+    /// logical page `page_base` of the engine.
+    pub fn new(
+        device: &Device,
+        name: &str,
+        packed: Arc<PackedModel>,
+        page_base: u32,
+    ) -> Result<StreamedModel, RuntimeError> {
+        let mut header = packed.header().clone();
+        let texel_base = page_base as u64 * header.texels_per_page;
+        for w in &mut header.weights {
+            w.texel_offset += texel_base;
+        }
+        let texel_base = u32::try_from(texel_base).map_err(|_| RuntimeError::BadNode {
+            node: name.into(),
+            op: "model".into(),
+            reason: "weight space past 2^32 texels".into(),
+        })?;
+        let pages = NoPages {
+            page_bytes: 512 * header.precision.bytes_per_texel() as u64,
+        };
+        let exe = Executable::new(device, &header, &pages)?;
+        let mut step_nodes = Vec::new();
+        let mut from = 0usize;
+        for s in header.steps.iter().filter(|s| !s.is_view) {
+            step_nodes.push(from..s.node + 1);
+            from = s.node + 1;
+        }
+        let n = header.graph.nodes.len();
+        if let Some(last) = step_nodes.last_mut() {
+            last.end = n.max(last.end);
+        }
+        Ok(StreamedModel {
+            name: name.into(),
+            packed,
+            exe,
+            step_nodes,
+            texel_base,
+        })
+    }
+
+    /// Points the executor's weight binding at the engine's atlas (dropping its placeholder).
+    pub fn attach(&mut self, engine: &StreamEngine) {
+        self.attach_atlas(engine.atlas().clone());
+    }
+
+    fn attach_atlas(&mut self, atlas: WeightAtlas) {
+        self.exe.weights = WeightResidency {
+            atlas,
+            pages: self.packed.page_count(),
+            bytes: 0,
+        };
+    }
+
+    /// Records every node once into a throwaway command buffer, so that lazily created scratch
+    /// tensors exist (and are counted) before the cap is planned.
+    pub fn warm_up(&mut self) -> Result<(), RuntimeError> {
+        let mut rec =
+            Recorder::new(self.exe.device(), vk_backend::QueueKind::Compute).map_err(|source| {
+                RuntimeError::Vk {
+                    what: format!("model `{}`: warm-up recording", self.name),
+                    source,
+                }
+            })?;
+        rec.use_weights(&self.exe.weights.atlas);
+        for ni in 0..self.exe.graph().nodes.len() {
+            self.exe.record_node(&mut rec, ni)?;
+        }
+        Ok(())
+    }
+
+    pub fn executable(&self) -> &Executable {
+        &self.exe
+    }
+
+    /// Uploads `data` into graph input `name` (waits).
+    pub fn upload(&self, name: &str, data: &[f32]) -> Result<(), RuntimeError> {
+        let g = self.exe.graph();
+        let p = g
+            .inputs
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| RuntimeError::Input {
+                name: name.into(),
+                reason: format!("model `{}` has no such input", self.name),
+            })?;
+        let t = self
+            .exe
+            .tensor(p.tensor)
+            .ok_or_else(|| RuntimeError::Input {
+                name: name.into(),
+                reason: "has no GPU tensor".into(),
+            })?;
+        t.upload(data).map_err(|source| RuntimeError::Vk {
+            what: format!("model `{}`: uploading `{name}`", self.name),
+            source,
+        })
+    }
+
+    /// Shape of graph input `name`.
+    pub fn input_shape(&self, name: &str) -> Option<Vec<usize>> {
+        let g = self.exe.graph();
+        g.inputs
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| g.tensors[p.tensor].shape.clone())
+    }
+
+    /// Downloads graph output `name` (the run that wrote it must have finished).
+    pub fn download(&self, name: &str) -> Result<(Vec<usize>, Vec<f32>), RuntimeError> {
+        let g = self.exe.graph();
+        let p = g
+            .outputs
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| RuntimeError::Input {
+                name: name.into(),
+                reason: format!(
+                    "model `{}` has no such output (outputs: {:?})",
+                    self.name,
+                    g.outputs.iter().map(|p| &p.name).collect::<Vec<_>>()
+                ),
+            })?;
+        let t = self
+            .exe
+            .tensor(p.tensor)
+            .ok_or_else(|| RuntimeError::Input {
+                name: name.into(),
+                reason: "has no GPU tensor".into(),
+            })?;
+        let v = t.download().map_err(|source| RuntimeError::Vk {
+            what: format!("model `{}`: downloading `{name}`", self.name),
+            source,
+        })?;
+        Ok((t.shape().to_vec(), v))
+    }
+
+    /// Bytes of the largest single input or output (the transient staging buffer of one
+    /// upload or download).
+    pub fn io_bytes(&self) -> u64 {
+        let g = self.exe.graph();
+        g.inputs
+            .iter()
+            .chain(&g.outputs)
+            .filter_map(|p| self.exe.tensor(p.tensor))
+            .map(|t| t.physical_bytes())
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+impl StepRecorder for StreamedModel {
+    fn record_step(&mut self, step: u32, rec: &mut Recorder, base: u32) -> Result<(), VkError> {
+        if base != self.texel_base {
+            return Err(VkError::Stream(format!(
+                "model `{}` was built for weight texel base {}, the engine says {base}",
+                self.name, self.texel_base
+            )));
+        }
+        let Some(range) = self.step_nodes.get(step as usize).cloned() else {
+            return Err(VkError::Stream(format!(
+                "model `{}` has {} steps, step {step} asked for",
+                self.name,
+                self.step_nodes.len()
+            )));
+        };
+        for ni in range {
+            // Constant operands read as activations come out of the atlas while the step's
+            // pages are resident.
+            let copies: Vec<(u32, vk_backend::Tensor)> = {
+                let g = self.exe.graph();
+                let mut v = Vec::new();
+                for (slot, t) in g.nodes[ni].inputs.iter().enumerate() {
+                    let (Some(t), Some(w)) = (*t, self.exe.weight_entry(ni, slot)) else {
+                        continue;
+                    };
+                    if let (WeightKind::Activation { .. }, Some(tensor)) =
+                        (&w.kind, self.exe.tensor(t))
+                    {
+                        v.push((w.texel_offset as u32, tensor.clone()));
+                    }
+                }
+                v
+            };
+            for (off, t) in copies {
+                weight_copy_into(rec, off, &t)?;
+            }
+            self.exe
+                .record_node(rec, ni)
+                .map_err(|e| VkError::Stream(format!("model `{}`: {e}", self.name)))?;
+        }
+        Ok(())
+    }
+}

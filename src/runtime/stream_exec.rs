@@ -1,0 +1,323 @@
+//! Streaming executor: runs model steps in a plan's global step order on the [`StreamEngine`],
+//! issuing the plan's loads and evictions in FIFO order so that weight residency follows the
+//! scheduler's timeline exactly.
+//!
+//! The plan's trace is one global step sequence (models × fan-out runs × repetitions). The caller
+//! drives it one model run at a time with [`StreamExec::run_model`], doing host work (pre/post
+//! processing, reading outputs back) between runs. Before recording global step `j`, every op up
+//! to `step_wait[j]` is issued, plus every later op whose `after_step` is already recorded (that
+//! is the prefetch: the engine makes the copy wait on the GPU for the slot's last reader, so the
+//! CPU never waits for it). When the fan-out differs from the plan, [`StreamExec::replan`]
+//! switches to a new plan for the remaining work: it evicts every slot (page-table updates in
+//! the compute stream) and starts the new plan from an empty atlas, so the new plan's cap
+//! accounting holds unchanged.
+use std::sync::Arc;
+
+use scheduler::{Op, Plan, TraceStep};
+use vk_backend::{PageSource, Recorder, StreamConfig, StreamEngine, StreamStats, VkError};
+
+/// Errors of a streamed run.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamExecError {
+    #[error(transparent)]
+    Vk(#[from] VkError),
+    #[error("plan mismatch: {0}")]
+    Plan(String),
+    #[error("step `{step}` of model `{model}`: {source}")]
+    Step {
+        model: String,
+        step: String,
+        source: VkError,
+    },
+}
+
+/// A model run whose steps can be recorded one at a time (profile step `i` = the model's `i`-th
+/// kernel-running node). Implemented by the graph executor for one run's activations.
+pub trait StepRecorder {
+    /// Records profile step `step` into `rec` (the weight atlas is bound). Every weight texel
+    /// offset must be shifted by `texel_base` (the model's first texel in the global page space).
+    fn record_step(
+        &mut self,
+        step: u32,
+        rec: &mut Recorder,
+        texel_base: u32,
+    ) -> Result<(), VkError>;
+}
+
+impl<F> StepRecorder for F
+where
+    F: FnMut(u32, &mut Recorder, u32) -> Result<(), VkError>,
+{
+    fn record_step(
+        &mut self,
+        step: u32,
+        rec: &mut Recorder,
+        texel_base: u32,
+    ) -> Result<(), VkError> {
+        self(step, rec, texel_base)
+    }
+}
+
+/// Runs plans on one stream engine; see the module docs.
+pub struct StreamExec {
+    engine: StreamEngine,
+    plan: Plan,
+    next_op: usize,
+    next_step: usize,
+    /// Compute value of the newest recorded step.
+    last_value: u64,
+    replans: u32,
+    /// Sum of the predicted makespans / lower bounds of the executed plan parts.
+    predicted_s: f64,
+    lower_bound_s: f64,
+}
+
+impl StreamExec {
+    /// Creates the engine with `plan.slots` atlas slots (other fields of `config` as given) over
+    /// `sources` (`sources[m]` is the plan's model `m`, with the profile's page count).
+    pub fn new(
+        device: &vk_backend::Device,
+        mut config: StreamConfig,
+        sources: Vec<Arc<dyn PageSource>>,
+        plan: Plan,
+    ) -> Result<StreamExec, StreamExecError> {
+        check_sources(&plan, &sources)?;
+        config.slots = plan.slots.max(1);
+        let engine = StreamEngine::new(device, config, sources)?;
+        let (p, lb) = (plan.stats.predicted_s, plan.stats.lower_bound.bound_s);
+        Ok(StreamExec {
+            engine,
+            plan,
+            next_op: 0,
+            next_step: 0,
+            last_value: 0,
+            replans: 0,
+            predicted_s: p,
+            lower_bound_s: lb,
+        })
+    }
+
+    pub fn engine(&self) -> &StreamEngine {
+        &self.engine
+    }
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+    /// How many times [`Self::replan`] switched plans.
+    pub fn replans(&self) -> u32 {
+        self.replans
+    }
+    /// Predicted time of the executed plan parts (the first plan's whole makespan plus every
+    /// re-plan's makespan minus the part of the plan it replaced that had not run).
+    pub fn predicted_s(&self) -> f64 {
+        self.predicted_s
+    }
+    /// Lower bound, summed the same way as [`Self::predicted_s`].
+    pub fn lower_bound_s(&self) -> f64 {
+        self.lower_bound_s
+    }
+
+    /// The next step of the plan, if any.
+    pub fn next(&self) -> Option<TraceStep> {
+        self.plan.trace.steps.get(self.next_step).copied()
+    }
+
+    /// Global steps not run yet.
+    pub fn remaining_steps(&self) -> usize {
+        self.plan.trace.steps.len() - self.next_step
+    }
+
+    /// Records the next model run of the plan (all its steps, in order) with `rec`; it must be a
+    /// run of `model`. Returns the compute value of its last step (pass it to [`Self::wait`]
+    /// before reading its outputs). Nothing is waited for on the CPU.
+    pub fn run_model(
+        &mut self,
+        model: u32,
+        rec: &mut dyn StepRecorder,
+    ) -> Result<u64, StreamExecError> {
+        let Some(first) = self.next() else {
+            return Err(StreamExecError::Plan(format!(
+                "a run of model {model} was asked for, but the plan has no steps left"
+            )));
+        };
+        if first.model != model || first.step != 0 {
+            return Err(StreamExecError::Plan(format!(
+                "a run of model `{}` was asked for, but the plan's next step is step {} of model `{}`",
+                self.model_name(model),
+                first.step,
+                self.model_name(first.model)
+            )));
+        }
+        let base = self.engine.weight_texel_base(model)?;
+        let start = self.next_step;
+        let mut j = start;
+        while j < self.plan.trace.steps.len() {
+            let s = self.plan.trace.steps[j];
+            if j > start
+                && (s.step == 0
+                    || s.model != first.model
+                    || s.run != first.run
+                    || s.stage != first.stage
+                    || s.rep != first.rep)
+            {
+                break;
+            }
+            self.issue_ops(j)?;
+            let needs: Vec<(u32, u32)> = self
+                .plan
+                .trace
+                .pages(j)
+                .iter()
+                .map(|&g| {
+                    let r = self.plan.trace.page_ref(g);
+                    (r.model, r.page)
+                })
+                .collect();
+            let step = s.step;
+            let value = self
+                .engine
+                .step(&needs, |r| rec.record_step(step, r, base))
+                .map_err(|source| StreamExecError::Step {
+                    model: self.model_name(model),
+                    step: self.plan.trace.step_name(j).to_string(),
+                    source,
+                })?;
+            self.last_value = value;
+            j += 1;
+            self.next_step = j;
+        }
+        // Ops that only wait for steps already recorded: start them now so they overlap with the
+        // host work that follows this run.
+        self.issue_ready(self.next_step)?;
+        Ok(self.last_value)
+    }
+
+    fn model_name(&self, m: u32) -> String {
+        self.plan
+            .trace
+            .model_names
+            .get(m as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("#{m}"))
+    }
+
+    /// Issues every op step `j` waits for, then every op that is ready before `j`.
+    fn issue_ops(&mut self, j: usize) -> Result<(), StreamExecError> {
+        if let Some(w) = self.plan.schedule.step_wait.get(j).copied().flatten() {
+            while self.next_op <= w as usize {
+                let op = self.plan.schedule.ops[self.next_op];
+                if op.after_step().is_some_and(|a| a as usize >= j) {
+                    return Err(StreamExecError::Plan(format!(
+                        "step {j} waits for op {w}, but op {} waits for step {:?}",
+                        self.next_op,
+                        op.after_step()
+                    )));
+                }
+                self.issue(op)?;
+            }
+        }
+        self.issue_ready(j)
+    }
+
+    /// Issues ops in FIFO order while their `after_step` is below `j` (already recorded).
+    fn issue_ready(&mut self, j: usize) -> Result<(), StreamExecError> {
+        while let Some(&op) = self.plan.schedule.ops.get(self.next_op) {
+            if op.after_step().is_some_and(|a| a as usize >= j) {
+                break;
+            }
+            self.issue(op)?;
+        }
+        Ok(())
+    }
+
+    fn issue(&mut self, op: Op) -> Result<(), StreamExecError> {
+        match op {
+            Op::Load { page, slot, .. } => {
+                let r = self.plan.trace.page_ref(page);
+                self.engine.load(r.model, r.page, slot)?;
+            }
+            Op::Evict { slot, .. } => self.engine.evict(slot)?,
+        }
+        self.next_op += 1;
+        Ok(())
+    }
+
+    /// Blocks until compute value `value` (from [`Self::run_model`]) has finished on the GPU.
+    pub fn wait(&mut self, value: u64) -> Result<(), StreamExecError> {
+        Ok(self.engine.wait_step(value)?)
+    }
+
+    /// Switches to `plan` for the remaining work (same models, same page size, at most as many
+    /// slots as the engine has). Every slot is evicted first: the new plan starts from an empty
+    /// atlas, as the scheduler assumes.
+    pub fn replan(&mut self, plan: Plan) -> Result<(), StreamExecError> {
+        let slots = self.engine.config().slots;
+        if plan.slots > slots {
+            return Err(StreamExecError::Plan(format!(
+                "re-plan wants {} slots, the atlas has {slots}",
+                plan.slots
+            )));
+        }
+        if plan.trace.model_offset != self.plan.trace.model_offset
+            || plan.page_bytes != self.plan.page_bytes
+        {
+            return Err(StreamExecError::Plan(
+                "re-plan changes the models or the page size".into(),
+            ));
+        }
+        // The replaced plan's unrun part no longer counts towards the prediction.
+        let old = &self.plan;
+        if self.next_step < old.trace.steps.len() {
+            let from = if self.next_step == 0 {
+                0.0
+            } else {
+                old.sim.step_end[self.next_step - 1]
+            };
+            self.predicted_s -= (old.stats.predicted_s - from).max(0.0);
+            let frac = (old.stats.predicted_s - from).max(0.0) / old.stats.predicted_s.max(1e-12);
+            self.lower_bound_s -= old.stats.lower_bound.bound_s * frac;
+        }
+        for s in 0..slots {
+            self.engine.evict(s)?;
+        }
+        self.predicted_s += plan.stats.predicted_s;
+        self.lower_bound_s += plan.stats.lower_bound.bound_s;
+        self.plan = plan;
+        self.next_op = 0;
+        self.next_step = 0;
+        self.replans += 1;
+        Ok(())
+    }
+
+    /// Ends the run: waits for everything, joins the engine's threads, returns its statistics or
+    /// the run's first error. Planned steps not run (fewer items than planned at the end) are
+    /// simply dropped. Dropping a `StreamExec` instead shuts the engine down the same way.
+    pub fn finish(self) -> Result<StreamStats, StreamExecError> {
+        Ok(self.engine.finish()?)
+    }
+}
+
+fn check_sources(plan: &Plan, sources: &[Arc<dyn PageSource>]) -> Result<(), StreamExecError> {
+    let t = &plan.trace;
+    if sources.len() != t.model_offset.len() {
+        return Err(StreamExecError::Plan(format!(
+            "{} page sources for a plan of {} models",
+            sources.len(),
+            t.model_offset.len()
+        )));
+    }
+    for (m, s) in sources.iter().enumerate() {
+        let end = t.model_offset.get(m + 1).copied().unwrap_or(t.total_pages);
+        let pages = end - t.model_offset[m];
+        if s.page_count() != pages || s.page_bytes() as u64 != t.page_bytes {
+            return Err(StreamExecError::Plan(format!(
+                "model `{}`: the source has {} pages of {} bytes, the plan {pages} of {}",
+                t.model_names[m],
+                s.page_count(),
+                s.page_bytes(),
+                t.page_bytes
+            )));
+        }
+    }
+    Ok(())
+}
