@@ -189,6 +189,29 @@ impl Executable {
                 }
             }
         }
+        // A folded graph output (e.g. Shape, or Range on constant inputs) is uploaded like any
+        // other constant so that `run` returns it through the same download path.
+        for p in &g.outputs {
+            let Some(d) = g.constants.get(&p.tensor) else {
+                continue;
+            };
+            if self.tensors[p.tensor].is_some() {
+                continue;
+            }
+            let info = &g.tensors[p.tensor];
+            let tensor = Tensor::with_category(
+                &self.device,
+                &info.name,
+                &info.shape,
+                self.vkp(),
+                MemoryCategory::Weights,
+            )
+            .map_err(vk(format!("constant output `{}`", info.name)))?;
+            tensor
+                .upload(&d.as_f32())
+                .map_err(vk(format!("uploading constant output `{}`", info.name)))?;
+            self.tensors[p.tensor] = Some(tensor);
+        }
         if uploads > 0 {
             rec.submit_and_wait()
                 .map_err(vk("copying constant operands out of the atlas"))?;
