@@ -9,6 +9,10 @@ enum Cli {
     Run(texstream::cli::run::RunArgs),
     /// Import an ONNX model, optimize it and write a packed model (.tspk).
     Compile(texstream::cli::compile::CompileArgs),
+    /// List every Vulkan device: limits, queues, memory, features texstream cares about.
+    Devices(texstream::cli::devices::DevicesArgs),
+    /// Benchmarks (`bench kernels`: images vs. storage buffers, upload bandwidth).
+    Bench(texstream::cli::bench::BenchArgs),
     /// Run an ONNX or packed model on .npy inputs on the GPU; writes one .npy per output.
     Infer(texstream::cli::infer::InferArgs),
     /// Read the text in an image: PP-OCR det/cls/rec run on the GPU by the executor.
@@ -21,6 +25,8 @@ fn main() -> anyhow::Result<()> {
         Cli::Plan(args) => texstream::cli::plan::run(&args),
         Cli::Run(args) => texstream::cli::run::run(&args),
         Cli::Compile(args) => texstream::cli::compile::run(&args),
+        Cli::Devices(args) => texstream::cli::devices::run(&args),
+        Cli::Bench(args) => texstream::cli::bench::run(&args),
         Cli::Infer(args) => texstream::cli::infer::run(&args),
         Cli::Ocr(args) => texstream::cli::ocr::run(&args),
     }

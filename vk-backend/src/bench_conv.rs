@@ -5,9 +5,9 @@
 use std::cell::OnceCell;
 use std::rc::Rc;
 
-use crate::atlas::{AtlasConfig, WeightAtlas};
+use crate::atlas::WeightAtlas;
 use crate::bench::Case;
-use crate::error::{Result, VkError};
+use crate::error::Result;
 use crate::kernels::{
     conv2d_into, conv2d_is_depthwise, conv2d_output_shape, Conv2dParams, ConvWeights, UnaryOp,
     Window2d,
@@ -56,25 +56,7 @@ fn case(x: [usize; 4], o: usize, k: usize, stride: usize, groups: usize) -> Resu
         out.to_vec(),
         flops,
         move |rec, inputs, y| {
-            if atlas.get().is_none() {
-                let p = y.precision();
-                let tpp = (crate::layout::PAGE_WIDTH * p.default_page_height()) as usize;
-                let pages = (space.len() / 4).div_ceil(tpp).max(1) as u32;
-                let a = WeightAtlas::new(
-                    rec.device(),
-                    AtlasConfig {
-                        slots: pages,
-                        precision: p,
-                        page_height: None,
-                        logical_pages: pages,
-                    },
-                )?;
-                a.load_all_now(&space)?;
-                let _ = atlas.set(a);
-            }
-            let a = atlas
-                .get()
-                .ok_or_else(|| VkError::Other("bench atlas was not created".into()))?;
+            let a = crate::bench::lazy_atlas(&atlas, rec, y.precision(), || Ok(space.clone()))?;
             rec.use_weights(a);
             conv2d_into(rec, &inputs[0], weights, &params, y)
         },
@@ -92,11 +74,11 @@ pub fn conv2d_cases(quick: bool) -> Vec<std::result::Result<Case, (String, Strin
         ]
     } else {
         vec![
+            ([1, 64, 112, 112], 64, 3, 1, 1),
+            ([1, 256, 56, 56], 256, 1, 1, 1),
+            ([1, 32, 320, 320], 64, 3, 2, 1),
+            ([1, 128, 160, 160], 128, 3, 1, 128),
             ([1, 64, 256, 256], 64, 3, 1, 1),
-            ([1, 32, 512, 512], 64, 3, 2, 1),
-            ([1, 256, 64, 64], 256, 1, 1, 1),
-            ([1, 128, 128, 128], 128, 3, 1, 128),
-            ([1, 96, 256, 256], 96, 3, 2, 96),
         ]
     };
     specs

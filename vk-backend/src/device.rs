@@ -259,7 +259,9 @@ pub fn enumerate_adapters() -> Result<Vec<AdapterInfo>> {
     let ci = vk::InstanceCreateInfo::default().application_info(&app);
     // SAFETY: plain instance creation and destruction.
     unsafe {
-        let instance = entry.create_instance(&ci, None).vk("vkCreateInstance")?;
+        let instance = entry
+            .create_instance(&ci, None)
+            .map_err(crate::info::instance_error)?;
         let out = adapters_of(&instance);
         instance.destroy_instance(None);
         out
@@ -352,7 +354,8 @@ impl Device {
         if validation {
             ici = ici.push_next(&mut dbg_ci);
         }
-        let instance = unsafe { entry.create_instance(&ici, None) }.vk("vkCreateInstance")?;
+        let instance =
+            unsafe { entry.create_instance(&ici, None) }.map_err(crate::info::instance_error)?;
         let debug = if validation {
             let loader = ash::ext::debug_utils::Instance::new(&entry, &instance);
             match unsafe { loader.create_debug_utils_messenger(&dbg_ci, None) } {

@@ -6,8 +6,11 @@
 //! pure-CPU packing functions in [`layout`]. How to add a kernel: `vk-backend/KERNELS.md`.
 
 pub mod atlas;
+pub mod bench;
+mod bench_conv;
 pub mod device;
 pub mod error;
+pub mod info;
 pub mod kernels;
 pub mod layout;
 pub mod memory;

@@ -1,0 +1,209 @@
+//! `texstream bench kernels`: kernels with tensors in images vs. storage buffers, and upload
+//! bandwidth vs. device copy bandwidth (thin CLI over `vk_backend::bench`).
+
+use anyhow::Context as _;
+use serde_json::{json, Value};
+use vk_backend::bench::{self, BenchConfig, BenchReport, Timing};
+use vk_backend::{Device, DeviceOptions, Precision};
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub what: BenchWhat,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum BenchWhat {
+    /// MatMul/Conv2d/elementwise GFLOP/s with tensors in images vs. storage buffers, and
+    /// staging -> image / buffer upload bandwidth vs. device copy bandwidth.
+    Kernels(KernelBenchArgs),
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrecisionArg {
+    F16,
+    F32,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct KernelBenchArgs {
+    /// Storage precision of tensors (RGBA16F or RGBA32F texels).
+    #[arg(long, value_enum, default_value = "f16")]
+    pub precision: PrecisionArg,
+    /// Small sizes for CPU drivers such as lavapipe (under a minute on 2 cores).
+    #[arg(long)]
+    pub quick: bool,
+    /// Timed runs per case (median reported); default 10, 3 with --quick.
+    #[arg(long)]
+    pub runs: Option<u32>,
+    /// MiB per copy in the bandwidth test; default 256, 4 with --quick.
+    #[arg(long)]
+    pub copy_mib: Option<u64>,
+    /// Only cases whose kernel name or shape contains this (repeatable).
+    #[arg(long)]
+    pub only: Vec<String>,
+    /// Device index or name substring (default: TEXSTREAM_DEVICE, then discrete > integrated > ...).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON report to this file.
+    #[arg(long, value_name = "PATH")]
+    pub save_json: Option<std::path::PathBuf>,
+}
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    match &args.what {
+        BenchWhat::Kernels(a) => run_kernels(a),
+    }
+}
+
+fn run_kernels(a: &KernelBenchArgs) -> anyhow::Result<()> {
+    let precision = match a.precision {
+        PrecisionArg::F16 => Precision::F16,
+        PrecisionArg::F32 => Precision::F32,
+    };
+    let mut cfg = BenchConfig::new(precision, a.quick);
+    if let Some(r) = a.runs {
+        anyhow::ensure!(r > 0, "--runs must be at least 1");
+        cfg.runs = r;
+    }
+    if let Some(m) = a.copy_mib {
+        anyhow::ensure!(m > 0, "--copy-mib must be at least 1");
+        cfg.copy_bytes = m << 20;
+    }
+    cfg.filter = a.only.clone();
+    let device = Device::new(&DeviceOptions {
+        device: a.device.clone(),
+        ..DeviceOptions::from_env()
+    })
+    .context("cannot open a Vulkan device (see `texstream devices`)")?;
+    let report = bench::run(&device, &cfg).context("kernel benchmark failed")?;
+    let json = serde_json::to_string_pretty(&to_json(&report))? + "\n";
+    if let Some(path) = &a.save_json {
+        std::fs::write(path, &json)
+            .with_context(|| format!("writing the JSON report to {}", path.display()))?;
+    }
+    let out = if a.json {
+        json
+    } else {
+        table(&report)
+    };
+    super::devices::write_stdout(&out)
+}
+
+fn timing_json(t: &Timing) -> Value {
+    json!({
+        "median_ms": t.median_ms,
+        "min_ms": t.min_ms,
+        "gflops": t.gflops,
+        "gbps": t.gbps,
+    })
+}
+
+fn to_json(r: &BenchReport) -> Value {
+    json!({
+        "device": r.device,
+        "precision": format!("{:?}", r.precision).to_lowercase(),
+        "runs": r.runs,
+        "kernels": r.kernels.iter().map(|k| json!({
+            "kernel": k.kernel,
+            "shape": k.shape,
+            "flops": k.flops,
+            "bytes": k.bytes,
+            "image": timing_json(&k.image),
+            "buffer": timing_json(&k.buffer),
+            "buffer_over_image_speed": k.image.median_ms / k.buffer.median_ms,
+            "max_rel_diff": k.max_rel_diff,
+        })).collect::<Vec<_>>(),
+        "copies": r.copies.iter().map(|c| json!({
+            "what": c.what,
+            "queue": c.queue,
+            "bytes": c.bytes,
+            "median_ms": c.median_ms,
+            "gbps": c.gbps,
+            "fraction_of_device_copy": c.fraction_of_device_copy,
+        })).collect::<Vec<_>>(),
+        "staging_in_host_memory": r.staging_in_host_memory,
+        "skipped": r.skipped.iter().map(|(c, why)| json!({"case": c, "reason": why}))
+            .collect::<Vec<_>>(),
+    })
+}
+
+fn table(r: &BenchReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "device: {}   precision: {:?}   median of {} timed runs (GPU timestamps)\n",
+        r.device, r.precision, r.runs
+    );
+    let _ = writeln!(
+        s,
+        "{:<8} {:<34} {:>10} {:>9} {:>9} {:>10} {:>9} {:>9} {:>8} {:>9}",
+        "kernel",
+        "shape",
+        "image ms",
+        "GFLOP/s",
+        "GB/s",
+        "buffer ms",
+        "GFLOP/s",
+        "GB/s",
+        "img/buf",
+        "max diff"
+    );
+    for k in &r.kernels {
+        let _ = writeln!(
+            s,
+            "{:<8} {:<34} {:>10.3} {:>9.1} {:>9.1} {:>10.3} {:>9.1} {:>9.1} {:>7.2}x {:>9.1e}",
+            k.kernel,
+            k.shape,
+            k.image.median_ms,
+            k.image.gflops,
+            k.image.gbps,
+            k.buffer.median_ms,
+            k.buffer.gflops,
+            k.buffer.gbps,
+            k.buffer.median_ms / k.image.median_ms,
+            k.max_rel_diff
+        );
+    }
+    let _ = writeln!(
+        s,
+        "(img/buf = buffer time / image time: > 1 means images are faster. GB/s counts \
+         activation bytes read + written once.)\n"
+    );
+    for (c, why) in &r.skipped {
+        let _ = writeln!(s, "skipped {c}: {why}");
+    }
+    if let Some(c) = r.copies.first() {
+        let _ = writeln!(
+            s,
+            "copies of {:.1} MiB (staging in {} memory):",
+            c.bytes as f64 / (1u64 << 20) as f64,
+            if r.staging_in_host_memory {
+                "host"
+            } else {
+                "device-local host-visible"
+            }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "{:<28} {:<9} {:>10} {:>9} {:>14}",
+        "copy", "queue", "ms", "GB/s", "of dev copy"
+    );
+    for c in &r.copies {
+        let _ = writeln!(
+            s,
+            "{:<28} {:<9} {:>10.3} {:>9.2} {:>13.1}%",
+            c.what,
+            c.queue,
+            c.median_ms,
+            c.gbps,
+            100.0 * c.fraction_of_device_copy
+        );
+    }
+    s
+}
