@@ -224,7 +224,11 @@ fn run(cap: u64, policy: Policy, ms: &[Arc<Model>]) -> Result<Outcome, Box<dyn s
         let b = Tensor::new(&dev, "b", &[1, M, K], PREC)?;
         a.upload(&input(n))?;
         let mut rec = |step: u32, r: &mut vk_backend::Recorder, base: u32| {
-            let (src, dst) = if step % 2 == 0 { (&a, &b) } else { (&b, &a) };
+            let (src, dst) = if step.is_multiple_of(2) {
+                (&a, &b)
+            } else {
+                (&b, &a)
+            };
             let w = MatRhs::Weights {
                 texel_offset: base + m.layer_offset(step as usize),
                 k: K,

@@ -183,7 +183,7 @@ fn ocr_roles(w: &LoadedWorkload, p: &PipelineSpec) -> Result<(OcrRoles, String),
     };
     let mut cfg = OcrConfig::default();
     if let PipelineStep::Normalize(n) = &p.steps[1] {
-        if n.mean.len() != 3 || n.std.len() != 3 || n.std.iter().any(|&s| s == 0.0) {
+        if n.mean.len() != 3 || n.std.len() != 3 || n.std.contains(&0.0) {
             return Err(err("Normalize needs 3 means and 3 non-zero stds".into()));
         }
         // The image is BGR; the workload lists RGB like the model cards.
