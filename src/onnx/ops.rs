@@ -251,6 +251,26 @@ pub(super) fn convert(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
                     "Dropout mask output is not supported",
                 ));
             }
+            // Dropout (opset 12+) in training mode with a non-zero ratio draws a random mask;
+            // only inference (or ratio 0) is the identity.
+            if n.op == "Dropout" {
+                let training = ctx
+                    .const_input(n, 2, "Dropout training_mode")?
+                    .is_some_and(|t| t.numel() > 0 && t.values.get_i(0) != 0);
+                if training {
+                    let ratio = match ctx.const_input(n, 1, "Dropout ratio (in training mode)")? {
+                        Some(r) if r.numel() > 0 => r.values.get_f(0),
+                        _ => 0.5,
+                    };
+                    if ratio != 0.0 {
+                        return Err(ctx.node_err(
+                            n,
+                            &out0,
+                            "Dropout in training mode (training_mode=true, ratio > 0) is not supported",
+                        ));
+                    }
+                }
+            }
             let x = ctx.need_input(n, 0)?;
             ctx.alias_output(n, 0, x);
         }
