@@ -72,5 +72,8 @@ fn bench_kernels_quick_json() {
     assert!(k[0]["image"]["gflops"].as_f64().unwrap() > 0.0);
     assert!(k[0]["buffer"]["gflops"].as_f64().unwrap() > 0.0);
     let c = v["copies"].as_array().unwrap();
-    assert!(c.iter().any(|c| c["what"] == "staging -> image"));
+    assert!(c.iter().any(|c| {
+        let w = c["what"].as_str().unwrap_or_default();
+        w.starts_with("staging[") && w.ends_with("-> image")
+    }));
 }

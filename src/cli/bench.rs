@@ -39,6 +39,9 @@ pub struct KernelBenchArgs {
     /// MiB per copy in the bandwidth test; default 256, 4 with --quick.
     #[arg(long)]
     pub copy_mib: Option<u64>,
+    /// Keep the GPU busy this many ms before measuring (clock ramp-up); default 1000, 0 with --quick.
+    #[arg(long)]
+    pub spin_up_ms: Option<u64>,
     /// Only cases whose kernel name or shape contains this (repeatable).
     #[arg(long)]
     pub only: Vec<String>,
@@ -74,6 +77,9 @@ fn run_kernels(a: &KernelBenchArgs) -> anyhow::Result<()> {
         cfg.copy_bytes = m << 20;
     }
     cfg.filter = a.only.clone();
+    if let Some(ms) = a.spin_up_ms {
+        cfg.spin_up_ms = ms;
+    }
     let device = Device::new(&DeviceOptions {
         device: a.device.clone(),
         ..DeviceOptions::from_env()
@@ -85,11 +91,7 @@ fn run_kernels(a: &KernelBenchArgs) -> anyhow::Result<()> {
         std::fs::write(path, &json)
             .with_context(|| format!("writing the JSON report to {}", path.display()))?;
     }
-    let out = if a.json {
-        json
-    } else {
-        table(&report)
-    };
+    let out = if a.json { json } else { table(&report) };
     super::devices::write_stdout(&out)
 }
 
@@ -124,6 +126,7 @@ fn to_json(r: &BenchReport) -> Value {
             "median_ms": c.median_ms,
             "gbps": c.gbps,
             "fraction_of_device_copy": c.fraction_of_device_copy,
+            "fraction_of_best_device_copy": c.fraction_of_best_device_copy,
         })).collect::<Vec<_>>(),
         "staging_in_host_memory": r.staging_in_host_memory,
         "skipped": r.skipped.iter().map(|(c, why)| json!({"case": c, "reason": why}))
@@ -141,7 +144,7 @@ fn table(r: &BenchReport) -> String {
     );
     let _ = writeln!(
         s,
-        "{:<8} {:<34} {:>10} {:>9} {:>9} {:>10} {:>9} {:>9} {:>8} {:>9}",
+        "{:<8} {:<56} {:>10} {:>9} {:>9} {:>10} {:>9} {:>9} {:>8} {:>9}",
         "kernel",
         "shape",
         "image ms",
@@ -156,7 +159,7 @@ fn table(r: &BenchReport) -> String {
     for k in &r.kernels {
         let _ = writeln!(
             s,
-            "{:<8} {:<34} {:>10.3} {:>9.1} {:>9.1} {:>10.3} {:>9.1} {:>9.1} {:>7.2}x {:>9.1e}",
+            "{:<8} {:<56} {:>10.3} {:>9.1} {:>9.1} {:>10.3} {:>9.1} {:>9.1} {:>7.2}x {:>9.1e}",
             k.kernel,
             k.shape,
             k.image.median_ms,
@@ -180,7 +183,8 @@ fn table(r: &BenchReport) -> String {
     if let Some(c) = r.copies.first() {
         let _ = writeln!(
             s,
-            "copies of {:.1} MiB (staging in {} memory):",
+            "copies of {:.1} MiB (the engine's staging buffers are in {} memory; \
+             GB/s = bytes copied / time):",
             c.bytes as f64 / (1u64 << 20) as f64,
             if r.staging_in_host_memory {
                 "host"
@@ -191,18 +195,21 @@ fn table(r: &BenchReport) -> String {
     }
     let _ = writeln!(
         s,
-        "{:<28} {:<9} {:>10} {:>9} {:>14}",
-        "copy", "queue", "ms", "GB/s", "of dev copy"
+        "{:<34} {:<9} {:>10} {:>9} {:>14} {:>14}",
+        "copy", "queue", "ms", "GB/s", "of CopyBuffer", "of best copy"
     );
     for c in &r.copies {
+        // "of CopyBuffer": vs vkCmdCopyBuffer buffer -> buffer on the compute queue; "of best copy":
+        // vs the fastest device-to-device copy of the run (the identity kernel on some GPUs).
         let _ = writeln!(
             s,
-            "{:<28} {:<9} {:>10.3} {:>9.2} {:>13.1}%",
+            "{:<34} {:<9} {:>10.3} {:>9.2} {:>13.1}% {:>13.1}%",
             c.what,
             c.queue,
             c.median_ms,
             c.gbps,
-            100.0 * c.fraction_of_device_copy
+            100.0 * c.fraction_of_device_copy,
+            100.0 * c.fraction_of_best_device_copy
         );
     }
     s

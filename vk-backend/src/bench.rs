@@ -37,6 +37,8 @@ pub struct BenchConfig {
     pub copy_bytes: u64,
     /// Only cases whose name contains one of these (empty = all).
     pub filter: Vec<String>,
+    /// Busy the GPU this long (wall clock) before measuring, so its clocks have ramped up.
+    pub spin_up_ms: u64,
 }
 
 impl BenchConfig {
@@ -49,6 +51,7 @@ impl BenchConfig {
             warmup: if quick { 1 } else { 3 },
             copy_bytes: if quick { 4 << 20 } else { 256 << 20 },
             filter: Vec::new(),
+            spin_up_ms: if quick { 0 } else { 1000 },
         }
     }
 }
@@ -89,8 +92,11 @@ pub struct CopyResult {
     pub bytes: u64,
     pub median_ms: f64,
     pub gbps: f64,
-    /// `gbps` / device buffer -> buffer copy GB/s on the compute queue.
+    /// `gbps` / device buffer -> buffer copy GB/s (vkCmdCopyBuffer) on the compute queue.
     pub fraction_of_device_copy: f64,
+    /// `gbps` / the fastest device-to-device copy of this run (vkCmdCopyBuffer or the identity
+    /// kernel; on some GPUs a shader copies several times faster than vkCmdCopyBuffer).
+    pub fraction_of_best_device_copy: f64,
 }
 
 /// Everything one `bench kernels` run measured.
@@ -389,9 +395,46 @@ fn storage_buffer(device: &Device, name: &str, bytes: u64) -> Result<Buffer> {
     )
 }
 
-/// Copy bandwidths: device buffer -> buffer (reference), staging -> image, staging -> buffer,
-/// device buffer -> image, on the compute queue and (where there is one) the transfer queue.
-/// Returns the results and whether staging landed in host memory.
+/// Fills a host-visible staging buffer with small finite fp16/fp32 bit patterns; returns whether
+/// it landed in host (not device-local) memory.
+fn staging(
+    device: &Device,
+    name: &str,
+    bytes: u64,
+    location: MemoryLocation,
+) -> Result<(Buffer, bool)> {
+    let host_before = device.memory_stats().host_bytes;
+    let b = Buffer::new(
+        device,
+        name,
+        bytes,
+        vk::BufferUsageFlags::TRANSFER_SRC,
+        location,
+        MemoryCategory::Staging,
+    )?;
+    let in_host = device.memory_stats().host_bytes > host_before;
+    b.with_mapped(|m| {
+        for (i, v) in m.iter_mut().enumerate() {
+            *v = (i * 7 % 251) as u8 & 0x3F;
+        }
+    })?;
+    Ok((b, in_host))
+}
+
+fn mem_label(in_host: bool) -> &'static str {
+    if in_host {
+        "host"
+    } else {
+        "device-local"
+    }
+}
+
+/// Copy bandwidths: device buffer -> buffer with vkCmdCopyBuffer (the reference), staging ->
+/// image and staging -> buffer (staging from `Buffer::staging_upload`, which prefers device-local
+/// host-visible memory where the device has it, and from plain host memory), device buffer ->
+/// image, and the `Identity` kernel copying image -> image and buffer -> buffer, on the compute
+/// queue and (uploads only) the dedicated transfer queue. Returns the results and whether the
+/// engine's staging (`staging_upload`) landed in host memory.
 pub fn run_copies(device: &Device, cfg: &BenchConfig) -> Result<(Vec<CopyResult>, bool)> {
     let p = cfg.precision;
     let bpt = p.bytes_per_texel() as u64;
@@ -400,85 +443,149 @@ pub fn run_copies(device: &Device, cfg: &BenchConfig) -> Result<(Vec<CopyResult>
     let h = (cfg.copy_bytes / bpt / w).max(1);
     let h = h.min(device.image_limits().max_image_dimension_2d as u64);
     let bytes = w * h * bpt;
-    let image = Tensor::new(
-        device,
-        "bench copy image",
-        &[1, 4, h as usize, w as usize],
-        p,
-    )?;
-    let host_before = device.memory_stats().host_bytes;
-    let staging = Buffer::staging_upload(device, "bench staging", bytes)?;
-    let staging_in_host_memory = device.memory_stats().host_bytes > host_before;
-    staging.with_mapped(|m| {
-        for (i, b) in m.iter_mut().enumerate() {
-            *b = (i * 7 % 251) as u8 & 0x3F; // small finite fp16/fp32 bit patterns
+    let shape = [1, 4, h as usize, w as usize];
+    let image = Tensor::new(device, "bench copy image", &shape, p)?;
+    let image2 = Tensor::new(device, "bench copy image 2", &shape, p)?;
+    let (up, up_host) = staging(device, "bench staging", bytes, MemoryLocation::CpuToGpu)?;
+    let mut stagings = vec![(up, up_host)];
+    if !up_host {
+        // The engine's staging is device-local (resizable BAR / UMA); also measure plain host memory.
+        let (hs, hs_host) = staging(
+            device,
+            "bench host staging",
+            bytes,
+            MemoryLocation::GpuToCpu,
+        )?;
+        if hs_host {
+            stagings.push((hs, hs_host));
         }
-    })?;
+    }
     let src = storage_buffer(device, "bench copy src", bytes)?;
     let dst = storage_buffer(device, "bench copy dst", bytes)?;
-    let dst_tensor = Tensor::new_buffer(device, "bench copy buffer tensor", image.shape(), p)?;
+    let src_tensor = Tensor::new_buffer(device, "bench copy buffer tensor", &shape, p)?;
+    let dst_tensor = Tensor::new_buffer(device, "bench copy buffer tensor 2", &shape, p)?;
+    {
+        // Contents do not matter for bandwidth, but keep them finite and initialized.
+        let mut rec = Recorder::new(device, QueueKind::Compute)?;
+        rec.copy_buffer(&stagings[0].0, 0, &src, 0, bytes)?;
+        rec.copy_buffer_to_tensor(&stagings[0].0, 0, &src_tensor)?;
+        rec.copy_buffer_to_tensor(&stagings[0].0, 0, &image)?;
+        rec.clear_tensor(&image2)?;
+        rec.clear_tensor(&dst_tensor)?;
+        rec.submit_and_wait()?;
+    }
+
+    type Copy<'a> = (String, Box<dyn Fn(&mut Recorder) -> Result<()> + 'a>);
+    let device_copy = |rec: &mut Recorder| rec.copy_buffer(&src, 0, &dst, 0, bytes);
+    let mut uploads: Vec<Copy<'_>> = Vec::new();
+    let (image_ref, dst_ref) = (&image, &dst_tensor);
+    for (b, in_host) in &stagings {
+        let m = mem_label(*in_host);
+        uploads.push((
+            format!("staging[{m}] -> image"),
+            Box::new(move |rec: &mut Recorder| rec.copy_buffer_to_tensor(b, 0, image_ref)),
+        ));
+        uploads.push((
+            format!("staging[{m}] -> buffer"),
+            Box::new(move |rec: &mut Recorder| rec.copy_buffer_to_tensor(b, 0, dst_ref)),
+        ));
+    }
+    uploads.push((
+        "buffer -> image (device)".into(),
+        Box::new(|rec: &mut Recorder| rec.copy_buffer_to_tensor(&src, 0, &image2)),
+    ));
+    let kernels: Vec<Copy<'_>> = vec![
+        (
+            "identity kernel image -> image".into(),
+            Box::new(|rec: &mut Recorder| unary_into(rec, UnaryOp::Identity, &image, &image2)),
+        ),
+        (
+            "identity kernel buffer -> buffer".into(),
+            Box::new(|rec: &mut Recorder| {
+                unary_into(rec, UnaryOp::Identity, &src_tensor, &dst_tensor)
+            }),
+        ),
+    ];
 
     let mut out = Vec::new();
-    let mut queues = vec![QueueKind::Compute];
+    let mut reference = f64::NAN;
+    let mut measure = |queue: QueueKind, what: &str, f: &dyn Fn(&mut Recorder) -> Result<()>| {
+        let mut ms = time_runs(device, queue, cfg.warmup, cfg.runs, f)?;
+        let med = median(&mut ms);
+        let gbps = bytes as f64 / (med * 1e6);
+        if queue == QueueKind::Compute && what == "buffer -> buffer (device)" {
+            reference = gbps;
+        }
+        out.push(CopyResult {
+            what: what.to_string(),
+            queue: match queue {
+                QueueKind::Compute => "compute",
+                QueueKind::Transfer => "transfer",
+            }
+            .to_string(),
+            bytes,
+            median_ms: med,
+            gbps,
+            fraction_of_device_copy: gbps / reference,
+            fraction_of_best_device_copy: f64::NAN,
+        });
+        Ok::<(), VkError>(())
+    };
+    measure(
+        QueueKind::Compute,
+        "buffer -> buffer (device)",
+        &device_copy,
+    )?;
+    for (what, f) in &uploads {
+        measure(QueueKind::Compute, what, &**f)?;
+    }
+    for (what, f) in &kernels {
+        measure(QueueKind::Compute, what, &**f)?;
+    }
     if device.has_dedicated_transfer_queue()
         && timestamp_valid_bits(device, QueueKind::Transfer) > 0
     {
-        queues.push(QueueKind::Transfer);
-    }
-    // Initialize src and the image once (contents do not matter for bandwidth).
-    {
-        let mut rec = Recorder::new(device, QueueKind::Compute)?;
-        rec.copy_buffer(&staging, 0, &src, 0, bytes)?;
-        rec.clear_tensor(&image)?;
-        rec.submit_and_wait()?;
-    }
-    let mut reference = f64::NAN;
-    for queue in queues {
-        let qname = match queue {
-            QueueKind::Compute => "compute",
-            QueueKind::Transfer => "transfer",
-        };
-        type Copy<'a> = (&'a str, Box<dyn Fn(&mut Recorder) -> Result<()> + 'a>);
-        let copies: Vec<Copy<'_>> = vec![
-            (
-                "buffer -> buffer (device)",
-                Box::new(|rec: &mut Recorder| rec.copy_buffer(&src, 0, &dst, 0, bytes)),
-            ),
-            (
-                "staging -> image",
-                Box::new(|rec: &mut Recorder| rec.copy_buffer_to_tensor(&staging, 0, &image)),
-            ),
-            (
-                "staging -> buffer",
-                Box::new(|rec: &mut Recorder| rec.copy_buffer_to_tensor(&staging, 0, &dst_tensor)),
-            ),
-            (
-                "buffer -> image (device)",
-                Box::new(|rec: &mut Recorder| rec.copy_buffer_to_tensor(&src, 0, &image)),
-            ),
-        ];
-        for (what, f) in copies {
-            let mut ms = time_runs(device, queue, cfg.warmup, cfg.runs, &f)?;
-            let med = median(&mut ms);
-            let gbps = bytes as f64 / (med * 1e6);
-            if queue == QueueKind::Compute && what.starts_with("buffer -> buffer") {
-                reference = gbps;
-            }
-            out.push(CopyResult {
-                what: what.to_string(),
-                queue: qname.to_string(),
-                bytes,
-                median_ms: med,
-                gbps,
-                fraction_of_device_copy: gbps / reference,
-            });
+        for (what, f) in &uploads {
+            measure(QueueKind::Transfer, what, &**f)?;
         }
     }
-    Ok((out, staging_in_host_memory))
+    let best = out
+        .iter()
+        .filter(|c| !c.what.starts_with("staging"))
+        .map(|c| c.gbps)
+        .fold(0.0, f64::max);
+    for c in &mut out {
+        c.fraction_of_best_device_copy = c.gbps / best;
+    }
+    Ok((out, up_host))
+}
+
+/// Keeps the GPU busy for about `ms` milliseconds (wall clock) so power management has raised
+/// its clocks before anything is timed.
+pub fn spin_up(device: &Device, p: Precision, ms: u64) -> Result<()> {
+    if ms == 0 {
+        return Ok(());
+    }
+    let shape = [1, 64, 512, 512];
+    let x = Tensor::new(device, "bench spin-up x", &shape, p)?;
+    let y = Tensor::new(device, "bench spin-up y", &shape, p)?;
+    let mut rec = Recorder::new(device, QueueKind::Compute)?;
+    rec.clear_tensor(&x)?;
+    rec.submit_and_wait()?;
+    let start = std::time::Instant::now();
+    while start.elapsed().as_millis() < ms as u128 {
+        let mut rec = Recorder::new(device, QueueKind::Compute)?;
+        for _ in 0..20 {
+            unary_into(&mut rec, UnaryOp::Gelu, &x, &y)?;
+        }
+        rec.submit_and_wait()?;
+    }
+    Ok(())
 }
 
 /// Runs every case and the copy test.
 pub fn run(device: &Device, cfg: &BenchConfig) -> Result<BenchReport> {
+    spin_up(device, cfg.precision, cfg.spin_up_ms)?;
     let mut kernels = Vec::new();
     let mut skipped = Vec::new();
     for case in cases(cfg) {
