@@ -4,7 +4,10 @@ use vk_backend::{Recorder, Tensor};
 
 use super::error::{Result, RuntimeError};
 use super::executor::Executable;
-use crate::ir::{Activation, BinaryOp, DType, Node, Op, ReduceOp, TensorLayout, UnaryOp, Window};
+use crate::ir::{
+    Activation, BinaryOp, CoordMode, DType, NearestMode, Node, Op, PadMode, ReduceOp, ResizeMode,
+    TensorLayout, UnaryOp, Window,
+};
 use crate::packed::WeightKind;
 
 fn act(a: Activation) -> Option<k::UnaryOp> {
@@ -372,8 +375,15 @@ impl Executable {
                     ReduceOp::Max => k::ReduceOp::Max,
                     ReduceOp::Min => k::ReduceOp::Min,
                 };
-                let axes: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
-                k::reduce_into(rec, op, &x, &axes, *keepdims, &y).map_err(kerr)?;
+                // Mean over H, W of an NCHW tensor is GlobalAveragePool: its kernel is exact on
+                // large planes, where the generic reduce kernel was measured wrong (det at 640:
+                // ReduceMean over 160x160 off by 70% of the range).
+                if op == k::ReduceOp::Mean && *keepdims && x.shape().len() == 4 && axes == &[2, 3] {
+                    k::global_avg_pool_into(rec, &x, &y).map_err(kerr)?;
+                } else {
+                    let axes: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+                    k::reduce_into(rec, op, &x, &axes, *keepdims, &y).map_err(kerr)?;
+                }
             }
             Op::ArgMax {
                 axis,
@@ -488,11 +498,87 @@ impl Executable {
                 let y = self.output(&n, 0)?;
                 k::expand_into(rec, &x, &y).map_err(kerr)?;
             }
-            Op::BatchNorm { .. }
-            | Op::Resize { .. }
-            | Op::Pad { .. }
-            | Op::Tile { .. }
-            | Op::Lstm { .. } => return Err(unsupported()),
+            Op::Resize {
+                mode,
+                coord,
+                nearest,
+                scales,
+                ..
+            } => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                let r = scales.len();
+                if r < 2 || scales[..r - 2].iter().any(|&s| s != 1.0) {
+                    return Err(self.bad(
+                        &n,
+                        format!("only H/W resizes run on the GPU (scales {scales:?})"),
+                    ));
+                }
+                let mode = match mode {
+                    ResizeMode::Linear => k::ResizeMode::Linear,
+                    ResizeMode::Nearest => k::ResizeMode::Nearest(match nearest {
+                        NearestMode::RoundPreferFloor => k::NearestMode::RoundPreferFloor,
+                        NearestMode::RoundPreferCeil => k::NearestMode::RoundPreferCeil,
+                        NearestMode::Floor => k::NearestMode::Floor,
+                        NearestMode::Ceil => k::NearestMode::Ceil,
+                    }),
+                };
+                let coord = match coord {
+                    CoordMode::HalfPixel => k::CoordMode::HalfPixel,
+                    CoordMode::PytorchHalfPixel => k::CoordMode::PytorchHalfPixel,
+                    CoordMode::AlignCorners => k::CoordMode::AlignCorners,
+                    CoordMode::Asymmetric => k::CoordMode::Asymmetric,
+                };
+                let p = k::ResizeParams {
+                    mode,
+                    coord,
+                    scales: Some([scales[r - 2], scales[r - 1]]),
+                };
+                k::resize_into(rec, &x, &p, &y).map_err(kerr)?;
+            }
+            Op::Pad { mode, pads, value } => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                let p = k::PadParams {
+                    mode: match mode {
+                        PadMode::Constant => k::PadMode::Constant,
+                        PadMode::Reflect => k::PadMode::Reflect,
+                        PadMode::Edge => k::PadMode::Edge,
+                    },
+                    pads: pads.clone(),
+                    value: *value,
+                };
+                k::pad_into(rec, &x, &p, &y).map_err(kerr)?;
+            }
+            Op::Lstm { hidden_size } => {
+                let x = self.input(&n, 0)?;
+                let mat = |k: &WeightKind| matches!(k, WeightKind::MatrixKN { .. });
+                let w_offset = self
+                    .woff(ni, 1, mat)?
+                    .ok_or_else(|| self.bad(&n, "W is not a packed matrix"))?;
+                let r_offset = self
+                    .woff(ni, 2, mat)?
+                    .ok_or_else(|| self.bad(&n, "R is not a packed matrix"))?;
+                let bias_offset = self.woff(ni, 3, |k| matches!(k, WeightKind::Vector { .. }))?;
+                let h0 = n.input(5).map(|t| self.t(&n, t)).transpose()?;
+                let c0 = n.input(6).map(|t| self.t(&n, t)).transpose()?;
+                let outs = (0..n.outputs.len().min(3))
+                    .map(|i| self.output(&n, i))
+                    .collect::<Result<Vec<_>>>()?;
+                let o = k::LstmOutputs {
+                    y: outs.first(),
+                    y_h: outs.get(1),
+                    y_c: outs.get(2),
+                };
+                let w = k::LstmWeights {
+                    w_offset,
+                    r_offset,
+                    bias_offset,
+                };
+                k::lstm_into(rec, &x, w, *hidden_size, h0.as_ref(), c0.as_ref(), o)
+                    .map_err(kerr)?;
+            }
+            Op::BatchNorm { .. } | Op::Tile { .. } => return Err(unsupported()),
         }
         Ok(())
     }

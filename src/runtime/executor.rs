@@ -44,6 +44,9 @@ pub struct Executable {
     /// Scratch tensors a node needs (e.g. the [N, C, 1, W] copies of 1-D convs), by (node, k).
     pub(crate) scratch: HashMap<(usize, usize), Tensor>,
     pub(crate) arena: ArenaPlan,
+    /// Views whose image would be folded differently from their root's (kernels need one fold
+    /// per operand pair), run as copies instead.
+    pub demoted_views: usize,
     pub last_timings: RunTimings,
 }
 
@@ -84,8 +87,10 @@ impl Executable {
             node_step,
             scratch: HashMap::new(),
             arena: ArenaPlan::default(),
+            demoted_views: 0,
             last_timings: RunTimings::default(),
         };
+        exe.demoted_views = exe.demote_refolded_views();
         exe.materialize_constants()?;
         exe.allocate_arena()?;
         Ok(exe)
@@ -219,6 +224,38 @@ impl Executable {
         Ok(())
     }
 
+    /// The physical image extent a tensor of `shape` gets on this device (None: buffer fallback).
+    fn extent(&self, shape: &[usize]) -> Option<(u32, u32, u32)> {
+        let limits = self.device.image_limits();
+        FoldLayout::plan(
+            crate::ir::nchw(shape),
+            limits.max_image_dimension_2d,
+            limits.max_image_array_layers,
+        )
+        .ok()
+        .flatten()
+        .map(|l| (l.pw, l.ph, l.pl))
+    }
+
+    /// A view shares its root's image, so it keeps the root's width/height/layers. Kernels read
+    /// an input and write an output through one shared fold in places (e.g. unary), so a view
+    /// whose own image extent would differ from its root's runs as a copy into its own image.
+    fn demote_refolded_views(&mut self) -> usize {
+        let mut count = 0;
+        for t in 0..self.header.graph.tensors.len() {
+            let crate::ir::TensorLayout::ViewOf(_) = self.header.graph.tensors[t].layout else {
+                continue;
+            };
+            let r = arena::root_of(&self.header.graph, t);
+            let g = &self.header.graph;
+            if self.extent(&g.tensors[t].shape) != self.extent(&g.tensors[r].shape) {
+                self.header.graph.tensors[t].layout = crate::ir::TensorLayout::C4;
+                count += 1;
+            }
+        }
+        count
+    }
+
     fn allocate_arena(&mut self) -> Result<()> {
         let g = &self.header.graph;
         let limits = self.device.image_limits();
@@ -237,7 +274,12 @@ impl Executable {
                 None => (None, (n * c.div_ceil(4) * h * w) as u64 * bpt),
             }
         };
-        let plan = arena::plan(g, key_bytes);
+        // TEXSTREAM_ARENA=off gives every tensor its own image (for debugging the arena).
+        let pooled = std::env::var("TEXSTREAM_ARENA").map_or(true, |v| v != "off");
+        let plan = arena::plan(g, |t| {
+            let (k, b) = key_bytes(t);
+            (k.filter(|_| pooled), b)
+        });
         let mut slot_tensors = Vec::with_capacity(plan.slots.len());
         for (i, s) in plan.slots.iter().enumerate() {
             let info = &g.tensors[s.first];
