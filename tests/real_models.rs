@@ -227,7 +227,6 @@ fn rec_matches_ort() {
 }
 
 #[test]
-#[ignore = "needs the executor's Resize dispatch (in progress); run with --ignored"]
 fn det_matches_ort() {
     // fp16 at 640x640 (the size the OCR pipeline uses); fp32 at 320x320 to keep lavapipe time down.
     if let Some(r) = reference("det", "models/ocr/det.onnx") {
@@ -239,7 +238,6 @@ fn det_matches_ort() {
 }
 
 #[test]
-#[ignore = "needs the executor's Pad/LSTM dispatch (in progress); run with --ignored"]
 fn vad_matches_ort() {
     let Some(r) = reference("vad", "models/vad/silero_vad.onnx") else {
         return;
