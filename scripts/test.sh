@@ -11,3 +11,5 @@ bash scripts/fetch_test_images.sh
 # Tests run on Mesa's lavapipe unless the caller picked a device.
 export TEXSTREAM_VALIDATION="${TEXSTREAM_VALIDATION:-1}"
 cargo test --workspace --no-fail-fast -- --test-threads=2
+# The operator conformance summary ("N passed, M failed, K skipped"), printed uncaptured.
+cargo test --test onnx_conformance -- --nocapture 2>&1 | grep -E "^[0-9]+ passed, [0-9]+ failed"
