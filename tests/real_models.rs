@@ -245,3 +245,44 @@ fn vad_matches_ort() {
     check("vad", &r, StoredPrecision::F16);
     check("vad", &r, StoredPrecision::F32);
 }
+
+/// `texstream ocr` path: the whole PP-OCR pipeline with det/cls/rec on the GPU (fp32) reads
+/// models/images/page.png to RapidOCR's lines (tests/data/ocr/page.json, from ocr_reference.py).
+#[test]
+fn ocr_page_matches_rapidocr() {
+    let img = root().join("models/images/page.png");
+    let models = root().join("models/ocr");
+    let refp = root().join("tests/data/ocr/page.json");
+    if !img.exists() || !models.join("det.onnx").exists() || !refp.exists() {
+        eprintln!(
+            "SKIPPED ocr: models/images/page.png, models/ocr or tests/data/ocr/page.json missing"
+        );
+        return;
+    }
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&refp).expect("page.json")).expect("json");
+    let want: Vec<(String, f64)> = reference["final"]
+        .as_array()
+        .expect("final")
+        .iter()
+        .map(|l| {
+            (
+                l["text"].as_str().expect("text").to_string(),
+                l["score"].as_f64().expect("score"),
+            )
+        })
+        .collect();
+    let device = vk_backend::testing::device();
+    let t0 = Instant::now();
+    let lines =
+        texstream::cli::ocr::ocr_image(&device, &img, &models, StoredPrecision::F32).expect("ocr");
+    println!("ocr page.png fp32: {:.1} s", t0.elapsed().as_secs_f64());
+    let got: Vec<(String, f64)> = lines.iter().map(|l| (l.text.clone(), l.score)).collect();
+    assert_eq!(
+        got.iter().map(|g| &g.0).collect::<Vec<_>>(),
+        want.iter().map(|w| &w.0).collect::<Vec<_>>()
+    );
+    for ((t, g), (_, w)) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-3, "`{t}`: score {g} vs RapidOCR {w}");
+    }
+}
