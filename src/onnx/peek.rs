@@ -32,7 +32,8 @@ fn io_err(path: &Path, source: std::io::Error) -> ImportError {
 
 fn count_ops(g: &proto::GraphProto, acc: &mut BTreeMap<String, usize>) {
     for n in &g.node {
-        *acc.entry(n.op_type.clone().unwrap_or_default()).or_insert(0) += 1;
+        *acc.entry(n.op_type.clone().unwrap_or_default())
+            .or_insert(0) += 1;
         for a in &n.attribute {
             for sg in a.g.iter().chain(&a.graphs) {
                 count_ops(sg, acc);
@@ -76,7 +77,11 @@ pub fn summarize_model(path: &Path) -> Result<ModelSummary, ImportError> {
         .filter(|o| matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
         .filter_map(|o| o.version)
         .max();
-    let inits: Vec<&str> = g.initializer.iter().filter_map(|i| i.name.as_deref()).collect();
+    let inits: Vec<&str> = g
+        .initializer
+        .iter()
+        .filter_map(|i| i.name.as_deref())
+        .collect();
     let mut ops = BTreeMap::new();
     count_ops(g, &mut ops);
     Ok(ModelSummary {
