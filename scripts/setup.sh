@@ -25,14 +25,14 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 # Python side: ONNX Runtime is the independent numerical reference, onnx gives the conformance data,
-# and pip fetches the default models. Kept in a project-local venv so the system Python stays clean.
+# Pillow decodes the test images for the reference inputs, and pip fetches the default models. Kept in a project-local venv so the system Python stays clean.
 TEXSTREAM_VENV="${TEXSTREAM_VENV:-$PWD/.venv}"
 if [ ! -x "$TEXSTREAM_VENV/bin/python" ]; then
   python3 -m venv "$TEXSTREAM_VENV"
 fi
-if ! "$TEXSTREAM_VENV/bin/python" -c 'import onnxruntime, onnx, numpy' >/dev/null 2>&1; then
-  echo "setup: installing onnxruntime, onnx and numpy into $TEXSTREAM_VENV"
-  "$TEXSTREAM_VENV/bin/pip" install -q --disable-pip-version-check onnxruntime==1.32.0 onnx==1.23.2 numpy==2.3.5
+if ! "$TEXSTREAM_VENV/bin/python" -c 'import onnxruntime, onnx, numpy, PIL' >/dev/null 2>&1; then
+  echo "setup: installing onnxruntime, onnx, numpy and pillow into $TEXSTREAM_VENV"
+  "$TEXSTREAM_VENV/bin/pip" install -q --disable-pip-version-check onnxruntime==1.32.0 onnx==1.23.2 numpy==2.3.5 pillow==12.0.0
 fi
 export TEXSTREAM_PYTHON="$TEXSTREAM_VENV/bin/python"
 export PATH="$TEXSTREAM_VENV/bin:$PATH"
