@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use vk_backend::{
     kernels::weight_copy_into, Buffer, Device, FoldLayout, MemoryCategory, QueueKind, Recorder,
-    Tensor,
+    SharedMemory, SharedMemoryLayout, Tensor,
 };
 
 use super::arena::{self, ArenaPlan, PoolKey};
@@ -44,6 +44,8 @@ pub struct Executable {
     /// Scratch tensors a node needs (e.g. the [N, C, 1, W] copies of 1-D convs), by (node, k).
     pub(crate) scratch: HashMap<(usize, usize), Tensor>,
     pub(crate) arena: ArenaPlan,
+    /// One tensor per arena slot (the image every tensor of the slot views).
+    arena_tensors: Vec<Tensor>,
     /// Views whose image would be folded differently from their root's (kernels need one fold
     /// per operand pair), run as copies instead.
     pub demoted_views: usize,
@@ -62,6 +64,15 @@ impl Executable {
         device: &Device,
         header: &PackedHeader,
         pages: &dyn PageSource,
+    ) -> Result<Executable> {
+        Self::build(device, header, pages, true)
+    }
+
+    fn build(
+        device: &Device,
+        header: &PackedHeader,
+        pages: &dyn PageSource,
+        allocate_arena: bool,
     ) -> Result<Executable> {
         let precision = header.precision;
         let weights = WeightResidency::preload(device, pages, precision)?;
@@ -87,12 +98,17 @@ impl Executable {
             node_step,
             scratch: HashMap::new(),
             arena: ArenaPlan::default(),
+            arena_tensors: Vec::new(),
             demoted_views: 0,
             last_timings: RunTimings::default(),
         };
         exe.demoted_views = exe.demote_refolded_views();
         exe.materialize_constants()?;
-        exe.allocate_arena()?;
+        if allocate_arena {
+            exe.allocate_arena()?;
+        } else {
+            exe.arena = exe.plan_arena(false);
+        }
         Ok(exe)
     }
 
@@ -256,7 +272,10 @@ impl Executable {
         count
     }
 
-    fn allocate_arena(&mut self) -> Result<()> {
+    /// Plans which tensors share which arena image: with `pooled`, a dead tensor's image is
+    /// taken over by a later tensor of the same image extent; without, every tensor has its own
+    /// image (for shared memory, where offsets do the reuse instead).
+    fn plan_arena(&self, pooled: bool) -> ArenaPlan {
         let g = &self.header.graph;
         let limits = self.device.image_limits();
         let bpt = self.precision.bytes_per_texel() as u64;
@@ -275,16 +294,65 @@ impl Executable {
             }
         };
         // TEXSTREAM_ARENA=off gives every tensor its own image (for debugging the arena).
-        let pooled = std::env::var("TEXSTREAM_ARENA").map_or(true, |v| v != "off");
-        let plan = arena::plan(g, |t| {
+        let pooled = pooled && std::env::var("TEXSTREAM_ARENA").map_or(true, |v| v != "off");
+        arena::plan(g, |t| {
             let (k, b) = key_bytes(t);
             (k.filter(|_| pooled), b)
-        });
+        })
+    }
+
+    /// Plans the arena and gives every image its own allocation.
+    fn allocate_arena(&mut self) -> Result<()> {
+        self.arena = self.plan_arena(true);
+        self.place_arena(None)
+    }
+
+    /// Where this model's arena images go in shared memory: per slot its offset (`None`: a
+    /// buffer fallback, allocated on its own), packed by liveness so that images alive at the same
+    /// time never overlap ([`arena::pack_offsets`]); and the memory that needs.
+    pub fn arena_layout(&self) -> Result<(Vec<Option<u64>>, SharedMemoryLayout)> {
+        let g = &self.header.graph;
+        let mut layout = SharedMemoryLayout::default();
+        let mut images = Vec::new();
+        let mut which = Vec::with_capacity(self.arena.slots.len());
+        for s in &self.arena.slots {
+            let info = &g.tensors[s.first];
+            let needs = Tensor::image_requirements(&self.device, &info.shape, self.vkp())
+                .map_err(vk(format!("activation `{}`", info.name)))?;
+            which.push(needs.map(|(_, n)| {
+                layout.alignment = layout.alignment.max(n.alignment);
+                layout.type_bits &= n.type_bits;
+                images.push((s.live, n.size, n.alignment));
+                images.len() - 1
+            }));
+        }
+        let (offsets, size) = arena::pack_offsets(&images);
+        layout.size = size;
+        Ok((
+            which.into_iter().map(|w| w.map(|i| offsets[i])).collect(),
+            layout,
+        ))
+    }
+
+    /// Creates the arena's images: each in its own allocation (`shared` None) or at its offset
+    /// from [`Executable::arena_layout`] in `shared`; then every tensor's view of its slot.
+    fn place_arena(&mut self, shared: Option<(&SharedMemory, &[Option<u64>])>) -> Result<()> {
+        let g = &self.header.graph;
+        let plan = &self.arena;
         let mut slot_tensors = Vec::with_capacity(plan.slots.len());
         for (i, s) in plan.slots.iter().enumerate() {
             let info = &g.tensors[s.first];
-            let t = Tensor::new(&self.device, &format!("arena{i}"), &info.shape, self.vkp())
-                .map_err(vk(format!("allocating activation `{}`", info.name)))?;
+            let name = format!("arena{i}");
+            let what = || format!("allocating activation `{}`", info.name);
+            let t =
+                match shared.and_then(|(m, offs)| offs.get(i).copied().flatten().map(|o| (m, o))) {
+                    Some((m, offset)) => {
+                        Tensor::new_in(&self.device, &name, &info.shape, self.vkp(), m, offset)
+                            .map_err(vk(what()))?
+                    }
+                    None => Tensor::new(&self.device, &name, &info.shape, self.vkp())
+                        .map_err(vk(what()))?,
+                };
             slot_tensors.push(t);
         }
         for t in 0..g.tensors.len() {
@@ -304,8 +372,39 @@ impl Executable {
                 self.tensors[t] = Some(v);
             }
         }
-        self.arena = plan;
+        self.arena_tensors = slot_tensors;
         Ok(())
+    }
+
+    /// Builds the executable like [`Executable::new`] but leaves the activation arena for
+    /// [`Executable::bind_arena`], so that several models can place theirs in one memory.
+    pub fn new_unplaced(
+        device: &Device,
+        header: &PackedHeader,
+        pages: &dyn PageSource,
+    ) -> Result<Executable> {
+        Self::build(device, header, pages, false)
+    }
+
+    /// Places the arena planned by [`Executable::new_unplaced`] at `offsets` (from
+    /// [`Executable::arena_layout`]) in `memory`.
+    pub fn bind_arena(&mut self, memory: &SharedMemory, offsets: &[Option<u64>]) -> Result<()> {
+        if !self.arena_tensors.is_empty() {
+            return Err(RuntimeError::BadNode {
+                node: "(arena)".into(),
+                op: "bind".into(),
+                reason: "the activation arena is already placed".into(),
+            });
+        }
+        self.place_arena(Some((memory, offsets)))
+    }
+
+    /// Declares every arena image's contents undefined: another model sharing the memory may
+    /// have written it since this model last ran. Call before uploading a run's inputs.
+    pub fn discard_arena(&self) {
+        for t in &self.arena_tensors {
+            t.discard();
+        }
     }
 
     /// Runs the graph on `inputs` (by graph input name, NCHW f32 values) and returns every graph

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use vk_backend::kernels::weight_copy_into;
-use vk_backend::{Device, Recorder, StreamEngine, VkError, WeightAtlas};
+use vk_backend::{
+    Device, Recorder, SharedMemory, SharedMemoryLayout, StreamEngine, VkError, WeightAtlas,
+};
 
 use super::executor::Executable;
 use super::stream_exec::StepRecorder;
@@ -47,8 +49,8 @@ pub struct StreamedModel {
 }
 
 impl StreamedModel {
-    /// Builds the executor (activation arena, scratch) for `packed`, whose pages start at
-    /// logical page `page_base` of the engine.
+    /// Builds the executor for `packed`, whose pages start at logical page `page_base` of the
+    /// engine. Its activation arena is planned but not placed: see [`StreamedModel::bind_arena`].
     pub fn new(
         device: &Device,
         name: &str,
@@ -68,7 +70,7 @@ impl StreamedModel {
         let pages = NoPages {
             page_bytes: 512 * header.precision.bytes_per_texel() as u64,
         };
-        let exe = Executable::new(device, &header, &pages)?;
+        let exe = Executable::new_unplaced(device, &header, &pages)?;
         let mut step_nodes = Vec::new();
         let mut from = 0usize;
         for s in header.steps.iter().filter(|s| !s.is_view) {
@@ -86,6 +88,27 @@ impl StreamedModel {
             step_nodes,
             texel_base,
         })
+    }
+
+    /// This model's arena images placed one after another: per slot its offset, and the layout.
+    pub fn arena_layout(&self) -> Result<(Vec<Option<u64>>, SharedMemoryLayout), RuntimeError> {
+        self.exe.arena_layout()
+    }
+
+    /// Places the activation arena in `memory`, which the other models of the workload share:
+    /// models run one at a time, so each can use all of it ([`StreamedModel::begin_run`]).
+    pub fn bind_arena(
+        &mut self,
+        memory: &SharedMemory,
+        offsets: &[Option<u64>],
+    ) -> Result<(), RuntimeError> {
+        self.exe.bind_arena(memory, offsets)
+    }
+
+    /// Starts a run: the arena's contents are whatever the previous model left, so its images
+    /// are discarded (re-initialized on first use) before the inputs are uploaded.
+    pub fn begin_run(&self) {
+        self.exe.discard_arena();
     }
 
     /// Points the executor's weight binding at the engine's atlas (dropping its placeholder).
@@ -185,16 +208,30 @@ impl StreamedModel {
     }
 
     /// Bytes of the largest single input or output (the transient staging buffer of one
-    /// upload or download).
-    pub fn io_bytes(&self) -> u64 {
+    /// upload or download), from the shapes, so it is known before the arena is placed.
+    pub fn io_bytes(&self) -> Result<u64, RuntimeError> {
         let g = self.exe.graph();
-        g.inputs
-            .iter()
-            .chain(&g.outputs)
-            .filter_map(|p| self.exe.tensor(p.tensor))
-            .map(|t| t.physical_bytes())
-            .max()
-            .unwrap_or(0)
+        let dev = self.exe.device();
+        let precision = super::weights::vk_precision(self.exe.precision());
+        let mut most = 0u64;
+        for p in g.inputs.iter().chain(&g.outputs) {
+            let shape = &g.tensors[p.tensor].shape;
+            let texels = match vk_backend::Tensor::image_requirements(dev, shape, precision) {
+                Ok(Some((l, _))) => l.physical_texels(),
+                Ok(None) => vk_backend::FoldLayout::plan(crate::ir::nchw(shape), u32::MAX, 1)
+                    .ok()
+                    .flatten()
+                    .map_or(0, |l| l.texels()),
+                Err(source) => {
+                    return Err(RuntimeError::Vk {
+                        what: format!("model `{}`: tensor `{}`", self.name, p.name),
+                        source,
+                    })
+                }
+            };
+            most = most.max(texels * precision.bytes_per_texel() as u64);
+        }
+        Ok(most)
     }
 }
 

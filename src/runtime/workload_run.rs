@@ -454,6 +454,7 @@ impl Driver<'_> {
             self.replan(m)?;
         }
         let t0 = Instant::now();
+        self.models[m].begin_run();
         self.models[m].upload(input, data)?;
         let v = self.ex.run_model(m as u32, &mut self.models[m])?;
         self.ex.wait(v)?;
@@ -509,13 +510,15 @@ impl Driver<'_> {
     }
 }
 
-fn measure_activation(dev: &Device, models: &[StreamedModel], before: u64) -> u64 {
-    let io = models
-        .iter()
-        .map(StreamedModel::io_bytes)
-        .max()
-        .unwrap_or(0);
-    dev.memory_stats().current_bytes - before + io
+/// `profiles` with every step carrying `bytes` of activations.
+fn with_activation(profiles: &[Profile], bytes: u64) -> Vec<Profile> {
+    let mut profiles = profiles.to_vec();
+    for p in &mut profiles {
+        for s in &mut p.steps {
+            s.activation_bytes = bytes;
+        }
+    }
+    profiles
 }
 
 /// Runs the prepared workload under `cap` with `policy` on a fresh device.
@@ -542,20 +545,65 @@ pub fn run_policy(
             p.set_message(format!("building {name}"));
             p.set_position(i as u64);
         }
-        let mut sm = StreamedModel::new(&dev, name, pm.clone(), base)?;
-        sm.warm_up()?;
+        let sm = StreamedModel::new(&dev, name, pm.clone(), base)?;
         base += pm.page_count() as u32;
         models.push(sm);
     }
-    let act = measure_activation(&dev, &models, before);
-    let cost = measure_engine_cost(&dev, &config, base)?;
-    // Every executor's arena stays allocated for the whole run: each step carries all of them.
-    let mut profiles = prep.profiles.clone();
-    for p in &mut profiles {
-        for s in &mut p.steps {
-            s.activation_bytes = act;
-        }
+    // The models run one at a time, so their activation arenas overlay one memory: the largest
+    // arena, not the sum, counts against the cap.
+    let mut layouts = Vec::with_capacity(models.len());
+    let mut shared = vk_backend::SharedMemoryLayout::default();
+    for m in &models {
+        let (offsets, layout) = m.arena_layout()?;
+        let a = m.executable().arena_stats();
+        log::info!(
+            "model `{}`: activation arena {} B packed by liveness (live peak {} B, {} tensors)",
+            m.name,
+            layout.size,
+            a.live_peak_bytes,
+            a.tensors
+        );
+        shared = shared.overlay(&layout);
+        layouts.push(offsets);
     }
+    // Fail a too-small cap before the big allocations: the arena's size is known from the
+    // layouts, and what is allocated so far (constants) is counted. Scratch tensors made by the
+    // warm-up are the only part this estimate misses; the exact check follows below.
+    let cost = measure_engine_cost(&dev, &config, base)?;
+    let mut io = 0;
+    for m in &models {
+        io = io.max(m.io_bytes()?);
+    }
+    let estimate = dev.memory_stats().current_bytes - before + shared.size + io;
+    let pipe = stages(&prep.roles, &[], prep.iterations, prep.roles.expected);
+    plan_under_cap(
+        &with_activation(&prep.profiles, estimate),
+        &pipe,
+        cap,
+        &prep.workload.bandwidth()?,
+        policy,
+        &cost,
+    )?;
+    let arena = vk_backend::SharedMemory::new(
+        &dev,
+        "activation arena (all models)",
+        &shared,
+        vk_backend::MemoryCategory::Activations,
+    )?;
+    for (m, offsets) in models.iter_mut().zip(&layouts) {
+        m.bind_arena(&arena, offsets)?;
+        m.warm_up()?;
+    }
+    let act = dev.memory_stats().current_bytes - before + io;
+    log::info!(
+        "activations: shared arena {} B; per category {:?} (weights, activations, staging, \
+         scratch); carried by every step {act} B",
+        arena.size(),
+        dev.memory_stats().category_bytes,
+    );
+    // The shared arena and every model's own scratch and constants stay allocated for the whole
+    // run: each step carries all of them.
+    let profiles = with_activation(&prep.profiles, act);
     let prep_local = Prepared {
         workload: prep.workload.clone(),
         pipeline: prep.pipeline.clone(),

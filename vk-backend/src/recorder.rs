@@ -271,8 +271,22 @@ impl Recorder {
         if image.is_initialized() || self.init_ids.contains(&image.id()) {
             return;
         }
+        // An image in shared memory may overlap one that earlier work (this or an earlier
+        // submission) read or wrote: its transition waits for that work and its writes. A fresh
+        // image of its own has nothing to wait for.
+        let (src_stage, src_access) = if image.is_shared() {
+            (
+                vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
+                vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE,
+            )
+        } else {
+            (
+                vk::PipelineStageFlags::TOP_OF_PIPE,
+                vk::AccessFlags::empty(),
+            )
+        };
         let b = vk::ImageMemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::empty())
+            .src_access_mask(src_access)
             .dst_access_mask(
                 vk::AccessFlags::SHADER_READ
                     | vk::AccessFlags::SHADER_WRITE
@@ -289,7 +303,7 @@ impl Recorder {
         unsafe {
             self.device.raw().cmd_pipeline_barrier(
                 self.cmd,
-                vk::PipelineStageFlags::TOP_OF_PIPE,
+                src_stage,
                 vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
                 vk::DependencyFlags::empty(),
                 &[],

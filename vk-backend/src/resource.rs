@@ -207,6 +207,9 @@ struct ImageInner {
     image: vk::Image,
     view: vk::ImageView,
     alloc: Mutex<Option<CountedAllocation>>,
+    /// Keeps the shared allocation alive while the image is bound into it.
+    #[allow(dead_code)]
+    shared: Option<SharedMemory>,
     format: vk::Format,
     extent: [u32; 3],
     id: u64,
@@ -231,6 +234,186 @@ impl std::fmt::Debug for Image {
     }
 }
 
+/// Memory an image needs (size, alignment, allowed memory types), as the driver reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryNeeds {
+    pub size: u64,
+    pub alignment: u64,
+    pub type_bits: u32,
+}
+
+impl From<vk::MemoryRequirements> for MemoryNeeds {
+    fn from(r: vk::MemoryRequirements) -> Self {
+        MemoryNeeds {
+            size: r.size,
+            alignment: r.alignment.max(1),
+            type_bits: r.memory_type_bits,
+        }
+    }
+}
+
+/// Offsets of images placed one after another in one [`SharedMemory`]; several layouts can
+/// share one memory from offset 0 ([`SharedMemoryLayout::overlay`]) when their images are never
+/// in use at the same time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedMemoryLayout {
+    pub size: u64,
+    pub alignment: u64,
+    pub type_bits: u32,
+}
+
+impl Default for SharedMemoryLayout {
+    fn default() -> Self {
+        SharedMemoryLayout {
+            size: 0,
+            alignment: 1,
+            type_bits: !0,
+        }
+    }
+}
+
+impl SharedMemoryLayout {
+    /// Places an image with `needs` after the ones placed so far; returns its offset.
+    pub fn push(&mut self, needs: MemoryNeeds) -> u64 {
+        let offset = self.size.next_multiple_of(needs.alignment);
+        self.size = offset + needs.size;
+        self.alignment = self.alignment.max(needs.alignment);
+        self.type_bits &= needs.type_bits;
+        offset
+    }
+
+    /// The layout of a memory that holds `self` and `other`, both starting at offset 0.
+    pub fn overlay(&self, other: &SharedMemoryLayout) -> SharedMemoryLayout {
+        SharedMemoryLayout {
+            size: self.size.max(other.size),
+            alignment: self.alignment.max(other.alignment),
+            type_bits: self.type_bits & other.type_bits,
+        }
+    }
+}
+
+/// One counted device allocation that images are placed into at offsets the caller chooses.
+///
+/// Images whose ranges overlap alias each other: the caller uses at most one of them at a time
+/// and calls [`Image::discard`] on an image before using it again after another one wrote the
+/// memory. The runtime uses this for activations of models that never run at the same time.
+#[derive(Clone)]
+pub struct SharedMemory {
+    inner: Arc<SharedMemoryInner>,
+}
+
+struct SharedMemoryInner {
+    device: Device,
+    alloc: Mutex<Option<CountedAllocation>>,
+    requirements: vk::MemoryRequirements,
+    name: String,
+}
+
+impl SharedMemory {
+    /// Allocates `requirements.size` bytes (counted under `category`, checked against the cap)
+    /// in a device-local memory type allowed by `requirements.memory_type_bits`.
+    pub fn new(
+        device: &Device,
+        name: &str,
+        layout: &SharedMemoryLayout,
+        category: MemoryCategory,
+    ) -> Result<SharedMemory> {
+        if layout.type_bits == 0 {
+            return Err(VkError::Other(format!(
+                "shared memory `{name}`: its images have no memory type in common"
+            )));
+        }
+        let requirements = vk::MemoryRequirements {
+            size: layout.size.max(1),
+            alignment: layout.alignment,
+            memory_type_bits: layout.type_bits,
+        };
+        let alloc = device.memory().allocate(
+            name,
+            requirements,
+            MemoryLocation::GpuOnly,
+            false,
+            category,
+        )?;
+        Ok(SharedMemory {
+            inner: Arc::new(SharedMemoryInner {
+                device: device.clone(),
+                alloc: Mutex::new(Some(alloc)),
+                requirements,
+                name: name.to_string(),
+            }),
+        })
+    }
+
+    pub fn size(&self) -> u64 {
+        self.inner.requirements.size
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// (memory, offset of byte 0) for binding.
+    fn binding(&self) -> Result<(vk::DeviceMemory, u64)> {
+        let g = self.inner.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let a = g
+            .as_ref()
+            .ok_or_else(|| VkError::Other(format!("shared memory `{}` was freed", self.name())))?;
+        // SAFETY: the allocation stays alive while this SharedMemory (kept by its images) lives.
+        Ok((unsafe { a.allocation.memory() }, a.allocation.offset()))
+    }
+}
+
+impl Drop for SharedMemoryInner {
+    fn drop(&mut self) {
+        if let Some(a) = self.alloc.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            self.device.memory().free(a);
+        }
+    }
+}
+
+/// Where a new image's memory comes from.
+enum ImageMemory<'a> {
+    /// Its own counted allocation.
+    Owned(MemoryCategory),
+    /// `offset` bytes into a shared allocation (not counted again).
+    Shared(&'a SharedMemory, u64),
+}
+
+fn image_create_info<'a>(
+    families: &'a [u32],
+    format: vk::Format,
+    width: u32,
+    height: u32,
+    layers: u32,
+) -> vk::ImageCreateInfo<'a> {
+    let ci = vk::ImageCreateInfo::default()
+        .image_type(vk::ImageType::TYPE_2D)
+        .format(format)
+        .extent(vk::Extent3D {
+            width,
+            height,
+            depth: 1,
+        })
+        .mip_levels(1)
+        .array_layers(layers)
+        .samples(vk::SampleCountFlags::TYPE_1)
+        .tiling(vk::ImageTiling::OPTIMAL)
+        .usage(
+            vk::ImageUsageFlags::STORAGE
+                | vk::ImageUsageFlags::TRANSFER_SRC
+                | vk::ImageUsageFlags::TRANSFER_DST
+                | vk::ImageUsageFlags::SAMPLED,
+        )
+        .initial_layout(vk::ImageLayout::UNDEFINED);
+    if families.len() > 1 {
+        ci.sharing_mode(vk::SharingMode::CONCURRENT)
+            .queue_family_indices(families)
+    } else {
+        ci.sharing_mode(vk::SharingMode::EXCLUSIVE)
+    }
+}
+
 impl Image {
     /// Creates a `width x height x layers` 2D-array storage image.
     pub fn new_2d_array(
@@ -242,56 +425,116 @@ impl Image {
         layers: u32,
         category: MemoryCategory,
     ) -> Result<Image> {
+        Self::create(
+            device,
+            name,
+            format,
+            [width, height, layers],
+            ImageMemory::Owned(category),
+        )
+    }
+
+    /// Creates the same kind of image as [`Image::new_2d_array`], bound `offset` bytes into
+    /// `memory` (which must satisfy [`Image::memory_requirements`] at that offset).
+    pub fn new_2d_array_in(
+        device: &Device,
+        name: &str,
+        format: vk::Format,
+        [width, height, layers]: [u32; 3],
+        memory: &SharedMemory,
+        offset: u64,
+    ) -> Result<Image> {
+        Self::create(
+            device,
+            name,
+            format,
+            [width, height, layers],
+            ImageMemory::Shared(memory, offset),
+        )
+    }
+
+    /// The memory such an image needs on this device (queried on a probe image).
+    pub fn memory_requirements(
+        device: &Device,
+        format: vk::Format,
+        [width, height, layers]: [u32; 3],
+    ) -> Result<MemoryNeeds> {
         let families = device.sharing_families();
-        let mut ci = vk::ImageCreateInfo::default()
-            .image_type(vk::ImageType::TYPE_2D)
-            .format(format)
-            .extent(vk::Extent3D {
-                width,
-                height,
-                depth: 1,
-            })
-            .mip_levels(1)
-            .array_layers(layers)
-            .samples(vk::SampleCountFlags::TYPE_1)
-            .tiling(vk::ImageTiling::OPTIMAL)
-            .usage(
-                vk::ImageUsageFlags::STORAGE
-                    | vk::ImageUsageFlags::TRANSFER_SRC
-                    | vk::ImageUsageFlags::TRANSFER_DST
-                    | vk::ImageUsageFlags::SAMPLED,
-            )
-            .initial_layout(vk::ImageLayout::UNDEFINED);
-        ci = if families.len() > 1 {
-            ci.sharing_mode(vk::SharingMode::CONCURRENT)
-                .queue_family_indices(&families)
-        } else {
-            ci.sharing_mode(vk::SharingMode::EXCLUSIVE)
-        };
+        let ci = image_create_info(&families, format, width, height, layers);
+        let raw = device.raw();
+        // SAFETY: valid create info; the probe never gets memory and is destroyed at once.
+        let image = unsafe { raw.create_image(&ci, None) }.vk("vkCreateImage")?;
+        let req = unsafe { raw.get_image_memory_requirements(image) };
+        unsafe { raw.destroy_image(image, None) };
+        Ok(req.into())
+    }
+
+    fn create(
+        device: &Device,
+        name: &str,
+        format: vk::Format,
+        [width, height, layers]: [u32; 3],
+        memory: ImageMemory<'_>,
+    ) -> Result<Image> {
+        let families = device.sharing_families();
+        let ci = image_create_info(&families, format, width, height, layers);
         let raw = device.raw();
         // SAFETY: valid create info; sizes checked by the caller against the device limits.
         let image = unsafe { raw.create_image(&ci, None) }.vk("vkCreateImage")?;
         let req = unsafe { raw.get_image_memory_requirements(image) };
-        let alloc =
-            match device
-                .memory()
-                .allocate(name, req, MemoryLocation::GpuOnly, false, category)
-            {
-                Ok(a) => a,
-                Err(e) => {
-                    unsafe { raw.destroy_image(image, None) };
-                    return Err(e);
+        let (alloc, shared, mem, offset) = match memory {
+            ImageMemory::Owned(category) => {
+                match device
+                    .memory()
+                    .allocate(name, req, MemoryLocation::GpuOnly, false, category)
+                {
+                    Ok(a) => {
+                        // SAFETY: the allocation outlives the image (freed in Drop after it).
+                        let (m, o) = (unsafe { a.allocation.memory() }, a.allocation.offset());
+                        (Some(a), None, m, o)
+                    }
+                    Err(e) => {
+                        unsafe { raw.destroy_image(image, None) };
+                        return Err(e);
+                    }
                 }
-            };
-        let fail = |alloc: CountedAllocation, call: &'static str, e: vk::Result| {
-            device.memory().free(alloc);
+            }
+            ImageMemory::Shared(shared, offset) => {
+                let fits = offset % req.alignment.max(1) == 0
+                    && offset + req.size <= shared.size()
+                    && req.memory_type_bits & shared.inner.requirements.memory_type_bits != 0;
+                let binding = shared.binding();
+                match binding {
+                    Ok((m, base)) if fits => (None, Some(shared.clone()), m, base + offset),
+                    Ok(_) => {
+                        unsafe { raw.destroy_image(image, None) };
+                        return Err(VkError::Other(format!(
+                            "image `{name}` ({} B, alignment {}, types {:#x}) does not fit at \
+                             offset {offset} of shared memory `{}` ({} B, types {:#x})",
+                            req.size,
+                            req.alignment,
+                            req.memory_type_bits,
+                            shared.name(),
+                            shared.size(),
+                            shared.inner.requirements.memory_type_bits
+                        )));
+                    }
+                    Err(e) => {
+                        unsafe { raw.destroy_image(image, None) };
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        let fail = |alloc: Option<CountedAllocation>, call: &'static str, e: vk::Result| {
+            if let Some(a) = alloc {
+                device.memory().free(a);
+            }
             unsafe { raw.destroy_image(image, None) };
             VkError::Vk { call, result: e }
         };
-        // SAFETY: fresh allocation satisfying the requirements.
-        if let Err(e) = unsafe {
-            raw.bind_image_memory(image, alloc.allocation.memory(), alloc.allocation.offset())
-        } {
+        // SAFETY: memory and offset satisfy the requirements (checked above for shared memory).
+        if let Err(e) = unsafe { raw.bind_image_memory(image, mem, offset) } {
             return Err(fail(alloc, "vkBindImageMemory", e));
         }
         let vci = vk::ImageViewCreateInfo::default()
@@ -308,7 +551,8 @@ impl Image {
                 device: device.clone(),
                 image,
                 view,
-                alloc: Mutex::new(Some(alloc)),
+                alloc: Mutex::new(alloc),
+                shared,
                 format,
                 extent: [width, height, layers],
                 id: next_id(),
@@ -316,6 +560,18 @@ impl Image {
                 name: name.to_string(),
             }),
         })
+    }
+
+    /// Declares the contents undefined (another image sharing the memory wrote it): the next
+    /// recorder that touches the image transitions it from UNDEFINED again, which is what
+    /// Vulkan requires of an aliased optimal-tiling image. Only while no submission uses it.
+    pub fn discard(&self) {
+        self.inner.initialized.store(false, Ordering::Release)
+    }
+
+    /// Whether the image lives in a [`SharedMemory`] rather than its own allocation.
+    pub fn is_shared(&self) -> bool {
+        self.inner.shared.is_some()
     }
 
     pub fn raw(&self) -> vk::Image {

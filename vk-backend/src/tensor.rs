@@ -20,7 +20,7 @@ use crate::layout::{self, FoldLayout, Precision};
 use crate::memory::MemoryCategory;
 use crate::pipeline::StorageKind;
 use crate::recorder::Recorder;
-use crate::resource::{Buffer, Image};
+use crate::resource::{Buffer, Image, MemoryNeeds, SharedMemory};
 
 /// Where a tensor's texels live.
 #[derive(Clone, Debug)]
@@ -193,6 +193,70 @@ impl Tensor {
             storage,
             device: device.clone(),
             _fallback: fallback,
+        })
+    }
+
+    /// The image fold a tensor of `shape` gets on `device`, and that image's memory
+    /// requirements; `None` where it would fall back to a storage buffer.
+    pub fn image_requirements(
+        device: &Device,
+        shape: &[usize],
+        precision: Precision,
+    ) -> Result<Option<(FoldLayout, MemoryNeeds)>> {
+        let limits = device.image_limits();
+        let Some(l) = FoldLayout::plan(
+            layout::nchw(shape)?,
+            limits.max_image_dimension_2d,
+            limits.max_image_array_layers,
+        )?
+        else {
+            return Ok(None);
+        };
+        let req = Image::memory_requirements(device, precision.vk_format(), [l.pw, l.ph, l.pl])?;
+        Ok(Some((l, req)))
+    }
+
+    /// Marks an image tensor's contents undefined (see [`Image::discard`]); no-op for buffers.
+    pub fn discard(&self) {
+        if let TensorStorage::Image(img) = &self.storage {
+            img.discard();
+        }
+    }
+
+    /// Creates an image tensor bound `offset` bytes into `memory` (see [`SharedMemory`] for the
+    /// aliasing rules). Fails where the shape has no image layout or the image does not fit.
+    pub fn new_in(
+        device: &Device,
+        name: &str,
+        shape: &[usize],
+        precision: Precision,
+        memory: &SharedMemory,
+        offset: u64,
+    ) -> Result<Tensor> {
+        let (l, _) = Self::image_requirements(device, shape, precision)?.ok_or_else(|| {
+            VkError::BadShape {
+                shape: shape.to_vec(),
+                reason: "no image layout fits the device limits, so it cannot be placed in \
+                         shared image memory"
+                    .into(),
+            }
+        })?;
+        let img = Image::new_2d_array_in(
+            device,
+            name,
+            precision.vk_format(),
+            [l.pw, l.ph, l.pl],
+            memory,
+            offset,
+        )?;
+        Ok(Tensor {
+            name: name.into(),
+            shape: shape.to_vec(),
+            layout: l,
+            precision,
+            storage: TensorStorage::Image(img),
+            device: device.clone(),
+            _fallback: None,
         })
     }
 
