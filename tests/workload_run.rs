@@ -1,0 +1,245 @@
+//! `texstream run` on the real camera-OCR workload (PP-OCR det → cls → rec, fp16, on lavapipe in
+//! CI): at every cap from the minimum feasible one up to everything resident, and under every
+//! streaming policy, the recognized lines (text, score bits, box corners) equal the fully preloaded
+//! run's, and the device's peak stays within the cap. A cap one byte below the minimum fails before
+//! any kernel runs, naming the minimum. Bad workload input fails in `prepare`, which touches no
+//! device.
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use scheduler::Policy;
+use texstream::ops::TextLine;
+use texstream::packed::StoredPrecision;
+use texstream::runtime::executor::{compile_onnx, HostTensor};
+use texstream::runtime::workload_run::{prepare, run_policy, RunError, RunOptions, RunOutcome};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn work_dir() -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("workload_run");
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// Shapes kept small so that each run takes seconds on lavapipe; the detector keeps the demo
+/// page's 2:1 aspect.
+const MODELS: [(&str, [usize; 4]); 3] = [
+    ("det", [1, 3, 320, 640]),
+    ("cls", [1, 3, 48, 192]),
+    ("rec", [1, 3, 48, 320]),
+];
+
+/// Compiles the three models once (fp16) into the temp dir; None when the ONNX files or the
+/// demo image were not fetched (then the test says SKIPPED).
+fn packed_models() -> Option<&'static PathBuf> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let need = ["models/ocr/det.onnx", "models/images/page.png"];
+        if let Some(m) = need.iter().find(|p| !root().join(p).exists()) {
+            eprintln!("SKIPPED: {m} missing; run scripts/fetch_models.py and scripts/fetch_test_images.sh");
+            return None;
+        }
+        let dir = work_dir();
+        for (name, shape) in MODELS {
+            let onnx = root().join(format!("models/ocr/{name}.onnx"));
+            let input = HostTensor::new(shape.to_vec(), vec![0.0; shape.iter().product()]);
+            let packed = compile_onnx(&onnx, &[("x".into(), input)], StoredPrecision::F16)
+                .unwrap_or_else(|e| panic!("compiling {name}: {e}"));
+            packed
+                .write(&dir.join(format!("{name}.tspk")))
+                .unwrap_or_else(|e| panic!("writing {name}.tspk: {e}"));
+        }
+        Some(dir)
+    })
+    .as_ref()
+}
+
+/// The camera-OCR workload over the packed models in `dir` (`det` may be replaced).
+fn workload_text(dir: &Path, det: &Path, steps_extra: &str) -> String {
+    let r = root();
+    format!(
+        r#"Workload(
+    name: "camera-ocr-test",
+    cap: "512MiB",
+    policy: Some("planned"),
+    page_size: Some("1MiB"),
+    models: [
+        ModelSpec(name: "det", source: Packed("{det}"), inputs: {{"x": [1, 3, 320, 640]}}, precision: F16),
+        ModelSpec(name: "cls", source: Packed("{dir}/cls.tspk"), inputs: {{"x": [1, 3, 48, 192]}}, precision: F16),
+        ModelSpec(name: "rec", source: Packed("{dir}/rec.tspk"), inputs: {{"x": [1, 3, 48, 320]}}, precision: F16),
+    ],
+    pipelines: [
+        PipelineSpec(
+            name: "frame",
+            repeat: PerFrame(1),
+            steps: [
+                ImageLoad(ImageLoad(output: "image", source: Some("camera"))),{steps_extra}
+                Normalize(Normalize(input: "image", output: "det_in", resize: Some([320, 640]),
+                    mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225])),
+                Run(Run(model: "det", inputs: {{"x": "det_in"}}, outputs: {{"fetch_name_0": "prob"}})),
+                OcrBoxes(OcrBoxes(input: "prob", output: "boxes", thresh: Some(0.3), box_thresh: Some(0.6), unclip_ratio: Some(1.5))),
+                CropRotate(CropRotate(image: "image", boxes: "boxes", output: "crops", height: 48, max_width: 320)),
+                Run(Run(model: "cls", inputs: {{"x": "crops"}}, outputs: {{"save_infer_model/scale_0.tmp_1": "angles"}},
+                    fan_out: PerItem(PerItem(over: "crops", expected: 8, max: Some(64))))),
+                AngleFix(AngleFix(crops: "crops", scores: "angles", output: "upright", thresh: Some(0.9))),
+                Run(Run(model: "rec", inputs: {{"x": "upright"}}, outputs: {{"fetch_name_0": "logits"}},
+                    fan_out: PerItem(PerItem(over: "upright", expected: 8, max: Some(64))))),
+                CtcDecode(CtcDecode(input: "logits", output: "text", dict: "{r}/models/ocr/dict.txt")),
+            ],
+        ),
+    ],
+    demo_inputs: [DemoInput(name: "camera", path: "{r}/models/images/page.png")],
+)
+"#,
+        det = det.display(),
+        dir = dir.display(),
+        r = r.display(),
+    )
+}
+
+fn write_workload(name: &str, text: &str) -> PathBuf {
+    let p = work_dir().join(name);
+    std::fs::write(&p, text).expect("write workload");
+    p
+}
+
+fn run(path: &Path, cap: u64, policy: Policy) -> Result<RunOutcome, RunError> {
+    let opts = RunOptions {
+        cap: Some(cap),
+        ..RunOptions::default()
+    };
+    let prep = prepare(path, &opts)?;
+    run_policy(&prep, &opts, policy, None)
+}
+
+/// Everything a frame's output consists of, with scores and corners as bits.
+fn fingerprint(frames: &[Vec<TextLine>]) -> Vec<Vec<(String, u64, Vec<u32>)>> {
+    frames
+        .iter()
+        .map(|f| {
+            f.iter()
+                .map(|l| {
+                    let pts = l.points.iter().flatten().map(|v| v.to_bits()).collect();
+                    (l.text.clone(), l.score.to_bits(), pts)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn ocr_outputs_equal_preload_at_every_cap_and_policy() {
+    let Some(dir) = packed_models() else { return };
+    let path = write_workload("ocr.ron", &workload_text(dir, &dir.join("det.tspk"), ""));
+    let reference = run(&path, 512 << 20, Policy::Preload).expect("preload run");
+    let want = fingerprint(&reference.frames);
+    assert!(
+        want[0].len() >= 3,
+        "the demo page must give several lines, got {:?}",
+        reference.frames
+    );
+    let s = &reference.summary;
+    let (min, all) = (s.min_cap_bytes, s.peak_device_bytes);
+    assert!(all <= 512 << 20);
+    assert!(
+        min < all,
+        "streaming must save memory: min {min}, preload peak {all}"
+    );
+    let page = 1u64 << 20;
+    let cases = [
+        (min, Policy::Planned),
+        (min, Policy::Lru),
+        (min, Policy::OnDemand),
+        (min + 3 * page, Policy::Planned),
+        // Holds the largest model whole (11 pages), so every model loads once per frame.
+        (min + 6 * page, Policy::ReloadPerModel),
+        ((min + all) / 2, Policy::Planned),
+        (all, Policy::Lru),
+    ];
+    for (cap, policy) in cases {
+        let o = run(&path, cap, policy).unwrap_or_else(|e| panic!("cap {cap} {policy}: {e}"));
+        let got = &o.summary;
+        assert!(
+            got.peak_device_bytes <= cap,
+            "cap {cap} {policy}: peak {} bytes",
+            got.peak_device_bytes
+        );
+        assert_eq!(got.min_cap_bytes, min, "cap {cap} {policy}: minimum moved");
+        assert_eq!(
+            fingerprint(&o.frames),
+            want,
+            "cap {cap} {policy}: outputs differ"
+        );
+        if cap < all {
+            assert!(got.evictions > 0, "cap {cap} {policy}: nothing was evicted");
+        }
+        eprintln!(
+            "cap {cap} {policy}: peak {} of {cap}, streamed {} B, {} evictions",
+            got.peak_device_bytes, got.bytes_streamed, got.evictions
+        );
+    }
+    match run(&path, min - 1, Policy::Planned) {
+        Ok(_) => panic!("a cap one byte below the minimum must fail"),
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&format!("minimum feasible cap {min} B")),
+                "{msg}"
+            );
+        }
+    }
+}
+
+#[test]
+fn missing_model_file_is_named_before_any_device_work() {
+    let Some(dir) = packed_models() else { return };
+    let missing = dir.join("no-such-det.tspk");
+    let path = write_workload("missing.ron", &workload_text(dir, &missing, ""));
+    let e = prepare(&path, &RunOptions::default())
+        .err()
+        .expect("must fail");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("model `det`") && msg.contains("no-such-det.tspk"),
+        "{msg}"
+    );
+    assert!(msg.contains("does not exist"), "{msg}");
+}
+
+#[test]
+fn corrupt_packed_file_fails_its_checksum_before_any_device_work() {
+    let Some(dir) = packed_models() else { return };
+    let bad = work_dir().join("corrupt-det.tspk");
+    let mut bytes = std::fs::read(dir.join("det.tspk")).expect("read det.tspk");
+    let at = bytes.len() - 1000;
+    bytes[at] ^= 0x40;
+    std::fs::write(&bad, &bytes).expect("write corrupt copy");
+    let path = write_workload("corrupt.ron", &workload_text(dir, &bad, ""));
+    let e = prepare(&path, &RunOptions::default())
+        .err()
+        .expect("must fail");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("corrupt-det.tspk") && msg.contains("checksum"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn unknown_pipeline_step_gives_file_line_and_column() {
+    let Some(dir) = packed_models() else { return };
+    let extra = "\n                Sharpen(Sharpen(input: \"image\")),";
+    let path = write_workload(
+        "unknown-step.ron",
+        &workload_text(dir, &dir.join("det.tspk"), extra),
+    );
+    let e = prepare(&path, &RunOptions::default())
+        .err()
+        .expect("must fail");
+    let msg = e.to_string();
+    // The step sits on line 17 of the generated file.
+    assert!(msg.contains("unknown-step.ron:17:"), "{msg}");
+    assert!(msg.contains("Sharpen"), "{msg}");
+}
