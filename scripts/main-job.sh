@@ -15,11 +15,10 @@ if [ -n "${CARGO_TARGET_DIR:-}" ]; then TS="$CARGO_TARGET_DIR/release/texstream"
 # Input shapes must match workloads/camera-ocr.ron; compile writes models/ocr/*.tspk next to the ONNX.
 compile() { # model shape
   local onnx="models/ocr/$1.onnx" out="models/ocr/$1.tspk"
-  if [ ! -f "$out" ] || [ "$onnx" -nt "$out" ]; then
-    "$TS" compile "$onnx" --input "x=$2" -o "$out"
-  fi
+  # Always recompiled (well under a second each), so a changed shape never meets a stale file.
+  "$TS" compile "$onnx" --input "x=$2" -o "$out" >/dev/null
 }
-compile det 1x3x640x640
+compile det 1x3x384x768
 compile cls 1x3x48x192
-compile rec 1x3x48x320
+compile rec 1x3x48x768
 exec "$TS" run workloads/camera-ocr.ron "$@"
