@@ -176,6 +176,18 @@ pub struct RunSummary {
     pub pipelines: Vec<Latency>,
     /// Our counters against the driver's, where the extension exists.
     pub vk_memory_budget: Option<Vec<HeapReading>>,
+    /// Whether `predicted_s`/`lower_bound_s` use step costs calibrated on a profiling frame; then
+    /// `measured_s` and `model_s` cover the frames after it.
+    pub calibrated: bool,
+    /// Wall time of the profiling (first) frame when calibrated.
+    pub profiling_frame_s: f64,
+    /// Part of `measured_s` spent in model runs (upload, GPU work, download); the rest is the
+    /// pipeline's CPU steps, which the scheduler does not model.
+    pub model_s: f64,
+    pub model_over_predicted: f64,
+    pub model_over_lower_bound: f64,
+    /// Loads skipped at re-plans because the page was already in place.
+    pub kept_pages: u64,
 }
 
 /// Numbers a run hands to [`RunSummary::build`] besides the recorder.
@@ -192,6 +204,10 @@ pub struct RunFacts {
     pub predicted_s: f64,
     pub lower_bound_s: f64,
     pub vk_memory_budget: Option<Vec<HeapReading>>,
+    pub calibrated: bool,
+    pub profiling_frame_s: f64,
+    pub model_s: f64,
+    pub kept_pages: u64,
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -216,6 +232,12 @@ impl RunSummary {
             compute_busy_s: rec.gauge(names::COMPUTE_BUSY),
             measured_over_predicted: ratio(f.measured_s, f.predicted_s),
             measured_over_lower_bound: ratio(f.measured_s, f.lower_bound_s),
+            model_over_predicted: ratio(f.model_s, f.predicted_s),
+            model_over_lower_bound: ratio(f.model_s, f.lower_bound_s),
+            calibrated: f.calibrated,
+            profiling_frame_s: f.profiling_frame_s,
+            model_s: f.model_s,
+            kept_pages: f.kept_pages,
             workload: f.workload,
             policy: f.policy,
             iterations: f.iterations,
@@ -255,10 +277,11 @@ impl RunSummary {
             }
         }
         o += &format!(
-            "bytes streamed      {:.2} MiB ({} pages), evictions {}\n",
+            "bytes streamed      {:.2} MiB ({} pages), evictions {}, kept in place at re-plans {}\n",
             mib(self.bytes_streamed),
             self.pages_loaded,
-            self.evictions
+            self.evictions,
+            self.kept_pages
         );
         o += &format!(
             "GPU stall {:.3} ms, transfer busy {:.3} ms, compute busy {:.3} ms\n",
@@ -284,13 +307,28 @@ impl RunSummary {
                 );
             }
         }
+        if self.calibrated {
+            o += &format!(
+                "profiling frame {:.3} ms (step costs calibrated on it); the rest:\n",
+                ms(self.profiling_frame_s)
+            );
+        } else {
+            o += "step costs uncalibrated (one frame): predicted and LB use the compile-time estimates\n";
+        }
         o += &format!(
-            "measured {:.3} ms, predicted {:.3} ms, LB {:.3} ms: measured/predicted {:.2}, measured/LB {:.2}\n",
+            "measured {:.3} ms (model runs {:.3} ms, CPU steps {:.3} ms), predicted {:.3} ms, LB {:.3} ms\n",
             ms(self.measured_s),
+            ms(self.model_s),
+            ms((self.measured_s - self.model_s).max(0.0)),
             ms(self.predicted_s),
             ms(self.lower_bound_s),
+        );
+        o += &format!(
+            "measured/predicted {:.2}, measured/LB {:.2}; model runs/predicted {:.2}, model runs/LB {:.2}\n",
             self.measured_over_predicted,
-            self.measured_over_lower_bound
+            self.measured_over_lower_bound,
+            self.model_over_predicted,
+            self.model_over_lower_bound
         );
         o
     }

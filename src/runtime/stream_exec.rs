@@ -8,9 +8,11 @@
 //! to `step_wait[j]` is issued, plus every later op whose `after_step` is already recorded (that
 //! is the prefetch: the engine makes the copy wait on the GPU for the slot's last reader, so the
 //! CPU never waits for it). When the fan-out differs from the plan, [`StreamExec::replan`]
-//! switches to a new plan for the remaining work: it evicts every slot (page-table updates in
-//! the compute stream) and starts the new plan from an empty atlas, so the new plan's cap
-//! accounting holds unchanged.
+//! switches to a new plan for the remaining work. The scheduler plans from an empty atlas; the
+//! switch keeps what is resident where the new plan allows it: the new plan's slot labels are
+//! mapped to physical slots so that a page whose first use of a slot is its load lands in the slot
+//! that already holds it, and that load is skipped. Every other slot is evicted, so the new
+//! plan's cap accounting holds unchanged.
 use std::sync::Arc;
 
 use scheduler::{Op, Plan, TraceStep};
@@ -70,6 +72,12 @@ pub struct StreamExec {
     /// Sum of the predicted makespans / lower bounds of the executed plan parts.
     predicted_s: f64,
     lower_bound_s: f64,
+    /// Plan slot label → physical atlas slot.
+    slot_map: Vec<u32>,
+    /// Per plan op: a load of a page already resident in its (mapped) slot.
+    skip: Vec<bool>,
+    /// Loads skipped that way so far.
+    kept_pages: u64,
 }
 
 impl StreamExec {
@@ -85,8 +93,13 @@ impl StreamExec {
         config.slots = plan.slots.max(1);
         let engine = StreamEngine::new(device, config, sources)?;
         let (p, lb) = (plan.stats.predicted_s, plan.stats.lower_bound.bound_s);
+        let slot_map = (0..config.slots).collect();
+        let skip = vec![false; plan.schedule.ops.len()];
         Ok(StreamExec {
             engine,
+            slot_map,
+            skip,
+            kept_pages: 0,
             plan,
             next_op: 0,
             next_step: 0,
@@ -231,12 +244,14 @@ impl StreamExec {
     }
 
     fn issue(&mut self, op: Op) -> Result<(), StreamExecError> {
+        let phys = |slot: u32| self.slot_map.get(slot as usize).copied().unwrap_or(slot);
         match op {
+            Op::Load { .. } if self.skip.get(self.next_op).copied().unwrap_or(false) => {}
             Op::Load { page, slot, .. } => {
                 let r = self.plan.trace.page_ref(page);
-                self.engine.load(r.model, r.page, slot)?;
+                self.engine.load(r.model, r.page, phys(slot))?;
             }
-            Op::Evict { slot, .. } => self.engine.evict(slot)?,
+            Op::Evict { slot, .. } => self.engine.evict(phys(slot))?,
         }
         self.next_op += 1;
         Ok(())
@@ -248,8 +263,8 @@ impl StreamExec {
     }
 
     /// Switches to `plan` for the remaining work (same models, same page size, at most as many
-    /// slots as the engine has). Every slot is evicted first: the new plan starts from an empty
-    /// atlas, as the scheduler assumes.
+    /// slots as the engine has). The plan assumes an empty atlas; see the module docs for how
+    /// resident pages are kept anyway.
     pub fn replan(&mut self, plan: Plan) -> Result<(), StreamExecError> {
         let slots = self.engine.config().slots;
         if plan.slots > slots {
@@ -277,15 +292,64 @@ impl StreamExec {
             let frac = (old.stats.predicted_s - from).max(0.0) / old.stats.predicted_s.max(1e-12);
             self.lower_bound_s -= old.stats.lower_bound.bound_s * frac;
         }
-        for s in 0..slots {
-            self.engine.evict(s)?;
-        }
+        self.keep_resident(&plan, slots)?;
         self.predicted_s += plan.stats.predicted_s;
         self.lower_bound_s += plan.stats.lower_bound.bound_s;
         self.plan = plan;
         self.next_op = 0;
         self.next_step = 0;
         self.replans += 1;
+        Ok(())
+    }
+
+    /// Counts predictions from the current plan on (after a calibration re-plan).
+    pub fn restart_prediction(&mut self) {
+        self.predicted_s = self.plan.stats.predicted_s;
+        self.lower_bound_s = self.plan.stats.lower_bound.bound_s;
+    }
+
+    /// Loads the switches to new plans skipped because the page was already in place.
+    pub fn kept_pages(&self) -> u64 {
+        self.kept_pages
+    }
+
+    /// Maps `plan`'s slot labels onto the `slots` physical slots, keeping pages in place where the
+    /// label's first op loads a page that a physical slot already holds; evicts the rest.
+    fn keep_resident(&mut self, plan: &Plan, slots: u32) -> Result<(), StreamExecError> {
+        let labels = plan.slots as usize;
+        let mut map: Vec<Option<u32>> = vec![None; labels];
+        let mut taken = vec![false; slots as usize];
+        let mut seen = vec![false; labels];
+        let mut skip = vec![false; plan.schedule.ops.len()];
+        for (i, op) in plan.schedule.ops.iter().enumerate() {
+            let (Op::Load { slot, .. } | Op::Evict { slot, .. }) = *op;
+            let l = slot as usize;
+            if l >= labels || std::mem::replace(&mut seen[l], true) {
+                continue;
+            }
+            if let Op::Load { page, .. } = *op {
+                let r = plan.trace.page_ref(page);
+                if let Some(s) = self.engine.slot_of(r.model, r.page) {
+                    if !taken[s as usize] {
+                        taken[s as usize] = true;
+                        map[l] = Some(s);
+                        skip[i] = true;
+                    }
+                }
+            }
+        }
+        for s in 0..slots {
+            if !taken[s as usize] {
+                self.engine.evict(s)?;
+            }
+        }
+        let mut free = (0..slots).filter(|&s| !taken[s as usize]);
+        self.slot_map = map
+            .into_iter()
+            .map(|m| m.or_else(|| free.next()).unwrap_or(0))
+            .collect();
+        self.kept_pages += skip.iter().filter(|&&k| k).count() as u64;
+        self.skip = skip;
         Ok(())
     }
 

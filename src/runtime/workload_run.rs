@@ -438,6 +438,12 @@ struct Driver<'a> {
     frame: u32,
     /// Runs of each model done in the current frame.
     done: Vec<u32>,
+    /// Step costs the plans use (calibrated after the profiling frame).
+    profiles: Vec<Profile>,
+    /// Per model: how long its runs took (upload, GPU work, download) until calibration.
+    run_times: Vec<Vec<f64>>,
+    /// Wall time spent in model runs.
+    model_s: f64,
 }
 
 impl Driver<'_> {
@@ -459,8 +465,11 @@ impl Driver<'_> {
         let v = self.ex.run_model(m as u32, &mut self.models[m])?;
         self.ex.wait(v)?;
         let out = self.models[m].download(output)?;
+        let dt = t0.elapsed().as_secs_f64();
         ::metrics::histogram!(names::MODEL_LATENCY, "model" => self.models[m].name.clone())
-            .record(t0.elapsed().as_secs_f64());
+            .record(dt);
+        self.run_times[m].push(dt);
+        self.model_s += dt;
         self.done[m] += 1;
         Ok(out)
     }
@@ -498,7 +507,7 @@ impl Driver<'_> {
         };
         let pipe = stages(r, &partial, left, count);
         let plan = plan_under_cap(
-            &self.prep.profiles,
+            &self.profiles,
             &pipe,
             self.cap,
             &self.prep.workload.bandwidth()?,
@@ -506,6 +515,40 @@ impl Driver<'_> {
             &self.cost,
         )?;
         self.ex.replan(plan)?;
+        Ok(())
+    }
+}
+
+impl Driver<'_> {
+    /// After the profiling frame: scales each model's step costs so that a run costs what its
+    /// median run took (the compile-time estimates assume a nominal device), then plans the
+    /// remaining frames with them and counts predictions from there.
+    fn calibrate(&mut self) -> Result<(), RunError> {
+        for (m, p) in self.profiles.iter_mut().enumerate() {
+            let times = &mut self.run_times[m];
+            times.sort_by(f64::total_cmp);
+            let (t, est) = (times.get(times.len() / 2).copied(), p.compute_s());
+            if let (Some(t), true) = (t, est > 0.0) {
+                let k = t / est;
+                for s in &mut p.steps {
+                    s.compute_s *= k;
+                }
+            }
+        }
+        let r = &self.prep.roles;
+        let left = self.prep.iterations - self.frame - 1;
+        let count = self.done[r.cls].max(1);
+        let plan = plan_under_cap(
+            &self.profiles,
+            &stages(r, &[], left, count),
+            self.cap,
+            &self.prep.workload.bandwidth()?,
+            self.policy,
+            &self.cost,
+        )?;
+        self.ex.replan(plan)?;
+        self.ex.restart_prediction();
+        self.model_s = 0.0;
         Ok(())
     }
 }
@@ -640,8 +683,13 @@ pub fn run_policy(
         cost,
         frame: 0,
         done: vec![0; prep.models.len()],
+        profiles: prep.profiles.clone(),
+        run_times: vec![Vec::new(); prep.models.len()],
+        model_s: 0.0,
     };
-    let t0 = Instant::now();
+    let calibrate = prep.iterations > 1;
+    let mut t0 = Instant::now();
+    let mut profiling_frame_s = 0.0;
     let frames = ::metrics::with_local_recorder(
         &rec,
         || -> Result<Vec<Vec<TextLine>>, RunError> {
@@ -657,15 +705,22 @@ pub fn run_policy(
                 ::metrics::histogram!(names::PIPELINE_LATENCY, "pipeline" => prep.pipeline.name.clone())
                 .record(tf.elapsed().as_secs_f64());
                 frames.push(lines);
+                if calibrate && f == 0 {
+                    profiling_frame_s = t0.elapsed().as_secs_f64();
+                    driver.calibrate()?;
+                    t0 = Instant::now();
+                }
             }
             Ok(frames)
         },
     )?;
     let measured_s = t0.elapsed().as_secs_f64();
-    let (predicted_s, lower_bound_s, replans) = (
+    let (predicted_s, lower_bound_s, replans, kept_pages, model_s) = (
         driver.ex.predicted_s(),
         driver.ex.lower_bound_s(),
         driver.ex.replans(),
+        driver.ex.kept_pages(),
+        driver.model_s,
     );
     let stats = driver.ex.finish()?;
     let mem = dev.memory_stats();
@@ -704,6 +759,10 @@ pub fn run_policy(
             predicted_s,
             lower_bound_s,
             vk_memory_budget: budget,
+            calibrated: calibrate,
+            profiling_frame_s,
+            model_s,
+            kept_pages,
         },
     );
     Ok(RunOutcome { summary, frames })

@@ -302,6 +302,11 @@ impl StreamEngine {
         atlas.record_page_table_update(&mut b.rec, &[(global, None)])
     }
 
+    /// The slot holding `model`'s `page`, if it is resident (loaded or loading).
+    pub fn slot_of(&self, model: u32, page: u32) -> Option<u32> {
+        self.residency.slot_of((model, page))
+    }
+
     /// Drops whatever page `slot` holds (its page-table entry is cleared in the compute stream;
     /// the slot's memory is reused by the next load into it).
     pub fn evict(&mut self, slot: u32) -> Result<()> {
