@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes real-model inputs and ONNX Runtime (CPU) outputs as .npy for texstream's comparison tests.
 
-usage: ort_reference.py CASE OUTDIR      CASE: cls | rec | det | det320 | vad
+usage: ort_reference.py CASE OUTDIR      CASE: cls | rec | det | det320 | det384x768 | vad
 
 Inputs come from real images (models/images/page.png, tests/data/ocr/page_crop0.png) preprocessed
 like RapidOCR; the VAD input is a deterministic synthetic 16 kHz signal. OUTDIR gets
@@ -40,8 +40,9 @@ def rec_input():
     return {"x": out}
 
 
-def det_input(size):
-    img = Image.open(os.path.join(ROOT, "models/images/page.png")).resize((size, size), Image.BILINEAR)
+def det_input(size, width=None):
+    width = width or size
+    img = Image.open(os.path.join(ROOT, "models/images/page.png")).resize((width, size), Image.BILINEAR)
     x = rgb_to_bgr_chw(img) / 255.0
     mean = np.array([0.485, 0.456, 0.406], np.float32)[:, None, None]
     std = np.array([0.229, 0.224, 0.225], np.float32)[:, None, None]
@@ -64,6 +65,7 @@ CASES = {
     "rec": ("models/ocr/rec.onnx", rec_input),
     "det": ("models/ocr/det.onnx", lambda: det_input(640)),
     "det320": ("models/ocr/det.onnx", lambda: det_input(320)),
+    "det384x768": ("models/ocr/det.onnx", lambda: det_input(384, 768)),
     "vad": ("models/vad/silero_vad.onnx", vad_input),
 }
 

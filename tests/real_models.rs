@@ -147,19 +147,26 @@ fn check(case: &str, r: &Reference, precision: StoredPrecision) -> Executable {
             "{case} {precision:?} output {name} {:?}: max err / range = {e:.2e} (tol {tol:.0e})",
             got.shape
         );
-        // Known deviation (does NOT meet the 1e-2 goal): the detector's fp16 probability map
-        // reaches 3.9e-2 at some pixels and 0.9% of values are above 1e-2. Every intermediate stays
-        // within 3e-3 of its magnitude (checked node by node against ORT), so this is fp16
-        // activation storage amplified by the final ConvTranspose + sigmoid; fp32 meets 1e-4. The
-        // check here is max <= 5e-2 and at most 2% of values above 1e-2 (both printed).
-        if case == "det" && precision == StoredPrecision::F16 {
+        // Known deviation (does NOT meet the 1e-2 goal): the detector's fp16 probability map is
+        // off by up to 1.6e-2 (640x640) / 2.0e-2 (384x768), with 0.04% / 0.11% of values above 1e-2.
+        // Every kernel matches ORT given the same fp16 inputs (node by node, within 1 fp16 ulp);
+        // what remains is fp16 storage itself: rounding the input, weights, biases and
+        // activations to the nearest fp16 (simulated in ORT) moves the map by 1.5e-2 / 2.3e-2,
+        // as early perturbations grow ~30x through the network and the sigmoid is steepest where
+        // pixels are undecided. fp32 meets 1e-4. Bounds: the measured values plus ~25%.
+        if case.starts_with("det") && precision == StoredPrecision::F16 {
             let over = frac_over(&got.data, &want.data, tol);
             println!(
                 "{case} {precision:?}: {:.4}% of values above {tol:.0e}",
                 over * 100.0
             );
+            let (max_err, max_over) = if case == "det" {
+                (2e-2, 1e-3)
+            } else {
+                (2.5e-2, 2e-3)
+            };
             assert!(
-                e <= 5e-2 && over <= 2e-2,
+                e <= max_err && over <= max_over,
                 "{case} {precision:?}: output {name} error {e:.3e}, {over:.2e} of values above {tol:.0e}"
             );
         } else {
@@ -228,9 +235,13 @@ fn rec_matches_ort() {
 
 #[test]
 fn det_matches_ort() {
-    // fp16 at 640x640 (the size the OCR pipeline uses); fp32 at 320x320 to keep lavapipe time down.
+    // fp16 at 640x640 (the size the OCR pipeline uses) and 384x768 (camera-ocr's workload); fp32
+    // at 320x320 to keep lavapipe time down.
     if let Some(r) = reference("det", "models/ocr/det.onnx") {
         check("det", &r, StoredPrecision::F16);
+    }
+    if let Some(r) = reference("det384x768", "models/ocr/det.onnx") {
+        check("det384x768", &r, StoredPrecision::F16);
     }
     if let Some(r) = reference("det320", "models/ocr/det.onnx") {
         check("det320", &r, StoredPrecision::F32);
