@@ -35,6 +35,16 @@ float pow_onnx(float x, float y) {
     return pow(x, y);
 }
 
+// Integer quotient truncated toward zero. a / b may be off by a few ulps (GLSL division is not
+// correctly rounded), so the float quotient is corrected against the exact remainder.
+vec4 int_div(vec4 a, vec4 b) {
+    vec4 x = abs(a), y = abs(b);
+    vec4 q = trunc(x / y);
+    vec4 r = x - q * y;  // exact: integers below 2^24
+    q += vec4(greaterThanEqual(r, y)) - vec4(lessThan(r, vec4(0.0)));
+    return mix(q, -q, notEqual(lessThan(a, vec4(0.0)), lessThan(b, vec4(0.0))));
+}
+
 vec4 apply(vec4 a, vec4 b) {
     switch (pc.op) {
         case 0u: return a + b;
@@ -45,6 +55,8 @@ vec4 apply(vec4 a, vec4 b) {
         case 5u: return mix(a, a * b, lessThan(a, vec4(0.0)));  // PRelu(x = a, slope = b)
         case 6u: return max(a, b);
         case 7u: return min(a, b);
+        case 8u: return int_div(a, b);
+        case 9u: return roundEven(vec4(pow_onnx(a.x, b.x), pow_onnx(a.y, b.y), pow_onnx(a.z, b.z), pow_onnx(a.w, b.w)));
         default: return vec4(NAN);
     }
 }

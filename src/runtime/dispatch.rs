@@ -317,11 +317,18 @@ impl Executable {
                 let bb = self.input(&n, 1)?;
                 let y = self.output(&n, 0)?;
                 let mut arith = |op| k::binary_into(rec, op, &a, &bb, &y);
+                // Integer tensors are held as floats; their Div truncates and Pow is exact.
+                let int_out = n.outputs.first().is_some_and(|&t| {
+                    let d = self.header.graph.tensors[t].dtype;
+                    !d.is_float() && d != DType::Bool
+                });
                 let r = match b {
                     BinaryOp::Add => arith(k::BinaryOp::Add),
                     BinaryOp::Sub => arith(k::BinaryOp::Sub),
                     BinaryOp::Mul => arith(k::BinaryOp::Mul),
+                    BinaryOp::Div if int_out => arith(k::BinaryOp::IntDiv),
                     BinaryOp::Div => arith(k::BinaryOp::Div),
+                    BinaryOp::Pow if int_out => arith(k::BinaryOp::IntPow),
                     BinaryOp::Pow => arith(k::BinaryOp::Pow),
                     BinaryOp::PRelu => arith(k::BinaryOp::PRelu),
                     BinaryOp::Equal => k::compare_into(rec, k::CompareOp::Equal, &a, &bb, &y),

@@ -65,6 +65,8 @@ fn binary_ref(op: BinaryOp, a: f64, b: f64) -> f64 {
         }
         BinaryOp::Max => a.max(b),
         BinaryOp::Min => a.min(b),
+        BinaryOp::IntDiv => (a / b).trunc(),
+        BinaryOp::IntPow => pow_ref(a, b).round(),
     }
 }
 
@@ -159,6 +161,50 @@ fn pow_negative_base_integer_exponent() {
     rec.submit_and_wait().unwrap();
     let want = [-8.0, 4.0, -1.0 / 1.5, 0.0, 1.0, 3f64.sqrt()];
     assert_close("pow", &out.download().unwrap(), &want, 1e-5);
+    assert_no_validation_messages(&d);
+}
+
+/// Integer Div/Pow on integer-valued operands, every pair checked exactly against f64: quotients
+/// truncate toward zero (also for exact multiples, where a float quotient can land an ulp low).
+#[test]
+fn integer_div_and_pow_are_exact() {
+    let d = device();
+    let mut av = Vec::new();
+    let mut bv = Vec::new();
+    for a in -260i32..=260 {
+        for b in [-37i32, -9, -3, -1, 1, 2, 3, 7, 23, 255] {
+            av.push(a as f32);
+            bv.push(b as f32);
+        }
+    }
+    // Exact multiples up to 2^24.
+    for (q, b) in [
+        (16777215i32, 1i32),
+        (4194303, 4),
+        (1398101, 12),
+        (-559240, 30),
+        (99991, 167),
+    ] {
+        av.push((q * b) as f32);
+        bv.push(b as f32);
+    }
+    let n = av.len();
+    let a = Tensor::from_data(&d, "a", &[n], Precision::F32, &av).unwrap();
+    let b = Tensor::from_data(&d, "b", &[n], Precision::F32, &bv).unwrap();
+    let (pa, pb): (Vec<f32>, Vec<f32>) = (0..n).map(|i| ((i % 23) as f32, (i % 5) as f32)).unzip();
+    let base = Tensor::from_data(&d, "base", &[n], Precision::F32, &pa).unwrap();
+    let exp = Tensor::from_data(&d, "exp", &[n], Precision::F32, &pb).unwrap();
+    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    let q = binary(&mut rec, BinaryOp::IntDiv, &a, &b, "q").unwrap();
+    let p = binary(&mut rec, BinaryOp::IntPow, &base, &exp, "p").unwrap();
+    rec.submit_and_wait().unwrap();
+    let (q, p) = (q.download().unwrap(), p.download().unwrap());
+    for i in 0..n {
+        let want = (av[i] as f64 / bv[i] as f64).trunc();
+        assert_eq!(q[i] as f64, want, "{} / {}", av[i], bv[i]);
+        let want = (pa[i] as f64).powf(pb[i] as f64);
+        assert_eq!(p[i] as f64, want, "{} ^ {}", pa[i], pb[i]);
+    }
     assert_no_validation_messages(&d);
 }
 

@@ -45,6 +45,11 @@ pub enum BinaryOp {
     PRelu,
     Max,
     Min,
+    /// Integer Div (ONNX integer tensors held as floats): quotient truncated toward zero, exact
+    /// for integer operands up to 2^24.
+    IntDiv,
+    /// Integer Pow: [`BinaryOp::Pow`] rounded to the nearest integer.
+    IntPow,
 }
 
 impl BinaryOp {
@@ -58,6 +63,8 @@ impl BinaryOp {
             BinaryOp::PRelu => 5,
             BinaryOp::Max => 6,
             BinaryOp::Min => 7,
+            BinaryOp::IntDiv => 8,
+            BinaryOp::IntPow => 9,
         }
     }
 }
