@@ -8,10 +8,11 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use scheduler::Policy;
-use texstream::ops::TextLine;
 use texstream::packed::StoredPrecision;
 use texstream::runtime::executor::{compile_onnx, HostTensor};
-use texstream::runtime::workload_run::{prepare, run_policy, RunError, RunOptions, RunOutcome};
+use texstream::runtime::workload_run::{
+    prepare, run_policy, FrameOutput, RunError, RunOptions, RunOutcome,
+};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -115,11 +116,12 @@ fn run(path: &Path, cap: u64, policy: Policy) -> Result<RunOutcome, RunError> {
 }
 
 /// Everything a frame's output consists of, with scores and corners as bits.
-fn fingerprint(frames: &[Vec<TextLine>]) -> Vec<Vec<(String, u64, Vec<u32>)>> {
+fn fingerprint(frames: &[FrameOutput]) -> Vec<Vec<(String, u64, Vec<u32>)>> {
     frames
         .iter()
         .map(|f| {
-            f.iter()
+            f.lines
+                .iter()
                 .map(|l| {
                     let pts = l.points.iter().flatten().map(|v| v.to_bits()).collect();
                     (l.text.clone(), l.score.to_bits(), pts)
@@ -242,4 +244,101 @@ fn unknown_pipeline_step_gives_file_line_and_column() {
     // The step sits on line 17 of the generated file.
     assert!(msg.contains("unknown-step.ron:17:"), "{msg}");
     assert!(msg.contains("Sharpen"), "{msg}");
+}
+
+/// A chain output as (name, shape, value bits).
+type OutputBits = (String, Vec<usize>, Vec<u32>);
+
+/// Bits of every chain output of every frame.
+fn tensor_bits(frames: &[FrameOutput]) -> Vec<Vec<OutputBits>> {
+    frames
+        .iter()
+        .map(|f| {
+            f.tensors
+                .iter()
+                .map(|(n, s, v)| {
+                    (
+                        n.clone(),
+                        s.clone(),
+                        v.iter().map(|x| x.to_bits()).collect(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A weight-heavy chain (three MLP models with random weights, made by
+/// scripts/make_chain_models.py): every policy at the minimum cap reproduces preload's outputs
+/// bit for bit, and the minimum cap is at least 2× below preload's peak.
+#[test]
+fn weight_heavy_chain_streams_at_half_the_preload_peak() {
+    let py = std::env::var_os("TEXSTREAM_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv/bin/python"));
+    if !py.exists() {
+        eprintln!("SKIPPED: no python venv (.venv/bin/python or TEXSTREAM_PYTHON)");
+        return;
+    }
+    let dir = work_dir().join("chain");
+    let st = std::process::Command::new(&py)
+        .arg(root().join("scripts/make_chain_models.py"))
+        .arg(&dir)
+        .args([
+            "--seq", "32", "--dim", "512", "--layers", "6,8,10", "--vocab", "1024",
+        ])
+        .status()
+        .expect("run make_chain_models.py");
+    assert!(st.success(), "make_chain_models.py failed");
+    for name in ["enc", "mid", "lm"] {
+        let input = HostTensor::new(vec![1, 32, 512], vec![0.0; 32 * 512]);
+        let packed = compile_onnx(
+            &dir.join(format!("{name}.onnx")),
+            &[("x".into(), input)],
+            StoredPrecision::F16,
+        )
+        .unwrap_or_else(|e| panic!("compiling {name}: {e}"));
+        packed
+            .write(&dir.join(format!("{name}.tspk")))
+            .unwrap_or_else(|e| panic!("writing {name}.tspk: {e}"));
+    }
+    let text = std::fs::read_to_string(root().join("workloads/assistant-chain.ron"))
+        .expect("workloads/assistant-chain.ron")
+        .replace(
+            "Onnx(\"models/chain/",
+            &format!("Packed(\"{}/", dir.display()),
+        )
+        .replace(".onnx\")", ".tspk\")")
+        .replace(
+            "models/chain/input.npy",
+            &dir.join("input.npy").display().to_string(),
+        )
+        .replace("[1, 256, 1024]", "[1, 32, 512]")
+        .replace("PerFrame(4)", "PerFrame(2)");
+    let path = write_workload("chain.ron", &text);
+    let reference = run(&path, 256 << 20, Policy::Preload).expect("preload run");
+    let want = tensor_bits(&reference.frames);
+    assert_eq!(want.len(), 2);
+    assert_eq!(want[0].len(), 1, "one final output per request");
+    let (min, preload_peak) = (
+        reference.summary.min_cap_bytes,
+        reference.summary.peak_device_bytes,
+    );
+    for policy in [Policy::Planned, Policy::Lru, Policy::OnDemand] {
+        let o = run(&path, min, policy).unwrap_or_else(|e| panic!("{policy} at {min}: {e}"));
+        assert!(
+            o.summary.peak_device_bytes <= min,
+            "{policy}: peak over the cap"
+        );
+        assert_eq!(
+            tensor_bits(&o.frames),
+            want,
+            "{policy}: outputs differ from preload"
+        );
+        assert!(
+            2 * o.summary.peak_device_bytes <= preload_peak,
+            "{policy}: peak {} is not 2x below preload's {preload_peak}",
+            o.summary.peak_device_bytes
+        );
+    }
 }

@@ -7,7 +7,7 @@ use clap::Args;
 use scheduler::{parse_size, Policy};
 
 use crate::runtime::metrics::RunSummary;
-use crate::runtime::workload_run::{prepare, run_policy, RunOptions};
+use crate::runtime::workload_run::{prepare, run_policy, FrameOutput, RunOptions};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -32,6 +32,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub image: Option<PathBuf>,
 }
+
+/// One frame's OCR text and chain output bits (what every policy must reproduce).
+type FrameBits = (Vec<String>, Vec<Vec<u32>>);
 
 pub fn run(args: &RunArgs) -> Result<()> {
     let cap = args
@@ -62,29 +65,31 @@ pub fn run(args: &RunArgs) -> Result<()> {
     );
     let mut summaries: Vec<RunSummary> = Vec::new();
     let mut failures: Vec<(Policy, String)> = Vec::new();
-    let mut text: Option<Vec<Vec<String>>> = None;
+    // What every policy must reproduce: OCR text, or the chain's output bits.
+    let mut first: Option<Vec<FrameBits>> = None;
     for &policy in &policies {
         match run_policy(&prep, &opts, policy, Some(&bar)) {
             Ok(o) => {
-                let lines: Vec<Vec<String>> = o
+                let got: Vec<FrameBits> = o
                     .frames
                     .iter()
-                    .map(|f| f.iter().map(|l| l.text.clone()).collect())
+                    .map(|f| {
+                        let text = f.lines.iter().map(|l| l.text.clone()).collect();
+                        let bits = f
+                            .tensors
+                            .iter()
+                            .map(|(_, _, v)| v.iter().map(|x| x.to_bits()).collect())
+                            .collect();
+                        (text, bits)
+                    })
                     .collect();
-                match &text {
+                match &first {
                     None => {
-                        bar.suspend(|| {
-                            if let Some(last) = o.frames.last() {
-                                println!("recognized text ({} lines, last frame):", last.len());
-                                for l in last {
-                                    println!("  {:.3}  {}", l.score, l.text);
-                                }
-                            }
-                        });
-                        text = Some(lines);
+                        bar.suspend(|| print_outputs(&o.frames));
+                        first = Some(got);
                     }
-                    Some(t) if *t != lines => {
-                        failures.push((policy, "OCR text differs from the first policy's".into()))
+                    Some(t) if *t != got => {
+                        failures.push((policy, "outputs differ from the first policy's".into()))
                     }
                     Some(_) => {}
                 }
@@ -142,8 +147,27 @@ pub fn run(args: &RunArgs) -> Result<()> {
     if summaries.iter().any(|s| s.peak_device_bytes > s.cap_bytes) {
         bail!("peak device bytes exceeded the cap");
     }
-    if failures.iter().any(|(_, e)| e.contains("differs")) {
-        bail!("policies disagree on the OCR text");
+    if failures.iter().any(|(_, e)| e.contains("differ")) {
+        bail!("policies disagree on the outputs");
     }
     Ok(())
+}
+
+/// The last frame's outputs: OCR lines, or each chain output's shape, sum and first values.
+fn print_outputs(frames: &[FrameOutput]) {
+    let Some(last) = frames.last() else { return };
+    if !last.lines.is_empty() || last.tensors.is_empty() {
+        println!("recognized text ({} lines, last frame):", last.lines.len());
+        for l in &last.lines {
+            println!("  {:.3}  {}", l.score, l.text);
+        }
+    }
+    for (name, shape, v) in &last.tensors {
+        let sum: f64 = v.iter().map(|&x| x as f64).sum();
+        let head: Vec<String> = v.iter().take(4).map(|x| format!("{x:.5}")).collect();
+        println!(
+            "output `{name}` {shape:?}: sum {sum:.6}, first [{}] (last frame)",
+            head.join(", ")
+        );
+    }
 }

@@ -2,8 +2,8 @@
 //! the counted allocator, not assumed), and the scheduler cap that leaves for slots + activations.
 use scheduler::{min_feasible_cap, plan, Bandwidth, Pipeline, Plan, PlanError, Policy, Profile};
 use vk_backend::{
-    vk, AtlasConfig, Buffer, Device, MemoryCategory, MemoryLocation, StagingMemory, StreamConfig,
-    VkError, WeightAtlas,
+    vk, AtlasConfig, Buffer, Device, MemoryLocation, StagingMemory, StreamConfig, VkError,
+    WeightAtlas,
 };
 
 /// Device bytes the stream engine takes besides its page slots, measured on the device.
@@ -24,18 +24,19 @@ impl EngineCost {
     }
 }
 
-/// Measures [`EngineCost`] for `config` (precision, page height, staging) and `logical_pages`
-/// by creating a 1- and a 2-slot atlas and one staging buffer and reading the counters.
+/// [`EngineCost`] for `config` (precision, page height, staging) and `logical_pages`, from the
+/// driver's memory requirements for a 1- and a 2-slot atlas and one staging buffer: exactly what
+/// the counted allocator will count, found without allocating (so a tiny cap cannot be exceeded
+/// while finding out that it is too small).
 pub fn measure_engine_cost(
     device: &Device,
     config: &StreamConfig,
     logical_pages: u32,
 ) -> Result<EngineCost, VkError> {
-    let now = || device.memory_stats().current_bytes;
-    let atlas = |slots| {
-        WeightAtlas::new(
+    let needs = |slots| {
+        WeightAtlas::memory_needs(
             device,
-            AtlasConfig {
+            &AtlasConfig {
                 slots,
                 precision: config.precision,
                 page_height: config.page_height,
@@ -43,36 +44,26 @@ pub fn measure_engine_cost(
             },
         )
     };
-    let s0 = now();
-    let a1 = atlas(1)?;
-    let d1 = now() - s0;
-    let page_bytes = a1.page_bytes();
-    drop(a1);
-    let s0 = now();
-    let a2 = atlas(2)?;
-    let d2 = now() - s0;
-    drop(a2);
-    let slot_bytes = (d2 - d1).max(page_bytes);
-    let table = d1.saturating_sub(slot_bytes);
+    let (one, two) = (needs(1)?, needs(2)?);
+    let page_height = config
+        .page_height
+        .unwrap_or_else(|| config.precision.default_page_height());
+    let page_bytes = 512 * page_height as u64 * config.precision.bytes_per_texel() as u64;
+    let slot_bytes = (two.image_bytes - one.image_bytes).max(page_bytes);
+    let table = (one.image_bytes + one.table_bytes).saturating_sub(slot_bytes);
     let location = match config.staging_memory {
         StagingMemory::System => MemoryLocation::GpuToCpu,
         StagingMemory::DeviceLocal => MemoryLocation::CpuToGpu,
     };
-    let s0 = now();
-    let b = Buffer::new(
-        device,
-        "staging probe",
-        page_bytes,
-        vk::BufferUsageFlags::TRANSFER_SRC,
-        location,
-        MemoryCategory::Staging,
-    )?;
-    let staging_one = now() - s0;
-    drop(b);
+    let staging_one = if device.memory().counts_against_cap(location) {
+        Buffer::memory_requirements(device, page_bytes, vk::BufferUsageFlags::TRANSFER_SRC)?.size
+    } else {
+        0
+    };
     Ok(EngineCost {
         slot_bytes,
         // The table's init upload goes through a staging buffer of the same size.
-        table_bytes: 2 * table,
+        table_bytes: 2 * table.max(one.table_staging_bytes),
         staging_bytes: staging_one * config.staging_slots as u64,
     })
 }

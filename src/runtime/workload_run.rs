@@ -90,16 +90,166 @@ struct OcrRoles {
     max: u32,
 }
 
+/// One `Run` step of a chain pipeline: model input → value, model output → value.
+#[derive(Debug, Clone)]
+struct ChainStep {
+    model: usize,
+    inputs: Vec<(String, String)>,
+    outputs: Vec<(String, String)>,
+}
+
+/// What the runtime runs for a pipeline.
+#[derive(Debug, Clone)]
+enum Shape {
+    /// The OCR pipeline: detector, per-box classifier and recognizer, with the demo image and
+    /// the recognizer's dictionary.
+    Ocr {
+        roles: Box<OcrRoles>,
+        image: BgrImage,
+        dict: Vec<String>,
+    },
+    /// Only `Run` steps without fan-out, each once per frame, values passed by name; the first
+    /// values come from the workload's demo inputs (.npy files).
+    Chain {
+        steps: Vec<ChainStep>,
+        demo: Vec<(String, Vec<usize>, Vec<f32>)>,
+    },
+}
+
+impl Shape {
+    /// Stages of `frames` whole frames (OCR: `count` boxes each) after `partial`.
+    fn frames(&self, partial: &[Stage], frames: u32, count: u32) -> Pipeline {
+        match self {
+            Shape::Ocr { roles, .. } => stages(roles, partial, frames, count),
+            Shape::Chain { steps, .. } => {
+                let mut stages = partial.to_vec();
+                for _ in 0..frames {
+                    stages.extend(steps.iter().map(|s| Stage {
+                        model: s.model,
+                        count: 1,
+                    }));
+                }
+                Pipeline {
+                    stages,
+                    repetitions: 1,
+                }
+            }
+        }
+    }
+
+    /// Boxes per frame the first plan assumes (1 for chains).
+    fn expected(&self) -> u32 {
+        match self {
+            Shape::Ocr { roles, .. } => roles.expected,
+            Shape::Chain { .. } => 1,
+        }
+    }
+}
+
+/// Reads a chain pipeline: every step a `Run` without fan-out whose inputs are demo inputs or
+/// earlier outputs.
+fn chain_shape(
+    w: &LoadedWorkload,
+    p: &PipelineSpec,
+    models: &[(String, Arc<PackedModel>)],
+) -> Result<Shape, RunError> {
+    let err = |m: String| perr(w, p, m);
+    let mut steps = Vec::new();
+    let mut known: Vec<String> = Vec::new();
+    let mut demo = Vec::new();
+    for (i, st) in p.steps.iter().enumerate() {
+        let PipelineStep::Run(r) = st else {
+            return Err(err(format!(
+                "step {i}: a chain pipeline has only Run steps"
+            )));
+        };
+        if r.fan_out != FanOut::One {
+            return Err(err(format!(
+                "step {i} (`{}`): fan-out runs only in the OCR pipeline",
+                r.model
+            )));
+        }
+        let model = w
+            .spec
+            .models
+            .iter()
+            .position(|m| m.name == r.model)
+            .ok_or_else(|| err(format!("step {i}: unknown model `{}`", r.model)))?;
+        for value in r.inputs.values() {
+            if known.contains(value) {
+                continue;
+            }
+            let d = w
+                .spec
+                .demo_inputs
+                .iter()
+                .find(|d| &d.name == value)
+                .ok_or_else(|| {
+                    err(format!(
+                        "step {i} (`{}`) reads `{value}`, which no earlier step writes and no demo input provides",
+                        r.model
+                    ))
+                })?;
+            let path = resolve(w, &d.path);
+            let a = super::npy::read_npy(&path)
+                .map_err(|e| err(format!("demo input `{value}`: {}: {e}", path.display())))?;
+            demo.push((value.clone(), a.shape.clone(), a.data.clone()));
+            known.push(value.clone());
+        }
+        let g = models[model].1.graph();
+        for name in r.inputs.keys() {
+            if !g.inputs.iter().any(|q| &q.name == name) {
+                return Err(err(format!(
+                    "step {i}: model `{}` has no input `{name}`",
+                    r.model
+                )));
+            }
+        }
+        if r.inputs.len() != g.inputs.len() {
+            return Err(err(format!(
+                "step {i}: model `{}` has {} inputs, the step gives {}",
+                r.model,
+                g.inputs.len(),
+                r.inputs.len()
+            )));
+        }
+        for name in r.outputs.keys() {
+            if !g.outputs.iter().any(|q| &q.name == name) {
+                return Err(err(format!(
+                    "step {i}: model `{}` has no output `{name}`",
+                    r.model
+                )));
+            }
+        }
+        known.extend(r.outputs.values().cloned());
+        steps.push(ChainStep {
+            model,
+            inputs: r
+                .inputs
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            outputs: r
+                .outputs
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        });
+    }
+    if steps.is_empty() {
+        return Err(err("the pipeline has no steps".into()));
+    }
+    Ok(Shape::Chain { steps, demo })
+}
+
 /// A checked workload, its packed models opened and verified, before any GPU work.
 pub struct Prepared {
     pub workload: LoadedWorkload,
     pub pipeline: PipelineSpec,
     pub models: Vec<(String, Arc<PackedModel>)>,
     pub profiles: Vec<Profile>,
-    pub image: BgrImage,
-    pub dict: Vec<String>,
     pub iterations: u32,
-    roles: OcrRoles,
+    shape: Shape,
 }
 
 impl Prepared {
@@ -233,7 +383,15 @@ fn ocr_roles(w: &LoadedWorkload, p: &PipelineSpec) -> Result<(OcrRoles, String),
 pub fn prepare(path: &Path, opts: &RunOptions) -> Result<Prepared, RunError> {
     let w = load_workload(path)?;
     let pipeline = w.pipeline_spec(None)?.clone();
-    let (roles, dict_path) = ocr_roles(&w, &pipeline)?;
+    let chain = pipeline
+        .steps
+        .iter()
+        .all(|s| matches!(s, PipelineStep::Run(_)));
+    let ocr = if chain {
+        None
+    } else {
+        Some(ocr_roles(&w, &pipeline)?)
+    };
     let page_bytes = w.page_bytes()?;
     let mut models = Vec::new();
     let mut profiles = Vec::new();
@@ -276,6 +434,33 @@ pub fn prepare(path: &Path, opts: &RunOptions) -> Result<Prepared, RunError> {
         profiles.push(prof);
         models.push((m.name.clone(), Arc::new(pm)));
     }
+    let shape = match ocr {
+        None => chain_shape(&w, &pipeline, &models)?,
+        Some((roles, dict_path)) => ocr_shape(&w, &pipeline, &models, opts, roles, &dict_path)?,
+    };
+    let iterations = opts.iterations.unwrap_or(match pipeline.repeat {
+        Repeat::Once => 1,
+        Repeat::Times(n) | Repeat::PerFrame(n) => n,
+    });
+    Ok(Prepared {
+        workload: w,
+        pipeline,
+        models,
+        profiles,
+        iterations: iterations.max(1),
+        shape,
+    })
+}
+
+/// The OCR pipeline's image and dictionary, and its models' inputs checked.
+fn ocr_shape(
+    w: &LoadedWorkload,
+    pipeline: &PipelineSpec,
+    models: &[(String, Arc<PackedModel>)],
+    opts: &RunOptions,
+    roles: OcrRoles,
+    dict_path: &str,
+) -> Result<Shape, RunError> {
     let image_path = match &opts.image {
         Some(p) => p.clone(),
         None => {
@@ -290,16 +475,16 @@ pub fn prepare(path: &Path, opts: &RunOptions) -> Result<Prepared, RunError> {
                 .find(|d| src.as_deref().is_none_or(|s| s == d.name))
                 .ok_or_else(|| {
                     perr(
-                        &w,
-                        &pipeline,
+                        w,
+                        pipeline,
                         "no demo input for the ImageLoad step (give --image)".into(),
                     )
                 })?;
-            resolve(&w, &demo.path)
+            resolve(w, &demo.path)
         }
     };
     let image = ops::load_image(&image_path)?;
-    let dict_file = resolve(&w, &dict_path);
+    let dict_file = resolve(w, dict_path);
     let dict = match std::fs::read_to_string(&dict_file) {
         Ok(t) => ops::dict_from_metadata(&t),
         Err(e) => {
@@ -313,8 +498,8 @@ pub fn prepare(path: &Path, opts: &RunOptions) -> Result<Prepared, RunError> {
                 Some(s) => ops::dict_from_metadata(&s),
                 None => {
                     return Err(perr(
-                        &w,
-                        &pipeline,
+                        w,
+                        pipeline,
                         format!(
                             "dictionary {}: {e} (and the recognizer has no `character` metadata)",
                             dict_file.display()
@@ -324,10 +509,6 @@ pub fn prepare(path: &Path, opts: &RunOptions) -> Result<Prepared, RunError> {
             }
         }
     };
-    let iterations = opts.iterations.unwrap_or(match pipeline.repeat {
-        Repeat::Once => 1,
-        Repeat::Times(n) | Repeat::PerFrame(n) => n,
-    });
     for (role, ix, input) in [
         ("detector", roles.det, &roles.det_in),
         ("classifier", roles.cls, &roles.cls_in),
@@ -336,21 +517,16 @@ pub fn prepare(path: &Path, opts: &RunOptions) -> Result<Prepared, RunError> {
         let g = models[ix].1.graph();
         if !g.inputs.iter().any(|p| &p.name == input) || g.inputs.len() != 1 {
             return Err(perr(
-                &w,
-                &pipeline,
+                w,
+                pipeline,
                 format!("the {role} must have exactly one input, named `{input}`"),
             ));
         }
     }
-    Ok(Prepared {
-        workload: w,
-        pipeline,
-        models,
-        profiles,
+    Ok(Shape::Ocr {
+        roles: Box::new(roles),
         image,
         dict,
-        iterations: iterations.max(1),
-        roles,
     })
 }
 
@@ -377,11 +553,25 @@ fn stages(r: &OcrRoles, partial: &[Stage], frames: u32, count: u32) -> Pipeline 
     }
 }
 
+/// A tensor's shape and values.
+type ShapedValues = (Vec<usize>, Vec<f32>);
+
+/// A named tensor value (name, shape, values).
+pub type NamedTensor = (String, Vec<usize>, Vec<f32>);
+
+/// One frame's results.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrameOutput {
+    /// OCR: the recognized lines.
+    pub lines: Vec<TextLine>,
+    /// Chains: the values no step reads.
+    pub tensors: Vec<NamedTensor>,
+}
+
 /// What one policy's run produced.
 pub struct RunOutcome {
     pub summary: RunSummary,
-    /// Text lines per frame.
-    pub frames: Vec<Vec<TextLine>>,
+    pub frames: Vec<FrameOutput>,
 }
 
 /// Bilinear resize of an NCHW tensor's H and W (half-pixel centers).
@@ -455,16 +645,32 @@ impl Driver<'_> {
         output: &str,
         data: &[f32],
     ) -> Result<(Vec<usize>, Vec<f32>), RunError> {
+        let mut out = self.run_multi(m, &[(input, data)], &[output])?;
+        Ok(out.remove(0))
+    }
+
+    /// Runs model `m` once on the named inputs and reads back the named outputs.
+    fn run_multi(
+        &mut self,
+        m: usize,
+        inputs: &[(&str, &[f32])],
+        outputs: &[&str],
+    ) -> Result<Vec<ShapedValues>, RunError> {
         let want = self.ex.next().map(|s| s.model as usize);
         if want != Some(m) || self.ex.next().is_some_and(|s| s.step != 0) {
             self.replan(m)?;
         }
         let t0 = Instant::now();
         self.models[m].begin_run();
-        self.models[m].upload(input, data)?;
+        for (name, data) in inputs {
+            self.models[m].upload(name, data)?;
+        }
         let v = self.ex.run_model(m as u32, &mut self.models[m])?;
         self.ex.wait(v)?;
-        let out = self.models[m].download(output)?;
+        let mut out = Vec::with_capacity(outputs.len());
+        for name in outputs {
+            out.push(self.models[m].download(name)?);
+        }
         let dt = t0.elapsed().as_secs_f64();
         ::metrics::histogram!(names::MODEL_LATENCY, "model" => self.models[m].name.clone())
             .record(dt);
@@ -476,8 +682,24 @@ impl Driver<'_> {
 
     /// Plans the rest of the work given that model `m` runs next in this frame.
     fn replan(&mut self, m: usize) -> Result<(), RunError> {
-        let r = &self.prep.roles;
         let left = self.prep.iterations - self.frame - 1;
+        let r = match &self.prep.shape {
+            Shape::Ocr { roles, .. } => roles,
+            Shape::Chain { steps, .. } => {
+                // The rest of this frame from model `m`'s step on, then whole frames.
+                let ran: u32 = self.done.iter().sum();
+                let partial: Vec<Stage> = steps
+                    .iter()
+                    .skip(ran as usize)
+                    .map(|s| Stage {
+                        model: s.model,
+                        count: 1,
+                    })
+                    .collect();
+                let pipe = self.prep.shape.frames(&partial, left, 1);
+                return self.switch_plan(&pipe);
+            }
+        };
         let mut partial = Vec::new();
         // Counts seen this frame: cls ran `done[cls]` times so far.
         let count = if m == r.cls {
@@ -506,9 +728,14 @@ impl Driver<'_> {
             c
         };
         let pipe = stages(r, &partial, left, count);
+        self.switch_plan(&pipe)
+    }
+
+    /// Plans `pipe` under the cap and switches the executor to it.
+    fn switch_plan(&mut self, pipe: &Pipeline) -> Result<(), RunError> {
         let plan = plan_under_cap(
             &self.profiles,
-            &pipe,
+            pipe,
             self.cap,
             &self.prep.workload.bandwidth()?,
             self.policy,
@@ -535,18 +762,13 @@ impl Driver<'_> {
                 }
             }
         }
-        let r = &self.prep.roles;
         let left = self.prep.iterations - self.frame - 1;
-        let count = self.done[r.cls].max(1);
-        let plan = plan_under_cap(
-            &self.profiles,
-            &stages(r, &[], left, count),
-            self.cap,
-            &self.prep.workload.bandwidth()?,
-            self.policy,
-            &self.cost,
-        )?;
-        self.ex.replan(plan)?;
+        let count = match &self.prep.shape {
+            Shape::Ocr { roles, .. } => self.done[roles.cls].max(1),
+            Shape::Chain { .. } => 1,
+        };
+        let pipe = self.prep.shape.frames(&[], left, count);
+        self.switch_plan(&pipe)?;
         self.ex.restart_prediction();
         self.model_s = 0.0;
         Ok(())
@@ -618,7 +840,9 @@ pub fn run_policy(
         io = io.max(m.io_bytes()?);
     }
     let estimate = dev.memory_stats().current_bytes - before + shared.size + io;
-    let pipe = stages(&prep.roles, &[], prep.iterations, prep.roles.expected);
+    let pipe = prep
+        .shape
+        .frames(&[], prep.iterations, prep.shape.expected());
     plan_under_cap(
         &with_activation(&prep.profiles, estimate),
         &pipe,
@@ -652,15 +876,14 @@ pub fn run_policy(
         pipeline: prep.pipeline.clone(),
         models: prep.models.clone(),
         profiles,
-        image: prep.image.clone(),
-        dict: prep.dict.clone(),
         iterations: prep.iterations,
-        roles: prep.roles.clone(),
+        shape: prep.shape.clone(),
     };
     let prep = &prep_local;
-    let r = &prep.roles;
     let bw = prep.workload.bandwidth()?;
-    let pipe = stages(r, &[], prep.iterations, r.expected);
+    let pipe = prep
+        .shape
+        .frames(&[], prep.iterations, prep.shape.expected());
     let min = min_cap(&prep.profiles, &pipe, &cost)?;
     let plan: Plan = plan_under_cap(&prep.profiles, &pipe, cap, &bw, policy, &cost)?;
     let slots = plan.slots;
@@ -690,30 +913,36 @@ pub fn run_policy(
     let calibrate = prep.iterations > 1;
     let mut t0 = Instant::now();
     let mut profiling_frame_s = 0.0;
-    let frames = ::metrics::with_local_recorder(
-        &rec,
-        || -> Result<Vec<Vec<TextLine>>, RunError> {
-            let mut frames = Vec::new();
-            for f in 0..prep.iterations {
-                if let Some(p) = progress {
-                    p.set_message(format!("{policy}: frame {}/{}", f + 1, prep.iterations));
-                }
-                driver.frame = f;
-                driver.done.iter_mut().for_each(|d| *d = 0);
-                let tf = Instant::now();
-                let lines = run_frame(&mut driver)?;
-                ::metrics::histogram!(names::PIPELINE_LATENCY, "pipeline" => prep.pipeline.name.clone())
-                .record(tf.elapsed().as_secs_f64());
-                frames.push(lines);
-                if calibrate && f == 0 {
-                    profiling_frame_s = t0.elapsed().as_secs_f64();
-                    driver.calibrate()?;
-                    t0 = Instant::now();
-                }
+    let frames = ::metrics::with_local_recorder(&rec, || -> Result<Vec<FrameOutput>, RunError> {
+        let mut frames = Vec::new();
+        for f in 0..prep.iterations {
+            if let Some(p) = progress {
+                p.set_message(format!("{policy}: frame {}/{}", f + 1, prep.iterations));
             }
-            Ok(frames)
-        },
-    )?;
+            driver.frame = f;
+            driver.done.iter_mut().for_each(|d| *d = 0);
+            let tf = Instant::now();
+            let lines = match &prep.shape {
+                Shape::Ocr { .. } => FrameOutput {
+                    lines: run_frame(&mut driver)?,
+                    tensors: Vec::new(),
+                },
+                Shape::Chain { .. } => FrameOutput {
+                    lines: Vec::new(),
+                    tensors: run_chain_frame(&mut driver)?,
+                },
+            };
+            ::metrics::histogram!(names::PIPELINE_LATENCY, "pipeline" => prep.pipeline.name.clone())
+                .record(tf.elapsed().as_secs_f64());
+            frames.push(lines);
+            if calibrate && f == 0 {
+                profiling_frame_s = t0.elapsed().as_secs_f64();
+                driver.calibrate()?;
+                t0 = Instant::now();
+            }
+        }
+        Ok(frames)
+    })?;
     let measured_s = t0.elapsed().as_secs_f64();
     let (predicted_s, lower_bound_s, replans, kept_pages, model_s) = (
         driver.ex.predicted_s(),
@@ -723,6 +952,8 @@ pub fn run_policy(
         driver.model_s,
     );
     let stats = driver.ex.finish()?;
+    // With TEXSTREAM_VALIDATION=1 any validation message fails the run (the tests rely on it).
+    dev.check_validation()?;
     let mem = dev.memory_stats();
     let budget = dev.memory_budget().map(|hs| {
         hs.into_iter()
@@ -768,8 +999,45 @@ pub fn run_policy(
     Ok(RunOutcome { summary, frames })
 }
 
+/// Runs the chain's steps once, values passed by name; returns the values no step reads.
+fn run_chain_frame(d: &mut Driver<'_>) -> Result<Vec<NamedTensor>, RunError> {
+    let Shape::Chain { steps, demo } = &d.prep.shape else {
+        return Ok(Vec::new());
+    };
+    let mut values: Vec<NamedTensor> = demo.clone();
+    let mut read: Vec<String> = Vec::new();
+    for st in steps {
+        let inputs: Vec<(&str, &[f32])> =
+            st.inputs
+                .iter()
+                .map(|(input, value)| {
+                    let v = values.iter().find(|(n, ..)| n == value).ok_or_else(|| {
+                        RunError::Pipeline {
+                            workload: d.prep.workload.path.clone(),
+                            pipeline: d.prep.pipeline.name.clone(),
+                            msg: format!("value `{value}` is missing"),
+                        }
+                    })?;
+                    Ok((input.as_str(), v.2.as_slice()))
+                })
+                .collect::<Result<_, RunError>>()?;
+        let outputs: Vec<&str> = st.outputs.iter().map(|(o, _)| o.as_str()).collect();
+        let got = d.run_multi(st.model, &inputs, &outputs)?;
+        read.extend(st.inputs.iter().map(|(_, v)| v.clone()));
+        for ((_, value), (shape, data)) in st.outputs.iter().zip(got) {
+            values.retain(|(n, ..)| n != value);
+            values.push((value.clone(), shape, data));
+        }
+    }
+    values.retain(|(n, ..)| !read.contains(n));
+    Ok(values)
+}
+
 fn run_frame(d: &mut Driver<'_>) -> Result<Vec<TextLine>, RunError> {
-    let r = d.prep.roles.clone();
+    let Shape::Ocr { roles, image, dict } = &d.prep.shape else {
+        return Ok(Vec::new());
+    };
+    let (r, image, dict) = (roles.clone(), image.clone(), dict.clone());
     let det_hw = shape_hw(&d.models[r.det], &r.det_in)?;
     let cls_hw = shape_hw(&d.models[r.cls], &r.cls_in)?;
     let rec_hw = shape_hw(&d.models[r.rec], &r.rec_in)?;
@@ -804,8 +1072,6 @@ fn run_frame(d: &mut Driver<'_>) -> Result<Vec<TextLine>, RunError> {
     };
     let cls = |t: ops::Tensor| per_item(r.cls, &r.cls_in, &r.cls_out, t, cls_hw);
     let rec = |t: ops::Tensor| per_item(r.rec, &r.rec_in, &r.rec_out, t, rec_hw);
-    let dict = cell.borrow().prep.dict.clone();
-    let image = cell.borrow().prep.image.clone();
     Ok(ops::ocr_pipeline(&image, &cfg, &dict, det, cls, rec)?)
 }
 

@@ -49,7 +49,46 @@ pub struct WeightAtlas {
     inner: Arc<Inner>,
 }
 
+/// Counted bytes an atlas would take, from the driver's memory requirements (nothing allocated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AtlasNeeds {
+    /// The atlas image with `config.slots` layers.
+    pub image_bytes: u64,
+    /// The page-table buffer.
+    pub table_bytes: u64,
+    /// The transient staging buffer that initializes the table, where it counts against the cap.
+    pub table_staging_bytes: u64,
+}
+
 impl WeightAtlas {
+    /// What [`WeightAtlas::new`] with `config` would allocate, without allocating.
+    pub fn memory_needs(device: &Device, config: &AtlasConfig) -> Result<AtlasNeeds> {
+        let page_height = config
+            .page_height
+            .unwrap_or_else(|| config.precision.default_page_height());
+        let image = Image::memory_requirements(
+            device,
+            config.precision.vk_format(),
+            [PAGE_WIDTH, page_height, config.slots.max(1)],
+        )?;
+        let table = (HEADER_WORDS + config.logical_pages.max(1) as u64) * 4;
+        let buffer = Buffer::memory_requirements(
+            device,
+            table,
+            vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST,
+        )?;
+        let staging = if device.memory().counts_against_cap(MemoryLocation::CpuToGpu) {
+            Buffer::memory_requirements(device, table, vk::BufferUsageFlags::TRANSFER_SRC)?.size
+        } else {
+            0
+        };
+        Ok(AtlasNeeds {
+            image_bytes: image.size,
+            table_bytes: buffer.size,
+            table_staging_bytes: staging,
+        })
+    }
+
     pub fn new(device: &Device, config: AtlasConfig) -> Result<WeightAtlas> {
         let page_height = config
             .page_height

@@ -160,6 +160,12 @@ impl MemoryTracker {
         self.lock().stats.cap = cap;
     }
 
+    /// Whether an allocation at `location` counts against the cap (device-local memory; on
+    /// UMA devices such as lavapipe every host-visible type is device-local too).
+    pub fn counts_against_cap(&self, location: MemoryLocation) -> bool {
+        location == MemoryLocation::GpuOnly || self.host_visible_is_device_local
+    }
+
     /// Bytes gpu-allocator has reserved from Vulkan (blocks), >= the counted bytes.
     pub fn reserved_bytes(&self) -> u64 {
         let st = self.lock();

@@ -106,6 +106,30 @@ impl Buffer {
         )
     }
 
+    /// The memory a buffer of `size` bytes with `usage` needs (queried on a probe, no memory).
+    pub fn memory_requirements(
+        device: &Device,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+    ) -> Result<MemoryNeeds> {
+        let families = device.sharing_families();
+        let ci = vk::BufferCreateInfo::default()
+            .size(size.max(1))
+            .usage(usage);
+        let ci = if families.len() > 1 {
+            ci.sharing_mode(vk::SharingMode::CONCURRENT)
+                .queue_family_indices(&families)
+        } else {
+            ci.sharing_mode(vk::SharingMode::EXCLUSIVE)
+        };
+        let raw = device.raw();
+        // SAFETY: valid create info; the probe never gets memory and is destroyed at once.
+        let buffer = unsafe { raw.create_buffer(&ci, None) }.vk("vkCreateBuffer")?;
+        let req = unsafe { raw.get_buffer_memory_requirements(buffer) };
+        unsafe { raw.destroy_buffer(buffer, None) };
+        Ok(req.into())
+    }
+
     /// A host-visible staging buffer for readback (counted as `Staging`).
     pub fn staging_download(device: &Device, name: &str, size: u64) -> Result<Buffer> {
         Buffer::new(
