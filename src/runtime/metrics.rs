@@ -179,7 +179,8 @@ pub struct RunSummary {
     /// Whether `predicted_s`/`lower_bound_s` use step costs calibrated on a profiling frame; then
     /// `measured_s` and `model_s` cover the frames after it.
     pub calibrated: bool,
-    /// Wall time of the profiling (first) frame when calibrated.
+    /// Wall time of the profiling frames when calibrated (the first, or the first two when
+    /// there are three or more; costs come from the last of them).
     pub profiling_frame_s: f64,
     /// Part of `measured_s` spent in model runs (upload, GPU work, download); the rest is the
     /// pipeline's CPU steps, which the scheduler does not model.
@@ -309,7 +310,7 @@ impl RunSummary {
         }
         if self.calibrated {
             o += &format!(
-                "profiling frame {:.3} ms (step costs calibrated on it); the rest:\n",
+                "profiling frame(s) {:.3} ms (step costs calibrated on the last); the rest:\n",
                 ms(self.profiling_frame_s)
             );
         } else {
