@@ -1,9 +1,10 @@
 #version 450
 // Generic strided N-d copy / gather into a region of the destination (Transpose, Reshape,
-// Slice, Concat, Split, Expand, Gather, Cast). One invocation per destination texel of the
+// Slice, Concat, Split, Expand, Tile, Gather, Cast). One invocation per destination texel of the
 // region's texel box. For every valid lane whose element lies in the region, with region-local
 // coordinates r[6]:
-//   mode 0 (affine): src linear index = base + sum_k r[k] * stride[k]
+//   mode 0 (affine): src linear index = base + sum_k w(r[k]) * stride[k], where w wraps a
+//                    coordinate modulo wrap[k] when that is non-zero (Tile), else keeps it
 //   mode 1 (gather): same, but dims [qs, qs+qr) are replaced by idx_value * axis_stride, where
 //                    idx_value is read from the index tensor at those coordinates (negative wraps)
 // The src linear index is decomposed over the src's 6-dim shape to find the texel and lane.
@@ -32,6 +33,7 @@ layout(set = 0, binding = 3, std430) readonly buffer Params {
     uint idx_dims[6];
     uint post;
     uint box_c4;       // C4 blocks the region touches
+    uint wrap[6];      // per destination dim: coordinate modulus, 0 = none (Tile)
 } prm;
 
 layout(push_constant) uniform Push {
@@ -89,7 +91,8 @@ void main() {
         int lin = prm.base;
         for (uint k = 0u; k < 6u; k++) {
             if (prm.mode == 1u && k >= prm.qs && k < prm.qs + prm.qr) continue;
-            lin += int(r[k]) * prm.stride[k];
+            uint rk = prm.wrap[k] != 0u ? r[k] % prm.wrap[k] : r[k];
+            lin += int(rk) * prm.stride[k];
         }
         if (prm.mode == 1u) {
             int q = int(load_idx(r));

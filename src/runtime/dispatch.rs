@@ -585,7 +585,12 @@ impl Executable {
                 k::lstm_into(rec, &x, w, *hidden_size, h0.as_ref(), c0.as_ref(), o)
                     .map_err(kerr)?;
             }
-            Op::BatchNorm { .. } | Op::Tile { .. } => return Err(unsupported()),
+            Op::Tile { repeats } => {
+                let x = self.input(&n, 0)?;
+                let y = self.output(&n, 0)?;
+                k::tile_into(rec, &x, repeats, &y).map_err(kerr)?;
+            }
+            Op::BatchNorm { .. } => return Err(unsupported()),
         }
         Ok(())
     }

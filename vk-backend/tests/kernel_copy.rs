@@ -1,9 +1,10 @@
-//! Data-movement kernels (Transpose, Reshape, Expand, Slice, Concat, Split, Gather, Cast) vs. a
+//! Data-movement kernels (Transpose, Reshape, Expand, Tile, Slice, Concat, Split, Gather, Cast) vs. a
 //! CPU reference on multi-indices. Values are moved, not computed: results must be exact after
 //! rounding the inputs to the storage precision.
 
 use vk_backend::kernels::{
-    cast, concat, expand_into, gather, reshape, reshape_needs_copy, slice, split, transpose, CastTo,
+    cast, concat, expand_into, gather, reshape, reshape_needs_copy, slice, split, tile, transpose,
+    CastTo,
 };
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
 use vk_backend::{Precision, QueueKind, Recorder, Tensor};
@@ -104,6 +105,29 @@ fn data_movement() {
             })
             .collect();
         c.check("expand".into(), out, want);
+        // Tile (the channel axis too: repeats across C4 blocks and inside one).
+        for (s, r) in [
+            (&[2usize, 3][..], &[3usize, 2][..]),
+            (&[2, 3, 2, 5], &[2, 3, 1, 2]),
+            (&[3], &[4]),
+            (&[1, 5, 2, 3, 2], &[2, 1, 3, 1, 2]),
+        ] {
+            let (x, xv) = c.input(s);
+            let out = tile(&mut rec, &x, r, "tile").unwrap();
+            let os: Vec<usize> = s.iter().zip(r).map(|(d, k)| d * k).collect();
+            assert_eq!(out.shape(), &os[..]);
+            let want = (0..numel(&os))
+                .map(|f| {
+                    let i: Vec<usize> = unravel(f, &os)
+                        .iter()
+                        .zip(s)
+                        .map(|(&o, &d)| o % d)
+                        .collect();
+                    xv[ravel(&i, s)]
+                })
+                .collect();
+            c.check(format!("tile {s:?} x {r:?}"), out, want);
+        }
         // Slice.
         type SliceCase = (
             &'static [usize],
@@ -295,4 +319,8 @@ fn bad_parameters_are_rejected() {
         .unwrap_err()
         .to_string()
         .contains("element count"));
+    assert!(tile(&mut rec, &x, &[2], "t")
+        .unwrap_err()
+        .to_string()
+        .contains("repeats"));
 }

@@ -1,6 +1,6 @@
 //! Data movement through one generic strided N-d copy / gather kernel (`copy.comp`): Transpose,
 //! Reshape (Flatten / Squeeze / Unsqueeze), Slice (negative steps too), Concat, Split, Expand,
-//! Gather (indices from a tensor) and Cast.
+//! Tile, Gather (indices from a tensor) and Cast.
 //!
 //! Integer tensors are float-valued activations: an int value is stored as the float with that
 //! value, exact up to 2^11 = 2048 in fp16 and 2^24 in fp32 storage (larger ints round). Bool is
@@ -74,6 +74,8 @@ struct Spec {
     size: [usize; 6],
     gather: Option<(usize, usize, i64, i64)>, // (qs, qr, axis_stride, axis_size)
     post: u32,
+    /// Per destination axis: region coordinates are taken modulo this (0 = no wrap); Tile.
+    wrap: [usize; 6],
 }
 
 impl Spec {
@@ -90,6 +92,7 @@ impl Spec {
             size: d6,
             gather: None,
             post: 0,
+            wrap: [0; 6],
         })
     }
 }
@@ -130,7 +133,7 @@ fn record(
     .map(|&v| v as u64)
     .product();
     let (qs, qr, ast, asz) = spec.gather.unwrap_or((0, 0, 0, 1));
-    let mut words: Vec<u32> = Vec::with_capacity(44);
+    let mut words: Vec<u32> = Vec::with_capacity(50);
     words.extend(d6.iter().map(|&v| v as u32));
     words.extend(s6.iter().map(|&v| v as u32));
     words.extend(spec.stride.iter().map(|&v| v as i32 as u32));
@@ -142,6 +145,7 @@ fn record(
     words.extend(i6.iter().map(|&v| v as u32));
     words.push(spec.post);
     words.push(box_c4 as u32);
+    words.extend(spec.wrap.iter().map(|&v| v as u32));
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
     let params = Buffer::new(
         rec.device(),
@@ -287,6 +291,38 @@ pub fn expand_into(rec: &mut Recorder, x: &Tensor, out: &Tensor) -> Result<()> {
         }
     }
     record(rec, "expand", x, None, out, &Spec::whole(so, &st, 0)?)
+}
+
+/// Output shape of Tile: `shape[i] * repeats[i]`.
+pub fn tile_shape(shape: &[usize], repeats: &[usize]) -> Result<Vec<usize>> {
+    if repeats.len() != shape.len() || repeats.contains(&0) {
+        return Err(kerr(
+            "tile",
+            format!("repeats {repeats:?} for shape {shape:?} (one positive repeat per axis)"),
+        ));
+    }
+    Ok(shape.iter().zip(repeats).map(|(d, r)| d * r).collect())
+}
+
+/// Records ONNX Tile: `out[i] = x[i % x.shape]` on every axis, one dispatch (coordinates wrap).
+pub fn tile_into(rec: &mut Recorder, x: &Tensor, repeats: &[usize], out: &Tensor) -> Result<()> {
+    let want = tile_shape(x.shape(), repeats)?;
+    check_out("tile", out, &want)?;
+    let mut spec = Spec::whole(&want, &strides(x.shape()), 0)?;
+    let off = 6 - want.len();
+    for (a, (&d, &r)) in x.shape().iter().zip(repeats).enumerate() {
+        if r > 1 {
+            spec.wrap[off + a] = d;
+        }
+    }
+    record(rec, "tile", x, None, out, &spec)
+}
+
+/// Allocates the output and records Tile.
+pub fn tile(rec: &mut Recorder, x: &Tensor, repeats: &[usize], name: &str) -> Result<Tensor> {
+    let out = alloc_like(rec, x, name, &tile_shape(x.shape(), repeats)?)?;
+    tile_into(rec, x, repeats, &out)?;
+    Ok(out)
 }
 
 /// Per-axis `(start, step, len)` of an ONNX Slice (clamped like ONNX Runtime).
