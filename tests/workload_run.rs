@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 
 use scheduler::Policy;
 use texstream::packed::StoredPrecision;
+use texstream::runtime::auto_compile::{ensure_packed, PackedStatus};
 use texstream::runtime::executor::{compile_onnx, HostTensor};
 use texstream::runtime::workload_run::{
     prepare, run_policy, FrameOutput, RunError, RunOptions, RunOutcome,
@@ -341,4 +342,45 @@ fn weight_heavy_chain_streams_at_half_the_preload_peak() {
             o.summary.peak_device_bytes
         );
     }
+}
+
+/// `run` compiles ONNX sources itself: once when the packed file is missing, not again when it
+/// is current, and again when the workload's input shape changes.
+#[test]
+fn onnx_sources_are_compiled_when_missing_or_stale() {
+    let cls = root().join("models/ocr/cls.onnx");
+    if !cls.exists() {
+        eprintln!(
+            "SKIPPED: {} missing; run scripts/fetch_models.py",
+            cls.display()
+        );
+        return;
+    }
+    let dir = work_dir().join("auto");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let onnx = dir.join("cls.onnx");
+    std::fs::copy(&cls, &onnx).expect("copy cls.onnx");
+    let _ = std::fs::remove_file(dir.join("cls.tspk"));
+    let ron = |w: u32| {
+        format!(
+            r#"Workload(name: "auto", cap: "64MiB", models: [ModelSpec(name: "cls", source: Onnx("{}"), inputs: {{"x": [1, 3, 48, {w}]}}, precision: F16)], pipelines: [PipelineSpec(name: "p", steps: [])])"#,
+            onnx.display()
+        )
+    };
+    let path = write_workload("auto.ron", &ron(192));
+    let mut seen = Vec::new();
+    let first = ensure_packed(&path, |m, why| seen.push(format!("{m}: {why}"))).expect("compile");
+    assert!(
+        matches!(&first[0], PackedStatus::Compiled(_, why) if why.contains("no packed file")),
+        "{first:?}"
+    );
+    let again = ensure_packed(&path, |_, _| {}).expect("check");
+    assert!(matches!(&again[0], PackedStatus::UpToDate(_)), "{again:?}");
+    let path = write_workload("auto.ron", &ron(160));
+    let changed = ensure_packed(&path, |_, _| {}).expect("recompile");
+    assert!(
+        matches!(&changed[0], PackedStatus::Compiled(_, why) if why.contains("[1, 3, 48, 192]")),
+        "{changed:?}"
+    );
+    assert_eq!(seen.len(), 1);
 }

@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use scheduler::{parse_size, Policy};
 
+use crate::runtime::auto_compile::ensure_packed;
 use crate::runtime::metrics::RunSummary;
 use crate::runtime::workload_run::{prepare, run_policy, FrameOutput, RunOptions};
 
@@ -49,6 +50,13 @@ pub fn run(args: &RunArgs) -> Result<()> {
         image: args.image.clone(),
         ..RunOptions::default()
     };
+    // ONNX sources are (re)compiled first where their packed file is missing or out of date.
+    let compiling = indicatif::ProgressBar::new_spinner();
+    compiling.enable_steady_tick(std::time::Duration::from_millis(120));
+    ensure_packed(&args.workload, |model, why| {
+        compiling.set_message(format!("compiling model `{model}` ({why})"));
+    })?;
+    compiling.finish_and_clear();
     let prep = prepare(&args.workload, &opts)?;
     let policies: Vec<Policy> = if args.all_policies {
         Policy::ALL.to_vec()

@@ -12,6 +12,7 @@ pub use arena::{ArenaPlan, ArenaStats};
 pub use error::RuntimeError;
 pub use executor::{Executable, HostTensor, RunTimings};
 pub use weights::{PageSource, WeightResidency};
+pub mod auto_compile;
 pub mod metrics;
 pub mod run_budget;
 pub mod run_model;
