@@ -128,7 +128,8 @@ pub fn ensure_packed(
                 workload: w.path.clone(),
                 model: spec.name.clone(),
                 msg: format!(
-                    "ONNX file {} does not exist (scripts/fetch_models.py fetches the default models)",
+                    "ONNX file {} does not exist: fetch or generate it first (scripts/fetch_models.py \
+                     fetches the default models; the workload file's comments say where others come from)",
                     onnx.display()
                 ),
             });
