@@ -1,10 +1,13 @@
-// Tiled MatMul/Gemm body shared by matmul.comp, matmul_bias.comp and matmul_const.comp.
+// Tiled MatMul/Gemm body shared by matmul.comp, matmul_bias.comp, matmul_const.comp,
+// matmul_tbias.comp and matmul_const_tbias.comp.
 // out[b, m, n] = act(alpha * sum_k A[b, m, k] * B[b, k, n] + beta * bias[m, n]).
 // Layout (vk_backend::layout rank rule): M is H, N/K are W, batch dim d3 lives in the RGBA lanes,
 // d0..d2 in the layer index. A texel of A at (m, k) therefore holds 4 batches, and the whole
 // product runs lane-wise: each invocation accumulates vec4s = 4 batch matrices at once.
 // Defines: MATMUL_CONST_B (B is a [K, N] weight packed by layout::pack_matrix_kn, read through
-// fetch_weight; it is shared by every batch lane), MATMUL_WEIGHTS (bias available via fetch_weight).
+// fetch_weight; it is shared by every batch lane), MATMUL_WEIGHTS (bias available via fetch_weight),
+// MATMUL_TENSOR_BIAS (bias is a run-time activation C of logical shape [1, 1, Hc, Wc] with
+// Hc in {1, M}, Wc in {1, N}, lane 0; shared by every batch; bound before the output).
 // Workgroup 16x16 computes a 32x32 output tile of one output layer; K goes through shared memory
 // 16 at a time; every invocation owns 2x2 output texels.
 // Scalar mode (flag bit 13, output C == 1, the usual rank-2/rank-3 case): only lane 0 is real, so
@@ -24,10 +27,16 @@ layout(local_size_x = 16, local_size_y = 16) in;
 
 TENSOR_IN(0, img_a);
 #ifdef MATMUL_CONST_B
-TENSOR_OUT(1, img_out);
+#define MATMUL_NEXT_BINDING 1
 #else
 TENSOR_IN(1, img_b);
-TENSOR_OUT(2, img_out);
+#define MATMUL_NEXT_BINDING 2
+#endif
+#ifdef MATMUL_TENSOR_BIAS
+TENSOR_IN(MATMUL_NEXT_BINDING, img_c);
+TENSOR_OUT(MATMUL_NEXT_BINDING + 1, img_out);
+#else
+TENSOR_OUT(MATMUL_NEXT_BINDING, img_out);
 #endif
 
 layout(push_constant) uniform Push {
@@ -38,11 +47,12 @@ layout(push_constant) uniform Push {
     uint flags;      // 0-3 A batch-broadcast mask (d0..d3), 4-7 B mask, 8 transA, 9 transB,
                      // 10 bias per row, 11 bias per column, 12 has bias, 13 scalar mode,
                      // 16-23 activation code
+                     // (MATMUL_TENSOR_BIAS: bit 12 is set, C is the tensor img_c)
     float alpha;
     float beta;
     float act_a;
     float act_b;
-    uint bias_offset;
+    uint bias_offset; // MATMUL_TENSOR_BIAS: C's physical width | height << 16
     uint k;
 } pc;
 
@@ -195,7 +205,15 @@ void main() {
             if (m >= M || n >= N) continue;
             vec4 v = i == 0u ? (j == 0u ? acc00 : acc01) : (j == 0u ? acc10 : acc11);
             v *= pc.alpha;
-#ifdef MATMUL_WEIGHTS
+#if defined(MATMUL_TENSOR_BIAS)
+            if ((pc.flags & 4096u) != 0u) {
+                bool per_row = (pc.flags & 1024u) != 0u, per_col = (pc.flags & 2048u) != 0u;
+                TensorDesc c_t = TensorDesc(1u, 1u, per_row ? M : 1u, per_col ? N : 1u, 1u,
+                                            pc.bias_offset & 0xFFFFu, pc.bias_offset >> 16u, 1u);
+                uint ci = texel_index(c_t, 0u, per_row ? m : 0u, per_col ? n : 0u);
+                v += pc.beta * LOAD_TEXEL(img_c, c_t, ci).x;
+            }
+#elif defined(MATMUL_WEIGHTS)
             if ((pc.flags & 4096u) != 0u) {
                 bool per_row = (pc.flags & 1024u) != 0u, per_col = (pc.flags & 2048u) != 0u;
                 uint bi = (per_row ? m : 0u) * (per_col ? N : 1u) + (per_col ? n : 0u);

@@ -294,13 +294,17 @@ impl Executable {
                             per_col: c == ncols && c != 1,
                         })
                     }
+                    // A rank-2 constant C is materialized as an activation image.
+                    Some(WeightKind::Activation { .. }) | None => None,
                     Some(other) => {
                         return Err(self.bad(&n, format!("C packed as {other:?} is not supported")))
                     }
-                    None if n.input(2).is_some() => {
-                        return Err(self.bad(&n, "C is not a packed constant"))
-                    }
-                    None => None,
+                };
+                // A C that is not a packed vector is a tensor (run-time or materialized constant),
+                // read by the kernel.
+                let c_t = match (&bias, n.input(2)) {
+                    (None, Some(t)) => Some(self.t(&n, t)?),
+                    _ => None,
                 };
                 let opts = MatMulOpts {
                     trans_a: *trans_a,
@@ -310,7 +314,11 @@ impl Executable {
                     bias,
                     activation: act(*activation),
                 };
-                k::matmul_into(rec, &a, rhs, &opts, &y).map_err(kerr)?;
+                match &c_t {
+                    Some(c) => k::matmul_tensor_bias_into(rec, &a, rhs, c, &opts, &y),
+                    None => k::matmul_into(rec, &a, rhs, &opts, &y),
+                }
+                .map_err(kerr)?;
             }
             Op::Binary(b) => {
                 let a = self.input(&n, 0)?;

@@ -2,7 +2,9 @@
 //! Inputs are rounded to the storage precision before the reference runs. Tolerance on
 //! |got - ref| / max(1, |ref|): fp32 1e-4, fp16 3e-3 (output rounding 5e-4 plus fp16 bias).
 
-use vk_backend::kernels::{matmul, matmul_shape, MatBias, MatMulOpts, MatRhs, UnaryOp};
+use vk_backend::kernels::{
+    matmul, matmul_shape, matmul_tensor_bias_into, MatBias, MatMulOpts, MatRhs, UnaryOp,
+};
 use vk_backend::layout::{pack_matrix_kn, pack_vector};
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
 use vk_backend::{AtlasConfig, Precision, QueueKind, Recorder, Tensor, WeightAtlas};
@@ -337,6 +339,225 @@ fn activation_b_with_constant_bias() {
         .map(|(e, &v)| (0.25 * v + cv[e % 7] as f64).max(0.0))
         .collect();
     assert_close("bias", &out.download().unwrap(), &want, tol(p));
+    assert_no_validation_messages(&d);
+}
+
+/// Gemm with a run-time C tensor: every C broadcast shape, transposes, alpha/beta, activations,
+/// activation and constant B, and a batched A (C shared by every batch).
+#[test]
+fn run_time_c_tensor() {
+    let d = device();
+    // (A stored shape, trans_a, B stored shape (None = constant [K, N]), trans_b, K, N,
+    //  C shape, alpha, beta, activation)
+    type Case = (
+        &'static [usize],
+        bool,
+        Option<&'static [usize]>,
+        bool,
+        usize,
+        usize,
+        &'static [usize],
+        f32,
+        f32,
+        Option<UnaryOp>,
+    );
+    let cases: &[Case] = &[
+        (
+            &[3, 5],
+            false,
+            Some(&[5, 4]),
+            false,
+            5,
+            4,
+            &[3, 4],
+            1.0,
+            1.0,
+            None,
+        ),
+        (
+            &[6, 3],
+            true,
+            Some(&[4, 6]),
+            true,
+            6,
+            4,
+            &[4],
+            0.25,
+            0.35,
+            None,
+        ),
+        (
+            &[2, 7],
+            false,
+            Some(&[7, 9]),
+            false,
+            7,
+            9,
+            &[],
+            1.0,
+            -2.0,
+            None,
+        ),
+        (
+            &[35, 40],
+            false,
+            Some(&[40, 33]),
+            false,
+            40,
+            33,
+            &[35, 1],
+            0.5,
+            1.5,
+            Some(UnaryOp::Relu),
+        ),
+        (
+            &[4, 6],
+            false,
+            Some(&[6, 5]),
+            false,
+            6,
+            5,
+            &[1, 5],
+            1.0,
+            1.0,
+            Some(UnaryOp::Sigmoid),
+        ),
+        (
+            &[3, 4],
+            false,
+            Some(&[4, 2]),
+            false,
+            4,
+            2,
+            &[1],
+            1.0,
+            0.0,
+            None,
+        ),
+        (
+            &[2, 3, 5, 6],
+            false,
+            Some(&[6, 7]),
+            false,
+            6,
+            7,
+            &[1, 5, 7],
+            1.0,
+            0.5,
+            None,
+        ),
+        (
+            &[9, 70],
+            false,
+            None,
+            false,
+            70,
+            37,
+            &[9, 37],
+            0.75,
+            1.25,
+            None,
+        ),
+        (
+            &[13, 8],
+            true,
+            None,
+            false,
+            13,
+            6,
+            &[8, 1],
+            1.0,
+            1.0,
+            Some(UnaryOp::Relu),
+        ),
+    ];
+    let mut rng = Rng::new(14);
+    for p in [Precision::F32, Precision::F16] {
+        let mut stream: Vec<f32> = Vec::new();
+        let mut prepared = Vec::new();
+        for &(sa, ta, sb, tb, k, n, sc, alpha, beta, act) in cases {
+            let bv = rng.vec(k * n, -1.0, 1.0);
+            let b_off = (stream.len() / 4) as u32;
+            if sb.is_none() {
+                stream.extend(pack_matrix_kn(&bv, k, n).unwrap());
+            }
+            prepared.push((sa, ta, sb, tb, k, n, sc, alpha, beta, act, bv, b_off));
+        }
+        let atlas = atlas_with(p, &stream);
+        let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+        rec.use_weights(&atlas);
+        let mut checks = Vec::new();
+        for (sa, ta, sb, tb, k, n, sc, alpha, beta, act, bv, b_off) in prepared {
+            let av = rng.vec(sa.iter().product(), -1.0, 1.0);
+            let cv = rng.vec(sc.iter().product(), -1.0, 1.0);
+            let a = Tensor::from_data(&d, "a", sa, p, &av).unwrap();
+            let c = Tensor::from_data(&d, "c", sc, p, &cv).unwrap();
+            let b_t = sb.map(|s| Tensor::from_data(&d, "b", s, p, &bv).unwrap());
+            let rhs = match &b_t {
+                Some(t) => MatRhs::Tensor(t),
+                None => MatRhs::Weights {
+                    texel_offset: b_off,
+                    k,
+                    n,
+                },
+            };
+            let opts = MatMulOpts {
+                trans_a: ta,
+                trans_b: tb,
+                alpha,
+                beta,
+                activation: act,
+                ..Default::default()
+            };
+            let shape = matmul_shape(&a, rhs, &opts).unwrap();
+            let out = Tensor::new(&d, "out", &shape, p).unwrap();
+            matmul_tensor_bias_into(&mut rec, &a, rhs, &c, &opts, &out).unwrap();
+            let sb_ref: Vec<usize> = sb.map_or(vec![k, n], |s| s.to_vec());
+            let (rshape, prod) =
+                matmul_ref(&rounded(&av, p), sa, &rounded(&bv, p), &sb_ref, ta, tb);
+            assert_eq!(rshape, shape);
+            let m = shape[shape.len() - 2];
+            let cr = rounded(&cv, p);
+            let want: Vec<f64> = prod
+                .iter()
+                .enumerate()
+                .map(|(e, &v)| {
+                    let (i, j) = ((e / n) % m, e % n);
+                    act_ref(
+                        act,
+                        alpha as f64 * v + beta as f64 * at(&cr, sc, &[0, 0, 0, 0, i, j]),
+                    )
+                })
+                .collect();
+            checks.push((format!("{sa:?} x {sb_ref:?} + C{sc:?} {p:?}"), out, want));
+        }
+        rec.submit_and_wait().unwrap();
+        for (what, out, want) in checks {
+            assert_close(&what, &out.download().unwrap(), &want, tol(p));
+        }
+    }
+    // C that does not broadcast to [M, N], and C together with a constant bias.
+    let a = Tensor::new(&d, "a", &[3, 4], Precision::F32).unwrap();
+    let b = Tensor::new(&d, "b", &[4, 5], Precision::F32).unwrap();
+    let out = Tensor::new(&d, "o", &[3, 5], Precision::F32).unwrap();
+    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    let o = MatMulOpts::default();
+    for bad in [&[2usize, 5][..], &[3, 4], &[2, 3, 5]] {
+        let c = Tensor::new(&d, "c", bad, Precision::F32).unwrap();
+        let e =
+            matmul_tensor_bias_into(&mut rec, &a, MatRhs::Tensor(&b), &c, &o, &out).unwrap_err();
+        assert!(e.to_string().contains("does not broadcast"), "{bad:?}: {e}");
+    }
+    let c = Tensor::new(&d, "c", &[5], Precision::F32).unwrap();
+    let both = MatMulOpts {
+        bias: Some(MatBias {
+            texel_offset: 0,
+            per_row: false,
+            per_col: true,
+        }),
+        ..o
+    };
+    assert!(matmul_tensor_bias_into(&mut rec, &a, MatRhs::Tensor(&b), &c, &both, &out).is_err());
     assert_no_validation_messages(&d);
 }
 

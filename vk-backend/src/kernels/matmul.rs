@@ -5,9 +5,10 @@
 //! constant B is applied by the packer (transpose before packing), so constant B is always `[K, N]`.
 //! Bias (Gemm C, or a fused MatMul+Add) is a constant read through `fetch_weight`, packed by
 //! [`crate::layout::pack_vector`] from C's row-major values; C of shape `[]`, `[N]`, `[1, N]`,
-//! `[M, 1]` or `[M, N]` broadcasts over `[M, N]` and over every batch. A runtime (activation) bias
-//! is not fused: record a `binary` Add after the MatMul.
-//! Shaders: `matmul.comp`, `matmul_bias.comp`, `matmul_const.comp` (body in `include/matmul_body.glsl`).
+//! `[M, 1]` or `[M, N]` broadcasts over `[M, N]` and over every batch. A run-time (activation) C
+//! of the same shapes (Gemm's C as a graph input) is fused too: [`matmul_tensor_bias_into`].
+//! Shaders: `matmul.comp`, `matmul_bias.comp`, `matmul_const.comp`, `matmul_tbias.comp`,
+//! `matmul_const_tbias.comp` (body in `include/matmul_body.glsl`).
 
 use crate::error::{Result, VkError};
 use crate::kernels::copy::alloc_like;
@@ -45,6 +46,29 @@ const MATMUL_BIAS: KernelDesc = KernelDesc {
 const MATMUL_CONST: KernelDesc = KernelDesc {
     name: "matmul_const",
     bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    push_constant_bytes: PUSH_BYTES,
+    uses_weights: true,
+};
+
+const MATMUL_TBIAS: KernelDesc = KernelDesc {
+    name: "matmul_tbias",
+    bindings: &[
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+    ],
+    push_constant_bytes: PUSH_BYTES,
+    uses_weights: false,
+};
+
+const MATMUL_CONST_TBIAS: KernelDesc = KernelDesc {
+    name: "matmul_const_tbias",
+    bindings: &[
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+    ],
     push_constant_bytes: PUSH_BYTES,
     uses_weights: true,
 };
@@ -225,6 +249,65 @@ pub fn matmul_into(
     opts: &MatMulOpts,
     out: &Tensor,
 ) -> Result<()> {
+    record(rec, a, b, None, opts, out)
+}
+
+/// Records `out = act(alpha * op(A) op(B) + beta * C)` with a run-time tensor `c` (Gemm's C as a
+/// graph input): `c` is `[]`, `[N]`, `[1, N]`, `[M, 1]` or `[M, N]` (leading 1s allowed) and
+/// broadcasts over `[M, N]` and every batch. `opts.bias` must be `None`. A constant B needs
+/// `rec.use_weights(..)` first.
+pub fn matmul_tensor_bias_into(
+    rec: &mut Recorder,
+    a: &Tensor,
+    b: MatRhs<'_>,
+    c: &Tensor,
+    opts: &MatMulOpts,
+    out: &Tensor,
+) -> Result<()> {
+    if opts.bias.is_some() {
+        return Err(err(
+            "a tensor C and a constant bias together are not supported".into(),
+        ));
+    }
+    record(rec, a, b, Some(c), opts, out)
+}
+
+/// `(per_row, per_col, physical width | height << 16)` of a tensor C broadcast to `[M, N]`.
+fn tensor_bias(c: &Tensor, m: usize, n: usize) -> Result<(bool, bool, u32)> {
+    let cs = c.shape();
+    let r = cs.len();
+    let dim = |i: usize| if i < r { cs[r - 1 - i] } else { 1 };
+    let (ch, cw) = (dim(1), dim(0));
+    let d = c.desc();
+    let ok = cs[..r.saturating_sub(2)].iter().all(|&v| v == 1)
+        && (ch == 1 || ch == m)
+        && (cw == 1 || cw == n)
+        && (d.n, d.c, d.h as usize, d.w as usize) == (1, 1, ch, cw);
+    if !ok {
+        return Err(err(format!(
+            "C `{}` {cs:?} does not broadcast to [M, N] = [{m}, {n}]",
+            c.name()
+        )));
+    }
+    if d.pw > 0xFFFF || d.ph > 0xFFFF {
+        return Err(err(format!(
+            "C `{}` {cs:?}: physical size {}x{} too large",
+            c.name(),
+            d.pw,
+            d.ph
+        )));
+    }
+    Ok((ch != 1, cw != 1, d.pw | (d.ph << 16)))
+}
+
+fn record(
+    rec: &mut Recorder,
+    a: &Tensor,
+    b: MatRhs<'_>,
+    c: Option<&Tensor>,
+    opts: &MatMulOpts,
+    out: &Tensor,
+) -> Result<()> {
     let p = plan(a, &b, opts)?;
     if dims6(out.shape())? != dims6(&p.out_shape)? {
         return Err(err(format!(
@@ -279,6 +362,17 @@ pub fn matmul_into(
         }
         bias_offset = bias.texel_offset;
     }
+    if let Some(c) = c {
+        let (per_row, per_col, phys) = tensor_bias(c, p.m, p.n)?;
+        flags |= 1 << 12;
+        if per_row {
+            flags |= 1 << 10;
+        }
+        if per_col {
+            flags |= 1 << 11;
+        }
+        bias_offset = phys;
+    }
     let b_desc = match b {
         MatRhs::Tensor(t) => t.desc(),
         MatRhs::Weights { texel_offset, .. } => crate::tensor::TensorDesc {
@@ -299,8 +393,33 @@ pub fn matmul_into(
         .u32(bias_offset)
         .u32(p.k as u32);
     let groups = [groups[0] as u32, groups[1] as u32, groups[2] as u32];
-    match b {
-        MatRhs::Tensor(bt) => {
+    match (b, c) {
+        (MatRhs::Tensor(bt), Some(c)) => {
+            let pipeline = rec.device().pipeline(&MATMUL_TBIAS, out.precision())?;
+            rec.dispatch(
+                &pipeline,
+                &[
+                    Arg::input(a),
+                    Arg::input(bt),
+                    Arg::input(c),
+                    Arg::output(out),
+                ],
+                &pc.bytes(),
+                groups,
+            )
+        }
+        (MatRhs::Weights { .. }, Some(c)) => {
+            let pipeline = rec
+                .device()
+                .pipeline(&MATMUL_CONST_TBIAS, out.precision())?;
+            rec.dispatch(
+                &pipeline,
+                &[Arg::input(a), Arg::input(c), Arg::output(out)],
+                &pc.bytes(),
+                groups,
+            )
+        }
+        (MatRhs::Tensor(bt), None) => {
             let desc = if opts.bias.is_some() {
                 &MATMUL_BIAS
             } else {
@@ -314,7 +433,7 @@ pub fn matmul_into(
                 groups,
             )
         }
-        MatRhs::Weights { .. } => {
+        (MatRhs::Weights { .. }, None) => {
             let pipeline = rec.device().pipeline(&MATMUL_CONST, out.precision())?;
             rec.dispatch(
                 &pipeline,

@@ -31,7 +31,9 @@ pub use elementwise::{
     binary, binary_into, unary, unary_into, weight_copy_into, BinaryOp, UnaryOp,
 };
 pub use lstm::{lstm, lstm_into, lstm_output_shapes, LstmOutputs, LstmWeights};
-pub use matmul::{matmul, matmul_into, matmul_shape, MatBias, MatMulOpts, MatRhs};
+pub use matmul::{
+    matmul, matmul_into, matmul_shape, matmul_tensor_bias_into, MatBias, MatMulOpts, MatRhs,
+};
 pub use norm::{layernorm, layernorm_into, softmax, softmax_into};
 pub use pad::{pad, pad_into, pad_output_shape, PadMode, PadParams};
 pub use pool::{
