@@ -207,14 +207,16 @@ impl StreamedModel {
         Ok((t.shape().to_vec(), v))
     }
 
-    /// Bytes of the largest single input or output (the transient staging buffer of one
-    /// upload or download), from the shapes, so it is known before the arena is placed.
-    pub fn io_bytes(&self) -> Result<u64, RuntimeError> {
+    /// Bytes of the largest single input (with `outputs`: input or output), i.e. the transient
+    /// staging buffer of one upload or download, from the shapes, so it is known before the
+    /// arena is placed.
+    pub fn io_bytes(&self, outputs: bool) -> Result<u64, RuntimeError> {
         let g = self.exe.graph();
         let dev = self.exe.device();
         let precision = super::weights::vk_precision(self.exe.precision());
         let mut most = 0u64;
-        for p in g.inputs.iter().chain(&g.outputs) {
+        let outs = if outputs { &g.outputs[..] } else { &[] };
+        for p in g.inputs.iter().chain(outs) {
             let shape = &g.tensors[p.tensor].shape;
             let texels = match vk_backend::Tensor::image_requirements(dev, shape, precision) {
                 Ok(Some((l, _))) => l.physical_texels(),

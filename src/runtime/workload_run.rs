@@ -835,9 +835,15 @@ pub fn run_policy(
     // layouts, and what is allocated so far (constants) is counted. Scratch tensors made by the
     // warm-up are the only part this estimate misses; the exact check follows below.
     let cost = measure_engine_cost(&dev, &config, base)?;
+    // One input upload or output readback at a time goes through a transient host-visible
+    // staging buffer. Uploads always count: on discrete GPUs the allocator may place them in
+    // device-local BAR memory. Readbacks (host-cached memory) count only on UMA devices.
+    let readback_counts = dev
+        .memory()
+        .counts_against_cap(vk_backend::MemoryLocation::GpuToCpu);
     let mut io = 0;
     for m in &models {
-        io = io.max(m.io_bytes()?);
+        io = io.max(m.io_bytes(readback_counts)?);
     }
     let estimate = dev.memory_stats().current_bytes - before + shared.size + io;
     let pipe = prep
