@@ -12,7 +12,8 @@ TENSOR_OUT(1, img_out);
 layout(push_constant) uniform Push {
     TensorDesc in_t;
     TensorDesc out_t;
-    uint mode;     // bits 0-3: 0 nearest, 1 linear; bits 4-7: coord mode; bits 8-11: nearest mode
+    uint mode;     // bits 0-3: 0 nearest, 1 linear; bits 4-7: coord mode; bits 8-11: nearest mode;
+                   // bit 12: scales were given (resized length = scale * len_in, unfloored)
     float scale_h; // ONNX scales used by the coordinate transform
     float scale_w;
     uint _pad;
@@ -28,13 +29,14 @@ float div_rn(float a, float b) {
 }
 
 // vk_backend::kernels::CoordMode codes: 0 half_pixel, 1 pytorch_half_pixel, 2 align_corners,
-// 3 asymmetric. Same float operation order as ONNX Runtime.
-float source_coord(uint xo, float scale, uint len_in, uint len_out, uint coord) {
+// 3 asymmetric. Same float operation order as ONNX Runtime. `len_resized` is the output length,
+// or scale * len_in when ONNX `scales` were given (the ONNX reference does not floor it there).
+float source_coord(uint xo, float scale, uint len_in, float len_resized, uint coord) {
     float x = float(xo);
     switch (coord) {
         case 0u: return div_rn(x + 0.5, scale) - 0.5;
-        case 1u: return len_out > 1u ? div_rn(x + 0.5, scale) - 0.5 : 0.0;
-        case 2u: return len_out == 1u ? 0.0 : div_rn(x * float(len_in - 1u), float(len_out - 1u));
+        case 1u: return len_resized > 1.0 ? div_rn(x + 0.5, scale) - 0.5 : 0.0;
+        case 2u: return len_resized == 1.0 ? 0.0 : div_rn(x * float(len_in - 1u), len_resized - 1.0);
         default: return div_rn(x, scale);
     }
 }
@@ -58,8 +60,11 @@ void main() {
     uvec4 p = texel_nc4yx(pc.out_t, i);
     uint layer = p.x * pc.out_t.c4 + p.y;
     uint coord = (pc.mode >> 4u) & 15u;
-    float sy = source_coord(p.z, pc.scale_h, pc.in_t.h, pc.out_t.h, coord);
-    float sx = source_coord(p.w, pc.scale_w, pc.in_t.w, pc.out_t.w, coord);
+    bool given = (pc.mode & 4096u) != 0u;
+    float lh = given ? pc.scale_h * float(pc.in_t.h) : float(pc.out_t.h);
+    float lw = given ? pc.scale_w * float(pc.in_t.w) : float(pc.out_t.w);
+    float sy = source_coord(p.z, pc.scale_h, pc.in_t.h, lh, coord);
+    float sx = source_coord(p.w, pc.scale_w, pc.in_t.w, lw, coord);
     vec4 v;
     if ((pc.mode & 15u) == 0u) {
         uint nmode = (pc.mode >> 8u) & 15u;

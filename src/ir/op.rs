@@ -203,13 +203,17 @@ pub enum Op {
     },
     GlobalAveragePool,
     /// `sizes` is the concrete output shape; `scales` the per-axis ratios used for coordinate
-    /// transforms (ONNX `scales`, or sizes/input when only `sizes` was given).
+    /// transforms (ONNX `scales`, or sizes/input when only `sizes` was given). `from_scales`:
+    /// ONNX `scales` were given, so align_corners / pytorch_half_pixel take the resized length
+    /// as `scale * length_in` (unfloored, as the ONNX reference does), not `sizes`.
     Resize {
         mode: ResizeMode,
         coord: CoordMode,
         nearest: NearestMode,
         scales: Vec<f32>,
         sizes: Vec<usize>,
+        #[serde(default)]
+        from_scales: bool,
     },
     Concat {
         axis: usize,

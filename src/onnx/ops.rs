@@ -669,6 +669,7 @@ pub(super) fn convert(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
                 .const_input(n, 3, "sizes")?
                 .map(|t| t.as_i64())
                 .filter(|v| !v.is_empty());
+            let from_scales = sizes.is_none();
             let (scales, sizes) = match (scales, sizes) {
                 (_, Some(sz)) => {
                     let sz = usizes(ctx, n, &sz, "size")?;
@@ -714,6 +715,7 @@ pub(super) fn convert(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
                     nearest,
                     scales,
                     sizes,
+                    from_scales,
                 },
                 vec![Some(x)],
             )?;

@@ -518,6 +518,7 @@ impl Executable {
                 coord,
                 nearest,
                 scales,
+                from_scales,
                 ..
             } => {
                 let x = self.input(&n, 0)?;
@@ -548,6 +549,7 @@ impl Executable {
                     mode,
                     coord,
                     scales: Some([scales[r - 2], scales[r - 1]]),
+                    length_from_scales: *from_scales,
                 };
                 k::resize_into(rec, &x, &p, &y).map_err(kerr)?;
             }

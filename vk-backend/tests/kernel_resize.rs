@@ -1,6 +1,8 @@
 //! Resize (nearest in all four nearest modes, bilinear; all four coordinate transforms; up, down
 //! and non-integer scales) vs. a CPU reference of the ONNX formulas: coordinates in f32 as ONNX
-//! Runtime computes them, interpolation in f64, from the same f32 scales the kernel gets. Nearest
+//! Runtime computes them, interpolation in f64, from the same f32 scales the kernel gets; with
+//! given scales, align_corners / pytorch_half_pixel use the unfloored resized length
+//! scale * len_in, as the ONNX reference implementation (op_resize.py) does. Nearest
 //! copies values, so it must match exactly (tol 0); bilinear uses tol = 1e-5 (fp32) / 2e-3 (fp16)
 //! on |got - ref| / max(1, |ref|).
 
@@ -9,22 +11,23 @@ use vk_backend::testing::{assert_close, assert_no_validation_messages, device, R
 use vk_backend::{Precision, QueueKind, Recorder, Tensor};
 
 /// Source coordinate, computed in f32 like ONNX Runtime (ties of nearest rounding depend on it).
-fn src_coord(xo: usize, scale: f32, len_in: usize, len_out: usize, coord: CoordMode) -> f64 {
+/// `len_resized`: the output length, or `scale * len_in` when scales were given.
+fn src_coord(xo: usize, scale: f32, len_in: usize, len_resized: f32, coord: CoordMode) -> f64 {
     let x = xo as f32;
     let v = match coord {
         CoordMode::HalfPixel => (x + 0.5) / scale - 0.5,
         CoordMode::PytorchHalfPixel => {
-            if len_out > 1 {
+            if len_resized > 1.0 {
                 (x + 0.5) / scale - 0.5
             } else {
                 0.0
             }
         }
         CoordMode::AlignCorners => {
-            if len_out == 1 {
+            if len_resized == 1.0 {
                 0.0
             } else {
-                x * (len_in - 1) as f32 / (len_out - 1) as f32
+                x * (len_in - 1) as f32 / (len_resized - 1.0)
             }
         }
         CoordMode::Asymmetric => x / scale,
@@ -48,13 +51,17 @@ fn resize_ref(x: &[f64], s: [usize; 4], p: &ResizeParams, oh: usize, ow: usize) 
     let [sh, sw] = p
         .scales
         .unwrap_or([oh as f32 / h as f32, ow as f32 / w as f32]);
+    let (lh, lw) = match p.scales {
+        Some(_) if p.length_from_scales => (sh * h as f32, sw * w as f32),
+        _ => (oh as f32, ow as f32),
+    };
     let mut out = Vec::new();
     for nc in 0..n * c {
         let at = |y: usize, xx: usize| x[(nc * h + y) * w + xx];
         for oy in 0..oh {
-            let fy = src_coord(oy, sh, h, oh, p.coord);
+            let fy = src_coord(oy, sh, h, lh, p.coord);
             for ox in 0..ow {
-                let fx = src_coord(ox, sw, w, ow, p.coord);
+                let fx = src_coord(ox, sw, w, lw, p.coord);
                 out.push(match p.mode {
                     ResizeMode::Nearest(m) => at(nearest(fy, h, m), nearest(fx, w, m)),
                     ResizeMode::Linear => {
@@ -93,12 +100,15 @@ fn resize_matches_reference() {
     .map(ResizeMode::Nearest)
     .collect();
     modes.push(ResizeMode::Linear);
-    // (out [H, W], scales): 2x up, 0.5x down, sizes-only non-integer, and a size-1 output axis.
-    let sizes: [([usize; 2], Option<[f32; 2]>); 4] = [
+    // (out [H, W], scales): 2x up, 0.5x down, sizes-only non-integer, a size-1 output axis, and
+    // non-integer given scales (4 x 0.6 = 2.4 -> 2, 6 x 0.6 = 3.6 -> 3; 4 x 0.3 = 1.2 -> 1).
+    let sizes: [([usize; 2], Option<[f32; 2]>); 6] = [
         ([8, 12], Some([2.0, 2.0])),
         ([2, 3], Some([0.5, 0.5])),
         ([7, 5], None),
         ([1, 9], None),
+        ([2, 3], Some([0.6, 0.6])),
+        ([1, 4], Some([0.3, 0.7])),
     ];
     let mut rng = Rng::new(41);
     for p in [Precision::F32, Precision::F16] {
@@ -114,6 +124,7 @@ fn resize_matches_reference() {
                         mode,
                         coord,
                         scales,
+                        length_from_scales: scales.is_some(),
                     };
                     let y = resize(&mut rec, &x, &params, hw, "y").unwrap();
                     let want = resize_ref(&xr, s, &params, hw[0], hw[1]);
@@ -144,6 +155,7 @@ fn resize_errors() {
         mode: ResizeMode::Linear,
         coord: CoordMode::HalfPixel,
         scales: None,
+        length_from_scales: false,
     };
     let e = vk_backend::kernels::resize_into(&mut rec, &x, &p, &bad).unwrap_err();
     assert!(e.to_string().contains("last two axes"), "{e}");

@@ -50,6 +50,11 @@ pub struct ResizeParams {
     /// `[scale_h, scale_w]` used by the coordinate transform (ONNX `scales`); `None` uses
     /// output/input sizes (what ONNX does when only `sizes` is given).
     pub scales: Option<[f32; 2]>,
+    /// ONNX `scales` were given: align_corners / pytorch_half_pixel then take the resized length
+    /// as `scale * length_in`, unfloored, as the ONNX reference implementation does (4 -> 2 at
+    /// scale 0.6 maps output x = 1 to 1 * 3 / (2.4 - 1)); otherwise it is the output length.
+    /// Ignored when `scales` is `None`.
+    pub length_from_scales: bool,
 }
 
 /// Records a resize of `x` into `out`: same rank, equal dims except the last two (H, W).
@@ -71,6 +76,7 @@ pub fn resize_into(rec: &mut Recorder, x: &Tensor, p: &ResizeParams, out: &Tenso
     let [sh, sw] = p
         .scales
         .unwrap_or([oh as f32 / ih as f32, ow as f32 / iw as f32]);
+    let scaled_len = p.length_from_scales && p.scales.is_some();
     if !(sh.is_finite() && sh > 0.0 && sw.is_finite() && sw > 0.0) {
         return Err(kerr(
             "resize",
@@ -98,7 +104,7 @@ pub fn resize_into(rec: &mut Recorder, x: &Tensor, p: &ResizeParams, out: &Tenso
     let pc = PushConstants::new()
         .tensor(x.desc())
         .tensor(out.desc())
-        .u32(m | (c << 4) | (n << 8))
+        .u32(m | (c << 4) | (n << 8) | (u32::from(scaled_len) << 12))
         .f32(sh)
         .f32(sw)
         .pad_to(20);
