@@ -339,7 +339,9 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> Result<Vec<Sig>, String> {
             vec![(perm.iter().map(|&p| xs[p]).collect(), xt)]
         }
         Op::Reshape { shape, .. } => {
-            if shape.iter().product::<usize>() != xs.iter().product::<usize>() {
+            // The target comes from the file: its product may overflow.
+            let target = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+            if target != Some(xs.iter().product::<usize>()) {
                 return Err(format!("cannot reshape {xs:?} to {shape:?}"));
             }
             vec![(shape.clone(), xt)]

@@ -858,7 +858,11 @@ pub(super) fn convert(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
             }
             let total: usize = xs.iter().product();
             if let Some(i) = infer_at {
-                let rest: usize = shape.iter().product();
+                // The target comes from the file: its product may overflow.
+                let rest = shape
+                    .iter()
+                    .try_fold(1usize, |a, &d| a.checked_mul(d))
+                    .unwrap_or(0);
                 if rest == 0 || !total.is_multiple_of(rest) {
                     return Err(ctx.node_err(
                         n,
