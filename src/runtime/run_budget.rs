@@ -49,7 +49,10 @@ pub fn measure_engine_cost(
         .page_height
         .unwrap_or_else(|| config.precision.default_page_height());
     let page_bytes = 512 * page_height as u64 * config.precision.bytes_per_texel() as u64;
-    let slot_bytes = (two.image_bytes - one.image_bytes).max(page_bytes);
+    let slot_bytes = two
+        .image_bytes
+        .saturating_sub(one.image_bytes)
+        .max(page_bytes);
     let table = (one.image_bytes + one.table_bytes).saturating_sub(slot_bytes);
     let location = match config.staging_memory {
         StagingMemory::System => MemoryLocation::GpuToCpu,

@@ -37,6 +37,24 @@ impl std::fmt::Debug for Buffer {
     }
 }
 
+/// Smallest buffer created (a zero-size buffer is invalid; 4 keeps word-sized views legal).
+const MIN_BUFFER_BYTES: u64 = 4;
+
+/// The create info every buffer uses (so a requirements probe matches the real buffer).
+fn buffer_create_info(
+    families: &[u32],
+    size: u64,
+    usage: vk::BufferUsageFlags,
+) -> vk::BufferCreateInfo<'_> {
+    let ci = vk::BufferCreateInfo::default().size(size).usage(usage);
+    if families.len() > 1 {
+        ci.sharing_mode(vk::SharingMode::CONCURRENT)
+            .queue_family_indices(families)
+    } else {
+        ci.sharing_mode(vk::SharingMode::EXCLUSIVE)
+    }
+}
+
 impl Buffer {
     /// Creates a buffer. `location` picks the memory (GpuOnly, CpuToGpu for staging uploads,
     /// GpuToCpu for readback); the allocation is counted under `category`.
@@ -48,15 +66,9 @@ impl Buffer {
         location: MemoryLocation,
         category: MemoryCategory,
     ) -> Result<Buffer> {
-        let size = size.max(4);
+        let size = size.max(MIN_BUFFER_BYTES);
         let families = device.sharing_families();
-        let mut ci = vk::BufferCreateInfo::default().size(size).usage(usage);
-        ci = if families.len() > 1 {
-            ci.sharing_mode(vk::SharingMode::CONCURRENT)
-                .queue_family_indices(&families)
-        } else {
-            ci.sharing_mode(vk::SharingMode::EXCLUSIVE)
-        };
+        let ci = buffer_create_info(&families, size, usage);
         let raw = device.raw();
         // SAFETY: valid create info.
         let buffer = unsafe { raw.create_buffer(&ci, None) }.vk("vkCreateBuffer")?;
@@ -113,15 +125,7 @@ impl Buffer {
         usage: vk::BufferUsageFlags,
     ) -> Result<MemoryNeeds> {
         let families = device.sharing_families();
-        let ci = vk::BufferCreateInfo::default()
-            .size(size.max(1))
-            .usage(usage);
-        let ci = if families.len() > 1 {
-            ci.sharing_mode(vk::SharingMode::CONCURRENT)
-                .queue_family_indices(&families)
-        } else {
-            ci.sharing_mode(vk::SharingMode::EXCLUSIVE)
-        };
+        let ci = buffer_create_info(&families, size.max(MIN_BUFFER_BYTES), usage);
         let raw = device.raw();
         // SAFETY: valid create info; the probe never gets memory and is destroyed at once.
         let buffer = unsafe { raw.create_buffer(&ci, None) }.vk("vkCreateBuffer")?;
