@@ -2,12 +2,14 @@
 """Writes a weight-heavy three-model chain (an assistant-like encoder -> mid -> lm with random
 weights) as ONNX files plus the demo input, for `workloads/assistant-chain.ron`.
 
-usage: make_chain_models.py OUTDIR [--seq 256] [--dim 1024] [--layers 6,8,10] [--vocab 4096]
+usage: make_chain_models.py OUTDIR [--batch 4] [--seq 64] [--dim 1024] [--layers 8,10,12] [--vocab 2048]
 
-Each model maps x [1, seq, dim] through `layers` blocks of MatMul (He-initialised [dim, dim]) +
+Each model maps x [batch, seq, dim] through `layers` blocks of MatMul (He-initialised [dim, dim]) +
 bias + Relu; the last one ends in a [dim, vocab] head and a Softmax. Unlike the OCR models, whose
 activations outweigh their weights, these are dominated by weights: the case weight streaming is
-for. Deterministic (seeded); the files are generated, never committed.
+for. A request is `batch` sequences: under texstream's rank rule the leading axis of a rank-3
+tensor is the one packed four to a texel (C4), so batch 4 fills every texel, where a
+[1, seq, dim] tensor would hold one value per texel. Deterministic (seeded); the files are generated, never committed.
 
 Needs only numpy: the ONNX protobuf is written directly (a few message types), so the script also
 runs where the `onnx` package is not installed; where it is, the result is checked with it.
@@ -61,7 +63,7 @@ def value_info(name, shape):
     return s(1, name) + field(2, 2, field(1, 2, tensor_type))
 
 
-def model(name, seq, dim, layers, vocab, rng):
+def model(name, batch, seq, dim, layers, vocab, rng):
     nodes, inits = [], []
     x = "x"
     for i in range(layers):
@@ -84,7 +86,7 @@ def model(name, seq, dim, layers, vocab, rng):
         nodes.append(node("Identity", [x], ["y"]))
     graph = b"".join(field(1, 2, n) for n in nodes) + s(2, name)
     graph += b"".join(field(5, 2, t) for t in inits)
-    graph += field(11, 2, value_info("x", [1, seq, dim])) + field(12, 2, value_info("y", [1, seq, out_dim]))
+    graph += field(11, 2, value_info("x", [batch, seq, dim])) + field(12, 2, value_info("y", [batch, seq, out_dim]))
     opset = s(1, "") + field(2, 0, 17)
     return field(1, 0, 8) + s(2, "make_chain_models.py") + field(7, 2, graph) + field(8, 2, opset)
 
@@ -102,10 +104,11 @@ def save(data, path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("outdir")
-    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--dim", type=int, default=1024)
-    ap.add_argument("--layers", default="6,8,10")
-    ap.add_argument("--vocab", type=int, default=4096)
+    ap.add_argument("--layers", default="8,10,12")
+    ap.add_argument("--vocab", type=int, default=2048)
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
     rng = np.random.default_rng(2026)
@@ -113,10 +116,10 @@ def main():
     names = ["enc", "mid", "lm"]
     for i, (name, n) in enumerate(zip(names, layers)):
         vocab = a.vocab if i == len(layers) - 1 else 0
-        save(model(name, a.seq, a.dim, n, vocab, rng), os.path.join(a.outdir, f"{name}.onnx"))
-    x = rng.standard_normal((1, a.seq, a.dim)).astype(np.float32)
+        save(model(name, a.batch, a.seq, a.dim, n, vocab, rng), os.path.join(a.outdir, f"{name}.onnx"))
+    x = rng.standard_normal((a.batch, a.seq, a.dim)).astype(np.float32)
     np.save(os.path.join(a.outdir, "input.npy"), x)
-    print(f"wrote {', '.join(names)}.onnx and input.npy to {a.outdir} (seq {a.seq}, dim {a.dim}, layers {layers})")
+    print(f"wrote {', '.join(names)}.onnx and input.npy to {a.outdir} (batch {a.batch}, seq {a.seq}, dim {a.dim}, layers {layers})")
 
 
 if __name__ == "__main__":

@@ -286,13 +286,13 @@ fn weight_heavy_chain_streams_at_half_the_preload_peak() {
         .arg(root().join("scripts/make_chain_models.py"))
         .arg(&dir)
         .args([
-            "--seq", "32", "--dim", "512", "--layers", "6,8,10", "--vocab", "1024",
+            "--batch", "4", "--seq", "8", "--dim", "512", "--layers", "6,8,10", "--vocab", "1024",
         ])
         .status()
         .expect("run make_chain_models.py");
     assert!(st.success(), "make_chain_models.py failed");
     for name in ["enc", "mid", "lm"] {
-        let input = HostTensor::new(vec![1, 32, 512], vec![0.0; 32 * 512]);
+        let input = HostTensor::new(vec![4, 8, 512], vec![0.0; 4 * 8 * 512]);
         let packed = compile_onnx(
             &dir.join(format!("{name}.onnx")),
             &[("x".into(), input)],
@@ -314,7 +314,7 @@ fn weight_heavy_chain_streams_at_half_the_preload_peak() {
             "models/chain/input.npy",
             &dir.join("input.npy").display().to_string(),
         )
-        .replace("[1, 256, 1024]", "[1, 32, 512]")
+        .replace("[4, 64, 1024]", "[4, 8, 512]")
         .replace("PerFrame(4)", "PerFrame(2)");
     let path = write_workload("chain.ron", &text);
     let reference = run(&path, 256 << 20, Policy::Preload).expect("preload run");

@@ -32,7 +32,17 @@ pub struct RunArgs {
     /// Input image instead of the workload's demo input.
     #[arg(long)]
     pub image: Option<PathBuf>,
+    /// For measurements: first run `preload` with every weight resident and no cap, then give
+    /// every policy that run's step costs for its predicted time and lower bound (instead of
+    /// costs calibrated on its own, possibly stalled, runs) and report its time beside theirs.
+    /// The reference run alone ignores --cap.
+    #[arg(long)]
+    pub resident_reference: bool,
 }
+
+/// `--resident-reference`'s cap: large enough for any workload's weights (the atlas only takes
+/// the slots the weights need).
+const RESIDENT_REFERENCE_CAP: u64 = 1 << 40;
 
 /// One frame's OCR text and chain output bits (what every policy must reproduce).
 type FrameBits = (Vec<String>, Vec<Vec<u32>>);
@@ -44,7 +54,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         .map(parse_size)
         .transpose()
         .context("--cap")?;
-    let opts = RunOptions {
+    let mut opts = RunOptions {
         cap,
         iterations: args.iterations,
         image: args.image.clone(),
@@ -75,6 +85,24 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut failures: Vec<(Policy, String)> = Vec::new();
     // What every policy must reproduce: OCR text, or the chain's output bits.
     let mut first: Option<Vec<FrameBits>> = None;
+    let mut resident: Option<RunSummary> = None;
+    if args.resident_reference {
+        let everything = RunOptions {
+            cap: Some(RESIDENT_REFERENCE_CAP),
+            ..opts.clone()
+        };
+        let o = run_policy(&prep, &everything, Policy::Preload, Some(&bar))
+            .context("resident reference run (preload, no cap)")?;
+        bar.suspend(|| {
+            println!(
+                "\nresident reference (preload, no cap; its step costs set every later policy's \
+                 predicted time and LB):\n{}",
+                o.summary.table()
+            )
+        });
+        opts.fixed_costs = Some(o.costs);
+        resident = Some(o.summary);
+    }
     for &policy in &policies {
         match run_policy(&prep, &opts, policy, Some(&bar)) {
             Ok(o) => {
@@ -112,28 +140,40 @@ pub fn run(args: &RunArgs) -> Result<()> {
         }
     }
     bar.finish_and_clear();
-    if args.all_policies {
+    if args.all_policies || resident.is_some() {
         println!(
-            "{:<18} {:>11} {:>11} {:>11} {:>8} {:>8} {:>12} {:>10} {:>14}",
+            "{:<18} {:>11} {:>11} {:>11} {:>8} {:>8} {:>8} {:>12} {:>10} {:>14}",
             "policy",
             "measured ms",
             "predict ms",
             "LB ms",
             "meas/pr",
             "meas/LB",
+            "meas/res",
             "streamed MiB",
             "stall ms",
             "peak/cap MiB"
         );
-        for s in &summaries {
+        for (s, label) in resident
+            .iter()
+            .map(|s| (s, "resident (no cap)"))
+            .chain(summaries.iter().map(|s| (s, s.policy.as_str())))
+        {
+            let vs_resident = resident
+                .as_ref()
+                .filter(|r| r.measured_s > 0.0)
+                .map_or(String::from("-"), |r| {
+                    format!("{:.2}", s.measured_s / r.measured_s)
+                });
             println!(
-                "{:<18} {:>11.2} {:>11.2} {:>11.2} {:>8.2} {:>8.2} {:>12.2} {:>10.2} {:>7.2}/{:<6.2}",
-                s.policy,
+                "{:<18} {:>11.2} {:>11.2} {:>11.2} {:>8.2} {:>8.2} {:>8} {:>12.2} {:>10.2} {:>7.2}/{:<6.2}",
+                label,
                 s.measured_s * 1e3,
                 s.predicted_s * 1e3,
                 s.lower_bound_s * 1e3,
                 s.measured_over_predicted,
                 s.measured_over_lower_bound,
+                vs_resident,
                 s.bytes_streamed as f64 / 1048576.0,
                 s.stall_s * 1e3,
                 s.peak_device_bytes as f64 / 1048576.0,
@@ -145,7 +185,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
         }
     }
     if let Some(path) = &args.metrics_json {
-        let json = if args.all_policies {
+        let json = if let Some(r) = &resident {
+            serde_json::to_string_pretty(&serde_json::json!({
+                "resident_reference": r,
+                "policies": summaries,
+            }))?
+        } else if args.all_policies {
             serde_json::to_string_pretty(&summaries)?
         } else {
             serde_json::to_string_pretty(&summaries.first())?

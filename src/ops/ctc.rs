@@ -99,8 +99,33 @@ impl CtcDecoder {
                 expected: format!("{} classes (dictionary + blank + space)", self.chars.len()),
             });
         }
-        (0..n)
-            .map(|i| self.decode_one(&out.data[i * t * c..(i + 1) * t * c], t))
-            .collect()
+        // Lines decode independently; each is a full argmax over T x classes (1.8M values for
+        // the PP-OCR recognizer at width 768), so they run on several threads.
+        let items: Vec<&[f32]> = (0..n)
+            .map(|i| &out.data[i * t * c..(i + 1) * t * c])
+            .collect();
+        let threads = std::thread::available_parallelism().map_or(1, |v| v.get().min(8));
+        let per = items.len().div_ceil(threads).max(1);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = items
+                .chunks(per)
+                .map(|group| {
+                    s.spawn(move || {
+                        group
+                            .iter()
+                            .map(|d| self.decode_one(d, t))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            let mut all = Vec::with_capacity(n);
+            for h in handles {
+                match h.join() {
+                    Ok(v) => all.extend(v),
+                    Err(p) => std::panic::resume_unwind(p),
+                }
+            }
+            all.into_iter().collect()
+        })
     }
 }

@@ -189,6 +189,21 @@ pub struct RunSummary {
     pub model_over_lower_bound: f64,
     /// Loads skipped at re-plans because the page was already in place.
     pub kept_pages: u64,
+    /// `model_s` by phase.
+    pub model_phases: HostPhases,
+}
+
+/// Where the wall time of the model runs went (the frames after the profiling ones).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct HostPhases {
+    /// Packing inputs and copying them to the device (waits for the copy).
+    pub upload_s: f64,
+    /// Recording and submitting the model's steps (and the page loads issued with them).
+    pub record_s: f64,
+    /// Waiting for the model's last step on the GPU: compute, plus any wait for pages.
+    pub wait_s: f64,
+    /// Copying outputs back and unpacking them.
+    pub download_s: f64,
 }
 
 /// Numbers a run hands to [`RunSummary::build`] besides the recorder.
@@ -209,6 +224,7 @@ pub struct RunFacts {
     pub profiling_frame_s: f64,
     pub model_s: f64,
     pub kept_pages: u64,
+    pub phases: HostPhases,
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -239,6 +255,7 @@ impl RunSummary {
             profiling_frame_s: f.profiling_frame_s,
             model_s: f.model_s,
             kept_pages: f.kept_pages,
+            model_phases: f.phases,
             workload: f.workload,
             policy: f.policy,
             iterations: f.iterations,
@@ -323,6 +340,14 @@ impl RunSummary {
             ms((self.measured_s - self.model_s).max(0.0)),
             ms(self.predicted_s),
             ms(self.lower_bound_s),
+        );
+        let p = &self.model_phases;
+        o += &format!(
+            "model runs by phase: upload {:.3} ms, record+submit {:.3} ms, GPU wait {:.3} ms, readback {:.3} ms\n",
+            ms(p.upload_s),
+            ms(p.record_s),
+            ms(p.wait_s),
+            ms(p.download_s)
         );
         o += &format!(
             "measured/predicted {:.2}, measured/LB {:.2}; model runs/predicted {:.2}, model runs/LB {:.2}\n",

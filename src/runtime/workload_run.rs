@@ -20,7 +20,7 @@ use std::time::Instant;
 use scheduler::{Pipeline, Plan, Policy, Profile, Stage};
 use vk_backend::{Device, DeviceOptions, PageSource, StreamConfig};
 
-use super::metrics::{names, HeapReading, MemoryRecorder, RunFacts, RunSummary};
+use super::metrics::{names, HeapReading, HostPhases, MemoryRecorder, RunFacts, RunSummary};
 use super::run_budget::{measure_engine_cost, min_cap, plan_under_cap, CapError, EngineCost};
 use super::run_model::StreamedModel;
 use super::run_source::PackedSource;
@@ -78,6 +78,11 @@ pub struct RunOptions {
     pub image: Option<PathBuf>,
     pub device: DeviceOptions,
     pub stream: Option<StreamConfig>,
+    /// Step costs to plan with after the profiling frame(s) instead of the ones measured in
+    /// this run: a resident reference run's ([`RunOutcome::costs`]), so that a streamed run's
+    /// predicted time and lower bound come from resident compute, not from its own (possibly
+    /// stalled) model runs.
+    pub fixed_costs: Option<Vec<Profile>>,
 }
 
 /// What the runtime runs for a pipeline.
@@ -247,6 +252,8 @@ pub struct FrameOutput {
 pub struct RunOutcome {
     pub summary: RunSummary,
     pub frames: Vec<FrameOutput>,
+    /// The step costs the run planned with after calibration.
+    pub costs: Vec<Profile>,
 }
 
 struct Driver<'a> {
@@ -265,6 +272,10 @@ struct Driver<'a> {
     run_times: Vec<Vec<f64>>,
     /// Wall time spent in model runs.
     model_s: f64,
+    /// That wall time by phase.
+    phases: HostPhases,
+    /// See [`RunOptions::fixed_costs`].
+    fixed_costs: Option<Vec<Profile>>,
 }
 
 impl Driver<'_> {
@@ -296,13 +307,22 @@ impl Driver<'_> {
         for (name, data) in inputs {
             self.models[m].upload(name, data)?;
         }
+        let t1 = Instant::now();
         let v = self.ex.run_model(m as u32, &mut self.models[m])?;
+        let t2 = Instant::now();
         self.ex.wait(v)?;
+        let t3 = Instant::now();
         let mut out = Vec::with_capacity(outputs.len());
         for name in outputs {
             out.push(self.models[m].download(name)?);
         }
-        let dt = t0.elapsed().as_secs_f64();
+        let t4 = Instant::now();
+        let secs = |a: Instant, b: Instant| (b - a).as_secs_f64();
+        self.phases.upload_s += secs(t0, t1);
+        self.phases.record_s += secs(t1, t2);
+        self.phases.wait_s += secs(t2, t3);
+        self.phases.download_s += secs(t3, t4);
+        let dt = secs(t0, t4);
         ::metrics::histogram!(names::MODEL_LATENCY, "model" => self.models[m].name.clone())
             .record(dt);
         self.run_times[m].push(dt);
@@ -382,7 +402,17 @@ impl Driver<'_> {
     /// median run took (the compile-time estimates assume a nominal device), then plans the
     /// remaining frames with them and counts predictions from there.
     fn calibrate(&mut self) -> Result<(), RunError> {
+        if let Some(fixed) = &self.fixed_costs {
+            for (p, f) in self.profiles.iter_mut().zip(fixed) {
+                for (s, fs) in p.steps.iter_mut().zip(&f.steps) {
+                    s.compute_s = fs.compute_s;
+                }
+            }
+        }
         for (m, p) in self.profiles.iter_mut().enumerate() {
+            if self.fixed_costs.is_some() {
+                break;
+            }
             let times = &mut self.run_times[m];
             times.sort_by(f64::total_cmp);
             let (t, est) = (times.get(times.len() / 2).copied(), p.compute_s());
@@ -402,6 +432,7 @@ impl Driver<'_> {
         self.switch_plan(&pipe)?;
         self.ex.restart_prediction();
         self.model_s = 0.0;
+        self.phases = HostPhases::default();
         Ok(())
     }
 }
@@ -546,6 +577,8 @@ pub fn run_policy(
         profiles: prep.profiles.clone(),
         run_times: vec![Vec::new(); prep.models.len()],
         model_s: 0.0,
+        phases: HostPhases::default(),
+        fixed_costs: opts.fixed_costs.clone(),
     };
     let calibrate = prep.iterations > 1;
     // Profiling frames: the first one also pays one-time costs (pipeline creation, first
@@ -587,6 +620,7 @@ pub fn run_policy(
         Ok(frames)
     })?;
     let measured_s = t0.elapsed().as_secs_f64();
+    let (phases, costs) = (driver.phases, driver.profiles.clone());
     let (predicted_s, lower_bound_s, replans, kept_pages, model_s) = (
         driver.ex.predicted_s(),
         driver.ex.lower_bound_s(),
@@ -637,7 +671,12 @@ pub fn run_policy(
             profiling_frame_s,
             model_s,
             kept_pages,
+            phases,
         },
     );
-    Ok(RunOutcome { summary, frames })
+    Ok(RunOutcome {
+        summary,
+        frames,
+        costs,
+    })
 }

@@ -127,6 +127,7 @@ pub struct DeviceInner {
     features: DeviceFeatures,
     pub(crate) pipelines:
         Mutex<HashMap<crate::pipeline::PipelineKey, Arc<crate::pipeline::Pipeline>>>,
+    pub(crate) recycler: crate::recycle::Recycler,
     validation: bool,
 }
 
@@ -457,6 +458,7 @@ impl Device {
                 limits: p.limits,
                 features: p.features,
                 pipelines: Mutex::new(HashMap::new()),
+                recycler: Default::default(),
                 validation,
             }),
         }
@@ -829,6 +831,7 @@ impl Drop for DeviceInner {
             for (_, p) in pipelines {
                 p.destroy(&self.device);
             }
+            self.recycler.destroy(&self.device);
             self.device
                 .destroy_pipeline_cache(self.pipeline_cache, None);
             self.memory.shutdown();

@@ -233,7 +233,52 @@ impl FoldLayout {
         }
         out
     }
+
+    /// Physical texel bytes (as stored at `precision`, possibly shorter than the image: missing
+    /// texels read as 0) -> NCHW values. Reads only the lanes that hold elements, so a tensor
+    /// with C = 1 converts a quarter of the bytes, with no intermediate texel buffer; large
+    /// tensors are converted on several threads (readbacks sit on the pipeline's critical path).
+    pub fn unpack_bytes(&self, bytes: &[u8], precision: Precision) -> Vec<f32> {
+        let (c, c4) = (self.c as usize, self.c4 as usize);
+        let hw = self.h as usize * self.w as usize;
+        let lane = |i: usize| -> f32 {
+            match precision {
+                Precision::F16 => bytes
+                    .get(2 * i..2 * i + 2)
+                    .map_or(0.0, |b| f16::from_le_bytes([b[0], b[1]]).to_f32()),
+                Precision::F32 => bytes
+                    .get(4 * i..4 * i + 4)
+                    .map_or(0.0, |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            }
+        };
+        // Element `e` of NCHW order: plane e / hw = n * C + ch, then its lane in the texel grid.
+        let fill = |start: usize, dst: &mut [f32]| {
+            for (j, d) in dst.iter_mut().enumerate() {
+                let e = start + j;
+                let (plane, k) = (e / hw, e % hw);
+                let (n, ch) = (plane / c, plane % c);
+                *d = lane(((n * c4 + ch / 4) * hw + k) * 4 + ch % 4);
+            }
+        };
+        let mut out = vec![0f32; self.elements() as usize];
+        let threads = if out.len() >= PARALLEL_UNPACK_ELEMENTS {
+            std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+        } else {
+            1
+        };
+        let chunk = out.len().div_ceil(threads).max(1);
+        std::thread::scope(|s| {
+            for (i, dst) in out.chunks_mut(chunk).enumerate() {
+                let fill = &fill;
+                s.spawn(move || fill(i * chunk, dst));
+            }
+        });
+        out
+    }
 }
+
+/// Readbacks at least this large are unpacked on several threads.
+const PARALLEL_UNPACK_ELEMENTS: usize = 1 << 18;
 
 fn check_len(what: &str, data: &[f32], expected: usize) -> Result<()> {
     if data.len() != expected {
@@ -463,6 +508,30 @@ mod tests {
             }
         }
         assert_eq!(l.unpack(&packed), data);
+        for p in [Precision::F16, Precision::F32] {
+            let bytes = texels_to_bytes(&packed, p);
+            let want: Vec<f32> = data.iter().map(|&v| p.round(v)).collect();
+            assert_eq!(l.unpack_bytes(&bytes, p), want, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn threaded_unpack_matches_texel_unpack() {
+        // Above PARALLEL_UNPACK_ELEMENTS, C = 6 (a padded C4 block), folded rows.
+        let l = FoldLayout::plan([2, 6, 150, 300], 512, 64)
+            .unwrap()
+            .unwrap();
+        assert!(l.elements() as usize >= PARALLEL_UNPACK_ELEMENTS);
+        let data: Vec<f32> = (0..l.elements())
+            .map(|i| (i % 2048) as f32 - 1024.0)
+            .collect();
+        let packed = l.pack(&data);
+        let bytes = texels_to_bytes(&packed, Precision::F16);
+        assert_eq!(l.unpack_bytes(&bytes, Precision::F16), data);
+        // A short buffer reads as zeros past its end.
+        let cut = l.unpack_bytes(&bytes[..bytes.len() / 2], Precision::F16);
+        assert_eq!(cut.len(), data.len());
+        assert!(cut.iter().any(|&v| v == 0.0));
     }
 
     #[test]

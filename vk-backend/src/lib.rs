@@ -16,6 +16,7 @@ pub mod layout;
 pub mod memory;
 pub mod pipeline;
 pub mod recorder;
+mod recycle;
 pub mod resource;
 pub mod shaders;
 pub mod stream;

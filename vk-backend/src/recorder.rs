@@ -115,24 +115,29 @@ impl Recorder {
         let family = device.queue(queue).family;
         // SAFETY (block): valid create infos; objects destroyed on error.
         unsafe {
-            let pool = dev
-                .create_command_pool(
-                    &vk::CommandPoolCreateInfo::default()
-                        .queue_family_index(family)
-                        .flags(vk::CommandPoolCreateFlags::TRANSIENT),
-                    None,
-                )
-                .vk("vkCreateCommandPool")?;
-            let cmd = match dev.allocate_command_buffers(
-                &vk::CommandBufferAllocateInfo::default()
-                    .command_pool(pool)
-                    .level(vk::CommandBufferLevel::PRIMARY)
-                    .command_buffer_count(1),
-            ) {
-                Ok(c) => c[0],
-                Err(e) => {
-                    dev.destroy_command_pool(pool, None);
-                    return Err(e).vk("vkAllocateCommandBuffers");
+            let (pool, cmd) = match device.inner.recycler.take_commands(family) {
+                Some(c) => c,
+                None => {
+                    let pool = dev
+                        .create_command_pool(
+                            &vk::CommandPoolCreateInfo::default()
+                                .queue_family_index(family)
+                                .flags(vk::CommandPoolCreateFlags::TRANSIENT),
+                            None,
+                        )
+                        .vk("vkCreateCommandPool")?;
+                    match dev.allocate_command_buffers(
+                        &vk::CommandBufferAllocateInfo::default()
+                            .command_pool(pool)
+                            .level(vk::CommandBufferLevel::PRIMARY)
+                            .command_buffer_count(1),
+                    ) {
+                        Ok(c) => (pool, c[0]),
+                        Err(e) => {
+                            dev.destroy_command_pool(pool, None);
+                            return Err(e).vk("vkAllocateCommandBuffers");
+                        }
+                    }
                 }
             };
             if let Err(e) = dev.begin_command_buffer(
@@ -373,8 +378,13 @@ impl Recorder {
         let ci = vk::DescriptorPoolCreateInfo::default()
             .max_sets(POOL_SETS)
             .pool_sizes(&sizes);
-        // SAFETY: valid create info.
-        let pool = unsafe { dev.create_descriptor_pool(&ci, None) }.vk("vkCreateDescriptorPool")?;
+        let pool = match self.device.inner.recycler.take_descriptor_pool() {
+            Some(p) => p,
+            // SAFETY: valid create info.
+            None => {
+                unsafe { dev.create_descriptor_pool(&ci, None) }.vk("vkCreateDescriptorPool")?
+            }
+        };
         self.desc_pools.push(pool);
         let ai = vk::DescriptorSetAllocateInfo::default()
             .descriptor_pool(pool)
@@ -879,26 +889,32 @@ impl Recorder {
             .command_buffers(&cmds)
             .signal_semaphores(&sig_sems)
             .push_next(&mut tsi);
-        // SAFETY: valid create info.
-        let fence = unsafe { dev.create_fence(&vk::FenceCreateInfo::default(), None) }
-            .vk("vkCreateFence")?;
+        let fence = match self.device.inner.recycler.take_fence() {
+            Some(f) => f,
+            // SAFETY: valid create info.
+            None => unsafe { dev.create_fence(&vk::FenceCreateInfo::default(), None) }
+                .vk("vkCreateFence")?,
+        };
         let res = {
             let q = self.device.queue(self.queue).lock();
             // SAFETY: queue externally synchronized by the lock; command buffer is executable.
             unsafe { dev.queue_submit(*q, &[si], fence) }
         };
         if let Err(e) = res {
-            // SAFETY: never submitted.
+            // SAFETY: never submitted (the fence is still unsignaled).
             unsafe { dev.destroy_fence(fence, None) };
             return Err(e).vk("vkQueueSubmit");
         }
+        let family = self.device.queue(self.queue).family;
         for img in self.initialized.drain(..) {
             img.mark_initialized();
         }
         let sub = Submission {
             device: self.device.clone(),
             fence,
+            family,
             pool: self.pool,
+            cmd: self.cmd,
             desc_pools: std::mem::take(&mut self.desc_pools),
             keep: std::mem::take(&mut self.keep),
             done: false,
@@ -937,15 +953,17 @@ fn check_range(b: &Buffer, offset: u64, size: u64) -> Result<()> {
 impl Drop for Recorder {
     fn drop(&mut self) {
         // Only reached un-submitted (or after submit moved the pool out).
-        let dev = self.device.raw();
+        let commands = (self.pool != vk::CommandPool::null()).then_some((self.pool, self.cmd));
+        let family = self.device.queue(self.queue).family;
         // SAFETY: the command buffer was never submitted.
         unsafe {
-            for p in self.desc_pools.drain(..) {
-                dev.destroy_descriptor_pool(p, None);
-            }
-            if self.pool != vk::CommandPool::null() {
-                dev.destroy_command_pool(self.pool, None);
-            }
+            self.device.inner.recycler.give_back(
+                self.device.raw(),
+                family,
+                commands,
+                std::mem::take(&mut self.desc_pools),
+                None,
+            );
         }
     }
 }
@@ -954,7 +972,9 @@ impl Drop for Recorder {
 pub struct Submission {
     device: Device,
     fence: vk::Fence,
+    family: u32,
     pool: vk::CommandPool,
+    cmd: vk::CommandBuffer,
     desc_pools: Vec<vk::DescriptorPool>,
     keep: Vec<Keep>,
     done: bool,
@@ -988,14 +1008,15 @@ impl Submission {
     }
 
     fn release(&mut self) {
-        let dev = self.device.raw();
         // SAFETY: the submission finished (or the device is lost); nothing uses these any more.
         unsafe {
-            dev.destroy_fence(self.fence, None);
-            for p in self.desc_pools.drain(..) {
-                dev.destroy_descriptor_pool(p, None);
-            }
-            dev.destroy_command_pool(self.pool, None);
+            self.device.inner.recycler.give_back(
+                self.device.raw(),
+                self.family,
+                Some((self.pool, self.cmd)),
+                std::mem::take(&mut self.desc_pools),
+                Some(self.fence),
+            );
         }
         self.keep.clear();
         self.done = true;

@@ -453,9 +453,7 @@ impl Tensor {
 
     /// Staging bytes -> NCHW values.
     pub fn unpack_bytes(&self, bytes: &[u8]) -> Vec<f32> {
-        let mut texels = layout::bytes_to_texels(bytes, self.precision);
-        texels.resize(self.layout.physical_texels() as usize * 4, 0.0);
-        self.layout.unpack(&texels)
+        self.layout.unpack_bytes(bytes, self.precision)
     }
 
     /// Uploads NCHW `data` now (staging buffer + copy on the compute queue, waits).
@@ -476,7 +474,7 @@ impl Tensor {
         let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
         rec.copy_tensor_to_buffer(self, &staging, 0)?;
         rec.submit_and_wait()?;
-        let bytes = staging.read(0, size as usize)?;
-        Ok(self.unpack_bytes(&bytes))
+        // Straight from the mapped staging memory (host-cached), without a copy.
+        staging.with_mapped(|m| self.unpack_bytes(&m[..(size as usize).min(m.len())]))
     }
 }

@@ -247,15 +247,18 @@ fn resize_nchw(shape: &[usize], data: &[f32], h2: usize, w2: usize) -> Vec<f32> 
         let x1 = (x0 + 1).min(s - 1);
         (x0, x1, x - x0 as f32)
     };
+    // Column taps are the same on every row: computed once.
+    let cols: Vec<(usize, usize, f32)> = (0..w2).map(|x| src(x, w, w2)).collect();
     for p in 0..n * c {
         let base = &data[p * h * w..(p + 1) * h * w];
         for y in 0..h2 {
             let (y0, y1, fy) = src(y, h, h2);
-            for x in 0..w2 {
-                let (x0, x1, fx) = src(x, w, w2);
-                let a = base[y0 * w + x0] * (1.0 - fx) + base[y0 * w + x1] * fx;
-                let b = base[y1 * w + x0] * (1.0 - fx) + base[y1 * w + x1] * fx;
-                out[p * h2 * w2 + y * w2 + x] = a * (1.0 - fy) + b * fy;
+            let (r0, r1) = (&base[y0 * w..(y0 + 1) * w], &base[y1 * w..(y1 + 1) * w]);
+            let row = &mut out[p * h2 * w2 + y * w2..p * h2 * w2 + (y + 1) * w2];
+            for (o, &(x0, x1, fx)) in row.iter_mut().zip(&cols) {
+                let a = r0[x0] * (1.0 - fx) + r0[x1] * fx;
+                let b = r1[x0] * (1.0 - fx) + r1[x1] * fx;
+                *o = a * (1.0 - fy) + b * fy;
             }
         }
     }

@@ -330,13 +330,15 @@ impl StreamEngine {
                 "model {model} page {page} is already resident in slot {other}"
             )));
         }
-        self.evict(slot)?;
         let wait = self.residency.last_read(slot)?;
         if wait > self.submitted {
             // The old page's last reader is in the open batch: submit it before the copy that
             // waits for it, or the copy would wait on a value no submission signals yet.
             self.flush()?;
         }
+        // After the flush, so the page-table update opens the batch the next steps join
+        // instead of costing a submission of its own.
+        self.evict(slot)?;
         let ticket = self.next_ticket;
         self.residency.fill((model, page), slot, ticket)?;
         let req = LoadReq {
