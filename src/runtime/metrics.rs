@@ -302,7 +302,7 @@ impl RunSummary {
             self.kept_pages
         );
         o += &format!(
-            "GPU stall {:.3} ms, transfer busy {:.3} ms, compute busy {:.3} ms\n",
+            "GPU stall {:.3} ms, transfer busy {:.3} ms, compute busy {:.3} ms (GPU timestamps, every frame)\n",
             ms(self.stall_s),
             ms(self.transfer_busy_s),
             ms(self.compute_busy_s)

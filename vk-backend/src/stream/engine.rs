@@ -13,7 +13,7 @@ use super::io::{self, LoadReq};
 use super::residency::{PageId, Residency};
 use super::shared::Shared;
 use super::staging::StagingRing;
-use super::timing::{QueryRing, Span};
+use super::timing::{busy_and_stall, BatchTiming, QueryRing, Span};
 use super::transfer::{self, TransferCtx, TransferSpan};
 use super::{LoadTicket, PageSource, StreamConfig, StreamStats};
 use crate::atlas::{AtlasConfig, WeightAtlas};
@@ -31,6 +31,8 @@ struct Batch {
     last: u64,
     steps: u32,
     pair: Option<u32>,
+    /// Key of its timestamp pair (the first compute value it was opened for).
+    key: u64,
 }
 
 /// Streams weight pages into a [`WeightAtlas`] while compute steps run; see the module docs.
@@ -60,7 +62,11 @@ pub struct StreamEngine {
     inflight: VecDeque<(u64, Submission)>,
     timing: Option<QueryRing>,
     /// Signalled value -> transfer value waited for, per compute batch.
-    batch_waits: HashMap<u64, u64>,
+    /// Per timed batch (by timestamp key): the load it waits for and when the CPU submitted
+    /// it (ns since `started`).
+    batch_waits: HashMap<u64, (u64, f64)>,
+    /// GPU timestamp clock minus `started`'s clock, in ns, when it could be measured.
+    clock_offset_ns: Option<f64>,
     stats: StreamStats,
     started: Instant,
     finished: bool,
@@ -163,10 +169,15 @@ impl StreamEngine {
             inflight: VecDeque::new(),
             timing,
             batch_waits: HashMap::new(),
+            clock_offset_ns: None,
             stats,
             started: Instant::now(),
             finished: false,
         };
+        if engine.timing.is_some() {
+            engine.clock_offset_ns =
+                super::timing::clock_offset(device, QueueKind::Compute, engine.started)?;
+        }
         // From here on a failure shuts the threads down through Drop.
         engine.transfer_thread = Some(transfer::spawn(
             TransferCtx {
@@ -287,6 +298,7 @@ impl StreamEngine {
                 last: 0,
                 steps: 0,
                 pair,
+                key,
             });
         }
         self.open
@@ -443,9 +455,12 @@ impl StreamEngine {
             semaphore: self.compute_sem.clone(),
             value: b.last,
         }];
+        let submitted_at = self.started.elapsed().as_nanos() as f64;
         let sub = b.rec.submit(&waits, &signals).map_err(|e| self.fail(e))?;
         self.submitted = b.last;
-        self.batch_waits.insert(b.last, b.wait);
+        if b.pair.is_some() {
+            self.batch_waits.insert(b.key, (b.wait, submitted_at));
+        }
         self.inflight.push_back((b.last, sub));
         self.stats.compute_submits += 1;
         self.retire()
@@ -565,16 +580,18 @@ impl StreamEngine {
                 .map(|t| t.span.end_ns)
                 .unwrap_or(0.0)
         };
-        let (mut busy, mut stall) = (0.0, 0.0);
-        let mut prev_end: Option<f64> = None;
-        for s in &compute {
-            let wait = self.batch_waits.get(&s.key).copied().unwrap_or(0);
-            let t_end = if wait > 0 { landed(wait) } else { 0.0 };
-            let ready = prev_end.map_or(s.start_ns, |p| p.max(s.start_ns));
-            stall += (t_end.min(s.end_ns) - ready).max(0.0);
-            busy += (s.end_ns - s.start_ns.max(t_end)).max(0.0);
-            prev_end = Some(s.end_ns);
-        }
+        let batches: Vec<BatchTiming> = compute
+            .iter()
+            .map(|s| {
+                let (wait, submitted) = self.batch_waits.get(&s.key).copied().unwrap_or((0, 0.0));
+                BatchTiming {
+                    span: *s,
+                    landed_ns: if wait > 0 { landed(wait) } else { 0.0 },
+                    submitted_ns: self.clock_offset_ns.map(|off| submitted + off),
+                }
+            })
+            .collect();
+        let (busy, stall) = busy_and_stall(&batches);
         self.stats.compute_busy = Some(ns(busy));
         self.stats.compute_stall = Some(ns(stall));
     }

@@ -1,10 +1,13 @@
 //! Timestamp queries for one queue: a ring of (start, end) query pairs, host-reset before reuse
 //! (`hostQueryReset`), read back once the submission that wrote them has completed.
 
+use std::time::Instant;
+
 use ash::vk;
 
 use crate::device::{Device, QueueKind};
 use crate::error::{Result, VkResultExt};
+use crate::recorder::Recorder;
 
 /// A GPU time interval in nanoseconds (device timestamp domain), with the user's key.
 #[derive(Debug, Clone, Copy)]
@@ -135,9 +138,123 @@ impl QueryRing {
     }
 }
 
+/// The offset from `base`'s clock (ns since `base`) to `queue`'s timestamp clock:
+/// `gpu_ns = cpu_ns + offset`. A timestamp written by an otherwise empty submission is taken to
+/// fall midway between the submit and the CPU's return from its fence wait; of a few tries the
+/// tightest round trip wins (its error is at most half of it, tens of microseconds). `None` when
+/// the queue cannot write timestamps.
+pub(crate) fn clock_offset(
+    device: &Device,
+    queue: QueueKind,
+    base: Instant,
+) -> Result<Option<f64>> {
+    let Some(mut ring) = QueryRing::new(device, queue, 1)? else {
+        return Ok(None);
+    };
+    let mut best: Option<(f64, f64)> = None;
+    for _ in 0..5 {
+        let rec = Recorder::new(device, queue)?;
+        let pair = ring.begin(rec.command_buffer(), 1);
+        ring.end(rec.command_buffer(), pair);
+        let t0 = base.elapsed().as_nanos() as f64;
+        rec.submit_and_wait()?;
+        let t1 = base.elapsed().as_nanos() as f64;
+        ring.harvest(u64::MAX);
+        if let Some(span) = ring.spans.pop() {
+            let round_trip = t1 - t0;
+            if best.is_none_or(|(rt, _)| round_trip < rt) {
+                best = Some((round_trip, span.start_ns - (t0 + t1) / 2.0));
+            }
+        }
+    }
+    Ok(best.map(|(_, offset)| offset))
+}
+
+/// One timed compute batch, in the queue's timestamp clock (ns).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchTiming {
+    pub span: Span,
+    /// When the last load it waits for landed (0 = it waits for none).
+    pub landed_ns: f64,
+    /// When the CPU submitted it, where the clocks could be related.
+    pub submitted_ns: Option<f64>,
+}
+
+/// (busy, stall) of compute batches sorted by submission. Busy is each batch's span after its
+/// pages landed. Stall is how long the GPU had the batch (submitted, previous batch finished)
+/// but waited for its pages. Without a submit time only the batch's own start is known, and a
+/// driver that writes the start timestamp after the semaphore wait then shows no stall: an
+/// undercount, never an invented one.
+pub(crate) fn busy_and_stall(batches: &[BatchTiming]) -> (f64, f64) {
+    let (mut busy, mut stall) = (0.0, 0.0);
+    let mut prev_end: Option<f64> = None;
+    for b in batches {
+        let s = &b.span;
+        let ready = match b.submitted_ns {
+            Some(t) => prev_end.map_or(t, |p| p.max(t)),
+            None => prev_end.map_or(s.start_ns, |p| p.max(s.start_ns)),
+        };
+        stall += (b.landed_ns.min(s.end_ns) - ready).max(0.0);
+        busy += (s.end_ns - s.start_ns.max(b.landed_ns)).max(0.0);
+        prev_end = Some(s.end_ns);
+    }
+    (busy, stall)
+}
+
 impl Drop for QueryRing {
     fn drop(&mut self) {
         // SAFETY: owners harvest (wait for) their submissions before dropping the ring.
         unsafe { self.device.raw().destroy_query_pool(self.pool, None) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(start: f64, end: f64, landed: f64, submitted: Option<f64>) -> BatchTiming {
+        BatchTiming {
+            span: Span {
+                key: 0,
+                start_ns: start,
+                end_ns: end,
+            },
+            landed_ns: landed,
+            submitted_ns: submitted,
+        }
+    }
+
+    #[test]
+    fn stall_is_the_wait_for_pages_after_the_gpu_had_the_batch() {
+        // Start timestamp after the semaphore wait (whole-submission waits): submitted at 10,
+        // previous batch ended at 20, pages landed at 50, batch ran 50..60.
+        let b = [
+            batch(0.0, 20.0, 0.0, Some(0.0)),
+            batch(50.0, 60.0, 50.0, Some(10.0)),
+        ];
+        assert_eq!(busy_and_stall(&b), (30.0, 30.0));
+        // Start timestamp before the wait: same stall, busy only after the landing.
+        let b = [
+            batch(0.0, 20.0, 0.0, Some(0.0)),
+            batch(21.0, 60.0, 50.0, Some(10.0)),
+        ];
+        assert_eq!(busy_and_stall(&b), (30.0, 30.0));
+        // The CPU submitted after the pages landed: an idle GPU, but no stall.
+        let b = [
+            batch(0.0, 20.0, 0.0, Some(0.0)),
+            batch(55.0, 60.0, 50.0, Some(55.0)),
+        ];
+        assert_eq!(busy_and_stall(&b), (25.0, 0.0));
+        // The pages landed while the previous batch still ran.
+        let b = [
+            batch(0.0, 20.0, 0.0, Some(0.0)),
+            batch(20.0, 30.0, 15.0, Some(5.0)),
+        ];
+        assert_eq!(busy_and_stall(&b), (30.0, 0.0));
+        // No clock mapping: the wait before the start timestamp is the only one visible.
+        let b = [batch(0.0, 20.0, 0.0, None), batch(21.0, 60.0, 50.0, None)];
+        assert_eq!(busy_and_stall(&b), (30.0, 29.0));
+        let b = [batch(0.0, 20.0, 0.0, None), batch(50.0, 60.0, 50.0, None)];
+        assert_eq!(busy_and_stall(&b), (30.0, 0.0));
     }
 }
