@@ -145,8 +145,13 @@ impl StreamedModel {
         &self.exe
     }
 
-    /// Uploads `data` into graph input `name` (waits).
-    pub fn upload(&self, name: &str, data: &[f32]) -> Result<(), RuntimeError> {
+    /// Uploads `data` into graph input `name` through `staging` (waits).
+    pub fn upload(
+        &self,
+        name: &str,
+        data: &[f32],
+        staging: &vk_backend::Buffer,
+    ) -> Result<(), RuntimeError> {
         let g = self.exe.graph();
         let p = g
             .inputs
@@ -163,10 +168,11 @@ impl StreamedModel {
                 name: name.into(),
                 reason: "has no GPU tensor".into(),
             })?;
-        t.upload(data).map_err(|source| RuntimeError::Vk {
-            what: format!("model `{}`: uploading `{name}`", self.name),
-            source,
-        })
+        t.upload_through(data, staging)
+            .map_err(|source| RuntimeError::Vk {
+                what: format!("model `{}`: uploading `{name}`", self.name),
+                source,
+            })
     }
 
     /// Shape of graph input `name`.
@@ -178,8 +184,13 @@ impl StreamedModel {
             .map(|p| g.tensors[p.tensor].shape.clone())
     }
 
-    /// Downloads graph output `name` (the run that wrote it must have finished).
-    pub fn download(&self, name: &str) -> Result<(Vec<usize>, Vec<f32>), RuntimeError> {
+    /// Downloads graph output `name` through `staging` (the run that wrote it must have
+    /// finished).
+    pub fn download(
+        &self,
+        name: &str,
+        staging: &vk_backend::Buffer,
+    ) -> Result<(Vec<usize>, Vec<f32>), RuntimeError> {
         let g = self.exe.graph();
         let p = g
             .outputs
@@ -200,23 +211,24 @@ impl StreamedModel {
                 name: name.into(),
                 reason: "has no GPU tensor".into(),
             })?;
-        let v = t.download().map_err(|source| RuntimeError::Vk {
-            what: format!("model `{}`: downloading `{name}`", self.name),
-            source,
-        })?;
+        let v = t
+            .download_through(staging)
+            .map_err(|source| RuntimeError::Vk {
+                what: format!("model `{}`: downloading `{name}`", self.name),
+                source,
+            })?;
         Ok((t.shape().to_vec(), v))
     }
 
-    /// Bytes of the largest single input (with `outputs`: input or output), i.e. the transient
-    /// staging buffer of one upload or download, from the shapes, so it is known before the
-    /// arena is placed.
-    pub fn io_bytes(&self, outputs: bool) -> Result<u64, RuntimeError> {
+    /// Staging bytes of the largest input (`inputs`) or output (`!inputs`), from the shapes, so
+    /// the I/O staging buffers are known before the arena is placed.
+    pub fn staging_bytes(&self, inputs: bool) -> Result<u64, RuntimeError> {
         let g = self.exe.graph();
         let dev = self.exe.device();
         let precision = super::weights::vk_precision(self.exe.precision());
         let mut most = 0u64;
-        let outs = if outputs { &g.outputs[..] } else { &[] };
-        for p in g.inputs.iter().chain(outs) {
+        let ports = if inputs { &g.inputs } else { &g.outputs };
+        for p in ports {
             let shape = &g.tensors[p.tensor].shape;
             let texels = match vk_backend::Tensor::image_requirements(dev, shape, precision) {
                 Ok(Some((l, _))) => l.physical_texels(),

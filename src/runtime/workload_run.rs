@@ -276,6 +276,13 @@ struct Driver<'a> {
     phases: HostPhases,
     /// See [`RunOptions::fixed_costs`].
     fixed_costs: Option<Vec<Profile>>,
+    io: IoStaging,
+}
+
+/// The staging buffers every upload and readback of a run goes through.
+struct IoStaging {
+    up: vk_backend::Buffer,
+    down: vk_backend::Buffer,
 }
 
 impl Driver<'_> {
@@ -305,7 +312,7 @@ impl Driver<'_> {
         let t0 = Instant::now();
         self.models[m].begin_run();
         for (name, data) in inputs {
-            self.models[m].upload(name, data)?;
+            self.models[m].upload(name, data, &self.io.up)?;
         }
         let t1 = Instant::now();
         let v = self.ex.run_model(m as u32, &mut self.models[m])?;
@@ -314,7 +321,7 @@ impl Driver<'_> {
         let t3 = Instant::now();
         let mut out = Vec::with_capacity(outputs.len());
         for name in outputs {
-            out.push(self.models[m].download(name)?);
+            out.push(self.models[m].download(name, &self.io.down)?);
         }
         let t4 = Instant::now();
         let secs = |a: Instant, b: Instant| (b - a).as_secs_f64();
@@ -497,16 +504,27 @@ pub fn run_policy(
     // layouts, and what is allocated so far (constants) is counted. Scratch tensors made by the
     // warm-up are the only part this estimate misses; the exact check follows below.
     let cost = measure_engine_cost(&dev, &config, base)?;
-    // One input upload or output readback at a time goes through a transient host-visible
-    // staging buffer. Uploads always count: on discrete GPUs the allocator may place them in
-    // device-local BAR memory. Readbacks (host-cached memory) count only on UMA devices.
-    let readback_counts = dev
+    // Inputs go up and outputs come back through host-visible staging kept for the whole run,
+    // sized for the largest of each. Where host-visible memory is device memory (UMA) one
+    // buffer serves both directions and counts. Otherwise there are two: the upload buffer
+    // counts where the allocator places it in device-local (BAR) memory, the readback buffer
+    // lives in host memory.
+    let shared_io = dev
         .memory()
         .counts_against_cap(vk_backend::MemoryLocation::GpuToCpu);
-    let mut io = 0;
+    let (mut up_bytes, mut down_bytes) = (0, 0);
     for m in &models {
-        io = io.max(m.io_bytes(readback_counts)?);
+        up_bytes = up_bytes.max(m.staging_bytes(true)?);
+        down_bytes = down_bytes.max(m.staging_bytes(false)?);
     }
+    use vk_backend::StagingDirection as Dir;
+    let up_dir = if shared_io { Dir::Both } else { Dir::Upload };
+    let up_size = if shared_io {
+        up_bytes.max(down_bytes)
+    } else {
+        up_bytes
+    };
+    let io = vk_backend::Buffer::staging_requirements(&dev, up_size, up_dir)?.size;
     let estimate = dev.memory_stats().current_bytes - before + shared.size + io;
     let pipe = prep
         .shape
@@ -529,7 +547,16 @@ pub fn run_policy(
         m.bind_arena(&arena, offsets)?;
         m.warm_up()?;
     }
-    let act = dev.memory_stats().current_bytes - before + io;
+    let up = vk_backend::Buffer::staging(&dev, "I/O staging", up_size, up_dir)?;
+    let io = IoStaging {
+        down: if shared_io {
+            up.clone()
+        } else {
+            vk_backend::Buffer::staging(&dev, "output staging", down_bytes, Dir::Download)?
+        },
+        up,
+    };
+    let act = dev.memory_stats().current_bytes - before;
     log::info!(
         "activations: shared arena {} B; per category {:?} (weights, activations, staging, \
          scratch); carried by every step {act} B",
@@ -579,6 +606,7 @@ pub fn run_policy(
         model_s: 0.0,
         phases: HostPhases::default(),
         fixed_costs: opts.fixed_costs.clone(),
+        io,
     };
     let calibrate = prep.iterations > 1;
     // Profiling frames: the first one also pays one-time costs (pipeline creation, first

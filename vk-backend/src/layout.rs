@@ -251,13 +251,22 @@ impl FoldLayout {
                     .map_or(0.0, |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
             }
         };
-        // Element `e` of NCHW order: plane e / hw = n * C + ch, then its lane in the texel grid.
+        // Elements `start..` in NCHW order: plane p = n * C + ch holds hw values, which sit in
+        // lane ch % 4 of the texels from (n * C4 + ch / 4) * hw on.
         let fill = |start: usize, dst: &mut [f32]| {
-            for (j, d) in dst.iter_mut().enumerate() {
-                let e = start + j;
-                let (plane, k) = (e / hw, e % hw);
+            let (mut plane, mut k) = (start / hw, start % hw);
+            let mut rest = dst;
+            while !rest.is_empty() {
                 let (n, ch) = (plane / c, plane % c);
-                *d = lane(((n * c4 + ch / 4) * hw + k) * 4 + ch % 4);
+                let first = ((n * c4 + ch / 4) * hw) * 4 + ch % 4;
+                let take = (hw - k).min(rest.len());
+                let (run, tail) = rest.split_at_mut(take);
+                for (j, d) in run.iter_mut().enumerate() {
+                    *d = lane(first + (k + j) * 4);
+                }
+                rest = tail;
+                plane += 1;
+                k = 0;
             }
         };
         let mut out = vec![0f32; self.elements() as usize];

@@ -34,7 +34,9 @@ pub use layout::{FoldLayout, Precision};
 pub use memory::{HeapBudget, MemoryCategory, MemoryStats};
 pub use pipeline::{BindingKind, KernelDesc, Pipeline, StorageKind};
 pub use recorder::{Access, Arg, Recorder, Submission};
-pub use resource::{Buffer, Image, MemoryNeeds, SharedMemory, SharedMemoryLayout};
+pub use resource::{
+    Buffer, Image, MemoryNeeds, SharedMemory, SharedMemoryLayout, StagingDirection,
+};
 pub use stream::{LoadTicket, PageSource, StagingMemory, StreamConfig, StreamEngine, StreamStats};
 pub use sync::{SemaphoreSignal, SemaphoreWait, TimelineSemaphore};
 pub use tensor::{Tensor, TensorDesc, TensorStorage};

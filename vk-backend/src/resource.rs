@@ -55,6 +55,35 @@ fn buffer_create_info(
     }
 }
 
+/// What a staging buffer carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StagingDirection {
+    /// Host to device (write-combined memory where the driver has it).
+    Upload,
+    /// Device to host (host-cached memory where the driver has it).
+    Download,
+    /// Both, one transfer at a time: for devices whose host-visible memory is device memory
+    /// anyway, where one buffer costs the cap less than two.
+    Both,
+}
+
+impl StagingDirection {
+    fn usage_and_location(self) -> (vk::BufferUsageFlags, MemoryLocation) {
+        match self {
+            StagingDirection::Upload => {
+                (vk::BufferUsageFlags::TRANSFER_SRC, MemoryLocation::CpuToGpu)
+            }
+            StagingDirection::Download => {
+                (vk::BufferUsageFlags::TRANSFER_DST, MemoryLocation::GpuToCpu)
+            }
+            StagingDirection::Both => (
+                vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
+                MemoryLocation::GpuToCpu,
+            ),
+        }
+    }
+}
+
 impl Buffer {
     /// Creates a buffer. `location` picks the memory (GpuOnly, CpuToGpu for staging uploads,
     /// GpuToCpu for readback); the allocation is counted under `category`.
@@ -108,14 +137,27 @@ impl Buffer {
 
     /// A host-visible staging buffer for uploads (counted as `Staging`).
     pub fn staging_upload(device: &Device, name: &str, size: u64) -> Result<Buffer> {
-        Buffer::new(
-            device,
-            name,
-            size,
-            vk::BufferUsageFlags::TRANSFER_SRC,
-            MemoryLocation::CpuToGpu,
-            MemoryCategory::Staging,
-        )
+        Buffer::staging(device, name, size, StagingDirection::Upload)
+    }
+
+    /// A host-visible staging buffer for `direction` (counted as `Staging`).
+    pub fn staging(
+        device: &Device,
+        name: &str,
+        size: u64,
+        direction: StagingDirection,
+    ) -> Result<Buffer> {
+        let (usage, location) = direction.usage_and_location();
+        Buffer::new(device, name, size, usage, location, MemoryCategory::Staging)
+    }
+
+    /// The memory [`Buffer::staging`] of `size` bytes needs (queried on a probe, no memory).
+    pub fn staging_requirements(
+        device: &Device,
+        size: u64,
+        direction: StagingDirection,
+    ) -> Result<MemoryNeeds> {
+        Buffer::memory_requirements(device, size, direction.usage_and_location().0)
     }
 
     /// The memory a buffer of `size` bytes with `usage` needs (queried on a probe, no memory).
@@ -136,14 +178,7 @@ impl Buffer {
 
     /// A host-visible staging buffer for readback (counted as `Staging`).
     pub fn staging_download(device: &Device, name: &str, size: u64) -> Result<Buffer> {
-        Buffer::new(
-            device,
-            name,
-            size,
-            vk::BufferUsageFlags::TRANSFER_DST,
-            MemoryLocation::GpuToCpu,
-            MemoryCategory::Staging,
-        )
+        Buffer::staging(device, name, size, StagingDirection::Download)
     }
 
     pub fn raw(&self) -> vk::Buffer {

@@ -458,12 +458,18 @@ impl Tensor {
 
     /// Uploads NCHW `data` now (staging buffer + copy on the compute queue, waits).
     pub fn upload(&self, data: &[f32]) -> Result<()> {
-        let bytes = self.pack_bytes(data)?;
         let staging =
-            Buffer::staging_upload(&self.device, "tensor upload staging", bytes.len() as u64)?;
+            Buffer::staging_upload(&self.device, "tensor upload staging", self.physical_bytes())?;
+        self.upload_through(data, &staging)
+    }
+
+    /// Uploads NCHW `data` now through the caller's host-visible `staging` buffer (at least
+    /// [`Self::physical_bytes`] long, idle), so repeated uploads allocate nothing (waits).
+    pub fn upload_through(&self, data: &[f32], staging: &Buffer) -> Result<()> {
+        let bytes = self.pack_bytes(data)?;
         staging.write(0, &bytes)?;
         let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
-        rec.copy_buffer_to_tensor(&staging, 0, self)?;
+        rec.copy_buffer_to_tensor(staging, 0, self)?;
         rec.submit_and_wait()
     }
 
@@ -471,10 +477,17 @@ impl Tensor {
     pub fn download(&self) -> Result<Vec<f32>> {
         let size = self.physical_bytes();
         let staging = Buffer::staging_download(&self.device, "tensor download staging", size)?;
+        self.download_through(&staging)
+    }
+
+    /// Downloads the tensor now through the caller's host-visible `staging` buffer (at least
+    /// [`Self::physical_bytes`] long, idle) as NCHW f32 values (waits).
+    pub fn download_through(&self, staging: &Buffer) -> Result<Vec<f32>> {
+        let size = self.physical_bytes();
         let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
-        rec.copy_tensor_to_buffer(self, &staging, 0)?;
+        rec.copy_tensor_to_buffer(self, staging, 0)?;
         rec.submit_and_wait()?;
-        // Straight from the mapped staging memory (host-cached), without a copy.
+        // Straight from the mapped staging memory, without a copy.
         staging.with_mapped(|m| self.unpack_bytes(&m[..(size as usize).min(m.len())]))
     }
 }
