@@ -3,8 +3,9 @@
 //! every policy and at caps from the minimum feasible one up to everything. Outputs must be
 //! bit-equal to the fully preloaded run (same kernels) and close to an f64 CPU reference; the
 //! device's peak bytes must stay within the cap; a cap below the minimum fails before any GPU
-//! work with the minimum in the message; a page source failing mid-run ends that run with an
-//! error and the next run on the same device succeeds.
+//! work with the minimum in the message; a page source failing mid-run, or a device allocation
+//! failing while a step records, ends that run with its error, leaves no allocation behind, and
+//! the next run on the same device succeeds.
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -190,8 +191,21 @@ struct Outcome {
     loads: u64,
 }
 
-/// Runs the whole plan; returns every model run's output in order.
+/// Runs the whole plan on a fresh device; returns every model run's output in order.
 fn run(cap: u64, policy: Policy, ms: &[Arc<Model>]) -> Result<Outcome, Box<dyn std::error::Error>> {
+    run_on(&device(Some(cap)), cap, policy, ms, None)
+}
+
+/// Runs the whole plan on `dev`. With `fault = Some((n, step))`, recording step `step` of the
+/// `n`-th model run asks the device for more memory than the cap leaves (a real allocation
+/// failure in the middle of the run).
+fn run_on(
+    dev: &Device,
+    cap: u64,
+    policy: Policy,
+    ms: &[Arc<Model>],
+    fault: Option<(usize, u32)>,
+) -> Result<Outcome, Box<dyn std::error::Error>> {
     let probe = device(None);
     let act = activation_bytes(&probe);
     let logical: u32 = ms.iter().map(|m| m.pages()).sum();
@@ -210,20 +224,22 @@ fn run(cap: u64, policy: Policy, ms: &[Arc<Model>]) -> Result<Outcome, Box<dyn s
         policy,
         &cost,
     )?;
-    let dev = device(Some(cap));
     let sources: Vec<Arc<dyn PageSource>> = ms
         .iter()
         .map(|m| Arc::new(Source(m.clone())) as Arc<dyn PageSource>)
         .collect();
-    let mut ex = StreamExec::new(&dev, config(), sources, plan)?;
+    let mut ex = StreamExec::new(dev, config(), sources, plan)?;
     let mut outputs = Vec::new();
     let mut n = 0;
     while let Some(next) = ex.next() {
         let m = &ms[next.model as usize];
-        let a = Tensor::new(&dev, "a", &[1, M, K], PREC)?;
-        let b = Tensor::new(&dev, "b", &[1, M, K], PREC)?;
+        let a = Tensor::new(dev, "a", &[1, M, K], PREC)?;
+        let b = Tensor::new(dev, "b", &[1, M, K], PREC)?;
         a.upload(&input(n))?;
         let mut rec = |step: u32, r: &mut vk_backend::Recorder, base: u32| {
+            if fault == Some((n, step)) {
+                Tensor::new(dev, "oversized scratch", &[1, 64, 1024, 1024], PREC)?;
+            }
             let (src, dst) = if step.is_multiple_of(2) {
                 (&a, &b)
             } else {
@@ -326,13 +342,48 @@ fn cap_below_minimum_fails_before_gpu_work_naming_the_minimum() {
 #[test]
 fn io_failure_mid_run_ends_the_run_and_the_next_run_succeeds() {
     let ms = models();
-    let (min, _) = min_and_total(&ms);
+    let (min, all) = min_and_total(&ms);
+    let want = run(all, Policy::Preload, &ms)
+        .expect("preloaded run")
+        .outputs;
+    let dev = device(Some(min));
+    let baseline = dev.memory_stats().live_allocations;
     ms[1].fail.store(true, Ordering::Relaxed);
-    let e = run(min, Policy::Planned, &ms)
+    let e = run_on(&dev, min, Policy::Planned, &ms, None)
         .err()
         .expect("the run must fail");
     assert!(e.to_string().contains("injected read failure"), "{e}");
+    assert_eq!(
+        dev.memory_stats().live_allocations,
+        baseline,
+        "the failed run left allocations behind"
+    );
     ms[1].fail.store(false, Ordering::Relaxed);
-    let o = run(min, Policy::Planned, &ms).expect("the next run");
+    let o = run_on(&dev, min, Policy::Planned, &ms, None).expect("the next run, same device");
     assert!(o.peak <= min);
+    assert_eq!(o.outputs, want);
+}
+
+#[test]
+fn device_error_mid_run_ends_the_run_and_the_next_run_succeeds() {
+    let ms = models();
+    let (min, all) = min_and_total(&ms);
+    let want = run(all, Policy::Preload, &ms)
+        .expect("preloaded run")
+        .outputs;
+    let dev = device(Some(min));
+    let baseline = dev.memory_stats().live_allocations;
+    // The third model run's second step: pages are loading, earlier steps are in flight.
+    let e = run_on(&dev, min, Policy::Planned, &ms, Some((2, 1)))
+        .err()
+        .expect("the run must fail");
+    assert!(e.to_string().contains("oversized scratch"), "{e}");
+    assert_eq!(
+        dev.memory_stats().live_allocations,
+        baseline,
+        "the failed run left allocations behind"
+    );
+    let o = run_on(&dev, min, Policy::Planned, &ms, None).expect("the next run, same device");
+    assert!(o.peak <= min, "peak {} > cap {min}", o.peak);
+    assert_eq!(o.outputs, want);
 }

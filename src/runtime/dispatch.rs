@@ -124,6 +124,30 @@ impl Executable {
         Ok(t)
     }
 
+    /// Runs the 2-D spatial kernel `f(rec, x, y)` of node `ni`; a 1-D op (`one_d`: [N, C, L]
+    /// tensors) runs it on [N, C, 1, L] copies in the node's scratch tensors.
+    fn spatial_2d(
+        &mut self,
+        rec: &mut Recorder,
+        ni: usize,
+        one_d: bool,
+        (x, y): (&Tensor, &Tensor),
+        f: impl FnOnce(&mut Recorder, &Tensor, &Tensor) -> vk_backend::Result<()>,
+    ) -> Result<()> {
+        let node = self.header.graph.nodes[ni].name.clone();
+        let kerr = |source| RuntimeError::Kernel { node, source };
+        if !one_d {
+            return f(rec, x, y).map_err(kerr);
+        }
+        let (xs, ys) = (x.shape().to_vec(), y.shape().to_vec());
+        let x4 = self.scratch(ni, 0, &[xs[0], xs[1], 1, xs[2]])?;
+        let y4 = self.scratch(ni, 1, &[ys[0], ys[1], 1, ys[2]])?;
+        k::reshape_into(rec, x, &x4)
+            .and_then(|()| f(rec, &x4, &y4))
+            .and_then(|()| k::reshape_into(rec, &y4, y))
+            .map_err(kerr)
+    }
+
     /// Records node `ni`'s dispatches. The caller binds the weight atlas (`rec.use_weights`).
     pub fn record_node(&mut self, rec: &mut Recorder, ni: usize) -> Result<()> {
         let n = self.header.graph.nodes[ni].clone();
@@ -173,16 +197,9 @@ impl Executable {
                     activation: act(*activation).unwrap_or(k::UnaryOp::Identity),
                 };
                 let weights = ConvWeights { filter, bias };
-                if window.spatial_rank == 1 {
-                    let (xs, ys) = (x.shape().to_vec(), y.shape().to_vec());
-                    let x4 = self.scratch(ni, 0, &[xs[0], xs[1], 1, xs[2]])?;
-                    let y4 = self.scratch(ni, 1, &[ys[0], ys[1], 1, ys[2]])?;
-                    k::reshape_into(rec, &x, &x4).map_err(kerr)?;
-                    k::conv2d_into(rec, &x4, weights, &p, &y4).map_err(kerr)?;
-                    k::reshape_into(rec, &y4, &y).map_err(kerr)?;
-                } else {
-                    k::conv2d_into(rec, &x, weights, &p, &y).map_err(kerr)?;
-                }
+                self.spatial_2d(rec, ni, window.spatial_rank == 1, (&x, &y), |r, x, y| {
+                    k::conv2d_into(r, x, weights, &p, y)
+                })?;
             }
             Op::ConvTranspose {
                 window,
@@ -204,16 +221,9 @@ impl Executable {
                     activation: act(*activation).unwrap_or(k::UnaryOp::Identity),
                 };
                 let weights = ConvWeights { filter, bias };
-                if window.spatial_rank == 1 {
-                    let (xs, ys) = (x.shape().to_vec(), y.shape().to_vec());
-                    let x4 = self.scratch(ni, 0, &[xs[0], xs[1], 1, xs[2]])?;
-                    let y4 = self.scratch(ni, 1, &[ys[0], ys[1], 1, ys[2]])?;
-                    k::reshape_into(rec, &x, &x4).map_err(kerr)?;
-                    k::conv_transpose2d_into(rec, &x4, weights, &p, &y4).map_err(kerr)?;
-                    k::reshape_into(rec, &y4, &y).map_err(kerr)?;
-                } else {
-                    k::conv_transpose2d_into(rec, &x, weights, &p, &y).map_err(kerr)?;
-                }
+                self.spatial_2d(rec, ni, window.spatial_rank == 1, (&x, &y), |r, x, y| {
+                    k::conv_transpose2d_into(r, x, weights, &p, y)
+                })?;
             }
             Op::MatMul {
                 transpose_a,
@@ -431,16 +441,9 @@ impl Executable {
                 };
                 let x = self.input(&n, 0)?;
                 let y = self.output(&n, 0)?;
-                if window.spatial_rank == 1 {
-                    let (xs, ys) = (x.shape().to_vec(), y.shape().to_vec());
-                    let x4 = self.scratch(ni, 0, &[xs[0], xs[1], 1, xs[2]])?;
-                    let y4 = self.scratch(ni, 1, &[ys[0], ys[1], 1, ys[2]])?;
-                    k::reshape_into(rec, &x, &x4).map_err(kerr)?;
-                    k::pool2d_into(rec, &x4, &p, &y4).map_err(kerr)?;
-                    k::reshape_into(rec, &y4, &y).map_err(kerr)?;
-                } else {
-                    k::pool2d_into(rec, &x, &p, &y).map_err(kerr)?;
-                }
+                self.spatial_2d(rec, ni, window.spatial_rank == 1, (&x, &y), |r, x, y| {
+                    k::pool2d_into(r, x, &p, y)
+                })?;
             }
             Op::GlobalAveragePool => {
                 let x = self.input(&n, 0)?;

@@ -152,6 +152,18 @@ impl Executable {
         vk_precision(self.precision)
     }
 
+    /// A device tensor for graph constant `info`, counted as weights.
+    fn constant_tensor(&self, info: &crate::ir::TensorInfo) -> Result<Tensor> {
+        Tensor::with_category(
+            &self.device,
+            &info.name,
+            &info.shape,
+            self.vkp(),
+            MemoryCategory::Weights,
+        )
+        .map_err(vk(format!("constant `{}`", info.name)))
+    }
+
     /// Constant operands that kernels read as activation images: packed `Activation`-kind
     /// weights are copied out of the atlas by the weight-copy kernel (so they come from the same
     /// pages); integer constants that stayed inline (e.g. Gather indices) are uploaded as floats.
@@ -168,7 +180,6 @@ impl Executable {
                     continue;
                 }
                 let info = &g.tensors[t];
-                let shape = info.shape.clone();
                 if let Some(w) = self.weight_entry(ni, slot) {
                     let WeightKind::Activation { .. } = w.kind else {
                         continue;
@@ -178,14 +189,7 @@ impl Executable {
                         op: n.op.name().into(),
                         reason: "weight offset past 2^32 texels".into(),
                     })?;
-                    let tensor = Tensor::with_category(
-                        &self.device,
-                        &info.name,
-                        &shape,
-                        self.vkp(),
-                        MemoryCategory::Weights,
-                    )
-                    .map_err(vk(format!("constant `{}`", info.name)))?;
+                    let tensor = self.constant_tensor(info)?;
                     weight_copy_into(&mut rec, off, &tensor).map_err(|source| {
                         RuntimeError::Kernel {
                             node: n.name.clone(),
@@ -195,14 +199,7 @@ impl Executable {
                     uploads += 1;
                     self.tensors[t] = Some(tensor);
                 } else if let Some(d) = g.constants.get(&t) {
-                    let tensor = Tensor::with_category(
-                        &self.device,
-                        &info.name,
-                        &shape,
-                        self.vkp(),
-                        MemoryCategory::Weights,
-                    )
-                    .map_err(vk(format!("constant `{}`", info.name)))?;
+                    let tensor = self.constant_tensor(info)?;
                     tensor
                         .upload(&d.as_f32())
                         .map_err(vk(format!("uploading constant `{}`", info.name)))?;
@@ -220,14 +217,7 @@ impl Executable {
                 continue;
             }
             let info = &g.tensors[p.tensor];
-            let tensor = Tensor::with_category(
-                &self.device,
-                &info.name,
-                &info.shape,
-                self.vkp(),
-                MemoryCategory::Weights,
-            )
-            .map_err(vk(format!("constant output `{}`", info.name)))?;
+            let tensor = self.constant_tensor(info)?;
             tensor
                 .upload(&d.as_f32())
                 .map_err(vk(format!("uploading constant output `{}`", info.name)))?;

@@ -145,6 +145,33 @@ impl StreamedModel {
         &self.exe
     }
 
+    /// The GPU tensor of graph input (`input`) or output `name`.
+    fn port_tensor(&self, name: &str, input: bool) -> Result<&vk_backend::Tensor, RuntimeError> {
+        let g = self.exe.graph();
+        let (ports, kind) = if input {
+            (&g.inputs, "input")
+        } else {
+            (&g.outputs, "output")
+        };
+        let p = ports
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| RuntimeError::Input {
+                name: name.into(),
+                reason: format!(
+                    "model `{}` has no such {kind} ({kind}s: {:?})",
+                    self.name,
+                    ports.iter().map(|p| &p.name).collect::<Vec<_>>()
+                ),
+            })?;
+        self.exe
+            .tensor(p.tensor)
+            .ok_or_else(|| RuntimeError::Input {
+                name: name.into(),
+                reason: "has no GPU tensor".into(),
+            })
+    }
+
     /// Uploads `data` into graph input `name` through `staging` (waits).
     pub fn upload(
         &self,
@@ -152,23 +179,8 @@ impl StreamedModel {
         data: &[f32],
         staging: &vk_backend::Buffer,
     ) -> Result<(), RuntimeError> {
-        let g = self.exe.graph();
-        let p = g
-            .inputs
-            .iter()
-            .find(|p| p.name == name)
-            .ok_or_else(|| RuntimeError::Input {
-                name: name.into(),
-                reason: format!("model `{}` has no such input", self.name),
-            })?;
-        let t = self
-            .exe
-            .tensor(p.tensor)
-            .ok_or_else(|| RuntimeError::Input {
-                name: name.into(),
-                reason: "has no GPU tensor".into(),
-            })?;
-        t.upload_through(data, staging)
+        self.port_tensor(name, true)?
+            .upload_through(data, staging)
             .map_err(|source| RuntimeError::Vk {
                 what: format!("model `{}`: uploading `{name}`", self.name),
                 source,
@@ -191,26 +203,7 @@ impl StreamedModel {
         name: &str,
         staging: &vk_backend::Buffer,
     ) -> Result<(Vec<usize>, Vec<f32>), RuntimeError> {
-        let g = self.exe.graph();
-        let p = g
-            .outputs
-            .iter()
-            .find(|p| p.name == name)
-            .ok_or_else(|| RuntimeError::Input {
-                name: name.into(),
-                reason: format!(
-                    "model `{}` has no such output (outputs: {:?})",
-                    self.name,
-                    g.outputs.iter().map(|p| &p.name).collect::<Vec<_>>()
-                ),
-            })?;
-        let t = self
-            .exe
-            .tensor(p.tensor)
-            .ok_or_else(|| RuntimeError::Input {
-                name: name.into(),
-                reason: "has no GPU tensor".into(),
-            })?;
+        let t = self.port_tensor(name, false)?;
         let v = t
             .download_through(staging)
             .map_err(|source| RuntimeError::Vk {

@@ -157,39 +157,14 @@ pub fn lstm_into(
             x.storage_kind(),
         )
     };
-    let y_own;
-    let y = match out.y {
-        Some(y) => {
-            check_shape("Y", y, &y_shape)?;
-            y
-        }
-        None => {
-            y_own = scratch("Y", &y_shape)?;
-            &y_own
-        }
+    // Outputs the caller does not want still need a tensor to write (the shader writes all).
+    let given_or_scratch = |name: &str, given: Option<&Tensor>, shape: &[usize]| match given {
+        Some(t) => check_shape(name, t, shape).map(|()| t.clone()),
+        None => scratch(name, shape),
     };
-    let yh_own;
-    let y_h = match out.y_h {
-        Some(t) => {
-            check_shape("Y_h", t, &s_shape)?;
-            t
-        }
-        None => {
-            yh_own = scratch("Y_h", &s_shape)?;
-            &yh_own
-        }
-    };
-    let yc_own;
-    let y_c = match out.y_c {
-        Some(t) => {
-            check_shape("Y_c", t, &s_shape)?;
-            t
-        }
-        None => {
-            yc_own = scratch("Y_c", &s_shape)?;
-            &yc_own
-        }
-    };
+    let y = &given_or_scratch("Y", out.y, &y_shape)?;
+    let y_h = &given_or_scratch("Y_h", out.y_h, &s_shape)?;
+    let y_c = &given_or_scratch("Y_c", out.y_c, &s_shape)?;
     // State tensors share logical dims; each keeps its own fold (views over larger images).
     let fold = |t: &Tensor| {
         let d = t.desc();
