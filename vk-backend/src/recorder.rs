@@ -193,17 +193,42 @@ impl Recorder {
         self.keep_image(image);
     }
 
+    /// The pipeline stages work on this recorder's queue runs in: a dedicated transfer queue
+    /// supports no shader stage, so its barriers name only TRANSFER.
+    fn work_stages(&self) -> vk::PipelineStageFlags {
+        if self.on_transfer_only_queue() {
+            vk::PipelineStageFlags::TRANSFER
+        } else {
+            vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER
+        }
+    }
+
+    /// The writes (`all == false`) or all accesses work on this recorder's queue makes.
+    fn work_access(&self, all: bool) -> vk::AccessFlags {
+        let transfer = if all {
+            vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE
+        } else {
+            vk::AccessFlags::TRANSFER_WRITE
+        };
+        if self.on_transfer_only_queue() {
+            transfer
+        } else if all {
+            transfer | vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE
+        } else {
+            transfer | vk::AccessFlags::SHADER_WRITE
+        }
+    }
+
+    fn on_transfer_only_queue(&self) -> bool {
+        self.queue == QueueKind::Transfer && self.device.has_dedicated_transfer_queue()
+    }
+
     /// Inserts a full memory barrier between everything before and after (compute + transfer).
     pub fn barrier(&mut self) {
         let mb = vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
-            .dst_access_mask(
-                vk::AccessFlags::SHADER_READ
-                    | vk::AccessFlags::SHADER_WRITE
-                    | vk::AccessFlags::TRANSFER_READ
-                    | vk::AccessFlags::TRANSFER_WRITE,
-            );
-        let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
+            .src_access_mask(self.work_access(false))
+            .dst_access_mask(self.work_access(true));
+        let stages = self.work_stages();
         // SAFETY: recording state.
         unsafe {
             self.device.raw().cmd_pipeline_barrier(
@@ -242,8 +267,19 @@ impl Recorder {
         }
         let dev = self.device.raw();
         if self.reset_pools.insert(queries.id()) {
-            // SAFETY: recording state, outside any render pass.
-            unsafe { dev.cmd_reset_query_pool(self.cmd, queries.raw(), 0, queries.count()) };
+            if self.on_transfer_only_queue() {
+                // vkCmdResetQueryPool needs a compute or graphics queue: reset on the host now.
+                if !self.device.features().host_query_reset {
+                    return Err(VkError::Other(
+                        "timestamps on the dedicated transfer queue need hostQueryReset".into(),
+                    ));
+                }
+                // SAFETY: the caller read the pool's previous results; nothing pending uses it.
+                unsafe { dev.reset_query_pool(queries.raw(), 0, queries.count()) };
+            } else {
+                // SAFETY: recording state, outside any render pass.
+                unsafe { dev.cmd_reset_query_pool(self.cmd, queries.raw(), 0, queries.count()) };
+            }
             self.keep.push(Keep::Timestamps(queries.clone()));
         }
         // SAFETY: recording state; the query was reset above in this command buffer.
@@ -280,10 +316,7 @@ impl Recorder {
         // submission) read or wrote: its transition waits for that work and its writes. A fresh
         // image of its own has nothing to wait for.
         let (src_stage, src_access) = if image.is_shared() {
-            (
-                vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
-                vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE,
-            )
+            (self.work_stages(), self.work_access(false))
         } else {
             (
                 vk::PipelineStageFlags::TOP_OF_PIPE,
@@ -292,12 +325,7 @@ impl Recorder {
         };
         let b = vk::ImageMemoryBarrier::default()
             .src_access_mask(src_access)
-            .dst_access_mask(
-                vk::AccessFlags::SHADER_READ
-                    | vk::AccessFlags::SHADER_WRITE
-                    | vk::AccessFlags::TRANSFER_READ
-                    | vk::AccessFlags::TRANSFER_WRITE,
-            )
+            .dst_access_mask(self.work_access(true))
             .old_layout(vk::ImageLayout::UNDEFINED)
             .new_layout(vk::ImageLayout::GENERAL)
             .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
@@ -309,7 +337,7 @@ impl Recorder {
             self.device.raw().cmd_pipeline_barrier(
                 self.cmd,
                 src_stage,
-                vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
+                self.work_stages(),
                 vk::DependencyFlags::empty(),
                 &[],
                 &[],
@@ -853,13 +881,13 @@ impl Recorder {
         let dev = self.device.raw().clone();
         // Make every write visible to the host (readback) and to later submissions.
         let mb = vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
+            .src_access_mask(self.work_access(false))
             .dst_access_mask(vk::AccessFlags::HOST_READ);
         // SAFETY: recording state.
         unsafe {
             dev.cmd_pipeline_barrier(
                 self.cmd,
-                vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
+                self.work_stages(),
                 vk::PipelineStageFlags::HOST,
                 vk::DependencyFlags::empty(),
                 &[mb],
