@@ -342,6 +342,22 @@ fn weight_heavy_chain_streams_at_half_the_preload_peak() {
             o.summary.peak_device_bytes
         );
     }
+    // Given a resident run's step costs (`run --resident-reference`), a streamed run plans with
+    // exactly those instead of calibrating on its own model runs.
+    let opts = RunOptions {
+        cap: Some(min),
+        fixed_costs: Some(reference.costs.clone()),
+        ..RunOptions::default()
+    };
+    let prep = prepare(&path, &opts).expect("prepare with resident costs");
+    let o = run_policy(&prep, &opts, Policy::Planned, None).expect("planned, resident costs");
+    let step_costs = |c: &[scheduler::Profile]| -> Vec<f64> {
+        c.iter()
+            .flat_map(|p| p.steps.iter().map(|s| s.compute_s))
+            .collect()
+    };
+    assert_eq!(step_costs(&o.costs), step_costs(&reference.costs));
+    assert_eq!(tensor_bits(&o.frames), want);
 }
 
 /// `run` compiles ONNX sources itself: once when the packed file is missing, not again when it
