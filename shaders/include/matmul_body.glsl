@@ -39,37 +39,10 @@ TENSOR_OUT(MATMUL_NEXT_BINDING + 1, img_out);
 TENSOR_OUT(MATMUL_NEXT_BINDING, img_out);
 #endif
 
-layout(push_constant) uniform Push {
-    TensorDesc out_t;
-    TensorDesc a_t;
-    TensorDesc b_t;  // MATMUL_CONST_B: b_t.n = texel offset of the packed B, rest unused
-    uint dims12;     // output dims d1 | d2 << 16 (batch decomposition of the layer index)
-    uint flags;      // 0-3 A batch-broadcast mask (d0..d3), 4-7 B mask, 8 transA, 9 transB,
-                     // 10 bias per row, 11 bias per column, 12 has bias, 13 scalar mode,
-                     // 16-23 activation code
-                     // (MATMUL_TENSOR_BIAS: bit 12 is set, C is the tensor img_c)
-    float alpha;
-    float beta;
-    float act_a;
-    float act_b;
-    uint bias_offset; // MATMUL_TENSOR_BIAS: C's physical width | height << 16
-    uint k;
-} pc;
+#include "matmul_common.glsl"
 
 shared vec4 As[TK][TM];
 shared vec4 Bs[TK][TN];
-
-// Layer of an operand feeding output batch (nidx, c4i); `m` = its broadcast mask.
-uint operand_layer(TensorDesc t, uint m, uint nidx, uint c4i) {
-    uint d1 = pc.dims12 & 0xFFFFu, d2 = pc.dims12 >> 16u;
-    uint i2 = nidx % d2;
-    uint i1 = (nidx / d2) % d1;
-    uint i0 = nidx / (d1 * d2);
-    uint na = (((m & 1u) != 0u ? 0u : i0) * ((m & 2u) != 0u ? 1u : d1) + ((m & 2u) != 0u ? 0u : i1)) *
-                  ((m & 4u) != 0u ? 1u : d2) +
-              ((m & 4u) != 0u ? 0u : i2);
-    return na * t.c4 + ((m & 8u) != 0u ? 0u : c4i);
-}
 
 void main() {
     uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;

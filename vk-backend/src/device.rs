@@ -31,6 +31,9 @@ pub struct DeviceOptions {
     pub limits_override: Option<ImageLimits>,
     /// Do not use a dedicated transfer family even if one exists.
     pub no_transfer_queue: bool,
+    /// Do not enable cooperative-matrix kernels even where the device has them (also
+    /// `TEXSTREAM_NO_COOPMAT=1`): the portable kernels run instead, e.g. to compare the two.
+    pub no_cooperative_matrix: bool,
 }
 
 impl DeviceOptions {
@@ -41,7 +44,36 @@ impl DeviceOptions {
 }
 
 fn env_validation() -> bool {
-    std::env::var("TEXSTREAM_VALIDATION")
+    env_flag("TEXSTREAM_VALIDATION")
+}
+
+/// The `VK_NV_cooperative_matrix` shapes of `physical` (empty when the query fails).
+fn nv_coop_shapes(
+    entry: &ash::Entry,
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+) -> Vec<vk::CooperativeMatrixPropertiesNV<'static>> {
+    let cm = ash::nv::cooperative_matrix::Instance::new(entry, instance);
+    let f = cm.fp().get_physical_device_cooperative_matrix_properties_nv;
+    let mut count = 0u32;
+    // SAFETY: valid physical device; the standard two-call enumeration.
+    if unsafe { f(physical, &mut count, std::ptr::null_mut()) } != vk::Result::SUCCESS {
+        return Vec::new();
+    }
+    let mut list = vec![vk::CooperativeMatrixPropertiesNV::default(); count as usize];
+    // SAFETY: `list` holds `count` initialized structures with their sType set.
+    match unsafe { f(physical, &mut count, list.as_mut_ptr()) } {
+        vk::Result::SUCCESS | vk::Result::INCOMPLETE => {
+            list.truncate(count as usize);
+            list
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Whether environment variable `name` is set to 1/true/yes/on.
+fn env_flag(name: &str) -> bool {
+    std::env::var(name)
         .map(|v| {
             matches!(
                 v.trim().to_ascii_lowercase().as_str(),
@@ -71,6 +103,9 @@ pub struct DeviceFeatures {
     pub storage_image_read_without_format: bool,
     /// `hostQueryReset` (Vulkan 1.2): enabled where supported; the stream engine's timestamps use it.
     pub host_query_reset: bool,
+    /// `VK_NV_cooperative_matrix` enabled with the fp16 16x8x16 (fp32 accumulate) subgroup shape,
+    /// `shaderFloat16` and 32-wide subgroups: MatMul with constant B uses tensor-core kernels.
+    pub cooperative_matrix_f16: bool,
 }
 
 /// Queue roles the engine uses.
@@ -497,7 +532,32 @@ impl Device {
             .push_next(&mut f12);
         unsafe { instance.get_physical_device_features2(physical, &mut f2) };
         let base = f2.features;
+        let mut coop_f = vk::PhysicalDeviceCooperativeMatrixFeaturesNV::default();
+        let coop_ext = has_ext(ash::nv::cooperative_matrix::NAME);
+        if coop_ext {
+            let mut f2c = vk::PhysicalDeviceFeatures2::default().push_next(&mut coop_f);
+            unsafe { instance.get_physical_device_features2(physical, &mut f2c) };
+        }
+        let mut sub = vk::PhysicalDeviceSubgroupProperties::default();
+        let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut sub);
+        unsafe { instance.get_physical_device_properties2(physical, &mut p2) };
+        let coop_shape = coop_ext
+            && !opts.no_cooperative_matrix
+            && !env_flag("TEXSTREAM_NO_COOPMAT")
+            && coop_f.cooperative_matrix == vk::TRUE
+            && f12.shader_float16 == vk::TRUE
+            && f12.vulkan_memory_model == vk::TRUE
+            && sub.subgroup_size == 32
+            && nv_coop_shapes(&_entry, instance, physical).iter().any(|p| {
+                (p.m_size, p.n_size, p.k_size) == (16, 8, 16)
+                    && p.a_type == vk::ComponentTypeNV::FLOAT16
+                    && p.b_type == vk::ComponentTypeNV::FLOAT16
+                    && p.c_type == vk::ComponentTypeNV::FLOAT32
+                    && p.d_type == vk::ComponentTypeNV::FLOAT32
+                    && p.scope == vk::ScopeNV::SUBGROUP
+            });
         let features = DeviceFeatures {
+            cooperative_matrix_f16: coop_shape,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),
@@ -560,7 +620,9 @@ impl Device {
         let mut en12 = vk::PhysicalDeviceVulkan12Features::default()
             .timeline_semaphore(true)
             .host_query_reset(features.host_query_reset)
-            .shader_float16(features.shader_float16);
+            .shader_float16(features.shader_float16)
+            // The cooperative-matrix kernels use memory scope semantics (VulkanMemoryModel).
+            .vulkan_memory_model(features.cooperative_matrix_f16);
         let en_base = vk::PhysicalDeviceFeatures::default()
             .shader_storage_image_extended_formats(
                 base.shader_storage_image_extended_formats == vk::TRUE,
@@ -568,12 +630,20 @@ impl Device {
             .shader_storage_image_write_without_format(
                 base.shader_storage_image_write_without_format == vk::TRUE,
             );
-        let dci = vk::DeviceCreateInfo::default()
+        let mut en_coop =
+            vk::PhysicalDeviceCooperativeMatrixFeaturesNV::default().cooperative_matrix(true);
+        if features.cooperative_matrix_f16 {
+            dev_exts.push(ash::nv::cooperative_matrix::NAME.as_ptr());
+        }
+        let mut dci = vk::DeviceCreateInfo::default()
             .queue_create_infos(&qcis)
             .enabled_extension_names(&dev_exts)
             .enabled_features(&en_base)
             .push_next(&mut en11)
             .push_next(&mut en12);
+        if features.cooperative_matrix_f16 {
+            dci = dci.push_next(&mut en_coop);
+        }
         let device =
             unsafe { instance.create_device(physical, &dci, None) }.vk("vkCreateDevice")?;
         let compute = Queue {

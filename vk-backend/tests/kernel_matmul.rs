@@ -3,7 +3,8 @@
 //! |got - ref| / max(1, |ref|): fp32 1e-4, fp16 3e-3 (output rounding 5e-4 plus fp16 bias).
 
 use vk_backend::kernels::{
-    matmul, matmul_shape, matmul_tensor_bias_into, MatBias, MatMulOpts, MatRhs, UnaryOp,
+    matmul, matmul_shape, matmul_tensor_bias_into, uses_cooperative_matrix, MatBias, MatMulOpts,
+    MatRhs, UnaryOp,
 };
 use vk_backend::layout::{pack_matrix_kn, pack_vector};
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -597,4 +598,87 @@ fn shape_errors_are_clear() {
     let e =
         vk_backend::kernels::matmul_into(&mut rec, &a, MatRhs::Tensor(&b46), &o, &out).unwrap_err();
     assert!(e.to_string().contains("expected"), "{e}");
+}
+
+/// Constant-B MatMuls of the shapes the tensor-core kernel takes (fp16, output channel dim 1,
+/// sizes not multiples of its 32x32x16 tiles, batch in the layer index, bias + activation). Where
+/// the device has cooperative matrices they run on them (asserted); elsewhere the same cases
+/// check the portable kernel.
+#[test]
+fn constant_b_on_cooperative_matrices_where_available() {
+    let d = device();
+    let p = Precision::F16;
+    let coop = d.features().cooperative_matrix_f16;
+    if !coop {
+        eprintln!("no cooperative matrices on this device: the portable kernel runs these cases");
+    }
+    // (A shape, K, N, bias per column)
+    let cases: &[(&[usize], usize, usize, bool)] = &[
+        (&[2, 1, 70, 150], 150, 90, true),
+        (&[33, 200], 200, 17, false),
+        (&[64, 1024], 1024, 96, true),
+    ];
+    let mut rng = Rng::new(77);
+    let mut stream: Vec<f32> = Vec::new();
+    let mut prepared = Vec::new();
+    for &(sa, k, n, bias) in cases {
+        let bv = rng.vec(k * n, -1.0, 1.0);
+        let b_off = (stream.len() / 4) as u32;
+        stream.extend(pack_matrix_kn(&bv, k, n).unwrap());
+        let cv = rng.vec(n, -1.0, 1.0);
+        let bias = bias.then(|| {
+            let off = (stream.len() / 4) as u32;
+            stream.extend(pack_vector(&cv));
+            MatBias {
+                texel_offset: off,
+                per_row: false,
+                per_col: true,
+            }
+        });
+        prepared.push((sa, k, n, bv, cv, b_off, bias));
+    }
+    let atlas = atlas_with(p, &stream);
+    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    rec.use_weights(&atlas);
+    let mut checks = Vec::new();
+    for (sa, k, n, bv, cv, b_off, bias) in prepared {
+        let av = rng.vec(sa.iter().product(), -1.0, 1.0);
+        let a = Tensor::from_data(&d, "a", sa, p, &av).unwrap();
+        let opts = MatMulOpts {
+            bias,
+            activation: Some(UnaryOp::Relu),
+            ..Default::default()
+        };
+        let rhs = MatRhs::Weights {
+            texel_offset: b_off,
+            k,
+            n,
+        };
+        let out = matmul(&mut rec, &a, rhs, &opts, "out").unwrap();
+        assert_eq!(uses_cooperative_matrix(&d, &out, &opts), coop, "{sa:?}");
+        let (shape, prod) = matmul_ref(
+            &rounded(&av, p),
+            sa,
+            &rounded(&bv, p),
+            &[k, n],
+            false,
+            false,
+        );
+        let c = rounded(&cv, p);
+        let want: Vec<f64> = prod
+            .iter()
+            .enumerate()
+            .map(|(e, &v)| {
+                let b = if bias.is_some() { c[e % n] } else { 0.0 };
+                act_ref(opts.activation, v + b)
+            })
+            .collect();
+        assert_eq!(out.shape(), &shape[..]);
+        checks.push((format!("{sa:?} x W[{k},{n}] coop={coop}"), out, want));
+    }
+    rec.submit_and_wait().unwrap();
+    for (what, out, want) in checks {
+        assert_close(&what, &out.download().unwrap(), &want, tol(p));
+    }
+    assert_no_validation_messages(&d);
 }

@@ -50,6 +50,17 @@ const MATMUL_CONST: KernelDesc = KernelDesc {
     uses_weights: true,
 };
 
+/// Output tile edge of `matmul_const_coop.comp`.
+const COOP_TILE: usize = 64;
+
+/// `matmul_const.comp` on cooperative matrices (see [`uses_cooperative_matrix`]).
+const MATMUL_CONST_COOP: KernelDesc = KernelDesc {
+    name: "matmul_const_coop",
+    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    push_constant_bytes: PUSH_BYTES,
+    uses_weights: true,
+};
+
 const MATMUL_TBIAS: KernelDesc = KernelDesc {
     name: "matmul_tbias",
     bindings: &[
@@ -330,7 +341,11 @@ fn record(
         .properties()
         .limits
         .max_compute_work_group_count;
-    let groups = [p.n.div_ceil(TILE) as u64, p.m.div_ceil(TILE) as u64, layers];
+    let coop = c.is_none()
+        && matches!(b, MatRhs::Weights { .. })
+        && uses_cooperative_matrix(rec.device(), out, opts);
+    let tile = if coop { COOP_TILE } else { TILE };
+    let groups = [p.n.div_ceil(tile) as u64, p.m.div_ceil(tile) as u64, layers];
     for (g, lim) in groups.iter().zip(limits) {
         if *g > lim as u64 {
             return Err(err(format!(
@@ -434,7 +449,12 @@ fn record(
             )
         }
         (MatRhs::Weights { .. }, None) => {
-            let pipeline = rec.device().pipeline(&MATMUL_CONST, out.precision())?;
+            let desc = if coop {
+                &MATMUL_CONST_COOP
+            } else {
+                &MATMUL_CONST
+            };
+            let pipeline = rec.device().pipeline(desc, out.precision())?;
             rec.dispatch(
                 &pipeline,
                 &[Arg::input(a), Arg::output(out)],
@@ -443,6 +463,21 @@ fn record(
             )
         }
     }
+}
+
+/// Whether a MatMul with a constant B (and no run-time bias) writing `out` runs on cooperative
+/// matrices (tensor cores): where the device enabled them, for fp16 storage, an output whose
+/// rank-rule channel dim is 1 (the usual [.., M, N] case) and an A that is not transposed.
+/// Elsewhere the portable kernel runs.
+pub fn uses_cooperative_matrix(
+    device: &crate::device::Device,
+    out: &Tensor,
+    opts: &MatMulOpts,
+) -> bool {
+    device.features().cooperative_matrix_f16
+        && out.precision() == crate::layout::Precision::F16
+        && dims6(out.shape()).is_ok_and(|d| d[3] == 1)
+        && !opts.trans_a
 }
 
 /// Allocates the output (precision of `a`) and records the MatMul.
