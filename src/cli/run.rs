@@ -100,32 +100,23 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 o.summary.table()
             )
         });
+        // Every policy must reproduce the resident run's outputs.
+        bar.suspend(|| print_outputs(&o.frames));
+        first = Some(frame_bits(&o.frames));
         opts.fixed_costs = Some(o.costs);
         resident = Some(o.summary);
     }
     for &policy in &policies {
         match run_policy(&prep, &opts, policy, Some(&bar)) {
             Ok(o) => {
-                let got: Vec<FrameBits> = o
-                    .frames
-                    .iter()
-                    .map(|f| {
-                        let text = f.lines.iter().map(|l| l.text.clone()).collect();
-                        let bits = f
-                            .tensors
-                            .iter()
-                            .map(|(_, _, v)| v.iter().map(|x| x.to_bits()).collect())
-                            .collect();
-                        (text, bits)
-                    })
-                    .collect();
+                let got = frame_bits(&o.frames);
                 match &first {
                     None => {
                         bar.suspend(|| print_outputs(&o.frames));
                         first = Some(got);
                     }
                     Some(t) if *t != got => {
-                        failures.push((policy, "outputs differ from the first policy's".into()))
+                        failures.push((policy, "outputs differ from the first run's".into()))
                     }
                     Some(_) => {}
                 }
@@ -204,6 +195,22 @@ pub fn run(args: &RunArgs) -> Result<()> {
         bail!("policies disagree on the outputs");
     }
     Ok(())
+}
+
+/// What every policy must reproduce of `frames`: OCR text and chain output bits.
+fn frame_bits(frames: &[FrameOutput]) -> Vec<FrameBits> {
+    frames
+        .iter()
+        .map(|f| {
+            let text = f.lines.iter().map(|l| l.text.clone()).collect();
+            let bits = f
+                .tensors
+                .iter()
+                .map(|(_, _, v)| v.iter().map(|x| x.to_bits()).collect())
+                .collect();
+            (text, bits)
+        })
+        .collect()
 }
 
 /// The last frame's outputs: OCR lines, or each chain output's shape, sum and first values.
