@@ -157,7 +157,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
                     format!("{:.2}", s.measured_s / r.measured_s)
                 });
             println!(
-                "{:<18} {:>11.2} {:>11.2} {:>11.2} {:>8.2} {:>8.2} {:>8} {:>12.2} {:>10.2} {:>7.2}/{:<6.2}",
+                "{:<18} {:>11.2} {:>11.2} {:>11.2} {:>8.2} {:>8.2} {:>8} {:>12.2} {:>10.2} {:>7.2}/{:<6}",
                 label,
                 s.measured_s * 1e3,
                 s.predicted_s * 1e3,
@@ -168,7 +168,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 s.bytes_streamed as f64 / 1048576.0,
                 s.stall_s * 1e3,
                 s.peak_device_bytes as f64 / 1048576.0,
-                s.cap_bytes as f64 / 1048576.0
+                if s.cap_bytes >= RESIDENT_REFERENCE_CAP {
+                    "none".to_string()
+                } else {
+                    format!("{:.2}", s.cap_bytes as f64 / 1048576.0)
+                }
             );
         }
         for (p, e) in &failures {
