@@ -25,6 +25,11 @@ use crate::ir::Graph;
 
 pub const MAGIC: &[u8; 8] = b"TXSTPACK";
 pub const FORMAT_VERSION: u32 = 1;
+
+/// Revision of the graph passes that produced a header's graph (the file layout is unchanged
+/// between revisions): `run` recompiles ONNX sources whose packed file is older. 1: up to the
+/// in-place Softmax, 2: Softmax writes over an input nothing else reads.
+pub const COMPILER_REVISION: u32 = 2;
 pub const PREAMBLE_BYTES: usize = 64;
 pub const DATA_ALIGN: u64 = 4096;
 /// Every page is this many texels wide (the atlas layer width).
@@ -105,6 +110,10 @@ pub struct StepInfo {
     pub is_view: bool,
 }
 
+fn first_revision() -> u32 {
+    1
+}
+
 /// The JSON header.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PackedHeader {
@@ -123,6 +132,9 @@ pub struct PackedHeader {
     /// Reshape/Transpose nodes left as real copies.
     pub layout_transforms: usize,
     pub passes: PassReport,
+    /// [`COMPILER_REVISION`] of the compiler that wrote this file (absent in older files: 1).
+    #[serde(default = "first_revision")]
+    pub compiler_revision: u32,
     /// ONNX metadata_props (e.g. the recognizer's `character` dictionary).
     pub metadata: BTreeMap<String, String>,
 }

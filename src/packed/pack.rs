@@ -256,6 +256,7 @@ pub fn pack_graph(
         peak_activation_bytes: peak,
         layout_transforms,
         passes,
+        compiler_revision: super::format::COMPILER_REVISION,
         metadata,
     };
     Ok(Packed { header, data })

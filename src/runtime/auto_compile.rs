@@ -43,6 +43,13 @@ fn stale_reason(onnx: &Path, packed: &Path, spec: &ModelSpec, page_bytes: u64) -
         Ok(pm) => pm,
         Err(e) => return Some(format!("the packed file is unreadable ({e})")),
     };
+    if pm.header().compiler_revision < crate::packed::format::COMPILER_REVISION {
+        return Some(format!(
+            "compiled by an older texstream (graph passes revision {}, now {})",
+            pm.header().compiler_revision,
+            crate::packed::format::COMPILER_REVISION
+        ));
+    }
     if pm.header().precision != stored(spec.precision) {
         return Some(format!(
             "compiled as {:?}, the workload asks for {:?}",

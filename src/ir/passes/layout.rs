@@ -15,6 +15,10 @@
 //!    transposes of size-1 axes, and so on. It is decided exactly by (a) equal (N,C,H,W) maps, or
 //!    (b) an element-by-element check of tensors up to [`MAX_CHECK`] elements.
 //! 3. Everything else is a copy, counted in [`assign`]'s result and printed by `compile`.
+//! 4. **In-place Softmax.** A Softmax whose input nothing else reads (and that is not a graph
+//!    input, output or constant) writes over its input: the output is a view of it, so the two
+//!    never hold memory at the same time ([`softmax_in_place`]). The kernel reads a whole row
+//!    before writing it, and each invocation writes only texels it read itself.
 use super::sole_consumer;
 use crate::ir::{nchw, Graph, Op, TensorLayout};
 
@@ -151,4 +155,41 @@ pub fn assign(g: &mut Graph) -> (usize, usize) {
         }
     }
     (views, copies)
+}
+
+/// Rule 4. Returns the number of Softmax nodes that now write over their input.
+pub fn softmax_in_place(g: &mut Graph) -> usize {
+    let cons = g.consumers();
+    let viewed: std::collections::HashSet<usize> = g
+        .tensors
+        .iter()
+        .filter_map(|t| match t.layout {
+            TensorLayout::ViewOf(r) => Some(r),
+            TensorLayout::C4 => None,
+        })
+        .collect();
+    let mut count = 0;
+    for i in 0..g.nodes.len() {
+        let n = &g.nodes[i];
+        if !matches!(n.op, Op::Softmax { .. }) {
+            continue;
+        }
+        let (Some(x), Some(&y)) = (n.input(0), n.outputs.first()) else {
+            continue;
+        };
+        let own_storage = |t: usize| matches!(g.tensors[t].layout, TensorLayout::C4);
+        let free = !g.is_const(x)
+            && !g.is_output(x)
+            && !g.inputs.iter().any(|p| p.tensor == x)
+            && cons[x].len() == 1
+            && !viewed.contains(&x)
+            && own_storage(x)
+            && own_storage(y)
+            && g.tensors[x].shape == g.tensors[y].shape;
+        if free {
+            g.tensors[y].layout = TensorLayout::ViewOf(x);
+            count += 1;
+        }
+    }
+    count
 }

@@ -22,6 +22,9 @@ pub struct PassReport {
     pub layout_views: usize,
     /// Reshape/Transpose nodes that remain real copies.
     pub layout_copies: usize,
+    /// Softmax nodes that write over their input.
+    #[serde(default)]
+    pub softmax_in_place: usize,
 }
 
 /// Runs every pass in order.
@@ -42,6 +45,7 @@ pub fn optimize(g: &mut Graph) -> PassReport {
     let (views, copies) = layout::assign(g);
     r.layout_views = views;
     r.layout_copies = copies;
+    r.softmax_in_place = layout::softmax_in_place(g);
     g.prune_constants();
     r
 }
