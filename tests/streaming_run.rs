@@ -339,8 +339,15 @@ fn cap_below_minimum_fails_before_gpu_work_naming_the_minimum() {
     );
 }
 
-#[test]
-fn io_failure_mid_run_ends_the_run_and_the_next_run_succeeds() {
+/// On one device at the minimum cap: a run with `fault` (set up by `inject`, a recording fault
+/// from `run_on`) fails with an error containing `expect`, leaves no allocation behind, and after
+/// `clear` the next run on the same device reproduces the preloaded outputs within the cap.
+fn failed_run_then_recovery(
+    fault: Option<(usize, u32)>,
+    inject: impl Fn(&[Arc<Model>]),
+    clear: impl Fn(&[Arc<Model>]),
+    expect: &str,
+) {
     let ms = models();
     let (min, all) = min_and_total(&ms);
     let want = run(all, Policy::Preload, &ms)
@@ -348,42 +355,34 @@ fn io_failure_mid_run_ends_the_run_and_the_next_run_succeeds() {
         .outputs;
     let dev = device(Some(min));
     let baseline = dev.memory_stats().live_allocations;
-    ms[1].fail.store(true, Ordering::Relaxed);
-    let e = run_on(&dev, min, Policy::Planned, &ms, None)
+    inject(&ms);
+    let e = run_on(&dev, min, Policy::Planned, &ms, fault)
         .err()
         .expect("the run must fail");
-    assert!(e.to_string().contains("injected read failure"), "{e}");
+    assert!(e.to_string().contains(expect), "{e}");
     assert_eq!(
         dev.memory_stats().live_allocations,
         baseline,
         "the failed run left allocations behind"
     );
-    ms[1].fail.store(false, Ordering::Relaxed);
+    clear(&ms);
     let o = run_on(&dev, min, Policy::Planned, &ms, None).expect("the next run, same device");
-    assert!(o.peak <= min);
+    assert!(o.peak <= min, "peak {} > cap {min}", o.peak);
     assert_eq!(o.outputs, want);
 }
 
 #[test]
-fn device_error_mid_run_ends_the_run_and_the_next_run_succeeds() {
-    let ms = models();
-    let (min, all) = min_and_total(&ms);
-    let want = run(all, Policy::Preload, &ms)
-        .expect("preloaded run")
-        .outputs;
-    let dev = device(Some(min));
-    let baseline = dev.memory_stats().live_allocations;
-    // The third model run's second step: pages are loading, earlier steps are in flight.
-    let e = run_on(&dev, min, Policy::Planned, &ms, Some((2, 1)))
-        .err()
-        .expect("the run must fail");
-    assert!(e.to_string().contains("oversized scratch"), "{e}");
-    assert_eq!(
-        dev.memory_stats().live_allocations,
-        baseline,
-        "the failed run left allocations behind"
+fn io_failure_mid_run_ends_the_run_and_the_next_run_succeeds() {
+    failed_run_then_recovery(
+        None,
+        |ms| ms[1].fail.store(true, Ordering::Relaxed),
+        |ms| ms[1].fail.store(false, Ordering::Relaxed),
+        "injected read failure",
     );
-    let o = run_on(&dev, min, Policy::Planned, &ms, None).expect("the next run, same device");
-    assert!(o.peak <= min, "peak {} > cap {min}", o.peak);
-    assert_eq!(o.outputs, want);
+}
+
+#[test]
+fn device_error_mid_run_ends_the_run_and_the_next_run_succeeds() {
+    // The third model run's second step: pages are loading, earlier steps are in flight.
+    failed_run_then_recovery(Some((2, 1)), |_| {}, |_| {}, "oversized scratch");
 }
