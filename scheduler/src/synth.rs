@@ -89,20 +89,36 @@ pub struct TransformerSpec {
     pub flops_per_s: f64,
 }
 
-/// Steps: embedding, then per layer QKV, attention output, MLP up, MLP down; then the LM head, which
-/// reads the embedding's pages again (tied weights).
+/// Steps: the embedding gather, then per layer QKV, attention output, MLP up, MLP down; then the LM
+/// head, which reads the embedding's pages again (tied weights) and, as in a prefill that starts
+/// generation, computes the last position's logits only.
+///
+/// The embedding table is by far the largest single tensor, so the gather and the head are sharded
+/// along the vocabulary into steps no larger than one MLP matrix: a step that read the whole table
+/// would set the minimum feasible cap on its own (an engine under a cap tiles it the same way).
 pub fn transformer(model: &str, page_bytes: u64, t: &TransformerSpec) -> Profile {
     let d = t.d_model;
     let s = t.seq_len;
-    let act = |width: u64| 2 * s * width * t.bytes_per_param;
-    let mm = |k: u64, n: u64| 2.0 * (s * k * n) as f64 / t.flops_per_s;
-    let mut layers = vec![LayerSpec {
-        name: "embed".into(),
-        weight_bytes: t.vocab * d * t.bytes_per_param,
-        compute_s: (s * d) as f64 / t.flops_per_s,
-        activation_bytes: act(d),
-        reuses: None,
-    }];
+    let bpp = t.bytes_per_param;
+    let act = |rows: u64, width: u64| 2 * rows * width * bpp;
+    let mm = |rows: u64, k: u64, n: u64| 2.0 * (rows * k * n) as f64 / t.flops_per_s;
+    let shard_rows = (4 * d).clamp(1, t.vocab.max(1));
+    let shards: Vec<(u64, u64)> = (0..t.vocab.div_ceil(shard_rows))
+        .map(|i| {
+            let r0 = i * shard_rows;
+            (r0, (t.vocab - r0).min(shard_rows))
+        })
+        .collect();
+    let mut layers = Vec::new();
+    for (i, &(_, rows)) in shards.iter().enumerate() {
+        layers.push(LayerSpec {
+            name: format!("embed.{i}"),
+            weight_bytes: rows * d * bpp,
+            compute_s: (s * d) as f64 / t.flops_per_s / shards.len() as f64,
+            activation_bytes: act(s, d),
+            reuses: None,
+        });
+    }
     for i in 0..t.layers {
         let attn_s = 2.0 * 2.0 * (s * s * d) as f64 / t.flops_per_s;
         for (name, k, n, extra) in [
@@ -113,20 +129,22 @@ pub fn transformer(model: &str, page_bytes: u64, t: &TransformerSpec) -> Profile
         ] {
             layers.push(LayerSpec {
                 name: format!("l{i}.{name}"),
-                weight_bytes: k * n * t.bytes_per_param,
-                compute_s: mm(k, n) + extra,
-                activation_bytes: act(k.max(n) + d),
+                weight_bytes: k * n * bpp,
+                compute_s: mm(s, k, n) + extra,
+                activation_bytes: act(s, k.max(n) + d),
                 reuses: None,
             });
         }
     }
-    layers.push(LayerSpec {
-        name: "lm_head".into(),
-        weight_bytes: 0,
-        compute_s: mm(d, t.vocab),
-        activation_bytes: act(t.vocab + d),
-        reuses: Some(0),
-    });
+    for (i, &(_, rows)) in shards.iter().enumerate() {
+        layers.push(LayerSpec {
+            name: format!("lm_head.{i}"),
+            weight_bytes: 0,
+            compute_s: mm(1, d, rows),
+            activation_bytes: act(s, d) + t.vocab * bpp,
+            reuses: Some(i),
+        });
+    }
     layered(model, page_bytes, &layers)
 }
 
@@ -152,5 +170,47 @@ mod tests {
             pages,
             vec![vec![0, 1], vec![1], vec![], vec![1, 2], vec![0, 1]]
         );
+    }
+
+    #[test]
+    fn transformer_shards_the_vocabulary_and_ties_the_head() {
+        let t = TransformerSpec {
+            d_model: 64,
+            layers: 2,
+            vocab: 1000,
+            seq_len: 16,
+            bytes_per_param: 2,
+            flops_per_s: 1e12,
+        };
+        let page = 4096;
+        let p = transformer("m", page, &t);
+        let biggest_matrix = 4 * 64 * 64 * 2;
+        for step in &p.steps {
+            // A shard may straddle one extra page boundary, never more.
+            assert!(
+                step.pages.len() as u64 <= biggest_matrix / page + 2,
+                "{}",
+                step.name
+            );
+        }
+        let embed: Vec<_> = p
+            .steps
+            .iter()
+            .filter(|s| s.name.starts_with("embed."))
+            .collect();
+        let head: Vec<_> = p
+            .steps
+            .iter()
+            .filter(|s| s.name.starts_with("lm_head."))
+            .collect();
+        assert_eq!(embed.len(), 1000usize.div_ceil(256));
+        assert_eq!(embed.len(), head.len());
+        for (e, h) in embed.iter().zip(&head) {
+            assert_eq!(e.pages, h.pages);
+        }
+        let table_pages = (1000 * 64 * 2u64).div_ceil(page) as usize;
+        let mut all: Vec<u32> = embed.iter().flat_map(|s| s.pages.clone()).collect();
+        all.dedup();
+        assert_eq!(all.len(), table_pages);
     }
 }
