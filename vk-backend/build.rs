@@ -1,6 +1,8 @@
 //! Compiles every `shaders/*.comp` (repo root) to SPIR-V with glslc, once per precision
 //! (`-DFMT=rgba16f` and `-DFMT=rgba32f`) and per activation storage (images, and storage buffers
-//! with `-DTENSOR_STORAGE_BUFFER`), and generates `shaders.rs` embedding them.
+//! with `-DTENSOR_STORAGE_BUFFER`), and generates `shaders.rs` embedding them. Shaders that read
+//! the weight atlas (they include `weights.glsl`, directly or through another include) also get
+//! a mixed variant: fp32 activations over an fp16 atlas (`-DWFMT=rgba16f`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -45,14 +47,8 @@ fn main() {
         println!("cargo:rerun-if-changed={}", entry.path().display());
     }
 
-    // (file suffix, FMT, Precision variant, StorageKind variant)
-    let variants = [
-        ("f16", "rgba16f", "F16", "Image"),
-        ("f32", "rgba32f", "F32", "Image"),
-        ("f16.buf", "rgba16f", "F16", "Buffer"),
-        ("f32.buf", "rgba32f", "F32", "Buffer"),
-    ];
     let mut jobs = Vec::new();
+    let mut embedded: Vec<(String, Variant)> = Vec::new();
     for src in &sources {
         println!("cargo:rerun-if-changed={}", src.display());
         let stem = src
@@ -60,15 +56,14 @@ fn main() {
             .and_then(|s| s.to_str())
             .unwrap_or_default()
             .to_string();
-        for (suffix, fmt, precision, storage) in variants {
-            let dst = out.join(format!("{stem}.{suffix}.spv"));
-            jobs.push((
-                src.clone(),
-                dst,
-                fmt,
-                precision == "F16",
-                storage == "Buffer",
-            ));
+        let reads_weights = includes_weights(src, &include_dir, 0);
+        for v in VARIANTS
+            .iter()
+            .filter(|v| v.precision == v.weights || reads_weights)
+        {
+            let dst = out.join(format!("{stem}.{}.spv", v.suffix));
+            jobs.push((src.clone(), dst, *v));
+            embedded.push((stem.clone(), *v));
         }
     }
     // Run glslc in small parallel batches (CI has 2 cores).
@@ -76,14 +71,15 @@ fn main() {
     for batch in jobs.chunks(4) {
         let children: Vec<_> = batch
             .iter()
-            .map(|(src, dst, fmt, half, buffer)| {
+            .map(|(src, dst, v)| {
                 let mut cmd = Command::new(&glslc);
                 cmd.arg("--target-env=vulkan1.2")
                     .arg("-O")
                     .arg(format!("-I{}", include_dir.display()))
-                    .arg(format!("-DFMT={fmt}"))
-                    .arg(format!("-DTENSOR_HALF={}", u8::from(*half)));
-                if *buffer {
+                    .arg(format!("-DFMT={}", v.fmt))
+                    .arg(format!("-DWFMT={}", v.wfmt))
+                    .arg(format!("-DTENSOR_HALF={}", u8::from(v.precision == "F16")));
+                if v.storage == "Buffer" {
                     cmd.arg("-DTENSOR_STORAGE_BUFFER");
                 }
                 let child = cmd
@@ -93,11 +89,7 @@ fn main() {
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .spawn();
-                let what = if *buffer {
-                    format!("FMT={fmt}, TENSOR_STORAGE_BUFFER")
-                } else {
-                    format!("FMT={fmt}")
-                };
+                let what = format!("FMT={}, WFMT={}, {}", v.fmt, v.wfmt, v.storage);
                 (src, what, child)
             })
             .collect();
@@ -127,23 +119,83 @@ fn main() {
         let stem = src.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
         let _ = writeln!(gen, "    {stem:?},");
     }
-    gen.push_str("];\n\n/// SPIR-V of a shader's image variant.\npub fn spirv(name: &str, precision: crate::layout::Precision) -> Option<&'static [u8]> {\n    spirv_variant(name, precision, crate::pipeline::StorageKind::Image)\n}\n\n");
-    gen.push_str("/// SPIR-V of a shader variant (precision x activation storage).\npub fn spirv_variant(\n    name: &str,\n    precision: crate::layout::Precision,\n    storage: crate::pipeline::StorageKind,\n) -> Option<&'static [u8]> {\n    match (name, precision, storage) {\n");
-    for src in &sources {
-        let stem = src.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-        for (suffix, _, precision, storage) in variants {
-            let path = spv_path(&out, stem, suffix);
-            let _ = writeln!(
-                gen,
-                "        ({stem:?}, crate::layout::Precision::{precision}, crate::pipeline::StorageKind::{storage}) => Some(include_bytes!({path:?})),"
-            );
-        }
+    gen.push_str("];\n\n/// SPIR-V of a shader's image variant (weights at the activations' precision).\npub fn spirv(name: &str, precision: crate::layout::Precision) -> Option<&'static [u8]> {\n    spirv_variant(name, precision, precision, crate::pipeline::StorageKind::Image)\n}\n\n");
+    gen.push_str("/// SPIR-V of a shader variant (activation precision x atlas precision x activation storage).\npub fn spirv_variant(\n    name: &str,\n    precision: crate::layout::Precision,\n    weights: crate::layout::Precision,\n    storage: crate::pipeline::StorageKind,\n) -> Option<&'static [u8]> {\n    match (name, precision, weights, storage) {\n");
+    for (stem, v) in &embedded {
+        let path = spv_path(&out, stem, v.suffix);
+        let _ = writeln!(
+            gen,
+            "        ({stem:?}, crate::layout::Precision::{}, crate::layout::Precision::{}, crate::pipeline::StorageKind::{}) => Some(include_bytes!({path:?})),",
+            v.precision, v.weights, v.storage
+        );
     }
     gen.push_str("        _ => None,\n    }\n}\n");
     if let Err(e) = std::fs::write(out.join("shaders.rs"), gen) {
         eprintln!("writing shaders.rs: {e}");
         std::process::exit(1);
     }
+}
+
+/// One compiled variant of a shader.
+#[derive(Clone, Copy)]
+struct Variant {
+    suffix: &'static str,
+    /// Activation image format, and the `Precision` variant it stands for.
+    fmt: &'static str,
+    precision: &'static str,
+    /// Weight atlas image format, and its `Precision` variant.
+    wfmt: &'static str,
+    weights: &'static str,
+    /// `StorageKind` variant of the activation tensors.
+    storage: &'static str,
+}
+
+const fn variant(
+    suffix: &'static str,
+    (fmt, precision): (&'static str, &'static str),
+    (wfmt, weights): (&'static str, &'static str),
+    storage: &'static str,
+) -> Variant {
+    Variant {
+        suffix,
+        fmt,
+        precision,
+        wfmt,
+        weights,
+        storage,
+    }
+}
+
+const F16: (&str, &str) = ("rgba16f", "F16");
+const F32: (&str, &str) = ("rgba32f", "F32");
+const VARIANTS: [Variant; 6] = [
+    variant("f16", F16, F16, "Image"),
+    variant("f32", F32, F32, "Image"),
+    variant("f16.buf", F16, F16, "Buffer"),
+    variant("f32.buf", F32, F32, "Buffer"),
+    // Mixed: fp32 activations, fp16 weights (only for shaders that read the atlas).
+    variant("f32w16", F32, F16, "Image"),
+    variant("f32w16.buf", F32, F16, "Buffer"),
+];
+
+/// Whether `src` includes `weights.glsl`, directly or through the repo's include files.
+fn includes_weights(src: &Path, include_dir: &Path, depth: u32) -> bool {
+    let Ok(text) = std::fs::read_to_string(src) else {
+        return false;
+    };
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("#include"))
+        .filter_map(|rest| {
+            rest.trim()
+                .trim_matches(|c| c == '"' || c == '<' || c == '>')
+                .split('"')
+                .next()
+                .map(str::to_string)
+        })
+        .any(|name| {
+            name == "weights.glsl"
+                || (depth < 8 && includes_weights(&include_dir.join(&name), include_dir, depth + 1))
+        })
 }
 
 fn spv_path(out: &Path, stem: &str, suffix: &str) -> String {

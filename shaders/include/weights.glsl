@@ -8,8 +8,13 @@
 #ifndef FMT
 #define FMT rgba16f
 #endif
+// The atlas format: the activations' unless the build asks for the mixed variant (fp16 weights
+// under fp32 activations).
+#ifndef WFMT
+#define WFMT FMT
+#endif
 
-layout(set = 0, binding = 16, FMT) uniform readonly image2DArray weight_atlas;
+layout(set = 0, binding = 16, WFMT) uniform readonly image2DArray weight_atlas;
 layout(set = 0, binding = 17, std430) readonly buffer WeightPageTable {
     uint page_shift;  // log2(texels per page)
     uint num_pages;

@@ -23,6 +23,10 @@ pub struct InferArgs {
     /// Storage precision when compiling an .onnx model (a packed model keeps its own).
     #[arg(long, default_value = "f16")]
     pub precision: String,
+    /// Activation precision (f16 or f32); defaults to the weights'. `--activations f32` over fp16
+    /// weights keeps the halved weight memory and computes every intermediate value in fp32.
+    #[arg(long)]
+    pub activations: Option<String>,
     /// Vulkan device (index or name substring).
     #[arg(long)]
     pub device: Option<String>,
@@ -62,13 +66,29 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
         .model
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
+    let activations = args
+        .activations
+        .as_deref()
+        .map(|a| {
+            parse_precision(a)
+                .map(crate::runtime::weights::vk_precision)
+                .context("--activations")
+        })
+        .transpose()?;
+    let build_exe = |header: &crate::packed::PackedHeader,
+                     pages: &dyn crate::runtime::weights::PageSource| {
+        match activations {
+            Some(a) => Executable::with_activations(&device, header, pages, a),
+            None => Executable::new(&device, header, pages),
+        }
+    };
     let mut exe = if is_onnx {
         let packed = compile_onnx(&args.model, &inputs, parse_precision(&args.precision)?)
             .map_err(anyhow::Error::msg)?;
-        Executable::new(&device, &packed.header, &packed)?
+        build_exe(&packed.header, &packed)?
     } else {
         let m = PackedModel::open(&args.model)?;
-        Executable::from_packed_model(&device, &m)?
+        build_exe(m.header(), &m)?
     };
     let build = t0.elapsed();
     // Integer inputs of an .onnx model were bound as constants at compile time.
@@ -100,8 +120,9 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
     let a = exe.arena_stats();
     println!("device: {}", device.name());
     println!(
-        "precision {:?}; layout transforms (real copies): {}; weights {} bytes in {} pages",
+        "precision {:?} weights, {:?} activations; layout transforms (real copies): {}; weights {} bytes in {} pages",
         exe.precision(),
+        exe.activation_precision(),
         exe.graph().layout_transform_count(),
         exe.weight_bytes(),
         exe.header().page_count

@@ -113,13 +113,8 @@ impl Executable {
             return Ok(t.clone());
         }
         let name = format!("{}:scratch{kidx}", self.header.graph.nodes[ni].name);
-        let t = Tensor::new(
-            &self.device,
-            &name,
-            shape,
-            super::weights::vk_precision(self.precision),
-        )
-        .map_err(super::error::vk(name))?;
+        let t =
+            Tensor::new(&self.device, &name, shape, self.vkp()).map_err(super::error::vk(name))?;
         self.scratch.insert((ni, kidx), t.clone());
         Ok(t)
     }

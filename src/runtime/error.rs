@@ -27,6 +27,8 @@ pub enum RuntimeError {
     Input { name: String, reason: String },
     #[error("{file}: {reason}")]
     Npy { file: PathBuf, reason: String },
+    #[error("activation precision: {0}")]
+    ActivationPrecision(String),
     #[error("model precision {model:?} differs from the requested {requested:?}")]
     Precision {
         model: crate::packed::StoredPrecision,

@@ -34,6 +34,9 @@ pub struct Executable {
     pub(crate) device: Device,
     pub(crate) header: PackedHeader,
     pub(crate) precision: StoredPrecision,
+    /// Precision of activation images: the weights' unless built with
+    /// [`Executable::with_activations`] (fp32 activations over fp16 weights).
+    pub(crate) activations: vk_backend::Precision,
     pub(crate) weights: WeightResidency,
     /// Per IR tensor: its GPU tensor (activations, inputs, outputs, materialized constants).
     pub(crate) tensors: Vec<Option<Tensor>>,
@@ -65,7 +68,19 @@ impl Executable {
         header: &PackedHeader,
         pages: &dyn PageSource,
     ) -> Result<Executable> {
-        Self::build(device, header, pages, true)
+        Self::build(device, header, pages, true, None)
+    }
+
+    /// Like [`Executable::new`] with activations stored at `activations` instead of the weights'
+    /// precision. fp32 activations over fp16 weights keeps the halved weight memory and streaming
+    /// while every intermediate value keeps fp32 precision (the activation arena doubles).
+    pub fn with_activations(
+        device: &Device,
+        header: &PackedHeader,
+        pages: &dyn PageSource,
+        activations: vk_backend::Precision,
+    ) -> Result<Executable> {
+        Self::build(device, header, pages, true, Some(activations))
     }
 
     fn build(
@@ -73,8 +88,17 @@ impl Executable {
         header: &PackedHeader,
         pages: &dyn PageSource,
         allocate_arena: bool,
+        activations: Option<vk_backend::Precision>,
     ) -> Result<Executable> {
         let precision = header.precision;
+        let activations = activations.unwrap_or(vk_precision(precision));
+        if activations == vk_backend::Precision::F16 && precision == StoredPrecision::F32 {
+            return Err(RuntimeError::ActivationPrecision(
+                "fp16 activations over fp32 weights are not supported (use fp16 weights, or fp32 \
+                 activations)"
+                    .into(),
+            ));
+        }
         let weights = WeightResidency::preload(device, pages, precision)?;
         let g = &header.graph;
         let mut node_weights = vec![HashMap::new(); g.nodes.len()];
@@ -92,6 +116,7 @@ impl Executable {
             device: device.clone(),
             header: header.clone(),
             precision,
+            activations,
             weights,
             tensors: vec![None; g.tensors.len()],
             node_weights,
@@ -124,6 +149,10 @@ impl Executable {
     pub fn precision(&self) -> StoredPrecision {
         self.precision
     }
+    /// Precision of the activation images.
+    pub fn activation_precision(&self) -> vk_backend::Precision {
+        self.activations
+    }
     pub fn arena_stats(&self) -> arena::ArenaStats {
         self.arena.stats
     }
@@ -148,8 +177,9 @@ impl Executable {
         self.header.weights.get(w)
     }
 
-    fn vkp(&self) -> vk_backend::Precision {
-        vk_precision(self.precision)
+    /// Precision of activation images (and of constants kernels read as activations).
+    pub(crate) fn vkp(&self) -> vk_backend::Precision {
+        self.activations
     }
 
     /// A device tensor for graph constant `info`, counted as weights.
@@ -268,7 +298,7 @@ impl Executable {
     fn plan_arena(&self, pooled: bool) -> ArenaPlan {
         let g = &self.header.graph;
         let limits = self.device.image_limits();
-        let bpt = self.precision.bytes_per_texel() as u64;
+        let bpt = self.activations.bytes_per_texel() as u64;
         let key_bytes = |t: TensorId| -> (PoolKey, u64) {
             let [n, c, h, w] = crate::ir::nchw(&g.tensors[t].shape);
             let planned = FoldLayout::plan(
@@ -373,7 +403,7 @@ impl Executable {
         header: &PackedHeader,
         pages: &dyn PageSource,
     ) -> Result<Executable> {
-        Self::build(device, header, pages, false)
+        Self::build(device, header, pages, false, None)
     }
 
     /// Places the arena planned by [`Executable::new_unplaced`] at `offsets` (from

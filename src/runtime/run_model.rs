@@ -218,7 +218,7 @@ impl StreamedModel {
     pub fn staging_bytes(&self, inputs: bool) -> Result<u64, RuntimeError> {
         let g = self.exe.graph();
         let dev = self.exe.device();
-        let precision = super::weights::vk_precision(self.exe.precision());
+        let precision = self.exe.activation_precision();
         let mut most = 0u64;
         let ports = if inputs { &g.inputs } else { &g.outputs };
         for p in ports {

@@ -60,6 +60,7 @@ pub struct KernelDesc {
 pub(crate) struct PipelineKey {
     name: &'static str,
     precision: Precision,
+    weights: Precision,
     storage: StorageKind,
 }
 
@@ -67,6 +68,8 @@ pub(crate) struct PipelineKey {
 pub struct Pipeline {
     pub(crate) desc: KernelDesc,
     pub(crate) precision: Precision,
+    /// Precision of the weight atlas the kernel reads (the activations' unless mixed).
+    pub(crate) weights: Precision,
     pub(crate) storage: StorageKind,
     pub(crate) pipeline: vk::Pipeline,
     pub(crate) layout: vk::PipelineLayout,
@@ -79,6 +82,10 @@ impl Pipeline {
     }
     pub fn precision(&self) -> Precision {
         self.precision
+    }
+    /// Precision of the weight atlas this variant reads.
+    pub fn weight_precision(&self) -> Precision {
+        self.weights
     }
     /// Whether activation tensors are bound as images or storage buffers.
     pub fn storage(&self) -> StorageKind {
@@ -115,9 +122,29 @@ impl Device {
         precision: Precision,
         storage: StorageKind,
     ) -> Result<Arc<Pipeline>> {
+        self.pipeline_mixed(desc, precision, precision, storage)
+    }
+
+    /// The pipeline for `desc` with activations at `precision`, reading a weight atlas at
+    /// `weights` (fp16 weights under fp32 activations is the one mixed pair built), cached per
+    /// (name, precision, weights, storage). The recorder picks the variant matching the bound atlas.
+    pub fn pipeline_mixed(
+        &self,
+        desc: &KernelDesc,
+        precision: Precision,
+        weights: Precision,
+        storage: StorageKind,
+    ) -> Result<Arc<Pipeline>> {
+        // Kernels that never read the atlas have one variant per activation precision.
+        let weights = if desc.uses_weights {
+            weights
+        } else {
+            precision
+        };
         let key = PipelineKey {
             name: desc.name,
             precision,
+            weights,
             storage,
         };
         let mut map = self
@@ -134,7 +161,7 @@ impl Device {
             }
             return Ok(p.clone());
         }
-        let p = Arc::new(self.build_pipeline(desc, precision, storage)?);
+        let p = Arc::new(self.build_pipeline(desc, precision, weights, storage)?);
         map.insert(key, p.clone());
         Ok(p)
     }
@@ -143,10 +170,23 @@ impl Device {
         &self,
         desc: &KernelDesc,
         precision: Precision,
+        weights: Precision,
         storage: StorageKind,
     ) -> Result<Pipeline> {
-        let spirv = crate::shaders::spirv_variant(desc.name, precision, storage)
-            .ok_or_else(|| VkError::NoShader(desc.name.to_string()))?;
+        let spirv = crate::shaders::spirv_variant(desc.name, precision, weights, storage)
+            .ok_or_else(|| {
+                if weights == precision {
+                    VkError::NoShader(desc.name.to_string())
+                } else {
+                    VkError::Kernel {
+                        kernel: desc.name.into(),
+                        reason: format!(
+                            "no variant reads a {weights:?} weight atlas with {precision:?} \
+                             activations (fp16 weights under fp32 activations is the mixed pair)"
+                        ),
+                    }
+                }
+            })?;
         let code = ash::util::read_spv(&mut std::io::Cursor::new(spirv))
             .map_err(|e| VkError::Other(format!("bad SPIR-V for `{}`: {e}", desc.name)))?;
         let dev = self.raw();
@@ -245,6 +285,7 @@ impl Device {
             Ok(Pipeline {
                 desc: *desc,
                 precision,
+                weights,
                 storage,
                 pipeline,
                 layout,

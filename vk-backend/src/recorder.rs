@@ -424,7 +424,7 @@ impl Recorder {
     }
 
     /// The variant of `pipeline` matching the storage of the tensors in `args` (all tensors of one
-    /// dispatch must be images, or all storage buffers).
+    /// dispatch must be images, or all storage buffers) and the precision of the bound atlas.
     fn resolve_variant(&self, pipeline: &Arc<Pipeline>, args: &[Arg<'_>]) -> Result<Arc<Pipeline>> {
         let mut kind = None;
         for (i, arg) in args.iter().enumerate() {
@@ -446,13 +446,17 @@ impl Recorder {
                 }
             }
         }
-        match kind {
-            Some((k, _, _)) if k != pipeline.storage => {
-                self.device
-                    .pipeline_variant(&pipeline.desc, pipeline.precision, k)
-            }
-            _ => Ok(pipeline.clone()),
+        let storage = kind.map_or(pipeline.storage, |(k, _, _)| k);
+        // A kernel reading weights uses the variant built for the bound atlas's precision.
+        let weights = match (&self.weights, pipeline.desc.uses_weights) {
+            (Some(atlas), true) => atlas.precision(),
+            _ => pipeline.weights,
+        };
+        if storage == pipeline.storage && weights == pipeline.weights {
+            return Ok(pipeline.clone());
         }
+        self.device
+            .pipeline_mixed(&pipeline.desc, pipeline.precision, weights, storage)
     }
 
     /// Records one compute dispatch of `pipeline` with `args` bound to set 0 in binding order,
@@ -493,11 +497,11 @@ impl Recorder {
             let atlas = self.weights.as_ref().ok_or_else(|| {
                 kerr("kernel reads weights but no atlas was bound (use_weights)".into())
             })?;
-            if atlas.precision() != pipeline.precision {
+            if atlas.precision() != pipeline.weights {
                 return Err(kerr(format!(
                     "atlas precision {:?} differs from the kernel's {:?}",
                     atlas.precision(),
-                    pipeline.precision
+                    pipeline.weights
                 )));
             }
             Some(atlas.clone())

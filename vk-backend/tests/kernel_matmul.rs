@@ -232,7 +232,13 @@ fn gemm_constant_b_bias_activation() {
         (&[3, 7, 2, 300], false, 300, 8, (0, 0), 1.0, 1.0, None),
     ];
     let mut rng = Rng::new(12);
-    for p in [Precision::F32, Precision::F16] {
+    // (activation precision, atlas precision): fp16 weights under fp32 activations is the mixed
+    // variant, checked against a reference that rounds only the weights.
+    for (p, wp) in [
+        (Precision::F32, Precision::F32),
+        (Precision::F16, Precision::F16),
+        (Precision::F32, Precision::F16),
+    ] {
         // One weight stream holding every case's B and bias.
         let mut stream: Vec<f32> = Vec::new();
         let mut prepared = Vec::new();
@@ -262,7 +268,7 @@ fn gemm_constant_b_bias_activation() {
             };
             prepared.push((sa, ta, k, n, (br, bc), bv, cv, b_off, opts));
         }
-        let atlas = atlas_with(p, &stream);
+        let atlas = atlas_with(wp, &stream);
         let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
         rec.use_weights(&atlas);
         let mut checks = Vec::new();
@@ -276,9 +282,9 @@ fn gemm_constant_b_bias_activation() {
             };
             let out = matmul(&mut rec, &a, rhs, &opts, "out").unwrap();
             let (shape, prod) =
-                matmul_ref(&rounded(&av, p), sa, &rounded(&bv, p), &[k, n], ta, false);
+                matmul_ref(&rounded(&av, p), sa, &rounded(&bv, wp), &[k, n], ta, false);
             assert_eq!(out.shape(), &shape[..]);
-            let c = rounded(&cv, p);
+            let c = rounded(&cv, wp);
             let want: Vec<f64> = prod
                 .iter()
                 .enumerate()
@@ -295,7 +301,11 @@ fn gemm_constant_b_bias_activation() {
                     )
                 })
                 .collect();
-            checks.push((format!("{sa:?} x W[{k},{n}] {p:?}"), out, want));
+            checks.push((
+                format!("{sa:?} x W[{k},{n}] {p:?} weights {wp:?}"),
+                out,
+                want,
+            ));
         }
         rec.submit_and_wait().unwrap();
         for (what, out, want) in checks {
