@@ -41,8 +41,8 @@ fn compile(
         r,
         meta,
         PackOptions {
-            precision,
             page_bytes,
+            ..PackOptions::new(precision)
         },
     )
     .unwrap()
@@ -184,14 +184,49 @@ fn round_trip_and_layout() {
     let h = pm.header();
     assert_eq!(h.page_bytes, 4096);
     assert_eq!(h.texels_per_page, 512);
-    let total: u64 = h.weights.iter().map(|w| w.texels).sum();
-    assert_eq!(h.page_count, total.div_ceil(512));
-    // Weights are contiguous in first-use order.
+    // Small tensors (here the conv bias) are stored compensated: hi fp16 values in the first
+    // sixteenth of a compensated page (32 texels), lo remainders x 2048 in the next. Every other
+    // weight follows in first-use order, past that reserved region, without overlaps.
+    let region = 512 / 16;
+    let in_region = |w: &texstream::packed::WeightEntry| {
+        h.compensated_pages.iter().any(|&p| {
+            let r0 = p as u64 * 512;
+            w.texel_offset >= r0 && w.texel_offset + w.texels <= r0 + region
+        })
+    };
+    let (comp, normal): (Vec<_>, Vec<_>) = h.weights.iter().partition(|w| in_region(w));
+    assert_eq!(h.compensated_pages.len(), 1);
+    assert_eq!(comp.len(), 1, "{comp:?}");
+    assert!(matches!(comp[0].kind, WeightKind::Vector { c: 8 }));
     let mut next = 0;
-    for w in &h.weights {
-        assert_eq!(w.texel_offset, next);
-        next += w.texels;
+    for w in &normal {
+        assert!(w.texel_offset >= next, "{w:?}");
+        for &p in &h.compensated_pages {
+            let r0 = p as u64 * 512;
+            assert!(
+                w.texel_offset + w.texels <= r0 || w.texel_offset >= r0 + 2 * region,
+                "{w:?} overlaps the reserved region of page {p}"
+            );
+        }
+        next = w.texel_offset + w.texels;
     }
+    let end = h
+        .weights
+        .iter()
+        .map(|w| w.texel_offset + w.texels)
+        .chain(h.compensated_pages.iter().map(|&p| p as u64 * 512 + 2 * region))
+        .max()
+        .unwrap();
+    assert_eq!(h.page_count, end.div_ceil(512));
+    let ws = weight_space(&pm);
+    for t in comp[0].texel_offset..comp[0].texel_offset + comp[0].texels {
+        for j in 0..4 {
+            let (hi, lo) = (texel(&ws, t, j), texel(&ws, t + region, j));
+            // The remainder is below half an fp16 step of hi (or hi is exact).
+            assert!(lo.abs() / 2048.0 <= hi.abs() * 2f64.powi(-11) + 1e-12, "{hi} {lo}");
+        }
+    }
+    assert!((0..comp[0].texels).any(|t| texel(&ws, comp[0].texel_offset + t + region, 0) != 0.0));
     // Every step's pages are exactly the pages its weights touch.
     for s in &h.steps {
         let mut want: Vec<u32> = s

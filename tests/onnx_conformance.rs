@@ -391,10 +391,7 @@ impl VkRunner {
             "conformance",
             report,
             meta,
-            PackOptions {
-                precision: StoredPrecision::F32,
-                page_bytes: 1 << 20,
-            },
+            PackOptions::new(StoredPrecision::F32),
         )
         .map_err(|e| format!("pack: {e}"))?;
         let mut exe =

@@ -109,10 +109,26 @@ fn rel_err(got: &[f32], want: &[f32]) -> f64 {
 
 /// Compiles `r.model` at `precision`, runs it and checks every output; returns the executor.
 fn check(case: &str, r: &Reference, precision: StoredPrecision) -> Executable {
+    check_with(case, r, precision, None)
+}
+
+/// Like [`check`], with activations stored at `activations` (None: the weights' precision).
+fn check_with(
+    case: &str,
+    r: &Reference,
+    precision: StoredPrecision,
+    activations: Option<vk_backend::Precision>,
+) -> Executable {
     let device = vk_backend::testing::device();
     let t0 = Instant::now();
     let packed = compile_onnx(&r.model, &r.inputs, precision).expect("compile");
-    let mut exe = Executable::new(&device, &packed.header, &packed).expect("build executable");
+    let mut exe = match activations {
+        Some(a) => Executable::with_activations(&device, &packed.header, &packed, a),
+        None => Executable::new(&device, &packed.header, &packed),
+    }
+    .expect("build executable");
+    let acts = exe.activation_precision();
+    let pure_fp16 = precision == StoredPrecision::F16 && acts == vk_backend::Precision::F16;
     let build = t0.elapsed();
     let feeds: Vec<_> = r
         .inputs
@@ -144,17 +160,17 @@ fn check(case: &str, r: &Reference, precision: StoredPrecision) -> Executable {
             println!("{case} {name}: got {:?}, ORT {:?}", got.data, want.data);
         }
         println!(
-            "{case} {precision:?} output {name} {:?}: max err / range = {e:.2e} (tol {tol:.0e})",
+            "{case} {precision:?} weights, {acts:?} activations, output {name} {:?}: max err / range = {e:.2e} (tol {tol:.0e})",
             got.shape
         );
-        // Known deviation (does NOT meet the 1e-2 goal): the detector's fp16 probability map is
-        // off by up to 1.6e-2 (640x640) / 2.0e-2 (384x768), with 0.04% / 0.11% of values above 1e-2.
-        // Every kernel matches ORT given the same fp16 inputs (node by node, within 1 fp16 ulp);
-        // what remains is fp16 storage itself: rounding the input, weights, biases and
-        // activations to the nearest fp16 (simulated in ORT) moves the map by 1.5e-2 / 2.3e-2,
-        // as early perturbations grow ~30x through the network and the sigmoid is steepest where
-        // pixels are undecided. fp32 meets 1e-4. Bounds: the measured values plus ~25%.
-        if case.starts_with("det") && precision == StoredPrecision::F16 {
+        // Known deviation with fp16 activations (fp16 weights with fp32 activations meet 1e-2,
+        // asserted below): the detector's probability map is off by up to 1.6e-2 (640x640) /
+        // 1.3e-2 (384x768), with 0.06% / 0.003% of values above 1e-2. Every kernel matches ORT
+        // given the same fp16 inputs (node by node, within 1 fp16 ulp); what remains is fp16
+        // activation storage: early perturbations grow ~30x through the network and the sigmoid
+        // is steepest where pixels are undecided (ORT's own whole-model fp16 conversion is at
+        // 0.97e-2 on the 640x640 input). Bounds: the measured values plus ~25%.
+        if case.starts_with("det") && pure_fp16 {
             let over = frac_over(&got.data, &want.data, tol);
             println!(
                 "{case} {precision:?}: {:.4}% of values above {tol:.0e}",
@@ -163,7 +179,7 @@ fn check(case: &str, r: &Reference, precision: StoredPrecision) -> Executable {
             let (max_err, max_over) = if case == "det" {
                 (2e-2, 1e-3)
             } else {
-                (2.5e-2, 2e-3)
+                (1.6e-2, 1e-4)
             };
             assert!(
                 e <= max_err && over <= max_over,
@@ -178,7 +194,7 @@ fn check(case: &str, r: &Reference, precision: StoredPrecision) -> Executable {
     }
     let a = exe.arena_stats();
     println!(
-        "{case} {precision:?}: build {:.0} ms, run {:.0} ms (gpu {:.0} ms) on {}; ORT CPU {:.1} ms; \
+        "{case} {precision:?} weights, {acts:?} activations: build {:.0} ms, run {:.0} ms (gpu {:.0} ms) on {}; ORT CPU {:.1} ms; \
          arena {} images {} B (naive {} B), weights {} B",
         build.as_secs_f64() * 1e3,
         run.as_secs_f64() * 1e3,
@@ -235,9 +251,16 @@ fn rec_matches_ort() {
 
 #[test]
 fn det_matches_ort() {
-    // fp16 at 640x640 (the size the OCR pipeline uses) and 384x768 (camera-ocr's workload); fp32
-    // at 320x320 to keep lavapipe time down.
+    // fp16 weights at 640x640 (the size the OCR pipeline uses) with fp32 activations (meets
+    // 1e-2) and with fp16 activations (a known, bounded deviation), and at 384x768 (camera-ocr's
+    // workload); fp32 at 320x320 to keep lavapipe time down.
     if let Some(r) = reference("det", "models/ocr/det.onnx") {
+        check_with(
+            "det",
+            &r,
+            StoredPrecision::F16,
+            Some(vk_backend::Precision::F32),
+        );
         check("det", &r, StoredPrecision::F16);
     }
     if let Some(r) = reference("det384x768", "models/ocr/det.onnx") {

@@ -24,16 +24,29 @@ layout(set = 0, binding = 17, std430) readonly buffer WeightPageTable {
 };
 
 const uint WEIGHT_UNMAPPED = 0xFFFFFFFFu;
+// Page-table flag of a compensated page (vk_backend::COMPENSATED): its first
+// texels_per_page/16 texels hold fp16 hi values and the next as many the lo remainders times
+// WEIGHT_LO_SCALE (texstream's packed::placement).
+const uint WEIGHT_COMPENSATED = 0x80000000u;
+const float WEIGHT_LO_SCALE = 2048.0;
 
 vec4 fetch_weight(uint texel_index) {
     uint page = texel_index >> page_shift;
     uint within = texel_index & ((1u << page_shift) - 1u);
-    uint layer = page < num_pages ? page_table[page] : WEIGHT_UNMAPPED;
+    uint entry = page < num_pages ? page_table[page] : WEIGHT_UNMAPPED;
     // A non-resident page is a scheduling bug; read zeros instead of out-of-bounds memory.
-    if (layer == WEIGHT_UNMAPPED) {
+    if (entry == WEIGHT_UNMAPPED) {
         return vec4(0.0);
     }
-    return imageLoad(weight_atlas, ivec3(int(within & 511u), int(within >> 9u), int(layer)));
+    int layer = int(entry & ~WEIGHT_COMPENSATED);
+    vec4 v = imageLoad(weight_atlas, ivec3(int(within & 511u), int(within >> 9u), layer));
+    uint region = 1u << (page_shift - 4u);
+    if ((entry & WEIGHT_COMPENSATED) != 0u && within < region) {
+        uint lo = within + region;
+        v += imageLoad(weight_atlas, ivec3(int(lo & 511u), int(lo >> 9u), layer)) *
+             (1.0 / WEIGHT_LO_SCALE);
+    }
+    return v;
 }
 
 #endif

@@ -23,6 +23,10 @@ pub struct CompileArgs {
     /// Page size, e.g. 1MiB, 512KiB, 2097152.
     #[arg(long = "page-size", default_value = "1MiB")]
     pub page_size: String,
+    /// fp16: weight tensors of at most this many values (biases, norm scales, the smallest
+    /// filters) are stored as compensated hi + lo fp16 pairs for ~fp32 accuracy; 0 turns it off.
+    #[arg(long, default_value_t = crate::packed::pack::DEFAULT_COMPENSATE_MAX_VALUES)]
+    pub compensate_max_values: usize,
     /// Output file (.tspk).
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
@@ -76,6 +80,7 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<()> {
         PackOptions {
             precision,
             page_bytes,
+            compensate_max_values: args.compensate_max_values,
         },
     )
     .map_err(|e| anyhow::anyhow!("{}: {e}", args.model.display()))?;
@@ -153,6 +158,7 @@ mod tests {
             binds: vec![],
             precision: "f32".into(),
             page_size: "64KiB".into(),
+            compensate_max_values: crate::packed::pack::DEFAULT_COMPENSATE_MAX_VALUES,
             output: out.clone(),
         };
         run(&args).unwrap();

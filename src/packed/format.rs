@@ -28,8 +28,9 @@ pub const FORMAT_VERSION: u32 = 1;
 
 /// Revision of the graph passes that produced a header's graph (the file layout is unchanged
 /// between revisions): `run` recompiles ONNX sources whose packed file is older. 1: up to the
-/// in-place Softmax, 2: Softmax writes over an input nothing else reads.
-pub const COMPILER_REVISION: u32 = 2;
+/// in-place Softmax, 2: Softmax writes over an input nothing else reads, 3: small fp16 tensors
+/// are stored compensated (`compensated_pages`).
+pub const COMPILER_REVISION: u32 = 3;
 pub const PREAMBLE_BYTES: usize = 64;
 pub const DATA_ALIGN: u64 = 4096;
 /// Every page is this many texels wide (the atlas layer width).
@@ -135,6 +136,11 @@ pub struct PackedHeader {
     /// [`COMPILER_REVISION`] of the compiler that wrote this file (absent in older files: 1).
     #[serde(default = "first_revision")]
     pub compiler_revision: u32,
+    /// Pages whose first `texels_per_page / 16` texels hold hi fp16 values with lo remainders
+    /// right after them (see `packed::placement`); their page-table entries carry the
+    /// compensated flag.
+    #[serde(default)]
+    pub compensated_pages: Vec<u32>,
     /// ONNX metadata_props (e.g. the recognizer's `character` dictionary).
     pub metadata: BTreeMap<String, String>,
 }

@@ -3,6 +3,7 @@
 pub mod cost;
 pub mod format;
 pub mod pack;
+pub mod placement;
 pub mod texels;
 
 use std::fs::File;

@@ -13,14 +13,28 @@ use crate::ir::{Graph, Op};
 pub struct PackOptions {
     pub precision: StoredPrecision,
     pub page_bytes: u64,
+    /// fp16 only: weight tensors of at most this many values are stored compensated (hi + lo
+    /// fp16 pairs, see [`super::placement`]); 0 turns it off.
+    pub compensate_max_values: usize,
+}
+
+/// Biases, norm scales and the smallest filters: 0.7% of the PP-OCR detector's weight values.
+pub const DEFAULT_COMPENSATE_MAX_VALUES: usize = 1024;
+
+impl PackOptions {
+    /// `precision` with 1 MiB pages and the default compensation.
+    pub fn new(precision: StoredPrecision) -> PackOptions {
+        PackOptions {
+            precision,
+            page_bytes: 1 << 20,
+            compensate_max_values: DEFAULT_COMPENSATE_MAX_VALUES,
+        }
+    }
 }
 
 impl Default for PackOptions {
     fn default() -> Self {
-        PackOptions {
-            precision: StoredPrecision::F16,
-            page_bytes: 1 << 20,
-        }
+        PackOptions::new(StoredPrecision::F16)
     }
 }
 
@@ -148,8 +162,12 @@ pub fn pack_graph(
         ));
     }
     let tpp = opts.page_bytes / bpt;
+    let compensate = match opts.precision {
+        StoredPrecision::F16 => opts.compensate_max_values,
+        StoredPrecision::F32 => 0,
+    };
     let mut weights: Vec<WeightEntry> = Vec::new();
-    let mut texel_data: Vec<f32> = Vec::new();
+    let mut placement = super::placement::Placement::new(tpp);
     let mut index: HashMap<(usize, String), usize> = HashMap::new();
     let mut step_weights: Vec<Vec<(usize, usize)>> = vec![Vec::new(); graph.nodes.len()];
     for ni in 0..graph.nodes.len() {
@@ -170,9 +188,11 @@ pub fn pack_graph(
                             graph.nodes[ni].name, graph.tensors[t].name
                         )
                     })?;
-                    let off = (texel_data.len() / 4) as u64;
                     let cnt = (packed.len() / 4) as u64;
-                    texel_data.extend_from_slice(&packed);
+                    let compensated = (vals.len() <= compensate)
+                        .then(|| placement.place_compensated(&packed))
+                        .flatten();
+                    let off = compensated.unwrap_or_else(|| placement.place(&packed));
                     weights.push(WeightEntry {
                         tensor: t,
                         name: graph.tensors[t].name.clone(),
@@ -187,8 +207,7 @@ pub fn pack_graph(
             step_weights[ni].push((slot, wi));
         }
     }
-    let total_texels = (texel_data.len() / 4) as u64;
-    let page_count = total_texels.div_ceil(tpp);
+    let (texel_data, page_count, compensated_pages) = placement.finish();
     // Drop packed float constants from the inline graph; ints stay.
     let packed_tensors: std::collections::HashSet<usize> =
         weights.iter().map(|w| w.tensor).collect();
@@ -257,6 +276,7 @@ pub fn pack_graph(
         layout_transforms,
         passes,
         compiler_revision: super::format::COMPILER_REVISION,
+        compensated_pages: compensated_pages.iter().map(|&p| p as u32).collect(),
         metadata,
     };
     Ok(Packed { header, data })

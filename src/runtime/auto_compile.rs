@@ -106,8 +106,8 @@ fn compile(
         report,
         meta,
         PackOptions {
-            precision: stored(spec.precision),
             page_bytes,
+            ..PackOptions::new(stored(spec.precision))
         },
     )
     .map_err(|e| err(format!("{}: {e}", onnx.display())))?;

@@ -558,10 +558,7 @@ pub fn compile_onnx(
         &path.display().to_string(),
         report,
         meta,
-        crate::packed::PackOptions {
-            precision,
-            page_bytes: 1 << 20,
-        },
+        crate::packed::PackOptions::new(precision),
     )
     .map_err(|e| format!("{}: {e}", path.display()))
 }

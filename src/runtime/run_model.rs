@@ -29,6 +29,9 @@ impl ExePages for NoPages {
     fn page_bytes(&self) -> u64 {
         self.page_bytes
     }
+    fn compensated_pages(&self) -> Vec<u32> {
+        Vec::new()
+    }
     fn read_page(&self, page: u64, _: &mut [u8]) -> Result<(), PackedError> {
         Err(PackedError::PageRange {
             file: "(streamed model)".into(),

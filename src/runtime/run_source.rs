@@ -30,4 +30,7 @@ impl PageSource for PackedSource {
     fn name(&self) -> String {
         self.model.path().display().to_string()
     }
+    fn compensated_pages(&self) -> Vec<u32> {
+        self.model.header().compensated_pages.clone()
+    }
 }

@@ -10,6 +10,8 @@ pub trait PageSource {
     fn page_count(&self) -> u64;
     fn page_bytes(&self) -> u64;
     fn read_page(&self, page: u64, buf: &mut [u8]) -> std::result::Result<(), PackedError>;
+    /// Pages stored compensated (the packed header's `compensated_pages`).
+    fn compensated_pages(&self) -> Vec<u32>;
 }
 
 impl PageSource for PackedModel {
@@ -22,6 +24,9 @@ impl PageSource for PackedModel {
     fn read_page(&self, page: u64, buf: &mut [u8]) -> std::result::Result<(), PackedError> {
         PackedModel::read_page(self, page, buf)
     }
+    fn compensated_pages(&self) -> Vec<u32> {
+        self.header().compensated_pages.clone()
+    }
 }
 
 impl PageSource for Packed {
@@ -30,6 +35,9 @@ impl PageSource for Packed {
     }
     fn page_bytes(&self) -> u64 {
         self.header.page_bytes
+    }
+    fn compensated_pages(&self) -> Vec<u32> {
+        self.header.compensated_pages.clone()
     }
     fn read_page(&self, page: u64, buf: &mut [u8]) -> std::result::Result<(), PackedError> {
         let pb = self.header.page_bytes as usize;
@@ -84,6 +92,9 @@ impl WeightResidency {
             },
         )
         .map_err(vk("creating the weight atlas"))?;
+        atlas
+            .mark_compensated(&src.compensated_pages())
+            .map_err(vk("marking compensated weight pages"))?;
         let mut buf = vec![0u8; page_bytes as usize];
         for p in 0..pages {
             src.read_page(p, &mut buf)?;

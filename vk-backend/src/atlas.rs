@@ -18,6 +18,10 @@ use crate::resource::{Buffer, Image};
 
 /// Page-table value of a logical page that is not resident.
 pub const UNMAPPED: u32 = u32::MAX;
+/// Page-table flag of a compensated page: `fetch_weight` adds the lo texel stored
+/// `texels_per_page / 16` texels after each texel of the page's first sixteenth, scaled by
+/// 1/2048 (hi + lo fp16 pairs for small tensors that need ~fp32 accuracy).
+pub const COMPENSATED: u32 = 0x8000_0000;
 const HEADER_WORDS: u64 = 4;
 
 /// Atlas geometry.
@@ -41,6 +45,8 @@ struct Inner {
     page_table: Buffer,
     /// Host mirror of the page table (what the last recorded/applied updates set).
     table: Mutex<Vec<u32>>,
+    /// Logical pages whose mapped entries carry [`COMPENSATED`].
+    compensated: Mutex<std::collections::HashSet<u32>>,
 }
 
 /// The paged weight atlas. Cloning shares it.
@@ -135,6 +141,7 @@ impl WeightAtlas {
                 image,
                 page_table,
                 table: Mutex::new(vec![UNMAPPED; config.logical_pages as usize]),
+                compensated: Mutex::new(Default::default()),
             }),
         };
         // Initialize header + all-unmapped table on the GPU.
@@ -214,6 +221,31 @@ impl WeightAtlas {
         rec.copy_buffer_to_image_layer(staging, offset, &self.inner.image, slot)
     }
 
+    /// Marks logical pages as compensated (see [`COMPENSATED`]); their later mappings carry the
+    /// flag. Mark a page before mapping it.
+    pub fn mark_compensated(&self, pages: &[u32]) -> Result<()> {
+        if let Some(&p) = pages
+            .iter()
+            .find(|&&p| p >= self.inner.config.logical_pages)
+        {
+            return Err(VkError::Atlas(format!(
+                "compensated page {p} out of range (page table holds {})",
+                self.inner.config.logical_pages
+            )));
+        }
+        if self.texels_per_page() < 16 * 32 {
+            return Err(VkError::Atlas(
+                "pages below 512 texels cannot hold a compensated region".into(),
+            ));
+        }
+        self.inner
+            .compensated
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(pages.iter().copied());
+        Ok(())
+    }
+
     /// Records page-table updates `(logical page, Some(slot) | None = unmapped)`; consecutive
     /// pages are merged into one `vkCmdUpdateBuffer`.
     pub fn record_page_table_update(
@@ -236,6 +268,11 @@ impl WeightAtlas {
             map.insert(page, slot.unwrap_or(UNMAPPED));
         }
         let mut table = self.inner.table.lock().unwrap_or_else(|e| e.into_inner());
+        let compensated = self
+            .inner
+            .compensated
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let mut run: Vec<u32> = Vec::new();
         let mut run_start = 0u32;
         let flush = |rec: &mut Recorder, start: u32, run: &mut Vec<u32>| -> Result<()> {
@@ -252,6 +289,11 @@ impl WeightAtlas {
         };
         for (page, v) in map {
             table[page as usize] = v;
+            let v = if v != UNMAPPED && compensated.contains(&page) {
+                v | COMPENSATED
+            } else {
+                v
+            };
             if run.is_empty() || page != run_start + run.len() as u32 || run.len() >= 16384 {
                 flush(rec, run_start, &mut run)?;
                 run_start = page;

@@ -25,7 +25,7 @@ pub mod tensor;
 pub mod testing;
 pub mod timestamps;
 
-pub use atlas::{AtlasConfig, AtlasNeeds, WeightAtlas, UNMAPPED};
+pub use atlas::{AtlasConfig, AtlasNeeds, WeightAtlas, COMPENSATED, UNMAPPED};
 pub use device::{
     enumerate_adapters, AdapterInfo, Device, DeviceFeatures, DeviceOptions, ImageLimits, QueueKind,
 };

@@ -8,9 +8,14 @@ use vk_backend::{AtlasConfig, Precision, QueueKind, Recorder, Tensor, WeightAtla
 
 /// Reads `texels` weight texels from `offset` via fetch_weight; returns 4 values per texel.
 fn read_weights(atlas: &WeightAtlas, offset: u32, texels: usize) -> Vec<f32> {
+    read_weights_as(atlas, offset, texels, atlas.precision())
+}
+
+/// [`read_weights`] into a tensor of precision `out` (fp32 over an fp16 atlas: the mixed variant).
+fn read_weights_as(atlas: &WeightAtlas, offset: u32, texels: usize, out: Precision) -> Vec<f32> {
     let d = device();
     // [1, 4, 1, T]: one layer, texel x holds channels 0..3 = RGBA.
-    let t = Tensor::new(&d, "weights view", &[1, 4, 1, texels], atlas.precision()).unwrap();
+    let t = Tensor::new(&d, "weights view", &[1, 4, 1, texels], out).unwrap();
     let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
     rec.use_weights(atlas);
     weight_copy_into(&mut rec, offset, &t).unwrap();
@@ -99,5 +104,56 @@ fn remap_and_unmapped_pages() {
     assert!(atlas.load_page_now(9, 0, &texels_to_bytes(&p0, p)).is_err());
     assert!(atlas.load_page_now(0, 5, &texels_to_bytes(&p0, p)).is_err());
     assert!(atlas.load_page_now(0, 0, &[0u8; 8]).is_err());
+    assert_no_validation_messages(&d);
+}
+
+#[test]
+fn compensated_pages_add_the_scaled_remainder() {
+    let d = device();
+    let p = Precision::F16;
+    let atlas = WeightAtlas::new(
+        &d,
+        AtlasConfig {
+            slots: 2,
+            precision: p,
+            page_height: Some(2),
+            logical_pages: 2,
+        },
+    )
+    .unwrap();
+    let tpp = atlas.texels_per_page() as usize;
+    // The hi values sit in the page's first sixteenth, the lo remainders x 2048 in the next.
+    let region = tpp / 16;
+    let exact = Rng::new(21).vec(region * 4, -3.0, 3.0);
+    let mut page = Rng::new(22).vec(tpp * 4, -2.0, 2.0);
+    for (i, &v) in exact.iter().enumerate() {
+        let hi = half::f16::from_f32(v).to_f32();
+        page[i] = hi;
+        page[region * 4 + i] = (v - hi) * 2048.0;
+    }
+    let bytes = texels_to_bytes(&page, p);
+    atlas.mark_compensated(&[1]).unwrap();
+    // The same bytes as plain page 0 and compensated page 1.
+    atlas.load_page_now(0, 0, &bytes).unwrap();
+    atlas.load_page_now(1, 1, &bytes).unwrap();
+    let plain = read_weights_as(&atlas, 0, tpp, Precision::F32);
+    let comp = read_weights_as(&atlas, tpp as u32, tpp, Precision::F32);
+    for (i, &v) in exact.iter().enumerate() {
+        let hi = half::f16::from_f32(v).to_f32();
+        assert_eq!(plain[i], hi, "plain page, value {i}");
+        let err = (comp[i] as f64 - v as f64).abs();
+        assert!(
+            err <= 1e-6 * (v as f64).abs().max(1e-3),
+            "compensated value {i}: {} vs {v} (hi alone {hi})",
+            comp[i]
+        );
+    }
+    // Outside the region, both pages read the stored fp16 values unchanged.
+    for i in region * 8..tpp * 4 {
+        let want = p.round(page[i]);
+        assert_eq!(plain[i], want, "plain page, value {i}");
+        assert_eq!(comp[i], want, "compensated page, value {i}");
+    }
+    assert!(atlas.mark_compensated(&[2]).is_err());
     assert_no_validation_messages(&d);
 }

@@ -105,6 +105,10 @@ impl StreamEngine {
                 logical_pages: total.max(1) as u32,
             },
         )?;
+        for (s, &base) in sources.iter().zip(&bases) {
+            let pages: Vec<u32> = s.compensated_pages().iter().map(|p| p + base).collect();
+            atlas.mark_compensated(&pages)?;
+        }
         let page_bytes = atlas.page_bytes();
         if total * atlas.texels_per_page() as u64 > u32::MAX as u64 + 1 {
             return bad(format!(

@@ -53,6 +53,11 @@ pub trait PageSource: Send + Sync {
     fn name(&self) -> String {
         String::from("model")
     }
+    /// This model's compensated pages (see [`crate::atlas::COMPENSATED`]), as model-local
+    /// page numbers.
+    fn compensated_pages(&self) -> Vec<u32> {
+        Vec::new()
+    }
 }
 
 /// Which memory the staging ring lives in.
