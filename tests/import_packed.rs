@@ -214,7 +214,11 @@ fn round_trip_and_layout() {
         .weights
         .iter()
         .map(|w| w.texel_offset + w.texels)
-        .chain(h.compensated_pages.iter().map(|&p| p as u64 * 512 + 2 * region))
+        .chain(
+            h.compensated_pages
+                .iter()
+                .map(|&p| p as u64 * 512 + 2 * region),
+        )
         .max()
         .unwrap();
     assert_eq!(h.page_count, end.div_ceil(512));
@@ -223,7 +227,10 @@ fn round_trip_and_layout() {
         for j in 0..4 {
             let (hi, lo) = (texel(&ws, t, j), texel(&ws, t + region, j));
             // The remainder is below half an fp16 step of hi (or hi is exact).
-            assert!(lo.abs() / 2048.0 <= hi.abs() * 2f64.powi(-11) + 1e-12, "{hi} {lo}");
+            assert!(
+                lo.abs() / 2048.0 <= hi.abs() * 2f64.powi(-11) + 1e-12,
+                "{hi} {lo}"
+            );
         }
     }
     assert!((0..comp[0].texels).any(|t| texel(&ws, comp[0].texel_offset + t + region, 0) != 0.0));

@@ -24,7 +24,9 @@ pub use det_pre::{
 };
 pub use error::{BoxError, OcrError};
 pub use image::{decode_image, load_image, BgrImage};
-pub use pipeline::{ocr_pipeline, ocr_pipeline_traced, OcrConfig, OcrTrace, TextLine};
+pub use pipeline::{
+    ocr_pipeline, ocr_pipeline_traced, OcrConfig, OcrStageTimes, OcrTrace, TextLine,
+};
 pub use resize::resize_linear;
 pub use tensor::Tensor;
 pub use textline::{

@@ -1,6 +1,8 @@
 //! The CPU side of the PP-OCR pipeline (detector -> angle classifier -> recognizer, fanned out over
 //! the detected boxes), with the three network runs plugged in as closures by the GPU runtime.
 
+use std::time::{Duration, Instant};
+
 use super::crop::get_rotate_crop_image;
 use super::ctc::CtcDecoder;
 use super::db::{db_postprocess, sort_boxes, DbParams, DetBox};
@@ -83,6 +85,25 @@ pub struct OcrTrace {
     pub rec: Vec<(String, f64)>,
     /// Final lines (empty texts and scores below `text_score` removed).
     pub lines: Vec<TextLine>,
+    /// Where the pipeline's own (CPU) time went; the model callbacks are not included.
+    pub times: OcrStageTimes,
+}
+
+/// Wall time of the OCR pipeline's CPU stages, excluding the model callbacks.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OcrStageTimes {
+    /// Bounds resize, padding and the detector's normalization.
+    pub preprocess: Duration,
+    /// DB box extraction from the probability map, and sorting.
+    pub boxes: Duration,
+    /// Rotated crops of every box.
+    pub crops: Duration,
+    /// Classifier batches' resize/normalize and their postprocessing (and 180° rotations).
+    pub cls: Duration,
+    /// Recognizer batches' resize/normalize.
+    pub rec_pre: Duration,
+    /// CTC decoding of the recognizer's output.
+    pub ctc: Duration,
 }
 
 fn model_err<E: Into<BoxError>>(model: &'static str) -> impl FnOnce(E) -> OcrError {
@@ -136,6 +157,8 @@ where
     if img.width == 0 || img.height == 0 {
         return Err(OcrError::Invalid("empty image".into()));
     }
+    let mut times = OcrStageTimes::default();
+    let t = Instant::now();
     let (bounded, ratio_h, ratio_w) =
         resize_image_within_bounds(img, cfg.min_side_len, cfg.max_side_len)?;
     let (det_img, pad_top) = if cfg.use_vertical_padding {
@@ -147,8 +170,10 @@ where
     let Some(input) = det_preprocess(&det_img, &cfg.det) else {
         return Ok(trace);
     };
+    times.preprocess = t.elapsed();
     let (ih, iw) = (input.shape[2], input.shape[3]);
     let prob = run_det(input).map_err(model_err("detector"))?;
+    let t = Instant::now();
     if prob.shape != [1, 1, ih, iw] {
         return Err(OcrError::Shape {
             what: "detector output".into(),
@@ -161,17 +186,23 @@ where
         return Ok(trace);
     }
     sort_boxes(&mut boxes);
+    times.boxes = t.elapsed();
+    let t = Instant::now();
     let crops = boxes
         .iter()
         .map(|b| get_rotate_crop_image(&det_img, &b.points))
         .collect::<Result<Vec<_>, _>>()?;
+    times.crops = t.elapsed();
 
     let mut upright = crops.clone();
     let mut cls = vec![(0usize, 0f32); crops.len()];
     if cfg.use_cls {
         for idx in plan_batches(&crops, cfg.cls_batch) {
+            let t0 = Instant::now();
             let t = cls_preprocess(&crops, &idx, cfg.cls_hw.0, cfg.cls_hw.1);
+            times.cls += t0.elapsed();
             let out = run_cls(t).map_err(model_err("classifier"))?;
+            let t0 = Instant::now();
             for (&i, r) in idx
                 .iter()
                 .zip(cls_postprocess(&out, idx.len(), cfg.cls_labels)?)
@@ -181,14 +212,18 @@ where
                     upright[i] = crops[i].rotate_180();
                 }
             }
+            times.cls += t0.elapsed();
         }
     }
 
     let decoder = CtcDecoder::new(dict);
     let mut rec = vec![(String::new(), 0f64); crops.len()];
     for idx in plan_batches(&upright, cfg.rec_batch) {
+        let t0 = Instant::now();
         let t = rec_preprocess(&upright, &idx, cfg.rec_hw.0, cfg.rec_hw.1);
+        times.rec_pre += t0.elapsed();
         let out = run_rec(t).map_err(model_err("recognizer"))?;
+        let t0 = Instant::now();
         let d = out.dims("recognizer output", 3)?;
         if d[0] != idx.len() {
             return Err(OcrError::Shape {
@@ -200,6 +235,7 @@ where
         for (&i, r) in idx.iter().zip(decoder.decode(&out)?) {
             rec[i] = r;
         }
+        times.ctc += t0.elapsed();
     }
 
     // Back to original-image coordinates: undo the padding, then the bounds resize; clip.
@@ -223,5 +259,6 @@ where
     trace.crops = crops;
     trace.cls = cls;
     trace.rec = rec;
+    trace.times = times;
     Ok(trace)
 }

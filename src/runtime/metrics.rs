@@ -191,6 +191,9 @@ pub struct RunSummary {
     pub kept_pages: u64,
     /// `model_s` by phase.
     pub model_phases: HostPhases,
+    /// The rest of `measured_s` by OCR stage (OCR pipelines only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_stages: Option<CpuStages>,
 }
 
 /// Where the wall time of the model runs went (the frames after the profiling ones).
@@ -204,6 +207,37 @@ pub struct HostPhases {
     pub wait_s: f64,
     /// Copying outputs back and unpacking them.
     pub download_s: f64,
+}
+
+/// Where an OCR pipeline's CPU steps went (the frames after the profiling ones).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct CpuStages {
+    /// Bounds resize, padding and normalization of the frame.
+    pub preprocess_s: f64,
+    /// Resizing the frame to the detector's input and its probability map back.
+    pub det_resize_s: f64,
+    /// DB box extraction and sorting.
+    pub boxes_s: f64,
+    /// Rotated crops.
+    pub crops_s: f64,
+    /// Classifier pre- and postprocessing.
+    pub cls_s: f64,
+    /// Recognizer preprocessing.
+    pub rec_pre_s: f64,
+    /// CTC decoding.
+    pub ctc_s: f64,
+}
+
+impl CpuStages {
+    /// Adds one frame's stage times.
+    pub fn add(&mut self, t: &crate::ops::OcrStageTimes) {
+        self.preprocess_s += t.preprocess.as_secs_f64();
+        self.boxes_s += t.boxes.as_secs_f64();
+        self.crops_s += t.crops.as_secs_f64();
+        self.cls_s += t.cls.as_secs_f64();
+        self.rec_pre_s += t.rec_pre.as_secs_f64();
+        self.ctc_s += t.ctc.as_secs_f64();
+    }
 }
 
 /// Numbers a run hands to [`RunSummary::build`] besides the recorder.
@@ -225,6 +259,7 @@ pub struct RunFacts {
     pub model_s: f64,
     pub kept_pages: u64,
     pub phases: HostPhases,
+    pub cpu_stages: Option<CpuStages>,
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -256,6 +291,7 @@ impl RunSummary {
             model_s: f.model_s,
             kept_pages: f.kept_pages,
             model_phases: f.phases,
+            cpu_stages: f.cpu_stages,
             workload: f.workload,
             policy: f.policy,
             iterations: f.iterations,
@@ -349,6 +385,18 @@ impl RunSummary {
             ms(p.wait_s),
             ms(p.download_s)
         );
+        if let Some(c) = &self.cpu_stages {
+            o += &format!(
+                "CPU steps by stage: preprocess {:.3} ms, detector resizes {:.3} ms, boxes {:.3} ms, crops {:.3} ms, classifier pre/post {:.3} ms, recognizer pre {:.3} ms, CTC {:.3} ms\n",
+                ms(c.preprocess_s),
+                ms(c.det_resize_s),
+                ms(c.boxes_s),
+                ms(c.crops_s),
+                ms(c.cls_s),
+                ms(c.rec_pre_s),
+                ms(c.ctc_s)
+            );
+        }
         o += &format!(
             "measured/predicted {:.2}, measured/LB {:.2}; model runs/predicted {:.2}, model runs/LB {:.2}\n",
             self.measured_over_predicted,

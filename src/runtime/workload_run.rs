@@ -20,7 +20,9 @@ use std::time::Instant;
 use scheduler::{Pipeline, Plan, Policy, Profile, Stage};
 use vk_backend::{Device, DeviceOptions, PageSource, StreamConfig};
 
-use super::metrics::{names, HeapReading, HostPhases, MemoryRecorder, RunFacts, RunSummary};
+use super::metrics::{
+    names, CpuStages, HeapReading, HostPhases, MemoryRecorder, RunFacts, RunSummary,
+};
 use super::run_budget::{measure_engine_cost, min_cap, plan_under_cap, CapError, EngineCost};
 use super::run_model::StreamedModel;
 use super::run_source::PackedSource;
@@ -274,6 +276,8 @@ struct Driver<'a> {
     model_s: f64,
     /// That wall time by phase.
     phases: HostPhases,
+    /// OCR CPU stage times.
+    cpu_stages: CpuStages,
     /// See [`RunOptions::fixed_costs`].
     fixed_costs: Option<Vec<Profile>>,
     io: IoStaging,
@@ -440,6 +444,7 @@ impl Driver<'_> {
         self.ex.restart_prediction();
         self.model_s = 0.0;
         self.phases = HostPhases::default();
+        self.cpu_stages = CpuStages::default();
         Ok(())
     }
 }
@@ -605,6 +610,7 @@ pub fn run_policy(
         run_times: vec![Vec::new(); prep.models.len()],
         model_s: 0.0,
         phases: HostPhases::default(),
+        cpu_stages: CpuStages::default(),
         fixed_costs: opts.fixed_costs.clone(),
         io,
     };
@@ -649,6 +655,7 @@ pub fn run_policy(
     })?;
     let measured_s = t0.elapsed().as_secs_f64();
     let (phases, costs) = (driver.phases, driver.profiles.clone());
+    let cpu_stages = matches!(prep.shape, Shape::Ocr { .. }).then_some(driver.cpu_stages);
     let (predicted_s, lower_bound_s, replans, kept_pages, model_s) = (
         driver.ex.predicted_s(),
         driver.ex.lower_bound_s(),
@@ -700,6 +707,7 @@ pub fn run_policy(
             model_s,
             kept_pages,
             phases,
+            cpu_stages,
         },
     );
     Ok(RunOutcome {

@@ -295,9 +295,14 @@ pub(super) fn run_frame(d: &mut Driver<'_>) -> Result<Vec<TextLine>, RunError> {
     let cell = std::cell::RefCell::new(d);
     let det = |t: ops::Tensor| -> Result<ops::Tensor, RunError> {
         let (ih, iw) = (t.shape[2], t.shape[3]);
+        let t0 = std::time::Instant::now();
         let x = resize_nchw(&t.shape, &t.data, det_hw.0, det_hw.1);
+        let mut resize = t0.elapsed();
         let (shape, y) = cell.borrow_mut().run(r.det, &r.det_in, &r.det_out, &x)?;
+        let t0 = std::time::Instant::now();
         let y = resize_nchw(&shape, &y, ih, iw);
+        resize += t0.elapsed();
+        cell.borrow_mut().cpu_stages.det_resize_s += resize.as_secs_f64();
         Ok(ops::Tensor::new(vec![1, 1, ih, iw], y)?)
     };
     let per_item = |m: usize, input: &str, output: &str, t: ops::Tensor, hw: (usize, usize)| {
@@ -320,7 +325,9 @@ pub(super) fn run_frame(d: &mut Driver<'_>) -> Result<Vec<TextLine>, RunError> {
     };
     let cls = |t: ops::Tensor| per_item(r.cls, &r.cls_in, &r.cls_out, t, cls_hw);
     let rec = |t: ops::Tensor| per_item(r.rec, &r.rec_in, &r.rec_out, t, rec_hw);
-    Ok(ops::ocr_pipeline(&image, &cfg, &dict, det, cls, rec)?)
+    let trace = ops::ocr_pipeline_traced(&image, &cfg, &dict, det, cls, rec)?;
+    cell.borrow_mut().cpu_stages.add(&trace.times);
+    Ok(trace.lines)
 }
 
 fn shape_hw(m: &StreamedModel, input: &str) -> Result<(usize, usize), RunError> {
