@@ -161,3 +161,128 @@ fn layer_norm_gelu_hardswish_fusions_match_onnxruntime() {
         }
     }
 }
+
+/// A `[1, T, K] x W[K, N] + b -> Softmax(axis 2)` head, A read transposed or not.
+fn head_graph(
+    transpose_a: bool,
+    t: usize,
+    k: usize,
+    n: usize,
+    w: &[f32],
+    b: &[f32],
+) -> texstream::ir::Graph {
+    use texstream::ir::{Activation, DType, Graph, Node, Port, TensorData};
+    let mut g = Graph::default();
+    let a_shape = if transpose_a {
+        vec![1, k, t]
+    } else {
+        vec![1, t, k]
+    };
+    let x = g.add_tensor("x", a_shape, DType::F32);
+    let wt = g.add_tensor("w", vec![k, n], DType::F32);
+    let bt = g.add_tensor("b", vec![n], DType::F32);
+    let logits = g.add_tensor("logits", vec![1, t, n], DType::F32);
+    let probs = g.add_tensor("probs", vec![1, t, n], DType::F32);
+    g.constants
+        .insert(wt, TensorData::from_f32(vec![k, n], w.to_vec()));
+    g.constants
+        .insert(bt, TensorData::from_f32(vec![n], b.to_vec()));
+    g.nodes.push(Node {
+        name: "head".into(),
+        op: Op::MatMul {
+            transpose_a,
+            transpose_b: false,
+            activation: Activation::None,
+        },
+        inputs: vec![Some(x), Some(wt), Some(bt)],
+        outputs: vec![logits],
+    });
+    g.nodes.push(Node {
+        name: "softmax".into(),
+        op: Op::Softmax { axis: 2 },
+        inputs: vec![Some(logits)],
+        outputs: vec![probs],
+    });
+    g.inputs.push(Port::new("x", x));
+    g.outputs.push(Port::new("probs", probs));
+    g
+}
+
+#[test]
+fn batch1_head_runs_with_rows_in_lanes_and_matches_a_reference() {
+    use texstream::packed::{pack_graph, PackOptions, StoredPrecision};
+    use texstream::runtime::{Executable, HostTensor};
+    let (t, k, n) = (9usize, 12usize, 2000usize);
+    let mut s = 7u64;
+    let mut rnd = move || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((s >> 33) as f64 / (1u64 << 31) as f64 * 2.0 - 1.0) as f32
+    };
+    let w: Vec<f32> = (0..k * n).map(|_| rnd()).collect();
+    let b: Vec<f32> = (0..n).map(|_| rnd()).collect();
+    let x: Vec<f32> = (0..t * k).map(|_| rnd()).collect();
+    let device = vk_backend::testing::device();
+    for transpose_a in [false, true] {
+        let mut g = head_graph(transpose_a, t, k, n, &w, &b);
+        let r = optimize(&mut g);
+        assert_eq!(r.head_rows_packed, 1, "transpose_a {transpose_a}");
+        // The head now runs on [T, 1, N]; the caller still sees [1, T, N].
+        let port = &g.outputs[0];
+        assert_eq!(g.tensors[port.tensor].shape, vec![t, 1, n]);
+        assert_eq!(g.port_shape(port), &[1, t, n]);
+        let packed = pack_graph(
+            g,
+            "head",
+            r,
+            Default::default(),
+            PackOptions::new(StoredPrecision::F32),
+        )
+        .unwrap();
+        let mut exe = Executable::new(&device, &packed.header, &packed).unwrap();
+        let out = exe
+            .run(&[(
+                "x".into(),
+                HostTensor::new(
+                    if transpose_a {
+                        vec![1, k, t]
+                    } else {
+                        vec![1, t, k]
+                    },
+                    x.clone(),
+                ),
+            )])
+            .unwrap();
+        let got = &out[0].1;
+        assert_eq!(got.shape, vec![1, t, n]);
+        // f64 reference: row i of A is x[i, :] (or column i of the stored [K, T]).
+        for i in 0..t {
+            let a = |kk: usize| {
+                if transpose_a {
+                    x[kk * t + i] as f64
+                } else {
+                    x[i * k + kk] as f64
+                }
+            };
+            let logits: Vec<f64> = (0..n)
+                .map(|j| b[j] as f64 + (0..k).map(|kk| a(kk) * w[kk * n + j] as f64).sum::<f64>())
+                .collect();
+            let m = logits.iter().cloned().fold(f64::MIN, f64::max);
+            let z: f64 = logits.iter().map(|l| (l - m).exp()).sum();
+            for (j, l) in logits.iter().enumerate() {
+                let want = (l - m).exp() / z;
+                let got = got.data[i * n + j] as f64;
+                assert!(
+                    (got - want).abs() <= 1e-6 + 1e-4 * want,
+                    "row {i} col {j}: {got} vs {want}"
+                );
+            }
+        }
+    }
+    // A head whose logits feed anything but Softmax / the output stays as it is.
+    let mut g = head_graph(false, t, k, n, &w, &b);
+    g.nodes[1].op = Op::Unary(UnaryOp::Relu);
+    assert_eq!(optimize(&mut g).head_rows_packed, 0);
+    vk_backend::testing::assert_no_validation_messages(&device);
+}

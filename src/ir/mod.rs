@@ -64,6 +64,21 @@ impl Node {
 pub struct Port {
     pub name: String,
     pub tensor: TensorId,
+    /// The shape callers see when it differs from the tensor's: same elements in the same
+    /// row-major order (a row-packed head, see `passes::rows`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Vec<usize>>,
+}
+
+impl Port {
+    /// A port showing `tensor` with its own shape.
+    pub fn new(name: impl Into<String>, tensor: TensorId) -> Port {
+        Port {
+            name: name.into(),
+            tensor,
+            shape: None,
+        }
+    }
 }
 
 /// The graph. `nodes` are in topological order.
@@ -129,6 +144,13 @@ impl Graph {
 
     pub fn is_output(&self, t: TensorId) -> bool {
         self.outputs.iter().any(|p| p.tensor == t)
+    }
+
+    /// The shape a caller sees at `port`.
+    pub fn port_shape<'a>(&'a self, port: &'a Port) -> &'a [usize] {
+        port.shape
+            .as_deref()
+            .unwrap_or(&self.tensors[port.tensor].shape)
     }
 
     /// Counts of each op name (unary/binary ops are reported by their sub-op).

@@ -496,7 +496,7 @@ pub(super) fn run(
         })?;
         let t = ctx.g.add_tensor(name.clone(), shape, dtype);
         ctx.bind(&name, t);
-        ctx.g.inputs.push(Port { name, tensor: t });
+        ctx.g.inputs.push(Port::new(name, t));
     }
 
     ctx.walk(graph)?;
@@ -508,7 +508,7 @@ pub(super) fn run(
             tensor: name.clone(),
             reason: "graph output is not produced by any node".into(),
         })?;
-        ctx.g.outputs.push(Port { name, tensor: t });
+        ctx.g.outputs.push(Port::new(name, t));
     }
     ctx.g.prune_constants();
     let mut onnx_ops = BTreeMap::new();

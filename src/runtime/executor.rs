@@ -491,7 +491,7 @@ impl Executable {
                 .map_err(vk("output staging"))?;
             rec.copy_tensor_to_buffer(&t, &buf, 0)
                 .map_err(vk(format!("downloading output `{}`", p.name)))?;
-            downloads.push((p.name.clone(), t, buf, size));
+            downloads.push((p.name.clone(), g.port_shape(p).to_vec(), t, buf, size));
         }
         let t1 = Instant::now();
         rec.submit_and_wait().map_err(vk("running the model"))?;
@@ -500,14 +500,11 @@ impl Executable {
             .map_err(vk("Vulkan validation"))?;
         let t2 = Instant::now();
         let mut out = Vec::new();
-        for (name, t, buf, size) in downloads {
+        for (name, shape, t, buf, size) in downloads {
             let bytes = buf
                 .read(0, size as usize)
                 .map_err(vk(format!("reading output `{name}`")))?;
-            out.push((
-                name,
-                HostTensor::new(t.shape().to_vec(), t.unpack_bytes(&bytes)),
-            ));
+            out.push((name, HostTensor::new(shape, t.unpack_bytes(&bytes))));
         }
         self.last_timings = RunTimings {
             record: t1 - t0,

@@ -213,7 +213,13 @@ impl StreamedModel {
                 what: format!("model `{}`: downloading `{name}`", self.name),
                 source,
             })?;
-        Ok((t.shape().to_vec(), v))
+        let g = self.exe.graph();
+        let shape = g
+            .outputs
+            .iter()
+            .find(|p| p.name == name)
+            .map_or_else(|| t.shape().to_vec(), |p| g.port_shape(p).to_vec());
+        Ok((shape, v))
     }
 
     /// Staging bytes of the largest input (`inputs`) or output (`!inputs`), from the shapes, so

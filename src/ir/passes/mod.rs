@@ -3,6 +3,7 @@
 pub mod fold_bn;
 pub mod fuse;
 pub mod layout;
+pub mod rows;
 
 use super::{Graph, TensorId};
 
@@ -25,6 +26,9 @@ pub struct PassReport {
     /// Softmax nodes that write over their input.
     #[serde(default)]
     pub softmax_in_place: usize,
+    /// `[1, T, N]` heads run as `[T, 1, N]` (rows packed into texel lanes).
+    #[serde(default)]
+    pub head_rows_packed: usize,
 }
 
 /// Runs every pass in order.
@@ -42,6 +46,7 @@ pub fn optimize(g: &mut Graph) -> PassReport {
     r.activations_fused = fuse::activations(g);
     r.transposes_absorbed = layout::absorb_transposes(g);
     r.dead_nodes_removed += dce(g);
+    r.head_rows_packed = rows::pack_head_rows(g);
     let (views, copies) = layout::assign(g);
     r.layout_views = views;
     r.layout_copies = copies;
