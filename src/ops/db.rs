@@ -204,6 +204,9 @@ fn contours(mask: &[bool], w: usize, h: usize) -> Vec<Vec<Pt>> {
     let mut found: Vec<((usize, usize), Vec<Pt>)> = Vec::new();
     let mut label = vec![u32::MAX; w * h];
     let mut stack = Vec::new();
+    // Background 4-connected to the image edge is never a hole and yields no points; it is most
+    // of the map, so it is labelled first by a plain 4-neighbour fill.
+    label_outside(mask, w, h, &mut label);
     for start in 0..w * h {
         if label[start] != u32::MAX {
             continue;
@@ -273,4 +276,160 @@ fn contours(mask: &[bool], w: usize, h: usize) -> Vec<Vec<Pt>> {
         .filter(|f| !f.1.is_empty())
         .map(|f| f.1)
         .collect()
+}
+
+/// Label of background pixels 4-connected to the image edge.
+const OUTSIDE: u32 = u32::MAX - 1;
+
+/// Labels every background pixel 4-connected to the image edge [`OUTSIDE`].
+fn label_outside(mask: &[bool], w: usize, h: usize, label: &mut [u32]) {
+    if w == 0 || h == 0 {
+        return;
+    }
+    let mut stack: Vec<usize> = Vec::new();
+    let seed = |i: usize, label: &mut [u32], stack: &mut Vec<usize>| {
+        if !mask[i] && label[i] == u32::MAX {
+            label[i] = OUTSIDE;
+            stack.push(i);
+        }
+    };
+    for x in 0..w {
+        seed(x, label, &mut stack);
+        seed((h - 1) * w + x, label, &mut stack);
+    }
+    for y in 0..h {
+        seed(y * w, label, &mut stack);
+        seed(y * w + w - 1, label, &mut stack);
+    }
+    while let Some(i) = stack.pop() {
+        let (x, y) = (i % w, i / w);
+        if x > 0 {
+            seed(i - 1, label, &mut stack);
+        }
+        if x + 1 < w {
+            seed(i + 1, label, &mut stack);
+        }
+        if y > 0 {
+            seed(i - w, label, &mut stack);
+        }
+        if y + 1 < h {
+            seed(i + w, label, &mut stack);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The contour search without the outside pre-labelling (every pixel flood-filled with its
+    /// own neighbourhood rules): the reference the faster search must reproduce exactly.
+    fn contours_by_full_fill(mask: &[bool], w: usize, h: usize) -> Vec<Vec<Pt>> {
+        let mut found: Vec<((usize, usize), Vec<Pt>)> = Vec::new();
+        let mut label = vec![u32::MAX; w * h];
+        let mut stack = Vec::new();
+        for start in 0..w * h {
+            if label[start] != u32::MAX {
+                continue;
+            }
+            let fg = mask[start];
+            let id = found.len() as u32;
+            label[start] = id;
+            stack.push(start);
+            let mut pts = Vec::new();
+            let mut touches_edge = false;
+            let mut hole_border: Vec<usize> = Vec::new();
+            while let Some(i) = stack.pop() {
+                let (x, y) = ((i % w) as i64, (i / w) as i64);
+                let mut border = false;
+                for dy in -1i64..=1 {
+                    for dx in -1i64..=1 {
+                        if dx == 0 && dy == 0 {
+                            continue;
+                        }
+                        let four = dx == 0 || dy == 0;
+                        let (nx, ny) = (x + dx, y + dy);
+                        if nx < 0 || ny < 0 || nx >= w as i64 || ny >= h as i64 {
+                            if four {
+                                border = true;
+                                touches_edge = true;
+                            }
+                            continue;
+                        }
+                        let j = ny as usize * w + nx as usize;
+                        if mask[j] == fg {
+                            // Foreground joins 8-neighbours, background only 4-neighbours.
+                            if (fg || four) && label[j] == u32::MAX {
+                                label[j] = id;
+                                stack.push(j);
+                            }
+                        } else if four {
+                            border = true;
+                            if !fg {
+                                hole_border.push(j);
+                            }
+                        }
+                    }
+                }
+                if fg && border {
+                    pts.push([x as f64, y as f64]);
+                }
+            }
+            let at = (start / w, start % w);
+            if fg {
+                found.push((at, pts));
+            } else if !touches_edge && !hole_border.is_empty() {
+                hole_border.sort_unstable();
+                hole_border.dedup();
+                let pts = hole_border
+                    .iter()
+                    .map(|&j| [(j % w) as f64, (j / w) as f64])
+                    .collect();
+                // The hole's border starts at the foreground pixel left of its first pixel.
+                found.push(((at.0, at.1.saturating_sub(1)), pts));
+            } else {
+                found.push((at, Vec::new()));
+            }
+        }
+        found.sort_by_key(|f| f.0);
+        found
+            .into_iter()
+            .filter(|f| !f.1.is_empty())
+            .map(|f| f.1)
+            .collect()
+    }
+
+    #[test]
+    fn outside_prelabelling_keeps_every_contour() {
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for case in 0..200 {
+            let (w, h) = (3 + (rnd() % 40) as usize, 3 + (rnd() % 30) as usize);
+            let density = 1 + rnd() % 7;
+            let mut mask: Vec<bool> = (0..w * h).map(|_| rnd() % 8 < density).collect();
+            // Rings, so that holes (and holes touching several components) occur.
+            if case % 3 == 0 && w > 6 && h > 6 {
+                let (x0, y0) = (
+                    (rnd() % (w as u64 - 5)) as usize,
+                    (rnd() % (h as u64 - 5)) as usize,
+                );
+                for y in y0..y0 + 5 {
+                    for x in x0..x0 + 5 {
+                        let edge = y == y0 || y == y0 + 4 || x == x0 || x == x0 + 4;
+                        mask[y * w + x] = edge;
+                    }
+                }
+            }
+            assert_eq!(
+                contours(&mask, w, h),
+                contours_by_full_fill(&mask, w, h),
+                "case {case}: {w}x{h}"
+            );
+        }
+    }
 }

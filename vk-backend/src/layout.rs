@@ -19,6 +19,11 @@ use half::f16;
 
 use crate::error::{Result, VkError};
 
+/// Layers with fewer rows than this are folded into taller ones (when the tensor is large).
+const SHORT_LAYER_ROWS: usize = 8;
+/// Tensors below this many texels keep their identity fold whatever their height.
+const SHORT_LAYER_MIN_TEXELS: u64 = 1 << 14;
+
 /// Maximum tensor rank the activation layout supports.
 pub const MAX_RANK: usize = 6;
 /// Width of a weight page in texels (fixed by convention).
@@ -151,8 +156,12 @@ impl FoldLayout {
         let to32 = |v: usize| u32::try_from(v).map_err(|_| bad("dimension exceeds u32"));
         let (n32, c32, h32, w32) = (to32(n)?, to32(c)?, to32(h)?, to32(w)?);
         let (md, ml) = (max_dim as u64, max_layers as u64);
+        // Layers only a few rows tall waste most of their memory on tiled GPUs (NVIDIA pads a
+        // layer to its tile height: a [1, 96, 1, 18710] head took 8x its texels); large ones
+        // stack their rows in one layer instead.
+        let short_layers = h < SHORT_LAYER_ROWS && layers > 1 && total >= SHORT_LAYER_MIN_TEXELS;
         let (pw, ph) = if (w as u64) <= md && (h as u64) <= md {
-            if layers <= ml {
+            if layers <= ml && !short_layers {
                 return Ok(Some(FoldLayout {
                     n: n32,
                     c: c32,
@@ -164,9 +173,15 @@ impl FoldLayout {
                     pl: layers as u32,
                 }));
             }
-            // Rows fit: keep W, grow the rows per layer.
+            // Rows fit: keep W, grow the rows per layer (short layers: all rows in as few
+            // layers as the height limit allows).
             let rows = total.div_ceil(w as u64);
-            (w as u64, rows.div_ceil(ml).max(h as u64).min(md))
+            let ph = if short_layers {
+                rows.min(md)
+            } else {
+                rows.div_ceil(ml).max(h as u64)
+            };
+            (w as u64, ph.min(md))
         } else {
             let pw = (w as u64).min(md);
             let rows = total.div_ceil(pw);
@@ -491,6 +506,24 @@ mod tests {
         assert!(FoldLayout::plan([1, 1, 1, 10_000], 16, 4)
             .unwrap()
             .is_none());
+    }
+
+    #[test]
+    fn short_layers_stack_their_rows() {
+        // A row-packed head: 24 layers one row tall become one layer of 24 rows.
+        let l = FoldLayout::plan([1, 96, 1, 18710], 32768, 2048)
+            .unwrap()
+            .unwrap();
+        assert_eq!((l.pw, l.ph, l.pl), (18710, 24, 1));
+        // Small or tall-enough tensors keep the identity fold.
+        let l = FoldLayout::plan([1, 96, 1, 10], 32768, 2048)
+            .unwrap()
+            .unwrap();
+        assert_eq!((l.pw, l.ph, l.pl), (10, 1, 24));
+        let l = FoldLayout::plan([1, 96, 8, 4096], 32768, 2048)
+            .unwrap()
+            .unwrap();
+        assert_eq!((l.pw, l.ph, l.pl), (4096, 8, 24));
     }
 
     #[test]
