@@ -212,7 +212,7 @@ fn head_graph(
 fn batch1_head_runs_with_rows_in_lanes_and_matches_a_reference() {
     use texstream::packed::{pack_graph, PackOptions, StoredPrecision};
     use texstream::runtime::{Executable, HostTensor};
-    let (t, k, n) = (9usize, 12usize, 2000usize);
+    let (t, k, n) = (12usize, 10usize, 2000usize);
     let mut s = 7u64;
     let mut rnd = move || {
         s = s
@@ -228,9 +228,9 @@ fn batch1_head_runs_with_rows_in_lanes_and_matches_a_reference() {
         let mut g = head_graph(transpose_a, t, k, n, &w, &b);
         let r = optimize(&mut g);
         assert_eq!(r.head_rows_packed, 1, "transpose_a {transpose_a}");
-        // The head now runs on [T, 1, N]; the caller still sees [1, T, N].
+        // The head now runs on [1, 4, T/4, N]; the caller still sees [1, T, N].
         let port = &g.outputs[0];
-        assert_eq!(g.tensors[port.tensor].shape, vec![t, 1, n]);
+        assert_eq!(g.tensors[port.tensor].shape, vec![1, 4, t / 4, n]);
         assert_eq!(g.port_shape(port), &[1, t, n]);
         let packed = pack_graph(
             g,
@@ -280,9 +280,12 @@ fn batch1_head_runs_with_rows_in_lanes_and_matches_a_reference() {
             }
         }
     }
-    // A head whose logits feed anything but Softmax / the output stays as it is.
+    // A head whose logits feed anything but Softmax / the output stays as it is, and so does
+    // one whose row count is not a multiple of 4.
     let mut g = head_graph(false, t, k, n, &w, &b);
     g.nodes[1].op = Op::Unary(UnaryOp::Relu);
+    assert_eq!(optimize(&mut g).head_rows_packed, 0);
+    let mut g = head_graph(true, t - 1, k, n, &w, &b);
     assert_eq!(optimize(&mut g).head_rows_packed, 0);
     vk_backend::testing::assert_no_validation_messages(&device);
 }

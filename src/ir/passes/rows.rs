@@ -4,12 +4,13 @@
 //! the memory the values need. A recognizer's or language model's head is exactly that shape
 //! and by far its largest tensor (PP-OCR's recognizer: `[1, 96, 18710]` logits, 14.4 MB of
 //! texels for 3.6 MB of fp16 values). Rows of a MatMul with a constant B are independent, so the
-//! head can run as `[T, 1, K] x [K, N] -> [T, 1, N]` instead, where the rank rule packs T into
-//! the channel lanes. The rewrite applies when the MatMul's output only flows through Softmax
-//! over its last axis (in place or not) into graph outputs: those become `[T, 1, N]` tensors and
-//! the graph output keeps its declared `[1, T, N]` shape (`Port::shape`): the elements are the
-//! same in the same row-major order, so a download needs no reordering. The operand A is copied
-//! once into `[T, 1, K]` (a small tensor: K is the model width).
+//! head can run as `[1, 4, T/4, K] x [K, N] -> [1, 4, T/4, N]` instead: the same rows in the same
+//! row-major order, with the four quarters of the sequence in the four texel lanes (the MatMul's
+//! lane-batched path, M = T/4 rows per lane). The rewrite applies when T is a multiple of 4 and
+//! the MatMul's output only flows through Softmax over its last axis (in place or not) into
+//! graph outputs: those become `[1, 4, T/4, N]` tensors and the graph output keeps its declared
+//! `[1, T, N]` shape (`Port::shape`), so a download needs no reordering. The operand A is copied
+//! once into `[1, 4, T/4, K]` (a small tensor: K is the model width).
 use crate::ir::{Graph, Op, ReshapeKind, TensorId};
 
 /// Smallest output (elements) worth the extra copy of A.
@@ -21,9 +22,8 @@ pub fn pack_head_rows(g: &mut Graph) -> usize {
     let mut mi = 0;
     while mi < g.nodes.len() {
         if let Some(plan) = eligible(g, mi) {
-            rewrite(g, mi, plan);
+            mi += rewrite(g, mi, plan); // skip the inserted nodes
             count += 1;
-            mi += 1; // skip the inserted node
         }
         mi += 1;
     }
@@ -55,7 +55,7 @@ fn eligible(g: &Graph, mi: usize) -> Option<HeadPlan> {
     let out = *node.outputs.first()?;
     let (k, n) = (g.tensors[b].shape[0], g.tensors[b].shape[1]);
     let t = match g.tensors[out].shape.as_slice() {
-        [1, t, nn] if *nn == n && *t >= 4 && t * n >= MIN_ELEMENTS => *t,
+        [1, t, nn] if *nn == n && t % 4 == 0 && t * n >= MIN_ELEMENTS => *t,
         _ => return None,
     };
     let a_shape = &g.tensors[a].shape;
@@ -90,7 +90,8 @@ fn eligible(g: &Graph, mi: usize) -> Option<HeadPlan> {
     Some(HeadPlan { t, k, n, chain })
 }
 
-fn rewrite(g: &mut Graph, mi: usize, p: HeadPlan) {
+/// Returns how many nodes it inserted before the MatMul.
+fn rewrite(g: &mut Graph, mi: usize, p: HeadPlan) -> usize {
     let a = g.nodes[mi].inputs[0].unwrap_or_default();
     let transpose_a = matches!(
         g.nodes[mi].op,
@@ -101,39 +102,55 @@ fn rewrite(g: &mut Graph, mi: usize, p: HeadPlan) {
     );
     let name = format!("{}:rows", g.nodes[mi].name);
     let dtype = g.tensors[a].dtype;
-    let packed = g.add_tensor(format!("{name}.a"), vec![p.t, 1, p.k], dtype);
-    let op = if transpose_a {
-        // [1, K, T] -> [T, 1, K]
-        Op::Transpose {
-            perm: vec![2, 0, 1],
-        }
-    } else {
-        Op::Reshape {
+    let quarters = vec![1, 4, p.t / 4, p.k];
+    let mut copies = Vec::new();
+    let mut src = a;
+    if transpose_a {
+        // [1, K, T] -> [1, T, K] first.
+        let rows = g.add_tensor(format!("{name}.t"), vec![1, p.t, p.k], dtype);
+        copies.push(crate::ir::Node {
+            name: format!("{name}.transpose"),
+            op: Op::Transpose {
+                perm: vec![0, 2, 1],
+            },
+            inputs: vec![Some(src)],
+            outputs: vec![rows],
+        });
+        src = rows;
+    }
+    let packed = g.add_tensor(format!("{name}.a"), quarters.clone(), dtype);
+    copies.push(crate::ir::Node {
+        name,
+        op: Op::Reshape {
             kind: ReshapeKind::Reshape,
-            shape: vec![p.t, 1, p.k],
-        }
-    };
-    g.nodes.insert(
-        mi,
-        crate::ir::Node {
-            name,
-            op,
-            inputs: vec![Some(a)],
-            outputs: vec![packed],
+            shape: quarters,
         },
-    );
-    let m = &mut g.nodes[mi + 1];
+        inputs: vec![Some(src)],
+        outputs: vec![packed],
+    });
+    let inserted = copies.len();
+    g.nodes.splice(mi..mi, copies);
+    let m = &mut g.nodes[mi + inserted];
     m.inputs[0] = Some(packed);
     if let Op::MatMul { transpose_a, .. } = &mut m.op {
         *transpose_a = false;
     }
-    let declared = vec![1, p.t, p.n];
     for &t in &p.chain {
-        g.tensors[t].shape = vec![p.t, 1, p.n];
+        g.tensors[t].shape = vec![1, 4, p.t / 4, p.n];
     }
+    // The Softmax nodes of the chain now normalize axis 3 of a rank-4 tensor.
+    for node in &mut g.nodes {
+        if let Op::Softmax { axis } = &mut node.op {
+            if node.outputs.first().is_some_and(|o| p.chain.contains(o)) {
+                *axis = 3;
+            }
+        }
+    }
+    let declared = vec![1, p.t, p.n];
     for port in &mut g.outputs {
         if p.chain.contains(&port.tensor) {
             port.shape = Some(declared.clone());
         }
     }
+    inserted
 }
