@@ -56,7 +56,10 @@ struct Submitter {
     ctx: TransferCtx,
     pool: vk::CommandPool,
     free: Vec<vk::CommandBuffer>,
-    busy: VecDeque<(u64, vk::CommandBuffer)>,
+    /// Submitted command buffers with the fence their submission signals, oldest first.
+    busy: VecDeque<(vk::CommandBuffer, vk::Fence)>,
+    /// Unsignaled fences ready for the next submission.
+    free_fences: Vec<vk::Fence>,
     timing: Option<QueryRing>,
     /// ticket range per timed submission, keyed by the signalled value.
     ranges: BTreeMap<u64, u64>,
@@ -98,6 +101,7 @@ impl Submitter {
             pool,
             free: Vec::new(),
             busy: VecDeque::new(),
+            free_fences: Vec::new(),
             timing,
             ranges: BTreeMap::new(),
             submitted: 0,
@@ -274,35 +278,69 @@ impl Submitter {
             self.free.push(cmd);
             return Err(e);
         }
-        let wait_sems = [self.ctx.compute_sem.raw()];
-        let wait_vals = [wait];
-        let wait_stages = [vk::PipelineStageFlags::TRANSFER];
+        // On a dedicated queue each batch also waits for the previous batch's signal: a
+        // semaphore signal only covers its own batch, so without it a later batch with a smaller
+        // compute wait (or an empty signal-only batch) could raise the value while an earlier
+        // batch's copies were still pending, and compute would read pages that had not landed.
+        let mut wait_sems = Vec::with_capacity(2);
+        let mut wait_vals = Vec::with_capacity(2);
+        if !shared_queue {
+            if wait > 0 {
+                wait_sems.push(self.ctx.compute_sem.raw());
+                wait_vals.push(wait);
+            }
+            if self.submitted > 0 {
+                wait_sems.push(self.ctx.transfer_sem.raw());
+                wait_vals.push(self.submitted);
+            }
+        }
+        let wait_stages = vec![vk::PipelineStageFlags::TRANSFER; wait_sems.len()];
         let sig_sems = [self.ctx.transfer_sem.raw()];
         let sig_vals = [signal];
-        let n_wait = usize::from(wait > 0 && !shared_queue);
         let mut tsi = vk::TimelineSemaphoreSubmitInfo::default()
-            .wait_semaphore_values(&wait_vals[..n_wait])
+            .wait_semaphore_values(&wait_vals)
             .signal_semaphore_values(&sig_vals);
         let cmds = [cmd];
         let si = vk::SubmitInfo::default()
-            .wait_semaphores(&wait_sems[..n_wait])
-            .wait_dst_stage_mask(&wait_stages[..n_wait])
+            .wait_semaphores(&wait_sems)
+            .wait_dst_stage_mask(&wait_stages)
             .command_buffers(&cmds)
             .signal_semaphores(&sig_sems)
             .push_next(&mut tsi);
+        // The command buffer is reused once this fence signals (not the semaphore value: a
+        // fence is what every layer and driver tracks command buffer completion by).
+        let fence = match self.free_fences.pop() {
+            Some(f) => f,
+            // SAFETY: valid create info.
+            None => match unsafe { dev.create_fence(&vk::FenceCreateInfo::default(), None) } {
+                Ok(f) => f,
+                Err(e) => {
+                    // SAFETY: never submitted.
+                    unsafe {
+                        let _ = dev.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty());
+                    }
+                    self.free.push(cmd);
+                    return Err(VkError::Vk {
+                        call: "vkCreateFence (transfer)",
+                        result: e,
+                    });
+                }
+            },
+        };
         let res = {
             let q = self.ctx.device.queue(QueueKind::Transfer).lock();
             // SAFETY: queue externally synchronized by its lock; cmd is executable.
-            unsafe { dev.queue_submit(*q, &[si], vk::Fence::null()) }
+            unsafe { dev.queue_submit(*q, &[si], fence) }
         };
         match res {
             Ok(()) => {
                 self.submitted = signal;
                 self.ctx.shared.set_transfer_submitted(signal);
-                self.busy.push_back((signal, cmd));
+                self.busy.push_back((cmd, fence));
                 Ok(())
             }
             Err(e) => {
+                self.free_fences.push(fence);
                 // SAFETY: never submitted.
                 unsafe {
                     let _ = dev.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty());
@@ -324,8 +362,19 @@ impl Submitter {
         }
         let sig_sems = [self.ctx.transfer_sem.raw()];
         let sig_vals = [value];
-        let mut tsi = vk::TimelineSemaphoreSubmitInfo::default().signal_semaphore_values(&sig_vals);
+        // After the previous batch (see record_and_submit): an empty batch's signal covers no
+        // earlier work by itself.
+        let after_previous = self.ctx.device.has_dedicated_transfer_queue() && self.submitted > 0;
+        let wait_sems = [self.ctx.transfer_sem.raw()];
+        let wait_vals = [self.submitted];
+        let wait_stages = [vk::PipelineStageFlags::ALL_COMMANDS];
+        let n_wait = usize::from(after_previous);
+        let mut tsi = vk::TimelineSemaphoreSubmitInfo::default()
+            .wait_semaphore_values(&wait_vals[..n_wait])
+            .signal_semaphore_values(&sig_vals);
         let si = vk::SubmitInfo::default()
+            .wait_semaphores(&wait_sems[..n_wait])
+            .wait_dst_stage_mask(&wait_stages[..n_wait])
             .signal_semaphores(&sig_sems)
             .push_next(&mut tsi);
         let res = {
@@ -351,18 +400,21 @@ impl Submitter {
     /// Returns command buffers whose submission has completed to the free list.
     fn recycle(&mut self) {
         let done = self.ctx.transfer_sem.value().unwrap_or(0);
-        while let Some(&(v, cmd)) = self.busy.front() {
-            if v > done {
+        let dev = self.ctx.device.raw().clone();
+        while let Some(&(cmd, fence)) = self.busy.front() {
+            // SAFETY: valid fence.
+            if !matches!(unsafe { dev.get_fence_status(fence) }, Ok(true)) {
                 break;
             }
             self.busy.pop_front();
-            // SAFETY: the submission using cmd completed.
+            // SAFETY: the submission using cmd and fence completed.
             unsafe {
-                let _ = self
-                    .ctx
-                    .device
-                    .raw()
-                    .reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty());
+                let _ = dev.reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty());
+                if dev.reset_fences(&[fence]).is_ok() {
+                    self.free_fences.push(fence);
+                } else {
+                    dev.destroy_fence(fence, None);
+                }
             }
             self.free.push(cmd);
         }
@@ -408,9 +460,23 @@ impl Submitter {
             }
         }
         self.timing = None;
+        let dev = self.ctx.device.raw();
+        for (_, fence) in self.busy.drain(..) {
+            // SAFETY: waits (bounded) so the fence is not destroyed in use; a lost device
+            // reports an error at once.
+            unsafe {
+                let _ =
+                    dev.wait_for_fences(&[fence], true, Duration::from_secs(5).as_nanos() as u64);
+                dev.destroy_fence(fence, None);
+            }
+        }
+        for fence in self.free_fences.drain(..) {
+            // SAFETY: unsignaled and unused.
+            unsafe { dev.destroy_fence(fence, None) };
+        }
         if self.pool != vk::CommandPool::null() {
             // SAFETY: every submission from this pool completed.
-            unsafe { self.ctx.device.raw().destroy_command_pool(self.pool, None) };
+            unsafe { dev.destroy_command_pool(self.pool, None) };
         }
         spans.sort_by_key(|s| s.first_ticket);
         spans
