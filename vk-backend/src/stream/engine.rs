@@ -22,6 +22,10 @@ use crate::error::{Result, VkError};
 use crate::recorder::{Recorder, Submission};
 use crate::sync::{SemaphoreSignal, SemaphoreWait, TimelineSemaphore};
 
+/// Consecutive 5-second waits without progress on either queue after which a run is declared
+/// stuck (two minutes).
+const STUCK_WAITS: u32 = 24;
+
 /// The compute batch being recorded.
 struct Batch {
     rec: Recorder,
@@ -492,12 +496,41 @@ impl StreamEngine {
         if value > self.submitted {
             self.flush()?;
         }
+        // A GPU that makes no progress at all on either queue for this long is stuck (a wait
+        // cycle between the queues, or a lost device that does not say so): fail the run with
+        // the values involved instead of hanging the caller.
+        let mut last = (
+            self.compute_sem.value().unwrap_or(0),
+            self.transfer_sem.value().unwrap_or(0),
+        );
+        let mut idle_waits = 0u32;
         while !self
             .compute_sem
             .wait(value, Duration::from_secs(5).as_nanos() as u64)
             .map_err(|e| self.fail(e))?
         {
-            log::warn!("stream: still waiting for step value {value}");
+            let now = (
+                self.compute_sem.value().unwrap_or(0),
+                self.transfer_sem.value().unwrap_or(0),
+            );
+            idle_waits = if now == last { idle_waits + 1 } else { 0 };
+            last = now;
+            log::warn!(
+                "stream: still waiting for step value {value} (compute at {}, transfer at {})",
+                now.0,
+                now.1
+            );
+            if idle_waits >= STUCK_WAITS {
+                let e = VkError::Stream(format!(
+                    "the GPU made no progress for {} s: waiting for compute value {value}, compute \
+                     at {}, transfer at {} of {} submitted",
+                    STUCK_WAITS * 5,
+                    now.0,
+                    now.1,
+                    self.shared.transfer_submitted()
+                ));
+                return Err(self.fail(e));
+            }
         }
         self.retire()
     }

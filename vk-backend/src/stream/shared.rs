@@ -56,6 +56,11 @@ impl Shared {
         self.error.lock().take()
     }
 
+    /// The newest transfer value submitted so far.
+    pub fn transfer_submitted(&self) -> u64 {
+        *self.submitted.lock()
+    }
+
     pub fn set_transfer_submitted(&self, value: u64) {
         let mut g = self.submitted.lock();
         *g = (*g).max(value);
