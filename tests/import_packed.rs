@@ -360,3 +360,33 @@ fn write_replaces_atomically() {
     assert_eq!(leftovers, 0);
     std::fs::remove_file(&out).unwrap();
 }
+
+#[test]
+fn inconsistent_headers_are_refused_with_the_reason() {
+    let out = tmp("inconsistent.tspk");
+    let pm = compile(1, StoredPrecision::F16, 512 * 8, &out);
+    let header = pm.header().clone();
+    let mut data = Vec::new();
+    let mut page = vec![0u8; pm.page_bytes() as usize];
+    for i in 0..pm.page_count() {
+        pm.read_page(i, &mut page).unwrap();
+        data.extend_from_slice(&page);
+    }
+    drop(pm);
+    // Each edit keeps a valid checksum (the file is rewritten), so only the header checks see it.
+    let mut wrong_shape = header.clone();
+    wrong_shape.graph.outputs[0].shape = Some(vec![7]);
+    let mut wrong_page = header.clone();
+    wrong_page.compensated_pages = vec![wrong_page.page_count as u32];
+    for (h, want) in [(wrong_shape, "port"), (wrong_page, "compensated page")] {
+        texstream::packed::Packed {
+            header: h,
+            data: data.clone(),
+        }
+        .write(&out)
+        .unwrap();
+        let e = PackedModel::open(&out).err().expect("refused").to_string();
+        assert!(e.contains(want) && e.contains("inconsistent.tspk"), "{e}");
+    }
+    std::fs::remove_file(&out).unwrap();
+}

@@ -215,6 +215,33 @@ impl PackedModel {
         if header.page_bytes != page_bytes || header.page_count != page_count {
             return Err(corrupt("header and preamble disagree on pages".into()));
         }
+        if let Some(p) = header
+            .compensated_pages
+            .iter()
+            .find(|&&p| p as u64 >= page_count)
+        {
+            return Err(corrupt(format!(
+                "compensated page {p} out of range ({page_count} pages)"
+            )));
+        }
+        let g = &header.graph;
+        for port in g.inputs.iter().chain(&g.outputs) {
+            let Some(t) = g.tensors.get(port.tensor) else {
+                return Err(corrupt(format!(
+                    "port `{}` names a missing tensor",
+                    port.name
+                )));
+            };
+            let shown: usize = g.port_shape(port).iter().product();
+            if shown != t.shape.iter().product::<usize>() {
+                return Err(corrupt(format!(
+                    "port `{}` shows {:?} over a tensor of shape {:?}",
+                    port.name,
+                    g.port_shape(port),
+                    t.shape
+                )));
+            }
+        }
         Ok(PackedModel {
             path: path.to_path_buf(),
             file,

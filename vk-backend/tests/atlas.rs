@@ -27,6 +27,20 @@ fn read_weights_as(atlas: &WeightAtlas, offset: u32, texels: usize, out: Precisi
         .collect()
 }
 
+/// An fp16 atlas of two 1024-texel slots addressing `logical_pages` pages.
+fn small_f16_atlas(logical_pages: u32) -> WeightAtlas {
+    WeightAtlas::new(
+        &device(),
+        AtlasConfig {
+            slots: 2,
+            precision: Precision::F16,
+            page_height: Some(2),
+            logical_pages,
+        },
+    )
+    .unwrap()
+}
+
 #[test]
 fn pages_load_and_read_back() {
     let d = device();
@@ -66,16 +80,7 @@ fn pages_load_and_read_back() {
 fn remap_and_unmapped_pages() {
     let d = device();
     let p = Precision::F16;
-    let atlas = WeightAtlas::new(
-        &d,
-        AtlasConfig {
-            slots: 2,
-            precision: p,
-            page_height: Some(2),
-            logical_pages: 4,
-        },
-    )
-    .unwrap();
+    let atlas = small_f16_atlas(4);
     let tpp = atlas.texels_per_page() as usize;
     let page = |seed: u64| Rng::new(seed).vec(tpp * 4, -2.0, 2.0);
     let (p0, p3) = (page(10), page(13));
@@ -111,16 +116,7 @@ fn remap_and_unmapped_pages() {
 fn compensated_pages_add_the_scaled_remainder() {
     let d = device();
     let p = Precision::F16;
-    let atlas = WeightAtlas::new(
-        &d,
-        AtlasConfig {
-            slots: 2,
-            precision: p,
-            page_height: Some(2),
-            logical_pages: 2,
-        },
-    )
-    .unwrap();
+    let atlas = small_f16_atlas(2);
     let tpp = atlas.texels_per_page() as usize;
     // The hi values sit in the page's first sixteenth, the lo remainders x 2048 in the next.
     let region = tpp / 16;
