@@ -1,5 +1,8 @@
 #version 450
-// 2D convolution (groups, stride, dilation, asymmetric pads) with fused bias + activation.
+// 2D convolution (groups, stride, dilation, asymmetric pads) with fused bias + activation, and
+// optionally an addend of the output's shape summed before the activation (a convolution split
+// into partial sums; the addend may be the output image itself: each invocation reads its own
+// output texels' addend before writing them).
 // One invocation computes one output C4 texel (4 output channels) at PX consecutive output
 // pixels of a row, so every weight texel fetched is reused PX times and every input texel 4 times.
 // All invocations of a workgroup share the output layer (gl_GlobalInvocationID.z), so they fetch
@@ -17,6 +20,7 @@ layout(local_size_x = 8, local_size_y = 8, local_size_z = 1) in;
 
 TENSOR_IN(0, img_in);
 TENSOR_OUT(1, img_out);
+TENSOR_IN(2, img_add);
 
 layout(push_constant) uniform Push {
     TensorDesc in_t;
@@ -29,7 +33,7 @@ layout(push_constant) uniform Push {
     uint ocg;       // output channels per group
     uint w_off;     // filter texel offset in the weight space
     uint b_off;     // bias texel offset, 0xFFFFFFFF = no bias
-    uint act;       // activation code (bits 0-7), bit 8: general grouped path
+    uint act;       // activation code (bits 0-7), bit 8: general grouped path, bit 9: addend
     float alpha;
     float beta;
     uint _pad;
@@ -114,11 +118,14 @@ void main() {
 
     vec4 bias = pc.b_off == 0xFFFFFFFFu ? vec4(0.0) : fetch_weight(pc.b_off + oc4);
     uint act = pc.act & 0xFFu;
+    bool addend = (pc.act & 0x200u) != 0u;
     uint orow_out = texel_index(pc.out_t, layer, oy, 0u);
     for (int p = 0; p < PX; ++p) {
         uint ox = ox0 + uint(p);
         if (ox >= pc.out_t.w) break;
-        vec4 v = apply_unary(act, pc.alpha, pc.beta, acc[p] + bias);
+        vec4 s = acc[p] + bias;
+        if (addend) s += LOAD_TEXEL(img_add, pc.out_t, orow_out + ox);
+        vec4 v = apply_unary(act, pc.alpha, pc.beta, s);
         STORE_TEXEL(img_out, pc.out_t, orow_out + ox, zero_padding(pc.out_t, oc4, v));
     }
 }

@@ -30,6 +30,9 @@ pub struct CompileArgs {
     /// Output file (.tspk).
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
+    /// Also print the N steps with the most live activation bytes and what is live there.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub liveness: usize,
 }
 
 /// Parses sizes like `1MiB`, `256KiB`, `4096`.
@@ -126,10 +129,65 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<()> {
             p.name, h.graph.tensors[p.tensor].shape, h.graph.tensors[p.tensor].dtype
         );
     }
+    if args.liveness > 0 {
+        print_liveness(h, args.liveness);
+    }
     for k in h.metadata.keys() {
         println!("  metadata: {k} ({} chars)", h.metadata[k].chars().count());
     }
     Ok(())
+}
+
+/// The steps where the most activation bytes are live, and the largest tensors live there: where
+/// a model's share of the cap goes.
+fn print_liveness(h: &crate::packed::PackedHeader, top: usize) {
+    let g = &h.graph;
+    let bpv = h.precision.bytes_per_value();
+    let mut order: Vec<usize> = (0..h.steps.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(h.steps[i].live_activation_bytes));
+    let spans = crate::packed::cost::live_spans(g);
+    // The header's graph no longer holds the weights as constants; they live in pages.
+    let weights: std::collections::HashSet<usize> = h.weights.iter().map(|w| w.tensor).collect();
+    let mut by_pages: Vec<usize> = (0..h.steps.len()).collect();
+    by_pages.sort_by_key(|&i| std::cmp::Reverse(h.steps[i].pages.len()));
+    println!("  weight pages (top {top} steps):");
+    for &i in by_pages.iter().take(top) {
+        let s = &h.steps[i];
+        let names: Vec<&str> = s
+            .weights
+            .iter()
+            .filter_map(|&(_, w)| h.weights.get(w).map(|w| w.name.as_str()))
+            .collect();
+        println!(
+            "    step {i:>4} {:<16} {:<28} {} pages {:?} ({})",
+            s.op,
+            s.name,
+            s.pages.len(),
+            s.pages,
+            names.join(", ")
+        );
+    }
+    println!("  liveness (top {top} steps):");
+    for &i in order.iter().take(top) {
+        let s = &h.steps[i];
+        let mut live: Vec<(u64, usize)> = spans
+            .iter()
+            .enumerate()
+            .filter(|(t, sp)| !weights.contains(t) && sp.is_some_and(|(a, b)| a <= i && i <= b))
+            .map(|(t, _)| (crate::ir::c4_bytes(&g.tensors[t].shape, bpv) as u64, t))
+            .collect();
+        live.sort_unstable_by(|a, b| b.cmp(a));
+        println!(
+            "    step {i:>4} {:<16} {:<28} live {:>10} B",
+            s.op, s.name, s.live_activation_bytes
+        );
+        for (b, t) in live.iter().take(6) {
+            println!(
+                "           {:>10} B  {} {:?}",
+                b, g.tensors[*t].name, g.tensors[*t].shape
+            );
+        }
+    }
 }
 
 #[cfg(test)]
@@ -160,6 +218,7 @@ mod tests {
             page_size: "64KiB".into(),
             compensate_max_values: crate::packed::pack::DEFAULT_COMPENSATE_MAX_VALUES,
             output: out.clone(),
+            liveness: 3,
         };
         run(&args).unwrap();
         let pm = crate::packed::PackedModel::open(&out).unwrap();

@@ -8,7 +8,8 @@
 //!   Identity/Dropout, Shape/Size/ConstantOfShape/Range are gone after import.
 //! - `Node::inputs` keeps ONNX input positions; absent optional inputs are `None`.
 //! - Conv / ConvTranspose / MatMul / Gemm carry an `Activation` applied after the bias.
-//!   Conv and ConvTranspose input 2 is the bias `[O]`. After the passes a MatMul may also have an
+//!   Conv and ConvTranspose input 2 is the bias `[O]`. After the passes a Conv may also have an
+//!   input 3: an activation of its output's shape added before the activation (a partial sum). After the passes a MatMul may also have an
 //!   input 2: a bias `[N]` added to the last axis (fused `Add`).
 //! - Conv-like ops with `Window::spatial_rank == 1` take `[N, C, W]` tensors; treat them as
 //!   `[N, C, 1, W]` (the window's H entries are 1/1/1/0).
@@ -23,6 +24,7 @@
 //!   [`Graph::constants`].
 pub mod eval;
 pub mod infer;
+pub mod liveness;
 pub mod op;
 pub mod passes;
 pub mod tensor;

@@ -137,7 +137,8 @@ pub struct Window {
 /// entries in [`super::Node::inputs`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Op {
-    /// inputs: X, W (const [O, I/g, KH, KW]), B? (const [O]).
+    /// inputs: X, W (const [O, I/g, KH, KW]), B? (const [O]), addend? (Y's shape, added
+    /// before the activation; only made by `passes::concat_conv`).
     Conv {
         window: Window,
         group: usize,

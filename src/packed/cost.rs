@@ -1,5 +1,5 @@
 //! Per-step cost estimates (FLOPs, bytes) and activation liveness peaks.
-use crate::ir::{c4_bytes, Graph, Node, Op, TensorLayout};
+use crate::ir::{Graph, Node, Op, TensorLayout};
 
 /// Floating-point operations of one node (multiply-add = 2).
 pub fn flops(g: &Graph, n: &Node) -> u64 {
@@ -54,46 +54,4 @@ pub fn is_view(g: &Graph, n: &Node) -> bool {
             .all(|&t| matches!(g.tensors[t].layout, TensorLayout::ViewOf(_)))
 }
 
-/// Live activation bytes at each node index, and the peak. A tensor is live from its producer
-/// (graph inputs: from step 0) to its last reader (graph outputs: to the end). Views extend
-/// their root's lifetime and cost nothing themselves. Constants are not activations.
-pub fn liveness(g: &Graph, bytes_per_value: usize) -> (Vec<u64>, u64) {
-    let steps = g.nodes.len();
-    let root = |t: usize| match g.tensors[t].layout {
-        TensorLayout::ViewOf(r) => r,
-        TensorLayout::C4 => t,
-    };
-    let mut first = vec![usize::MAX; g.tensors.len()];
-    let mut last = vec![0usize; g.tensors.len()];
-    let mut touch = |t: usize, i: usize| {
-        first[t] = first[t].min(i);
-        last[t] = last[t].max(i);
-    };
-    for p in &g.inputs {
-        touch(root(p.tensor), 0);
-    }
-    for (i, n) in g.nodes.iter().enumerate() {
-        for t in n.present_inputs().chain(n.outputs.iter().copied()) {
-            if !g.is_const(t) {
-                touch(root(t), i);
-            }
-        }
-    }
-    for p in &g.outputs {
-        if !g.is_const(p.tensor) {
-            touch(root(p.tensor), steps.saturating_sub(1));
-        }
-    }
-    let mut live = vec![0u64; steps];
-    for t in 0..g.tensors.len() {
-        if first[t] == usize::MAX || root(t) != t {
-            continue;
-        }
-        let b = c4_bytes(&g.tensors[t].shape, bytes_per_value) as u64;
-        for l in live.iter_mut().take(last[t] + 1).skip(first[t]) {
-            *l += b;
-        }
-    }
-    let peak = live.iter().copied().max().unwrap_or(0);
-    (live, peak)
-}
+pub use crate::ir::liveness::{live_spans, liveness};

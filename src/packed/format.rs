@@ -30,8 +30,9 @@ pub const FORMAT_VERSION: u32 = 1;
 /// between revisions): `run` recompiles ONNX sources whose packed file is older. 1: up to the
 /// in-place Softmax, 2: Softmax writes over an input nothing else reads, 3: small fp16 tensors
 /// are stored compensated (`compensated_pages`), 4: `[1, T, N]` heads run row-packed, 5: as
-/// `[1, 4, T/4, N]`.
-pub const COMPILER_REVISION: u32 = 5;
+/// `[1, 4, T/4, N]`, 6: in-place elementwise ops, convolutions over a Concat split per input, wide
+/// heads split into column pieces.
+pub const COMPILER_REVISION: u32 = 6;
 pub const PREAMBLE_BYTES: usize = 64;
 pub const DATA_ALIGN: u64 = 4096;
 /// Every page is this many texels wide (the atlas layer width).

@@ -208,6 +208,9 @@ pub fn pack_graph(
         }
     }
     let (texel_data, page_count, compensated_pages) = placement.finish();
+    let bpv = opts.precision.bytes_per_value();
+    // Before the weights stop being constants: they live in pages, not in the arena.
+    let (live, peak) = cost::liveness(&graph, bpv);
     // Drop packed float constants from the inline graph; ints stay.
     let packed_tensors: std::collections::HashSet<usize> =
         weights.iter().map(|w| w.tensor).collect();
@@ -215,8 +218,6 @@ pub fn pack_graph(
         .constants
         .retain(|t, d| !(packed_tensors.contains(t) && d.dtype.is_float()));
 
-    let bpv = opts.precision.bytes_per_value();
-    let (live, peak) = cost::liveness(&graph, bpv);
     let mut steps = Vec::with_capacity(graph.nodes.len());
     for (ni, n) in graph.nodes.iter().enumerate() {
         let mut pages: Vec<u32> = Vec::new();
@@ -235,7 +236,7 @@ pub fn pack_graph(
         let act_bytes: u64 = n
             .present_inputs()
             .chain(n.outputs.iter().copied())
-            .filter(|t| !graph.is_const(*t))
+            .filter(|t| !graph.is_const(*t) && !packed_tensors.contains(t))
             .map(|t| crate::ir::c4_bytes(&graph.tensors[t].shape, bpv) as u64)
             .sum();
         let view = cost::is_view(&graph, n);

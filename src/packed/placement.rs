@@ -54,6 +54,13 @@ impl Placement {
     pub fn place(&mut self, texels: &[f32]) -> u64 {
         let count = (texels.len() / 4) as u64;
         let mut start = self.cursor;
+        // A tensor that fits in a page but would straddle two starts on the next page: a step
+        // runs only once every page it reads is resident, so straddling raises the smallest
+        // cap by a page for the price of part of one page of padding here.
+        let offset = start % self.tpp;
+        if offset != 0 && count <= self.tpp && offset + count > self.tpp {
+            start = start.next_multiple_of(self.tpp);
+        }
         // Reserved regions sit at page starts; a tensor overlapping one moves past it.
         while let Some(&page) = self.compensated_pages.iter().find(|&&p| {
             let (r0, r1) = (p * self.tpp, p * self.tpp + 2 * self.region);

@@ -192,8 +192,16 @@ impl Executable {
                     activation: act(*activation).unwrap_or(k::UnaryOp::Identity),
                 };
                 let weights = ConvWeights { filter, bias };
+                // Input 3: a partial sum to add (see `passes::concat_conv`).
+                let addend = match n.input(3) {
+                    Some(_) if window.spatial_rank == 1 => {
+                        return Err(self.bad(&n, "a 1-D convolution cannot take an addend"))
+                    }
+                    Some(_) => Some(self.input(&n, 3)?),
+                    None => None,
+                };
                 self.spatial_2d(rec, ni, window.spatial_rank == 1, (&x, &y), |r, x, y| {
-                    k::conv2d_into(r, x, weights, &p, y)
+                    k::conv2d_add_into(r, x, weights, &p, addend.as_ref(), y)
                 })?;
             }
             Op::ConvTranspose {

@@ -460,6 +460,12 @@ fn with_activation(profiles: &[Profile], bytes: u64) -> Vec<Profile> {
     profiles
 }
 
+/// Largest I/O staging buffer where it counts against the cap (a multiple of any image row:
+/// rows are at most 16384 texels of 8 bytes).
+const IO_STAGING_PIECE_BYTES: u64 = 1 << 20;
+/// Staging ring pages where the ring counts against the cap.
+const UMA_STAGING_SLOTS: u32 = 2;
+
 /// Runs the prepared workload under `cap` with `policy` on a fresh device.
 pub fn run_policy(
     prep: &Prepared,
@@ -472,7 +478,19 @@ pub fn run_policy(
         memory_cap: Some(cap),
         ..opts.device.clone()
     })?;
-    let mut config = opts.stream.unwrap_or_default();
+    let mut config = opts.stream.unwrap_or_else(|| {
+        let mut c = StreamConfig::default();
+        // A staging ring in device memory (UMA) is paid for out of the cap: keep it double
+        // buffered rather than six pages deep.
+        let ring = match c.staging_memory {
+            vk_backend::StagingMemory::System => vk_backend::MemoryLocation::GpuToCpu,
+            vk_backend::StagingMemory::DeviceLocal => vk_backend::MemoryLocation::CpuToGpu,
+        };
+        if dev.memory().counts_against_cap(ring) {
+            c.staging_slots = c.staging_slots.min(UMA_STAGING_SLOTS);
+        }
+        c
+    });
     let first = &prep.models[0].1;
     config.precision = super::weights::vk_precision(first.header().precision);
     config.page_height = Some((first.header().texels_per_page / 512) as u32);
@@ -529,8 +547,21 @@ pub fn run_policy(
     } else {
         up_bytes
     };
+    // Where it counts against the cap, the buffer is one piece at most: uploads and readbacks
+    // larger than that go through it in row blocks (the recognizer's logits are 3.6 MB).
+    let up_size = if dev.memory().counts_against_cap(up_dir.location()) {
+        up_size.min(IO_STAGING_PIECE_BYTES)
+    } else {
+        up_size
+    };
     let io = vk_backend::Buffer::staging_requirements(&dev, up_size, up_dir)?.size;
-    let estimate = dev.memory_stats().current_bytes - before + shared.size + io;
+    let stats = dev.memory_stats();
+    log::info!(
+        "before the arena: {} B allocated by the models (by category {:?}), I/O staging {io} B",
+        stats.current_bytes - before,
+        stats.category_bytes
+    );
+    let estimate = stats.current_bytes - before + shared.size + io;
     let pipe = prep
         .shape
         .frames(&[], prep.iterations, prep.shape.expected());

@@ -753,6 +753,94 @@ impl Recorder {
         Ok(())
     }
 
+    /// Copies physical texels `[first, first + count)` of `dst` from `src` at `src_offset`: part
+    /// of an upload through a staging buffer smaller than the tensor. For images the range must
+    /// be whole rows of one layer ([`Tensor::copy_chunks`] gives such ranges).
+    pub fn copy_buffer_to_tensor_texels(
+        &mut self,
+        src: &Buffer,
+        src_offset: u64,
+        dst: &Tensor,
+        (first, count): (u64, u64),
+    ) -> Result<()> {
+        let sid = self.keep_buffer(src);
+        let did = self.keep_tensor(dst);
+        self.access(&[sid], &[did]);
+        let bpt = dst.precision().bytes_per_texel() as u64;
+        check_range(src, src_offset, count * bpt)?;
+        let dev = self.device.raw();
+        match dst.storage() {
+            TensorStorage::Image(img) => {
+                let region = texel_rows(dst, first, count)?.buffer_offset(src_offset);
+                // SAFETY: recording state; sizes checked.
+                unsafe {
+                    dev.cmd_copy_buffer_to_image(
+                        self.cmd,
+                        src.raw(),
+                        img.raw(),
+                        vk::ImageLayout::GENERAL,
+                        &[region],
+                    )
+                };
+            }
+            TensorStorage::Buffer(b) => {
+                let region = vk::BufferCopy {
+                    src_offset,
+                    dst_offset: first * bpt,
+                    size: count * bpt,
+                };
+                check_range(b, first * bpt, count * bpt)?;
+                // SAFETY: recording state; sizes checked.
+                unsafe { dev.cmd_copy_buffer(self.cmd, src.raw(), b.raw(), &[region]) };
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies physical texels `[first, first + count)` of `src` into `dst` at `dst_offset`: part
+    /// of a readback through a staging buffer smaller than the tensor (whole rows of one layer
+    /// for images).
+    pub fn copy_tensor_texels_to_buffer(
+        &mut self,
+        src: &Tensor,
+        (first, count): (u64, u64),
+        dst: &Buffer,
+        dst_offset: u64,
+    ) -> Result<()> {
+        let sid = self.keep_tensor(src);
+        let did = self.keep_buffer(dst);
+        self.access(&[sid], &[did]);
+        let bpt = src.precision().bytes_per_texel() as u64;
+        check_range(dst, dst_offset, count * bpt)?;
+        let dev = self.device.raw();
+        match src.storage() {
+            TensorStorage::Image(img) => {
+                let region = texel_rows(src, first, count)?.buffer_offset(dst_offset);
+                // SAFETY: recording state; sizes checked.
+                unsafe {
+                    dev.cmd_copy_image_to_buffer(
+                        self.cmd,
+                        img.raw(),
+                        vk::ImageLayout::GENERAL,
+                        dst.raw(),
+                        &[region],
+                    )
+                };
+            }
+            TensorStorage::Buffer(b) => {
+                check_range(b, first * bpt, count * bpt)?;
+                let region = vk::BufferCopy {
+                    src_offset: first * bpt,
+                    dst_offset,
+                    size: count * bpt,
+                };
+                // SAFETY: recording state; sizes checked.
+                unsafe { dev.cmd_copy_buffer(self.cmd, b.raw(), dst.raw(), &[region]) };
+            }
+        }
+        Ok(())
+    }
+
     /// Copies `width*height` texels from `src` at `src_offset` into one layer of an image
     /// (weight atlas pages).
     pub fn copy_buffer_to_image_layer(
@@ -969,6 +1057,41 @@ fn layers(base: u32, count: u32) -> vk::ImageSubresourceLayers {
         base_array_layer: base,
         layer_count: count,
     }
+}
+
+/// The image region of physical texels `[first, first + count)`: whole rows of one layer.
+fn texel_rows(t: &Tensor, first: u64, count: u64) -> Result<vk::BufferImageCopy> {
+    let l = t.layout();
+    let (pw, ph) = (l.pw as u64, l.ph as u64);
+    let layer = first / (pw * ph);
+    let y0 = first % (pw * ph) / pw;
+    let rows = count / pw;
+    if !first.is_multiple_of(pw)
+        || !count.is_multiple_of(pw)
+        || rows == 0
+        || y0 + rows > ph
+        || layer >= l.pl as u64
+    {
+        return Err(VkError::Other(format!(
+            "texels {first}+{count} of `{}` are not whole rows of one layer ({pw}x{ph}x{})",
+            t.name(),
+            l.pl
+        )));
+    }
+    Ok(vk::BufferImageCopy::default()
+        .buffer_row_length(l.pw)
+        .buffer_image_height(rows as u32)
+        .image_subresource(layers(layer as u32, 1))
+        .image_offset(vk::Offset3D {
+            x: 0,
+            y: y0 as i32,
+            z: 0,
+        })
+        .image_extent(vk::Extent3D {
+            width: l.pw,
+            height: rows as u32,
+            depth: 1,
+        }))
 }
 
 fn check_range(b: &Buffer, offset: u64, size: u64) -> Result<()> {

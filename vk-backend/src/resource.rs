@@ -68,6 +68,11 @@ pub enum StagingDirection {
 }
 
 impl StagingDirection {
+    /// Where buffers of this direction are allocated.
+    pub fn location(self) -> MemoryLocation {
+        self.usage_and_location().1
+    }
+
     fn usage_and_location(self) -> (vk::BufferUsageFlags, MemoryLocation) {
         match self {
             StagingDirection::Upload => {

@@ -463,14 +463,62 @@ impl Tensor {
         self.upload_through(data, &staging)
     }
 
-    /// Uploads NCHW `data` now through the caller's host-visible `staging` buffer (at least
-    /// [`Self::physical_bytes`] long, idle), so repeated uploads allocate nothing (waits).
+    /// Uploads NCHW `data` now through the caller's host-visible `staging` buffer (idle; when
+    /// shorter than [`Self::physical_bytes`], in pieces), so repeated uploads allocate nothing
+    /// (waits).
     pub fn upload_through(&self, data: &[f32], staging: &Buffer) -> Result<()> {
         let bytes = self.pack_bytes(data)?;
-        staging.write(0, &bytes)?;
-        let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
-        rec.copy_buffer_to_tensor(staging, 0, self)?;
-        rec.submit_and_wait()
+        if bytes.len() as u64 <= staging.size() {
+            staging.write(0, &bytes)?;
+            let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
+            rec.copy_buffer_to_tensor(staging, 0, self)?;
+            return rec.submit_and_wait();
+        }
+        // A staging buffer smaller than the tensor (it counts against the cap on UMA devices)
+        // carries it in pieces, one copy and wait each.
+        let bpt = self.precision.bytes_per_texel() as u64;
+        for (first, count) in self.copy_chunks(staging.size())? {
+            let range = (first * bpt) as usize..((first + count) * bpt) as usize;
+            staging.write(0, &bytes[range])?;
+            let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
+            rec.copy_buffer_to_tensor_texels(staging, 0, self, (first, count))?;
+            rec.submit_and_wait()?;
+        }
+        Ok(())
+    }
+
+    /// Physical texel ranges `(first, count)` of at most `max_bytes` each that cover the tensor
+    /// in order, each one copy: whole rows of one layer for images. Fails when one row is
+    /// larger than `max_bytes`.
+    pub fn copy_chunks(&self, max_bytes: u64) -> Result<Vec<(u64, u64)>> {
+        let bpt = self.precision.bytes_per_texel() as u64;
+        let total = self.physical_bytes() / bpt;
+        let max_texels = max_bytes / bpt;
+        let (unit, units_per_layer, layers) = match self.storage {
+            TensorStorage::Image(_) => {
+                let l = &self.layout;
+                (l.pw as u64, l.ph as u64, l.pl as u64)
+            }
+            TensorStorage::Buffer(_) => (1, total, 1),
+        };
+        let per_chunk = max_texels / unit;
+        if per_chunk == 0 {
+            return Err(VkError::Other(format!(
+                "a {max_bytes}-byte staging buffer cannot hold one {}-byte row of `{}`",
+                unit * bpt,
+                self.name
+            )));
+        }
+        let mut chunks = Vec::new();
+        for layer in 0..layers {
+            let mut u = 0;
+            while u < units_per_layer {
+                let n = per_chunk.min(units_per_layer - u);
+                chunks.push(((layer * units_per_layer + u) * unit, n * unit));
+                u += n;
+            }
+        }
+        Ok(chunks)
     }
 
     /// Downloads the tensor now as NCHW f32 values (waits).
@@ -480,10 +528,22 @@ impl Tensor {
         self.download_through(&staging)
     }
 
-    /// Downloads the tensor now through the caller's host-visible `staging` buffer (at least
-    /// [`Self::physical_bytes`] long, idle) as NCHW f32 values (waits).
+    /// Downloads the tensor now through the caller's host-visible `staging` buffer (idle; when
+    /// shorter than [`Self::physical_bytes`], in pieces) as NCHW f32 values (waits).
     pub fn download_through(&self, staging: &Buffer) -> Result<Vec<f32>> {
         let size = self.physical_bytes();
+        if size > staging.size() {
+            let bpt = self.precision.bytes_per_texel() as u64;
+            let mut bytes = vec![0u8; size as usize];
+            for (first, count) in self.copy_chunks(staging.size())? {
+                let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
+                rec.copy_tensor_texels_to_buffer(self, (first, count), staging, 0)?;
+                rec.submit_and_wait()?;
+                let range = (first * bpt) as usize..((first + count) * bpt) as usize;
+                staging.with_mapped(|m| bytes[range.clone()].copy_from_slice(&m[..range.len()]))?;
+            }
+            return Ok(self.unpack_bytes(&bytes));
+        }
         let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
         rec.copy_tensor_to_buffer(self, staging, 0)?;
         rec.submit_and_wait()?;

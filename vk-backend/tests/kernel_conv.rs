@@ -5,7 +5,7 @@
 //! page boundaries.
 
 use vk_backend::kernels::{
-    conv2d, conv2d_is_depthwise, Conv2dParams, ConvWeights, UnaryOp, Window2d,
+    conv2d, conv2d_add_into, conv2d_is_depthwise, Conv2dParams, ConvWeights, UnaryOp, Window2d,
 };
 use vk_backend::layout::{pack_conv_filter, pack_depthwise_filter, pack_vector};
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -310,4 +310,80 @@ fn conv2d_output_shapes_and_errors() {
     assert!(e.to_string().contains("atlas"), "{e}");
     let x3 = Tensor::new(&d, "x3", &[6, 10, 7], Precision::F32).unwrap();
     assert!(conv2d(&mut rec, &x3, cw, &p, "y").is_err());
+}
+
+/// `act(conv + b + addend)`, with the addend in its own image and with the output written over
+/// the addend (how the compiler chains partial convolutions in place).
+#[test]
+fn conv2d_adds_its_addend_before_the_activation_in_place() {
+    let d = device();
+    let mut rng = Rng::new(23);
+    let c = Case {
+        x: [1, 6, 9, 11],
+        o: 8,
+        groups: 1,
+        window: win([3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+        bias: true,
+        act: UnaryOp::Relu,
+    };
+    for p in [Precision::F32, Precision::F16] {
+        let w = rng.vec(c.o * 6 * 9, -0.5, 0.5);
+        let b = rng.vec(c.o, -0.5, 0.5);
+        let mut space = pack_conv_filter(&w, c.o, 6, 3, 3).unwrap();
+        let bias = (space.len() / 4) as u32;
+        space.extend(pack_vector(&b));
+        let atlas = WeightAtlas::new(
+            &d,
+            AtlasConfig {
+                slots: 8,
+                precision: p,
+                page_height: Some(1),
+                logical_pages: 8,
+            },
+        )
+        .unwrap();
+        atlas.load_all_now(&space).unwrap();
+        let xv = rng.vec(c.x.iter().product(), -1.0, 1.0);
+        let zv = rng.vec(c.o * 9 * 11, -1.0, 1.0);
+        let x = Tensor::from_data(&d, "x", &c.x, p, &xv).unwrap();
+        let shape = [1, c.o, 9, 11];
+        let z = Tensor::from_data(&d, "z", &shape, p, &zv).unwrap();
+        let fresh = Tensor::new(&d, "y", &shape, p).unwrap();
+        let over = Tensor::from_data(&d, "z2", &shape, p, &zv).unwrap();
+        let params = Conv2dParams {
+            window: c.window,
+            groups: 1,
+            out_channels: c.o,
+            activation: UnaryOp::Relu,
+        };
+        let cw = ConvWeights {
+            filter: 0,
+            bias: Some(bias),
+        };
+        let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+        rec.use_weights(&atlas);
+        conv2d_add_into(&mut rec, &x, cw, &params, Some(&z), &fresh).unwrap();
+        conv2d_add_into(&mut rec, &x, cw, &params, Some(&over), &over).unwrap();
+        rec.submit_and_wait().unwrap();
+        let r = |v: &[f32]| v.iter().map(|&v| p.round(v) as f64).collect::<Vec<_>>();
+        let plain = Case {
+            act: UnaryOp::Identity,
+            ..c
+        };
+        let sum = conv_ref(&plain, &r(&xv), &r(&w), Some(&r(&b)), 9, 11);
+        let want: Vec<f64> = sum
+            .iter()
+            .zip(r(&zv))
+            .map(|(s, z)| act_ref(UnaryOp::Relu, s + z))
+            .collect();
+        assert!(want.iter().any(|&v| v > 0.5) && want.contains(&0.0));
+        assert_close("addend", &fresh.download().unwrap(), &want, tol(p));
+        assert_close("addend in place", &over.download().unwrap(), &want, tol(p));
+        // A depthwise conv takes no addend; neither does one whose addend has another shape.
+        let small = Tensor::new(&d, "small", &[1, c.o, 9, 10], p).unwrap();
+        let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+        rec.use_weights(&atlas);
+        assert!(conv2d_add_into(&mut rec, &x, cw, &params, Some(&small), &fresh).is_err());
+    }
+    assert_no_validation_messages(&d);
 }

@@ -2,7 +2,7 @@
 //! image limits (fake small limits and one real > 16384 width), and the counted buffer fallback.
 
 use vk_backend::testing::{assert_no_validation_messages, device, Rng};
-use vk_backend::{Device, DeviceOptions, ImageLimits, Precision, Tensor};
+use vk_backend::{Buffer, Device, DeviceOptions, ImageLimits, Precision, StagingDirection, Tensor};
 
 fn roundtrip(d: &Device, shape: &[usize], p: Precision, seed: u64) -> Tensor {
     let n: usize = shape.iter().product();
@@ -83,6 +83,55 @@ fn folding_with_fake_limits_and_buffer_fallback() {
     assert_eq!(s.fallback_bytes, 2000 * 16);
     drop(t);
     assert_eq!(d.memory_stats().fallback_tensors, 0);
+    assert_no_validation_messages(&d);
+}
+
+/// Uploads and readbacks through a staging buffer smaller than the tensor go row block by row
+/// block (several layers, folded images and a buffer fallback), and a buffer smaller than one
+/// row is refused.
+#[test]
+fn staging_smaller_than_the_tensor_moves_it_in_pieces() {
+    let d = Device::new(&DeviceOptions {
+        limits_override: Some(ImageLimits {
+            max_image_dimension_2d: 64,
+            max_image_array_layers: 8,
+        }),
+        ..Default::default()
+    })
+    .unwrap();
+    for (i, shape) in [
+        &[1usize, 9, 37, 41][..],
+        &[2, 5, 70, 11],
+        &[1, 4, 1, 3000],
+        &[1, 1, 64, 64],
+    ]
+    .iter()
+    .enumerate()
+    {
+        for p in [Precision::F16, Precision::F32] {
+            let n: usize = shape.iter().product();
+            let data = Rng::new(40 + i as u64).vec(n, -4.0, 4.0);
+            let t = Tensor::new(&d, "t", shape, p).unwrap();
+            let row = t.layout().pw as u64 * p.bytes_per_texel() as u64;
+            // Three rows and a bit: chunks of three rows, never a whole layer at once.
+            let staging =
+                Buffer::staging(&d, "small", 3 * row + 5, StagingDirection::Both).unwrap();
+            assert!(staging.size() < t.physical_bytes(), "{shape:?}");
+            t.upload_through(&data, &staging).unwrap();
+            let want: Vec<f32> = data.iter().map(|&v| p.round(v)).collect();
+            assert_eq!(t.download().unwrap(), want, "upload {shape:?} {p:?}");
+            assert_eq!(
+                t.download_through(&staging).unwrap(),
+                want,
+                "download {shape:?} {p:?}"
+            );
+            if !t.is_fallback() {
+                let tiny = Buffer::staging(&d, "tiny", row - 1, StagingDirection::Both).unwrap();
+                assert!(t.upload_through(&data, &tiny).is_err());
+                assert!(t.download_through(&tiny).is_err());
+            }
+        }
+    }
     assert_no_validation_messages(&d);
 }
 

@@ -19,8 +19,14 @@
 //!    input, output or constant) writes over its input: the output is a view of it, so the two
 //!    never hold memory at the same time ([`softmax_in_place`]). The kernel reads a whole row
 //!    before writing it, and each invocation writes only texels it read itself.
+//! 5. **In-place elementwise.** A Unary, or an arithmetic Binary, whose output has the shape and
+//!    type of an input that nothing else reads writes over that input ([`elementwise_in_place`]);
+//!    so does a Conv over its addend (input 3, read only at the texel being written).
+//!    Their kernels run one invocation per output texel that reads that input's same texel before
+//!    writing it, so the two tensors never need memory at the same time. At 384x768 this is what
+//!    keeps the detector's FPN additions from holding three full-size maps at once.
 use super::sole_consumer;
-use crate::ir::{nchw, Graph, Op, TensorLayout};
+use crate::ir::{nchw, BinaryOp, Graph, Op, TensorId, TensorLayout, UnaryOp};
 
 /// Largest tensor checked element by element; larger non-trivial reshapes stay copies.
 pub const MAX_CHECK: usize = 1 << 22;
@@ -160,14 +166,6 @@ pub fn assign(g: &mut Graph) -> (usize, usize) {
 /// Rule 4. Returns the number of Softmax nodes that now write over their input.
 pub fn softmax_in_place(g: &mut Graph) -> usize {
     let cons = g.consumers();
-    let viewed: std::collections::HashSet<usize> = g
-        .tensors
-        .iter()
-        .filter_map(|t| match t.layout {
-            TensorLayout::ViewOf(r) => Some(r),
-            TensorLayout::C4 => None,
-        })
-        .collect();
     let mut count = 0;
     for i in 0..g.nodes.len() {
         let n = &g.nodes[i];
@@ -177,17 +175,83 @@ pub fn softmax_in_place(g: &mut Graph) -> usize {
         let (Some(x), Some(&y)) = (n.input(0), n.outputs.first()) else {
             continue;
         };
-        let own_storage = |t: usize| matches!(g.tensors[t].layout, TensorLayout::C4);
-        let free = !g.is_const(x)
-            && !g.is_output(x)
-            && !g.inputs.iter().any(|p| p.tensor == x)
-            && cons[x].len() == 1
-            && !viewed.contains(&x)
-            && own_storage(x)
-            && own_storage(y)
-            && g.tensors[x].shape == g.tensors[y].shape;
-        if free {
+        if can_overwrite(g, &cons, i, x, y) {
             g.tensors[y].layout = TensorLayout::ViewOf(x);
+            count += 1;
+        }
+    }
+    count
+}
+
+/// Whether node `at`'s output `y` may take over the storage of its input `x`: `x`'s storage
+/// (its root, and every view of it) is an activation that no node reads after `at` and that is
+/// not a graph input or output, and `y`, with storage of its own, has the shape and type of that
+/// root. Nodes are in execution order, so readers before `at` are done with it.
+fn can_overwrite(g: &Graph, cons: &[Vec<usize>], at: usize, x: TensorId, y: TensorId) -> bool {
+    let root = match g.tensors[x].layout {
+        TensorLayout::ViewOf(r) => r,
+        TensorLayout::C4 => x,
+    };
+    let shares = |t: usize| t == root || g.tensors[t].layout == TensorLayout::ViewOf(root);
+    let family: Vec<TensorId> = (0..g.tensors.len()).filter(|&t| shares(t)).collect();
+    root != y
+        && matches!(g.tensors[y].layout, TensorLayout::C4)
+        && !g.is_const(root)
+        && !g.inputs.iter().any(|p| shares(p.tensor))
+        && !g.outputs.iter().any(|p| shares(p.tensor))
+        && family.iter().all(|&t| cons[t].iter().all(|&c| c <= at))
+        && g.tensors[root].shape == g.tensors[y].shape
+        && g.tensors[root].dtype == g.tensors[y].dtype
+}
+
+/// Rule 5. Returns the number of elementwise nodes that now write over an input.
+pub fn elementwise_in_place(g: &mut Graph) -> usize {
+    let cons = g.consumers();
+    let mut count = 0;
+    for i in 0..g.nodes.len() {
+        let n = &g.nodes[i];
+        // A Conv's addend (input 3) is read only at the output texel each invocation writes.
+        if let (Op::Conv { .. }, Some(a), Some(&y)) = (&n.op, n.input(3), n.outputs.first()) {
+            let root = |t: TensorId| match g.tensors[t].layout {
+                TensorLayout::ViewOf(r) => r,
+                TensorLayout::C4 => t,
+            };
+            let x_apart = n.input(0).is_some_and(|x| root(x) != root(a));
+            if x_apart && can_overwrite(g, &cons, i, a, y) {
+                g.tensors[y].layout = TensorLayout::ViewOf(root(a));
+                count += 1;
+            }
+            continue;
+        }
+        let elementwise = match n.op {
+            // Not compares against a scalar through another kernel; keep it out.
+            Op::Unary(u) => u != UnaryOp::Not,
+            Op::Binary(b) => matches!(
+                b,
+                BinaryOp::Add
+                    | BinaryOp::Sub
+                    | BinaryOp::Mul
+                    | BinaryOp::Div
+                    | BinaryOp::Pow
+                    | BinaryOp::PRelu
+            ),
+            _ => false,
+        };
+        let Some(&y) = n.outputs.first() else {
+            continue;
+        };
+        if !elementwise || n.outputs.len() != 1 || !g.tensors[y].dtype.is_float() {
+            continue;
+        }
+        let x = n
+            .present_inputs()
+            .find(|&x| can_overwrite(g, &cons, i, x, y));
+        if let Some(x) = x {
+            let root = match g.tensors[x].layout {
+                TensorLayout::ViewOf(r) => r,
+                TensorLayout::C4 => x,
+            };
+            g.tensors[y].layout = TensorLayout::ViewOf(root);
             count += 1;
         }
     }

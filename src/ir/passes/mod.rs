@@ -1,9 +1,11 @@
 //! Graph passes run after import: BatchNorm folding, pattern fusion (GELU, HardSwish), activation
 //! fusion, dead-code elimination and layout assignment.
+pub mod concat_conv;
 pub mod fold_bn;
 pub mod fuse;
 pub mod layout;
 pub mod rows;
+pub mod split_head;
 
 use super::{Graph, TensorId};
 
@@ -29,6 +31,15 @@ pub struct PassReport {
     /// `[1, T, N]` heads run as `[T, 1, N]` (rows packed into texel lanes).
     #[serde(default)]
     pub head_rows_packed: usize,
+    /// Wide heads run as column pieces (no step reads the whole matrix).
+    #[serde(default)]
+    pub heads_split: usize,
+    /// Convolutions over a channel Concat run as a sum of per-input convolutions.
+    #[serde(default)]
+    pub concat_convs_split: usize,
+    /// Unary / Binary nodes that write over an input.
+    #[serde(default)]
+    pub elementwise_in_place: usize,
 }
 
 /// Runs every pass in order.
@@ -44,13 +55,16 @@ pub fn optimize(g: &mut Graph) -> PassReport {
     r.bias_adds_fused = fuse::bias_add(g);
     r.dead_nodes_removed += dce(g);
     r.activations_fused = fuse::activations(g);
+    r.concat_convs_split = concat_conv::split_conv_over_concat(g);
     r.transposes_absorbed = layout::absorb_transposes(g);
     r.dead_nodes_removed += dce(g);
     r.head_rows_packed = rows::pack_head_rows(g);
+    r.heads_split = split_head::split_wide_heads(g);
     let (views, copies) = layout::assign(g);
     r.layout_views = views;
     r.layout_copies = copies;
     r.softmax_in_place = layout::softmax_in_place(g);
+    r.elementwise_in_place = layout::elementwise_in_place(g);
     g.prune_constants();
     r
 }

@@ -11,7 +11,12 @@ use crate::tensor::Tensor;
 
 const CONV2D: KernelDesc = KernelDesc {
     name: "conv2d",
-    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    // Input, output, addend (bound to the input when there is none).
+    bindings: &[
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+    ],
     push_constant_bytes: 112,
     uses_weights: true,
 };
@@ -89,14 +94,42 @@ pub fn conv2d_into(
     p: &Conv2dParams,
     out: &Tensor,
 ) -> Result<()> {
+    conv2d_add_into(rec, x, weights, p, None, out)
+}
+
+/// Records `out = act(conv2d(x, W) + b + addend)`: `addend` has `out`'s layout and may be
+/// `out` itself (or a view of its image); not for depthwise convolutions.
+pub fn conv2d_add_into(
+    rec: &mut Recorder,
+    x: &Tensor,
+    weights: ConvWeights,
+    p: &Conv2dParams,
+    addend: Option<&Tensor>,
+    out: &Tensor,
+) -> Result<()> {
     let [_, c, _, _] = rank4("conv2d", x)?;
     let want = conv2d_output_shape(x.shape(), p)?;
     check_out("conv2d", x, out, &want)?;
     let (icg, ocg) = (c / p.groups, p.out_channels / p.groups);
     let depthwise = conv2d_is_depthwise(c, p.out_channels, p.groups);
+    if let Some(a) = addend {
+        if depthwise || a.layout() != out.layout() || a.precision() != out.precision() {
+            return Err(kerr(
+                "conv2d",
+                format!(
+                    "addend `{}` {:?} must match output `{}` {:?} of a non-depthwise conv",
+                    a.name(),
+                    a.shape(),
+                    out.name(),
+                    out.shape()
+                ),
+            ));
+        }
+    }
     let aligned = p.groups == 1 || (icg.is_multiple_of(4) && ocg.is_multiple_of(4));
     let (act, alpha, beta) = p.activation.code();
-    let flags = if aligned || depthwise { 0 } else { 0x100 };
+    let flags =
+        if aligned || depthwise { 0 } else { 0x100 } | if addend.is_some() { 0x200 } else { 0 };
     let w = p.window.words();
     let pc = PushConstants::new()
         .tensor(x.desc())
@@ -122,12 +155,16 @@ pub fn conv2d_into(
         [(l.w as u64).div_ceil(CONV_PX), l.h as u64, l.layers()],
         [8, 8, 1],
     )?;
-    rec.dispatch(
-        &pipeline,
-        &[Arg::input(x), Arg::output(out)],
-        &pc.bytes(),
-        groups,
-    )
+    let args = if depthwise {
+        vec![Arg::input(x), Arg::output(out)]
+    } else {
+        vec![
+            Arg::input(x),
+            Arg::output(out),
+            Arg::input(addend.unwrap_or(x)),
+        ]
+    };
+    rec.dispatch(&pipeline, &args, &pc.bytes(), groups)
 }
 
 /// Allocates the output and records the conv.

@@ -17,7 +17,8 @@ mod select;
 mod window;
 
 pub use conv::{
-    conv2d, conv2d_into, conv2d_is_depthwise, conv2d_output_shape, Conv2dParams, ConvWeights,
+    conv2d, conv2d_add_into, conv2d_into, conv2d_is_depthwise, conv2d_output_shape, Conv2dParams,
+    ConvWeights,
 };
 pub use conv_transpose::{
     conv_transpose2d, conv_transpose2d_into, conv_transpose2d_output_shape, ConvTranspose2dParams,

@@ -402,8 +402,11 @@ impl Submitter {
         let done = self.ctx.transfer_sem.value().unwrap_or(0);
         let dev = self.ctx.device.raw().clone();
         while let Some(&(cmd, fence)) = self.busy.front() {
+            // A zero-timeout wait rather than vkGetFenceStatus: validation layers retire a
+            // fence's submission on a wait, and flagged the reset below as "in use" after a
+            // status query on the H200 (VUID-vkResetFences-pFences-01123).
             // SAFETY: valid fence.
-            if !matches!(unsafe { dev.get_fence_status(fence) }, Ok(true)) {
+            if unsafe { dev.wait_for_fences(&[fence], true, 0) }.is_err() {
                 break;
             }
             self.busy.pop_front();

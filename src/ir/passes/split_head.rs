@@ -1,0 +1,273 @@
+//! Wide output heads split along their columns, so no single step needs the whole matrix.
+//!
+//! Weights stream in pages and a step can only run once every page it reads is resident, so the
+//! largest step's weights set the smallest cap a workload can run under. A classifier or
+//! recognizer head is usually that step: PP-OCR's recognizer ends in a `[120, 18710]` MatMul
+//! (4.3 MiB of fp16, six 1 MiB pages at once, a third of the whole OCR workload's weights). The
+//! head's columns are independent, so `Y = A x B + bias` runs as `Yi = A x Bi + bias_i` over
+//! column blocks of at most [`MAX_PIECE_VALUES`] weights, and a Concat along the last axis
+//! rebuilds `Y` for the Softmax that follows. The rewrite applies to MatMuls with a constant 2-D
+//! B of more than [`MAX_WEIGHT_VALUES`] values whose output only flows through last-axis Softmax
+//! into graph outputs (a head); the same values come out, in the same order.
+use crate::ir::{Graph, Node, Op, TensorData, TensorId, Values};
+
+/// Weights above which a head is split (1 MiB of fp16).
+pub const MAX_WEIGHT_VALUES: usize = 1 << 19;
+/// Most weights in one piece (half a 1 MiB fp16 page: a piece spans at most two pages).
+pub const MAX_PIECE_VALUES: usize = 1 << 18;
+
+/// Splits every eligible head; returns how many.
+pub fn split_wide_heads(g: &mut Graph) -> usize {
+    let mut count = 0;
+    let mut i = 0;
+    while i < g.nodes.len() {
+        if eligible(g, i) {
+            i += rewrite(g, i);
+            count += 1;
+        }
+        i += 1;
+    }
+    count
+}
+
+fn eligible(g: &Graph, i: usize) -> bool {
+    let n = &g.nodes[i];
+    let Op::MatMul { .. } = n.op else {
+        return false;
+    };
+    let (Some(a), Some(b), Some(&y)) = (n.input(0), n.input(1), n.outputs.first()) else {
+        return false;
+    };
+    let wide = g.constants.get(&b).is_some_and(|d| {
+        d.shape.len() == 2 && d.numel() > MAX_WEIGHT_VALUES && matches!(d.values, Values::F(_))
+    });
+    let bias_ok = n.input(2).is_none_or(|c| {
+        g.constants
+            .get(&c)
+            .is_some_and(|d| d.numel() == last_dim(g, y))
+    });
+    wide && bias_ok && !g.is_const(a) && feeds_only_outputs(g, y)
+}
+
+fn last_dim(g: &Graph, t: TensorId) -> usize {
+    g.tensors[t].shape.last().copied().unwrap_or(0)
+}
+
+/// `t` reaches graph outputs only through last-axis Softmax nodes.
+fn feeds_only_outputs(g: &Graph, t: TensorId) -> bool {
+    let cons = g.consumers();
+    let rank = g.tensors[t].shape.len();
+    let mut cur = t;
+    loop {
+        match cons[cur].as_slice() {
+            [] => return g.is_output(cur),
+            [c] if !g.is_output(cur) => match g.nodes[*c].op {
+                Op::Softmax { axis } if axis + 1 == rank => cur = g.nodes[*c].outputs[0],
+                _ => return false,
+            },
+            _ => return false,
+        }
+    }
+}
+
+/// Columns `[c0, c1)` of a `[K, N]` matrix, or rows of its `[N, K]` transpose.
+fn columns(d: &TensorData, transposed: bool, c0: usize, c1: usize) -> TensorData {
+    let v = d.as_f32();
+    let (rows, cols) = (d.shape[0], d.shape[1]);
+    let (shape, values) = if transposed {
+        (vec![c1 - c0, cols], v[c0 * cols..c1 * cols].to_vec())
+    } else {
+        let values = (0..rows)
+            .flat_map(|r| v[r * cols + c0..r * cols + c1].iter().copied())
+            .collect();
+        (vec![rows, c1 - c0], values)
+    };
+    TensorData {
+        dtype: d.dtype,
+        shape,
+        values: Values::F(values),
+    }
+}
+
+/// Returns how many nodes it inserted after the MatMul.
+fn rewrite(g: &mut Graph, i: usize) -> usize {
+    let node = g.nodes[i].clone();
+    let Op::MatMul { transpose_b, .. } = node.op else {
+        return 0;
+    };
+    let (Some(b), Some(&y)) = (node.input(1), node.outputs.first()) else {
+        return 0;
+    };
+    let Some(weights) = g.constants.get(&b).cloned() else {
+        return 0;
+    };
+    let bias = node.input(2).and_then(|c| g.constants.get(&c).cloned());
+    let n = last_dim(g, y);
+    let pieces = weights.numel().div_ceil(MAX_PIECE_VALUES);
+    let width = n.div_ceil(pieces);
+    let y_shape = g.tensors[y].shape.clone();
+    let dtype = g.tensors[y].dtype;
+    let mut nodes = Vec::new();
+    let mut parts = Vec::new();
+    for (k, c0) in (0..n).step_by(width).enumerate() {
+        let c1 = (c0 + width).min(n);
+        let bk = g.add_constant(
+            format!("{}.b{k}", node.name),
+            columns(&weights, transpose_b, c0, c1),
+        );
+        let biask = bias.as_ref().map(|d| {
+            let v = d.as_f32()[c0..c1].to_vec();
+            g.add_constant(
+                format!("{}.bias{k}", node.name),
+                TensorData {
+                    dtype: d.dtype,
+                    shape: vec![c1 - c0],
+                    values: Values::F(v),
+                },
+            )
+        });
+        let mut shape = y_shape.clone();
+        if let Some(last) = shape.last_mut() {
+            *last = c1 - c0;
+        }
+        let part = g.add_tensor(format!("{}.cols{k}", node.name), shape, dtype);
+        parts.push(Some(part));
+        nodes.push(Node {
+            name: format!("{}:cols{k}", node.name),
+            op: node.op.clone(),
+            inputs: vec![node.inputs[0], Some(bk), biask],
+            outputs: vec![part],
+        });
+    }
+    nodes.push(Node {
+        name: format!("{}:concat", node.name),
+        op: Op::Concat {
+            axis: y_shape.len() - 1,
+        },
+        inputs: parts,
+        outputs: vec![y],
+    });
+    let inserted = nodes.len() - 1;
+    g.nodes.splice(i..=i, nodes);
+    g.prune_constants();
+    inserted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Activation, DType, Port};
+
+    fn head(transpose_b: bool, n: usize, k: usize) -> Graph {
+        let mut g = Graph::default();
+        let a = g.add_tensor("a", vec![1, 4, 3, k], DType::F32);
+        let y = g.add_tensor("y", vec![1, 4, 3, n], DType::F32);
+        let p = g.add_tensor("p", vec![1, 4, 3, n], DType::F32);
+        let wv: Vec<f32> = (0..k * n)
+            .map(|i| ((i * 31 % 97) as f32 - 48.0) / 61.0)
+            .collect();
+        let shape = if transpose_b { vec![n, k] } else { vec![k, n] };
+        let w = g.add_constant("w", TensorData::from_f32(shape, wv));
+        let bias: Vec<f32> = (0..n).map(|i| (i % 13) as f32 / 7.0).collect();
+        let bias = g.add_constant("bias", TensorData::from_f32(vec![n], bias));
+        g.nodes = vec![
+            Node {
+                name: "head".into(),
+                op: Op::MatMul {
+                    transpose_a: false,
+                    transpose_b,
+                    activation: Activation::None,
+                },
+                inputs: vec![Some(a), Some(w), Some(bias)],
+                outputs: vec![y],
+            },
+            Node {
+                name: "softmax".into(),
+                op: Op::Softmax { axis: 3 },
+                inputs: vec![Some(y)],
+                outputs: vec![p],
+            },
+        ];
+        g.inputs = vec![Port::new("a", a)];
+        g.outputs = vec![Port::new("p", p)];
+        g
+    }
+
+    /// `A x B + bias` in f64 from a graph's (single) MatMul node's constants, per column.
+    fn product(g: &Graph, a: &[f64], node: &Node, m: usize, k: usize) -> Vec<f64> {
+        let Op::MatMul { transpose_b, .. } = node.op else {
+            panic!("not a MatMul")
+        };
+        let w = &g.constants[&node.inputs[1].unwrap()];
+        let bias = g.constants[&node.inputs[2].unwrap()].as_f32();
+        let n = bias.len();
+        let wv = w.as_f32();
+        let at = |r: usize, c: usize| {
+            if transpose_b {
+                wv[c * k + r]
+            } else {
+                wv[r * n + c]
+            }
+        };
+        (0..m)
+            .flat_map(|row| (0..n).map(move |c| (row, c)))
+            .map(|(row, c)| {
+                bias[c] as f64
+                    + (0..k)
+                        .map(|r| a[row * k + r] * at(r, c) as f64)
+                        .sum::<f64>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn column_pieces_concatenate_to_the_whole_head() {
+        let (k, n) = (120, 5000); // 600,000 weights: three pieces
+        for transpose_b in [false, true] {
+            let before = head(transpose_b, n, k);
+            let mut after = before.clone();
+            assert_eq!(split_wide_heads(&mut after), 1);
+            let ops: Vec<&str> = after.nodes.iter().map(|n| n.op.name()).collect();
+            assert_eq!(ops, ["MatMul", "MatMul", "MatMul", "Concat", "Softmax"]);
+            let a: Vec<f64> = (0..12 * k)
+                .map(|i| ((i * 7 % 23) as f64 - 11.0) / 9.0)
+                .collect();
+            let whole = product(&before, &a, &before.nodes[0], 12, k);
+            // Concatenate the pieces' rows along the last axis.
+            let pieces: Vec<Vec<f64>> = after.nodes[..3]
+                .iter()
+                .map(|p| product(&after, &a, p, 12, k))
+                .collect();
+            let widths: Vec<usize> = after.nodes[..3]
+                .iter()
+                .map(|p| *after.tensors[p.outputs[0]].shape.last().unwrap())
+                .collect();
+            assert_eq!(widths.iter().sum::<usize>(), n);
+            assert!(widths.iter().all(|&w| w * k <= MAX_PIECE_VALUES));
+            let joined: Vec<f64> = (0..12)
+                .flat_map(|row| {
+                    let pieces = &pieces;
+                    let widths = &widths;
+                    (0..3).flat_map(move |p| {
+                        pieces[p][row * widths[p]..(row + 1) * widths[p]].to_vec()
+                    })
+                })
+                .collect();
+            assert_eq!(joined, whole);
+            assert_eq!(
+                after.tensors[after.nodes[3].outputs[0]].shape,
+                vec![1, 4, 3, n]
+            );
+        }
+    }
+
+    #[test]
+    fn leaves_small_and_inner_matmuls_alone() {
+        let mut g = head(false, 100, 120);
+        assert_eq!(split_wide_heads(&mut g), 0);
+        // A wide MatMul whose output feeds something other than Softmax is not a head.
+        let mut g = head(false, 5000, 120);
+        g.nodes[1].op = Op::Unary(crate::ir::UnaryOp::Relu);
+        assert_eq!(split_wide_heads(&mut g), 0);
+    }
+}
