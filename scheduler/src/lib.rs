@@ -28,7 +28,7 @@ pub use plan::{
     simulate, slots_for_cap, Event, EventKind, LowerBound, MinCap, Plan, PlanStats,
 };
 pub use policy::Policy;
-pub use prefetch::prefetch_schedule;
+pub use prefetch::{prefetch_schedule, prefetch_schedule_within};
 pub use profile::{Bandwidth, PageRef, Pipeline, Profile, Stage, Step};
 pub use schedule::{Op, Schedule};
 pub use sim::{simulate_schedule, Simulation};

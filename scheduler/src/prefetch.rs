@@ -14,7 +14,28 @@ use std::collections::BTreeSet;
 /// # Panics
 /// If a step reads more pages than `slots` ([`crate::plan`] checks this via the minimum feasible cap).
 pub fn prefetch_schedule(trace: &Trace, slots: u32, bw: &Bandwidth) -> Schedule {
+    prefetch_schedule_within(trace, slots, bw, f64::INFINITY)
+}
+
+/// [`prefetch_schedule`] that evicts for a prefetch only when the page brought in is needed
+/// within `lead_s` of estimated compute time from the current step: a page prefetched far ahead
+/// evicts pages that are then reloaded before it is used, so an unbounded lead trades extra
+/// loads for the last fraction of overlap.
+pub fn prefetch_schedule_within(
+    trace: &Trace,
+    slots: u32,
+    bw: &Bandwidth,
+    lead_s: f64,
+) -> Schedule {
     let n = trace.steps.len();
+    // Estimated start of each step if nothing stalled.
+    let mut start_est = Vec::with_capacity(n + 1);
+    let mut acc = 0.0;
+    for s in &trace.steps {
+        start_est.push(acc);
+        acc += s.compute_s;
+    }
+    start_est.push(acc);
     let np = trace.total_pages as usize;
     let load_s = bw.transfer_s(trace.page_bytes);
     let mut nu: Vec<u32> = trace.first_use.clone();
@@ -65,8 +86,10 @@ pub fn prefetch_schedule(trace: &Trace, slots: u32, bw: &Bandwidth) -> Schedule 
             let slot = if let Some(s) = free.pop() {
                 Some(s)
             } else if let Some(&(vn, vk, v)) = resident.last() {
-                // Evict only a page needed later than the one we bring in (and never one of step f).
-                if vn > cn && vn != f as u32 {
+                // Evict only a page needed later than the one we bring in (and never one of step f),
+                // and only for a page needed within the lead.
+                let soon = (cn as usize) < n && start_est[cn as usize] - start_est[f] <= lead_s;
+                if vn > cn && vn != f as u32 && soon {
                     resident.remove(&(vn, vk, v));
                     let vu = v as usize;
                     let s = slot_of[vu].take().unwrap_or(0);

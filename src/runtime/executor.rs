@@ -339,7 +339,20 @@ impl Executable {
             let info = &g.tensors[s.first];
             let needs = Tensor::image_requirements(&self.device, &info.shape, self.vkp())
                 .map_err(vk(format!("activation `{}`", info.name)))?;
-            which.push(needs.map(|(_, n)| {
+            which.push(needs.map(|(l, n)| {
+                let logical = l.physical_texels() * self.vkp().bytes_per_texel() as u64;
+                if n.size > logical + (logical / 8).max(1 << 16) {
+                    // Driver tiling pads some extents (NVIDIA: rows to its block height).
+                    log::debug!(
+                        "activation `{}` {:?}: image {}x{}x{} needs {} B for {logical} B of texels",
+                        info.name,
+                        info.shape,
+                        l.pw,
+                        l.ph,
+                        l.pl,
+                        n.size
+                    );
+                }
                 layout.alignment = layout.alignment.max(n.alignment);
                 layout.type_bits &= n.type_bits;
                 images.push((s.live, n.size, n.alignment));

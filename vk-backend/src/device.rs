@@ -29,7 +29,7 @@ pub struct DeviceOptions {
     pub memory_cap: Option<u64>,
     /// Pretend the device has smaller image limits (tests exercise folding cheaply with this).
     pub limits_override: Option<ImageLimits>,
-    /// Do not use a dedicated transfer family even if one exists.
+    /// Do not use a dedicated transfer family even if one exists (also `TEXSTREAM_NO_TRANSFER_QUEUE=1`).
     pub no_transfer_queue: bool,
     /// Do not enable cooperative-matrix kernels even where the device has them (also
     /// `TEXSTREAM_NO_COOPMAT=1`): the portable kernels run instead, e.g. to compare the two.
@@ -586,7 +586,7 @@ impl Device {
                 device: name.clone(),
                 feature: "a compute queue family".into(),
             })? as u32;
-        let transfer_family = if opts.no_transfer_queue {
+        let transfer_family = if opts.no_transfer_queue || env_flag("TEXSTREAM_NO_TRANSFER_QUEUE") {
             None
         } else {
             families
