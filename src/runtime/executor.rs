@@ -263,10 +263,11 @@ impl Executable {
     /// The physical image extent a tensor of `shape` gets on this device (None: buffer fallback).
     fn extent(&self, shape: &[usize]) -> Option<(u32, u32, u32)> {
         let limits = self.device.image_limits();
-        FoldLayout::plan(
+        FoldLayout::plan_padded(
             crate::ir::nchw(shape),
             limits.max_image_dimension_2d,
             limits.max_image_array_layers,
+            self.device.pads_image_rows(),
         )
         .ok()
         .flatten()
@@ -299,12 +300,14 @@ impl Executable {
         let g = &self.header.graph;
         let limits = self.device.image_limits();
         let bpt = self.activations.bytes_per_texel() as u64;
+        let pads_rows = self.device.pads_image_rows();
         let key_bytes = |t: TensorId| -> (PoolKey, u64) {
             let [n, c, h, w] = crate::ir::nchw(&g.tensors[t].shape);
-            let planned = FoldLayout::plan(
+            let planned = FoldLayout::plan_padded(
                 [n, c, h, w],
                 limits.max_image_dimension_2d,
                 limits.max_image_array_layers,
+                pads_rows,
             )
             .ok()
             .flatten();

@@ -31,6 +31,10 @@ pub struct DeviceOptions {
     pub limits_override: Option<ImageLimits>,
     /// Do not use a dedicated transfer family even if one exists (also `TEXSTREAM_NO_TRANSFER_QUEUE=1`).
     pub no_transfer_queue: bool,
+    /// Treat images as padded to power-of-two row blocks (`Some(true)`: test the folds that
+    /// avoid it on any device) or not; `None` reads `TEXSTREAM_PAD_ROWS` (`1`/`0`) or probes the
+    /// driver.
+    pub pads_image_rows: Option<bool>,
     /// Do not enable cooperative-matrix kernels even where the device has them (also
     /// `TEXSTREAM_NO_COOPMAT=1`): the portable kernels run instead, e.g. to compare the two.
     pub no_cooperative_matrix: bool,
@@ -164,6 +168,8 @@ pub struct DeviceInner {
         Mutex<HashMap<crate::pipeline::PipelineKey, Arc<crate::pipeline::Pipeline>>>,
     pub(crate) recycler: crate::recycle::Recycler,
     validation: bool,
+    /// Whether the driver pads image heights to power-of-two row blocks (probed on first use).
+    pads_rows: std::sync::OnceLock<bool>,
 }
 
 // SAFETY: the raw `messages` pointer is only dereferenced under its own mutex, and Vulkan handles
@@ -494,6 +500,13 @@ impl Device {
                 features: p.features,
                 pipelines: Mutex::new(HashMap::new()),
                 recycler: Default::default(),
+                pads_rows: match opts
+                    .pads_image_rows
+                    .or_else(|| std::env::var("TEXSTREAM_PAD_ROWS").ok().map(|v| v == "1"))
+                {
+                    Some(v) => std::sync::OnceLock::from(v),
+                    None => std::sync::OnceLock::new(),
+                },
                 validation,
             }),
         }
@@ -750,6 +763,21 @@ impl Device {
     /// Image limits used for folding (possibly overridden to be smaller for tests).
     pub fn image_limits(&self) -> ImageLimits {
         self.inner.limits
+    }
+
+    /// Whether optimal-tiling images here take memory for power-of-two row blocks rather than
+    /// their rows (NVIDIA's block-linear layout: a 192-row image costs 256 rows). Probed once by
+    /// comparing a 192- and a 256-row image's requirements; `FoldLayout::plan_padded` then picks
+    /// folds with block-friendly heights.
+    pub fn pads_image_rows(&self) -> bool {
+        *self.inner.pads_rows.get_or_init(|| {
+            let f = vk::Format::R16G16B16A16_SFLOAT;
+            let need = |h| crate::resource::Image::memory_requirements(self, f, [256, h, 1]);
+            match (need(192), need(256)) {
+                (Ok(a), Ok(b)) => a.size >= b.size,
+                _ => false,
+            }
+        })
     }
     pub fn features(&self) -> DeviceFeatures {
         self.inner.features

@@ -105,6 +105,12 @@ pub struct FoldLayout {
     pub pl: u32,
 }
 
+/// Rows an image of `rows` rows takes where the driver pads heights to power-of-two blocks of at
+/// most 128 rows.
+pub fn padded_rows(rows: u64) -> u64 {
+    rows.next_multiple_of(rows.next_power_of_two().clamp(1, 128))
+}
+
 impl FoldLayout {
     /// Logical layers `N * ceil(C/4)`.
     pub fn layers(&self) -> u64 {
@@ -137,6 +143,45 @@ impl FoldLayout {
 
     /// Plans the image for `[N, C, H, W]` under the limits; `None` when no image can hold it
     /// (the caller then falls back to a counted storage buffer).
+    /// [`FoldLayout::plan`] for a device that pads image heights to power-of-two row blocks of
+    /// at most 128 rows (`pads_rows`, see `Device::pads_image_rows`): where a fold into 128-row
+    /// (or power-of-two) layers of the same width takes less padded memory, that fold. Kernels
+    /// address texels through the linear fold, so any fold serves; the detector's
+    /// `[1, 24, 192, 384]` maps take 4/3 of their texels as 192-row layers on NVIDIA and none
+    /// as 128-row ones.
+    pub fn plan_padded(
+        nchw: [usize; 4],
+        max_dim: u32,
+        max_layers: u32,
+        pads_rows: bool,
+    ) -> Result<Option<FoldLayout>> {
+        let Some(base) = Self::plan(nchw, max_dim, max_layers)? else {
+            return Ok(None);
+        };
+        if !pads_rows {
+            return Ok(Some(base));
+        }
+        let cost = |l: &FoldLayout| l.pw as u64 * padded_rows(l.ph as u64) * l.pl as u64;
+        let total = base.texels();
+        let pw = base.pw as u64;
+        let rows = total.div_ceil(pw);
+        let ph = if rows >= 128 {
+            128
+        } else {
+            rows.next_power_of_two()
+        };
+        let pl = rows.div_ceil(ph);
+        if ph > max_dim as u64 || pl > max_layers as u64 {
+            return Ok(Some(base));
+        }
+        let alt = FoldLayout {
+            ph: ph as u32,
+            pl: pl as u32,
+            ..base
+        };
+        Ok(Some(if cost(&alt) < cost(&base) { alt } else { base }))
+    }
+
     pub fn plan(nchw: [usize; 4], max_dim: u32, max_layers: u32) -> Result<Option<FoldLayout>> {
         let [n, c, h, w] = nchw;
         let bad = |reason: &str| VkError::BadShape {
@@ -474,6 +519,34 @@ pub fn bytes_to_texels(bytes: &[u8], precision: Precision) -> Vec<f32> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn padded_folds_use_block_friendly_heights_only_when_cheaper() {
+        use super::{padded_rows, FoldLayout};
+        assert_eq!(
+            [12, 24, 192, 256, 300].map(padded_rows),
+            [16, 32, 256, 256, 384]
+        );
+        let plain = FoldLayout::plan([1, 24, 192, 384], 32768, 2048)
+            .unwrap()
+            .unwrap();
+        let same = FoldLayout::plan_padded([1, 24, 192, 384], 32768, 2048, false).unwrap();
+        assert_eq!(same, Some(plain));
+        // The detector's stem map: 6 layers of 192 rows -> 9 layers of 128 rows, no padding.
+        let l = FoldLayout::plan_padded([1, 24, 192, 384], 32768, 2048, true)
+            .unwrap()
+            .unwrap();
+        assert_eq!((l.pw, l.ph, l.pl), (384, 128, 9));
+        assert!(l.physical_texels() >= l.texels());
+        // Already block friendly, or no cheaper: unchanged.
+        for nchw in [[1, 8, 64, 10], [1, 4, 130, 16], [2, 5, 7, 9]] {
+            let base = FoldLayout::plan(nchw, 32768, 2048).unwrap();
+            assert_eq!(
+                FoldLayout::plan_padded(nchw, 32768, 2048, true).unwrap(),
+                base
+            );
+        }
+    }
+
     use super::*;
 
     #[test]

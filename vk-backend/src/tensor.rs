@@ -151,10 +151,11 @@ impl Tensor {
         }
         let nchw = layout::nchw(shape)?;
         let limits = device.image_limits();
-        let planned = FoldLayout::plan(
+        let planned = FoldLayout::plan_padded(
             nchw,
             limits.max_image_dimension_2d,
             limits.max_image_array_layers,
+            device.pads_image_rows(),
         )?;
         let (layout, storage, fallback) = match planned {
             Some(l) => {
@@ -204,10 +205,11 @@ impl Tensor {
         precision: Precision,
     ) -> Result<Option<(FoldLayout, MemoryNeeds)>> {
         let limits = device.image_limits();
-        let Some(l) = FoldLayout::plan(
+        let Some(l) = FoldLayout::plan_padded(
             layout::nchw(shape)?,
             limits.max_image_dimension_2d,
             limits.max_image_array_layers,
+            device.pads_image_rows(),
         )?
         else {
             return Ok(None);

@@ -387,3 +387,67 @@ fn conv2d_adds_its_addend_before_the_activation_in_place() {
     }
     assert_no_validation_messages(&d);
 }
+
+/// On a device whose images are padded to power-of-two row blocks the maps fold into 128-row
+/// layers (input and output differently); the convolution reads and writes through those folds.
+#[test]
+fn conv2d_on_block_friendly_folds_matches_reference() {
+    let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
+        pads_image_rows: Some(true),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut rng = Rng::new(31);
+    let c = Case {
+        x: [1, 24, 40, 48],
+        o: 8,
+        groups: 1,
+        window: win([3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+        bias: true,
+        act: UnaryOp::Relu,
+    };
+    let p = Precision::F16;
+    let w = rng.vec(c.o * 24 * 9, -0.5, 0.5);
+    let b = rng.vec(c.o, -0.5, 0.5);
+    let mut space = pack_conv_filter(&w, c.o, 24, 3, 3).unwrap();
+    let bias = (space.len() / 4) as u32;
+    space.extend(pack_vector(&b));
+    let atlas = WeightAtlas::new(
+        &d,
+        AtlasConfig {
+            slots: 8,
+            precision: p,
+            page_height: Some(1),
+            logical_pages: 8,
+        },
+    )
+    .unwrap();
+    atlas.load_all_now(&space).unwrap();
+    let xv = rng.vec(c.x.iter().product(), -1.0, 1.0);
+    let x = Tensor::from_data(&d, "x", &c.x, p, &xv).unwrap();
+    // 6 layers of 40 rows -> 2 layers of 128 rows.
+    assert_eq!((x.layout().ph, x.layout().pl), (128, 2));
+    let params = Conv2dParams {
+        window: c.window,
+        groups: 1,
+        out_channels: c.o,
+        activation: c.act,
+    };
+    let cw = ConvWeights {
+        filter: 0,
+        bias: Some(bias),
+    };
+    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    rec.use_weights(&atlas);
+    let out = conv2d(&mut rec, &x, cw, &params, "y").unwrap();
+    rec.submit_and_wait().unwrap();
+    let r = |v: &[f32]| v.iter().map(|&v| p.round(v) as f64).collect::<Vec<_>>();
+    let want = conv_ref(&c, &r(&xv), &r(&w), Some(&r(&b)), 40, 48);
+    assert_close(
+        "block-friendly folds",
+        &out.download().unwrap(),
+        &want,
+        tol(p),
+    );
+    assert_no_validation_messages(&d);
+}
