@@ -460,8 +460,8 @@ fn with_activation(profiles: &[Profile], bytes: u64) -> Vec<Profile> {
     profiles
 }
 
-/// Largest I/O staging buffer where it counts against the cap (a multiple of any image row:
-/// rows are at most 16384 texels of 8 bytes).
+/// Largest upload (or, on UMA, I/O) staging buffer (larger than any image row: rows are at
+/// most 32768 texels of 8 bytes here).
 const IO_STAGING_PIECE_BYTES: u64 = 1 << 20;
 /// Staging ring pages where the ring counts against the cap.
 const UMA_STAGING_SLOTS: u32 = 2;
@@ -547,13 +547,11 @@ pub fn run_policy(
     } else {
         up_bytes
     };
-    // Where it counts against the cap, the buffer is one piece at most: uploads and readbacks
-    // larger than that go through it in row blocks (the recognizer's logits are 3.6 MB).
-    let up_size = if dev.memory().counts_against_cap(up_dir.location()) {
-        up_size.min(IO_STAGING_PIECE_BYTES)
-    } else {
-        up_size
-    };
+    // The upload buffer (on UMA the one buffer) is one piece at most: it counts against the
+    // cap wherever the allocator puts it in device-local memory (UMA, or the BAR of a discrete
+    // GPU), and larger tensors go through it in row blocks (the detector's input is 2.4 MB, the
+    // recognizer's logits 3.6 MB). The separate readback buffer lives in host memory.
+    let up_size = up_size.min(IO_STAGING_PIECE_BYTES);
     let io = vk_backend::Buffer::staging_requirements(&dev, up_size, up_dir)?.size;
     let stats = dev.memory_stats();
     log::info!(

@@ -163,23 +163,39 @@ impl FoldLayout {
         }
         let cost = |l: &FoldLayout| l.pw as u64 * padded_rows(l.ph as u64) * l.pl as u64;
         let total = base.texels();
-        let pw = base.pw as u64;
-        let rows = total.div_ceil(pw);
-        let ph = if rows >= 128 {
-            128
-        } else {
-            rows.next_power_of_two()
-        };
-        let pl = rows.div_ceil(ph);
-        if ph > max_dim as u64 || pl > max_layers as u64 {
-            return Ok(Some(base));
+        let (md, ml) = (max_dim as u64, max_layers as u64);
+        let rows = total.div_ceil(base.pw as u64);
+        // Same width in 128-row layers (or one power-of-two layer); or, for fewer than 128
+        // rows, a power-of-two row count below them in one wider layer.
+        let mut candidates = vec![(
+            base.pw as u64,
+            if rows >= 128 {
+                128
+            } else {
+                rows.next_power_of_two()
+            },
+        )];
+        if rows > 1 && rows < 128 {
+            let ph = 1u64 << (63 - rows.leading_zeros());
+            candidates.push((total.div_ceil(ph), ph));
         }
-        let alt = FoldLayout {
-            ph: ph as u32,
-            pl: pl as u32,
-            ..base
-        };
-        Ok(Some(if cost(&alt) < cost(&base) { alt } else { base }))
+        let mut best = base;
+        for (pw, ph) in candidates {
+            let pl = total.div_ceil(pw * ph);
+            if pw > md || ph > md || pl > ml {
+                continue;
+            }
+            let alt = FoldLayout {
+                pw: pw as u32,
+                ph: ph as u32,
+                pl: pl as u32,
+                ..base
+            };
+            if cost(&alt) < cost(&best) {
+                best = alt;
+            }
+        }
+        Ok(Some(best))
     }
 
     pub fn plan(nchw: [usize; 4], max_dim: u32, max_layers: u32) -> Result<Option<FoldLayout>> {
@@ -537,8 +553,14 @@ mod tests {
             .unwrap();
         assert_eq!((l.pw, l.ph, l.pl), (384, 128, 9));
         assert!(l.physical_texels() >= l.texels());
+        // Fewer than 128 rows: a power-of-two row count in a wider layer (the recognizer's
+        // head pieces, 24 rows of 2079).
+        let l = FoldLayout::plan_padded([1, 4, 24, 2079], 32768, 2048, true)
+            .unwrap()
+            .unwrap();
+        assert_eq!((l.pw, l.ph, l.pl), (3119, 16, 1));
         // Already block friendly, or no cheaper: unchanged.
-        for nchw in [[1, 8, 64, 10], [1, 4, 130, 16], [2, 5, 7, 9]] {
+        for nchw in [[1, 8, 64, 10], [1, 4, 130, 16], [1, 4, 1, 100]] {
             let base = FoldLayout::plan(nchw, 32768, 2048).unwrap();
             assert_eq!(
                 FoldLayout::plan_padded(nchw, 32768, 2048, true).unwrap(),
