@@ -27,7 +27,9 @@ pub fn split_conv_over_concat(g: &mut Graph) -> usize {
 fn split_larger_than(g: &mut Graph, min_elements: usize) -> usize {
     let mut count = 0;
     while let Some((ci, vi)) = find(g, min_elements) {
-        rewrite(g, ci, vi);
+        if !rewrite(g, ci, vi) {
+            break; // malformed pair (channel counts disagree): leave the graph as it is
+        }
         count += 1;
     }
     count
@@ -98,20 +100,21 @@ fn filter_slice(w: &TensorData, c0: usize, c1: usize) -> TensorData {
     }
 }
 
-fn rewrite(g: &mut Graph, ci: usize, vi: usize) {
+/// Returns false (changing nothing) when the pair turns out not to fit.
+fn rewrite(g: &mut Graph, ci: usize, vi: usize) -> bool {
     let concat = g.nodes[ci].clone();
     let conv = g.nodes[vi].clone();
     let Op::Conv {
         window, activation, ..
     } = conv.op
     else {
-        return;
+        return false;
     };
     let (Some(w), Some(&y)) = (conv.input(1), conv.outputs.first()) else {
-        return;
+        return false;
     };
     let Some(filter) = g.constants.get(&w).cloned() else {
-        return;
+        return false;
     };
     let bias = conv.input(2);
     let y_shape = g.tensors[y].shape.clone();
@@ -126,7 +129,7 @@ fn rewrite(g: &mut Graph, ci: usize, vi: usize) {
         c0 += c;
     }
     if c0 != filter.shape[1] {
-        return;
+        return false;
     }
     let ready = |t: TensorId| prod[t].map_or(0, |p| p + 1);
     parts.sort_by_key(|&(t, ..)| ready(t));
@@ -183,6 +186,7 @@ fn rewrite(g: &mut Graph, ci: usize, vi: usize) {
     }
     g.nodes = nodes;
     g.prune_constants();
+    true
 }
 
 #[cfg(test)]
