@@ -28,7 +28,7 @@ pub struct PassReport {
     /// Softmax nodes that write over their input.
     #[serde(default)]
     pub softmax_in_place: usize,
-    /// `[1, T, N]` heads run as `[T, 1, N]` (rows packed into texel lanes).
+    /// `[1, T, N]` heads run as `[1, 4, T/4, N]` (four rows packed into texel lanes).
     #[serde(default)]
     pub head_rows_packed: usize,
     /// Wide heads run as column pieces (no step reads the whole matrix).
