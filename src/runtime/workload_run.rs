@@ -462,9 +462,9 @@ fn with_activation(profiles: &[Profile], bytes: u64) -> Vec<Profile> {
 
 /// Largest upload (or, on UMA, I/O) staging buffer (larger than any image row: rows are at
 /// most 32768 texels of 8 bytes here).
-const IO_STAGING_PIECE_BYTES: u64 = 1 << 20;
+const IO_STAGING_PIECE_BYTES: u64 = 1 << 19;
 /// Staging ring pages where the ring counts against the cap.
-const UMA_STAGING_SLOTS: u32 = 2;
+const UMA_STAGING_SLOTS: u32 = 1;
 
 /// Runs the prepared workload under `cap` with `policy` on a fresh device.
 pub fn run_policy(
