@@ -145,7 +145,7 @@ fn print_liveness(h: &crate::packed::PackedHeader, top: usize) {
     let bpv = h.precision.bytes_per_value();
     let mut order: Vec<usize> = (0..h.steps.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(h.steps[i].live_activation_bytes));
-    let spans = crate::packed::cost::live_spans(g);
+    let spans = crate::ir::liveness::live_spans(g);
     // The header's graph no longer holds the weights as constants; they live in pages.
     let weights: std::collections::HashSet<usize> = h.weights.iter().map(|w| w.tensor).collect();
     let mut by_pages: Vec<usize> = (0..h.steps.len()).collect();

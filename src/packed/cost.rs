@@ -1,4 +1,4 @@
-//! Per-step cost estimates (FLOPs, bytes) and activation liveness peaks.
+//! Per-step cost estimates (FLOPs, bytes); activation liveness is `ir::liveness`.
 use crate::ir::{Graph, Node, Op, TensorLayout};
 
 /// Floating-point operations of one node (multiply-add = 2).
@@ -53,5 +53,3 @@ pub fn is_view(g: &Graph, n: &Node) -> bool {
             .iter()
             .all(|&t| matches!(g.tensors[t].layout, TensorLayout::ViewOf(_)))
 }
-
-pub use crate::ir::liveness::{live_spans, liveness};

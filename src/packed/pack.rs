@@ -210,7 +210,7 @@ pub fn pack_graph(
     let (texel_data, page_count, compensated_pages) = placement.finish();
     let bpv = opts.precision.bytes_per_value();
     // Before the weights stop being constants: they live in pages, not in the arena.
-    let (live, peak) = cost::liveness(&graph, bpv);
+    let (live, peak) = crate::ir::liveness::liveness(&graph, bpv);
     // Drop packed float constants from the inline graph; ints stay.
     let packed_tensors: std::collections::HashSet<usize> =
         weights.iter().map(|w| w.tensor).collect();

@@ -660,47 +660,8 @@ impl Recorder {
         src_offset: u64,
         dst: &Tensor,
     ) -> Result<()> {
-        let sid = self.keep_buffer(src);
-        let did = self.keep_tensor(dst);
-        self.access(&[sid], &[did]);
-        let bytes = dst.physical_bytes();
-        check_range(src, src_offset, bytes)?;
-        let dev = self.device.raw();
-        match dst.storage() {
-            TensorStorage::Image(img) => {
-                let l = dst.layout();
-                let region = vk::BufferImageCopy::default()
-                    .buffer_offset(src_offset)
-                    .buffer_row_length(l.pw)
-                    .buffer_image_height(l.ph)
-                    .image_subresource(layers(0, l.pl))
-                    .image_extent(vk::Extent3D {
-                        width: l.pw,
-                        height: l.ph,
-                        depth: 1,
-                    });
-                // SAFETY: recording state; sizes checked.
-                unsafe {
-                    dev.cmd_copy_buffer_to_image(
-                        self.cmd,
-                        src.raw(),
-                        img.raw(),
-                        vk::ImageLayout::GENERAL,
-                        &[region],
-                    )
-                };
-            }
-            TensorStorage::Buffer(b) => {
-                let region = vk::BufferCopy {
-                    src_offset,
-                    dst_offset: 0,
-                    size: bytes,
-                };
-                // SAFETY: recording state; sizes checked.
-                unsafe { dev.cmd_copy_buffer(self.cmd, src.raw(), b.raw(), &[region]) };
-            }
-        }
-        Ok(())
+        let all = dst.physical_bytes() / dst.precision().bytes_per_texel() as u64;
+        self.copy_texels(src, src_offset, dst, (0, all), true)
     }
 
     /// Copies a tensor's texels (physical order) into a buffer.
@@ -710,132 +671,94 @@ impl Recorder {
         dst: &Buffer,
         dst_offset: u64,
     ) -> Result<()> {
-        let sid = self.keep_tensor(src);
-        let did = self.keep_buffer(dst);
-        self.access(&[sid], &[did]);
-        let bytes = src.physical_bytes();
-        check_range(dst, dst_offset, bytes)?;
-        let dev = self.device.raw();
-        match src.storage() {
-            TensorStorage::Image(img) => {
-                let l = src.layout();
-                let region = vk::BufferImageCopy::default()
-                    .buffer_offset(dst_offset)
-                    .buffer_row_length(l.pw)
-                    .buffer_image_height(l.ph)
-                    .image_subresource(layers(0, l.pl))
-                    .image_extent(vk::Extent3D {
-                        width: l.pw,
-                        height: l.ph,
-                        depth: 1,
-                    });
-                // SAFETY: recording state; sizes checked.
-                unsafe {
-                    dev.cmd_copy_image_to_buffer(
-                        self.cmd,
-                        img.raw(),
-                        vk::ImageLayout::GENERAL,
-                        dst.raw(),
-                        &[region],
-                    )
-                };
-            }
-            TensorStorage::Buffer(b) => {
-                let region = vk::BufferCopy {
-                    src_offset: 0,
-                    dst_offset,
-                    size: bytes,
-                };
-                // SAFETY: recording state; sizes checked.
-                unsafe { dev.cmd_copy_buffer(self.cmd, b.raw(), dst.raw(), &[region]) };
-            }
-        }
-        Ok(())
+        let all = src.physical_bytes() / src.precision().bytes_per_texel() as u64;
+        self.copy_texels(dst, dst_offset, src, (0, all), false)
     }
 
     /// Copies physical texels `[first, first + count)` of `dst` from `src` at `src_offset`: part
     /// of an upload through a staging buffer smaller than the tensor. For images the range must
-    /// be whole rows of one layer ([`Tensor::copy_chunks`] gives such ranges).
+    /// be whole rows of one layer ([`Tensor::copy_chunks`] gives such ranges) or whole layers.
     pub fn copy_buffer_to_tensor_texels(
         &mut self,
         src: &Buffer,
         src_offset: u64,
         dst: &Tensor,
-        (first, count): (u64, u64),
+        range: (u64, u64),
     ) -> Result<()> {
-        let sid = self.keep_buffer(src);
-        let did = self.keep_tensor(dst);
-        self.access(&[sid], &[did]);
-        let bpt = dst.precision().bytes_per_texel() as u64;
-        check_range(src, src_offset, count * bpt)?;
-        let dev = self.device.raw();
-        match dst.storage() {
-            TensorStorage::Image(img) => {
-                let region = texel_rows(dst, first, count)?.buffer_offset(src_offset);
-                // SAFETY: recording state; sizes checked.
-                unsafe {
-                    dev.cmd_copy_buffer_to_image(
-                        self.cmd,
-                        src.raw(),
-                        img.raw(),
-                        vk::ImageLayout::GENERAL,
-                        &[region],
-                    )
-                };
-            }
-            TensorStorage::Buffer(b) => {
-                let region = vk::BufferCopy {
-                    src_offset,
-                    dst_offset: first * bpt,
-                    size: count * bpt,
-                };
-                check_range(b, first * bpt, count * bpt)?;
-                // SAFETY: recording state; sizes checked.
-                unsafe { dev.cmd_copy_buffer(self.cmd, src.raw(), b.raw(), &[region]) };
-            }
-        }
-        Ok(())
+        self.copy_texels(src, src_offset, dst, range, true)
     }
 
     /// Copies physical texels `[first, first + count)` of `src` into `dst` at `dst_offset`: part
-    /// of a readback through a staging buffer smaller than the tensor (whole rows of one layer
-    /// for images).
+    /// of a readback through a staging buffer smaller than the tensor (whole rows of one layer,
+    /// or whole layers, for images).
     pub fn copy_tensor_texels_to_buffer(
         &mut self,
         src: &Tensor,
-        (first, count): (u64, u64),
+        range: (u64, u64),
         dst: &Buffer,
         dst_offset: u64,
     ) -> Result<()> {
-        let sid = self.keep_tensor(src);
-        let did = self.keep_buffer(dst);
-        self.access(&[sid], &[did]);
-        let bpt = src.precision().bytes_per_texel() as u64;
-        check_range(dst, dst_offset, count * bpt)?;
+        self.copy_texels(dst, dst_offset, src, range, false)
+    }
+
+    /// Copies physical texels `[first, first + count)` of `tensor` from (`into_tensor`) or to
+    /// `buffer` at `buffer_offset`.
+    fn copy_texels(
+        &mut self,
+        buffer: &Buffer,
+        buffer_offset: u64,
+        tensor: &Tensor,
+        (first, count): (u64, u64),
+        into_tensor: bool,
+    ) -> Result<()> {
+        let bid = self.keep_buffer(buffer);
+        let tid = self.keep_tensor(tensor);
+        if into_tensor {
+            self.access(&[bid], &[tid]);
+        } else {
+            self.access(&[tid], &[bid]);
+        }
+        let bpt = tensor.precision().bytes_per_texel() as u64;
+        check_range(buffer, buffer_offset, count * bpt)?;
         let dev = self.device.raw();
-        match src.storage() {
+        match tensor.storage() {
             TensorStorage::Image(img) => {
-                let region = texel_rows(src, first, count)?.buffer_offset(dst_offset);
+                let region = texel_region(tensor, first, count)?.buffer_offset(buffer_offset);
                 // SAFETY: recording state; sizes checked.
                 unsafe {
-                    dev.cmd_copy_image_to_buffer(
-                        self.cmd,
-                        img.raw(),
-                        vk::ImageLayout::GENERAL,
-                        dst.raw(),
-                        &[region],
-                    )
+                    if into_tensor {
+                        dev.cmd_copy_buffer_to_image(
+                            self.cmd,
+                            buffer.raw(),
+                            img.raw(),
+                            vk::ImageLayout::GENERAL,
+                            &[region],
+                        )
+                    } else {
+                        dev.cmd_copy_image_to_buffer(
+                            self.cmd,
+                            img.raw(),
+                            vk::ImageLayout::GENERAL,
+                            buffer.raw(),
+                            &[region],
+                        )
+                    }
                 };
             }
             TensorStorage::Buffer(b) => {
                 check_range(b, first * bpt, count * bpt)?;
+                let (from, to, src_offset, dst_offset) = if into_tensor {
+                    (buffer, b, buffer_offset, first * bpt)
+                } else {
+                    (b, buffer, first * bpt, buffer_offset)
+                };
                 let region = vk::BufferCopy {
-                    src_offset: first * bpt,
+                    src_offset,
                     dst_offset,
                     size: count * bpt,
                 };
                 // SAFETY: recording state; sizes checked.
-                unsafe { dev.cmd_copy_buffer(self.cmd, b.raw(), dst.raw(), &[region]) };
+                unsafe { dev.cmd_copy_buffer(self.cmd, from.raw(), to.raw(), &[region]) };
             }
         }
         Ok(())
@@ -1059,29 +982,40 @@ fn layers(base: u32, count: u32) -> vk::ImageSubresourceLayers {
     }
 }
 
-/// The image region of physical texels `[first, first + count)`: whole rows of one layer.
-fn texel_rows(t: &Tensor, first: u64, count: u64) -> Result<vk::BufferImageCopy> {
+/// The image region of physical texels `[first, first + count)`: whole rows of one layer, or
+/// whole layers.
+fn texel_region(t: &Tensor, first: u64, count: u64) -> Result<vk::BufferImageCopy> {
     let l = t.layout();
-    let (pw, ph) = (l.pw as u64, l.ph as u64);
+    let (pw, ph, pl) = (l.pw as u64, l.ph as u64, l.pl as u64);
     let layer = first / (pw * ph);
     let y0 = first % (pw * ph) / pw;
     let rows = count / pw;
-    if !first.is_multiple_of(pw)
-        || !count.is_multiple_of(pw)
-        || rows == 0
-        || y0 + rows > ph
-        || layer >= l.pl as u64
-    {
+    let whole_layers = first.is_multiple_of(pw * ph) && count.is_multiple_of(pw * ph);
+    let (height, layer_count) = if whole_layers {
+        (ph, count / (pw * ph))
+    } else {
+        (rows, 1)
+    };
+    let fits = if whole_layers {
+        layer_count > 0 && layer + layer_count <= pl
+    } else {
+        first.is_multiple_of(pw)
+            && count.is_multiple_of(pw)
+            && rows > 0
+            && y0 + rows <= ph
+            && layer < pl
+    };
+    if !fits {
         return Err(VkError::Other(format!(
-            "texels {first}+{count} of `{}` are not whole rows of one layer ({pw}x{ph}x{})",
-            t.name(),
-            l.pl
+            "texels {first}+{count} of `{}` are not whole rows of one layer or whole layers \
+             ({pw}x{ph}x{pl})",
+            t.name()
         )));
     }
     Ok(vk::BufferImageCopy::default()
         .buffer_row_length(l.pw)
-        .buffer_image_height(rows as u32)
-        .image_subresource(layers(layer as u32, 1))
+        .buffer_image_height(height as u32)
+        .image_subresource(layers(layer as u32, layer_count as u32))
         .image_offset(vk::Offset3D {
             x: 0,
             y: y0 as i32,
@@ -1089,7 +1023,7 @@ fn texel_rows(t: &Tensor, first: u64, count: u64) -> Result<vk::BufferImageCopy>
         })
         .image_extent(vk::Extent3D {
             width: l.pw,
-            height: rows as u32,
+            height: height as u32,
             depth: 1,
         }))
 }

@@ -327,22 +327,7 @@ fn conv2d_adds_its_addend_before_the_activation_in_place() {
         act: UnaryOp::Relu,
     };
     for p in [Precision::F32, Precision::F16] {
-        let w = rng.vec(c.o * 6 * 9, -0.5, 0.5);
-        let b = rng.vec(c.o, -0.5, 0.5);
-        let mut space = pack_conv_filter(&w, c.o, 6, 3, 3).unwrap();
-        let bias = (space.len() / 4) as u32;
-        space.extend(pack_vector(&b));
-        let atlas = WeightAtlas::new(
-            &d,
-            AtlasConfig {
-                slots: 8,
-                precision: p,
-                page_height: Some(1),
-                logical_pages: 8,
-            },
-        )
-        .unwrap();
-        atlas.load_all_now(&space).unwrap();
+        let (w, b, atlas, cw) = atlas_with_conv3x3(&d, &mut rng, c.o, 6, p);
         let xv = rng.vec(c.x.iter().product(), -1.0, 1.0);
         let zv = rng.vec(c.o * 9 * 11, -1.0, 1.0);
         let x = Tensor::from_data(&d, "x", &c.x, p, &xv).unwrap();
@@ -355,10 +340,6 @@ fn conv2d_adds_its_addend_before_the_activation_in_place() {
             groups: 1,
             out_channels: c.o,
             activation: UnaryOp::Relu,
-        };
-        let cw = ConvWeights {
-            filter: 0,
-            bias: Some(bias),
         };
         let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
         rec.use_weights(&atlas);
@@ -407,22 +388,7 @@ fn conv2d_on_block_friendly_folds_matches_reference() {
         act: UnaryOp::Relu,
     };
     let p = Precision::F16;
-    let w = rng.vec(c.o * 24 * 9, -0.5, 0.5);
-    let b = rng.vec(c.o, -0.5, 0.5);
-    let mut space = pack_conv_filter(&w, c.o, 24, 3, 3).unwrap();
-    let bias = (space.len() / 4) as u32;
-    space.extend(pack_vector(&b));
-    let atlas = WeightAtlas::new(
-        &d,
-        AtlasConfig {
-            slots: 8,
-            precision: p,
-            page_height: Some(1),
-            logical_pages: 8,
-        },
-    )
-    .unwrap();
-    atlas.load_all_now(&space).unwrap();
+    let (w, b, atlas, cw) = atlas_with_conv3x3(&d, &mut rng, c.o, 24, p);
     let xv = rng.vec(c.x.iter().product(), -1.0, 1.0);
     let x = Tensor::from_data(&d, "x", &c.x, p, &xv).unwrap();
     // 6 layers of 40 rows -> 2 layers of 128 rows.
@@ -432,10 +398,6 @@ fn conv2d_on_block_friendly_folds_matches_reference() {
         groups: 1,
         out_channels: c.o,
         activation: c.act,
-    };
-    let cw = ConvWeights {
-        filter: 0,
-        bias: Some(bias),
     };
     let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
     rec.use_weights(&atlas);
@@ -450,4 +412,36 @@ fn conv2d_on_block_friendly_folds_matches_reference() {
         tol(p),
     );
     assert_no_validation_messages(&d);
+}
+
+/// A random 3x3 filter `[o, ci, 3, 3]` and bias `[o]`, packed into a small atlas of precision
+/// `p`: the values (for the reference), the atlas and where the conv finds them.
+fn atlas_with_conv3x3(
+    d: &vk_backend::Device,
+    rng: &mut Rng,
+    o: usize,
+    ci: usize,
+    p: Precision,
+) -> (Vec<f32>, Vec<f32>, WeightAtlas, ConvWeights) {
+    let w = rng.vec(o * ci * 9, -0.5, 0.5);
+    let b = rng.vec(o, -0.5, 0.5);
+    let mut space = pack_conv_filter(&w, o, ci, 3, 3).unwrap();
+    let bias = (space.len() / 4) as u32;
+    space.extend(pack_vector(&b));
+    let atlas = WeightAtlas::new(
+        d,
+        AtlasConfig {
+            slots: 8,
+            precision: p,
+            page_height: Some(1),
+            logical_pages: 8,
+        },
+    )
+    .unwrap();
+    atlas.load_all_now(&space).unwrap();
+    let cw = ConvWeights {
+        filter: 0,
+        bias: Some(bias),
+    };
+    (w, b, atlas, cw)
 }

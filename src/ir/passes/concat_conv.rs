@@ -124,7 +124,9 @@ fn rewrite(g: &mut Graph, ci: usize, vi: usize) -> bool {
     let mut parts: Vec<(TensorId, usize, usize)> = Vec::new();
     let mut c0 = 0;
     for t in concat.present_inputs() {
-        let c = g.tensors[t].shape[1];
+        let Some(&c) = g.tensors[t].shape.get(1) else {
+            return false;
+        };
         parts.push((t, c0, c0 + c));
         c0 += c;
     }

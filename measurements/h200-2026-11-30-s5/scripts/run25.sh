@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# H200 final batch (session 5): per-model latency vs ORT; camera-ocr at its minimum cap and with
+# 25% / 50% of its 17 MiB of weights as slots (4 / 8 pages), every policy + resident reference;
+# the assistant chain at 16 MiB; kernel/roundtrip/stream tests (block-friendly folds are on
+# here); workload_run twice without the layer, once with it on one queue.
+set -u
+for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+B=$PWD/.devbin
+mkdir -p /work && ln -sfn "$PWD" /work/main && mkdir -p target/tmp
+mkdir -p /tmp/vl && for f in .vl/*.deb; do dpkg -x $f /tmp/vl; done
+mkdir -p /tmp/t && tar xJf devtests.tar.xz -C /tmp/t
+export TEXSTREAM_PYTHON=$(command -v python3)
+nvidia-smi --query-gpu=name,driver_version --format=csv > $OUT/gpu.txt 2>&1
+timeout 70 python3 scripts/bench_models.py --texstream $B/texstream --repeat 20 > $OUT/bench_models.txt 2>&1
+echo "rc $?" >> $OUT/bench_models.txt
+msg=$($B/texstream run workloads/camera-ocr.ron --iterations 3 --cap 1MiB 2>&1 | grep -m1 'minimum feasible cap')
+echo "$msg" > $OUT/mins.txt
+omin=$(echo "$msg" | grep -o 'minimum feasible cap [0-9]*' | awk '{print $4}')
+slot=$(echo "$msg" | grep -o '([0-9]* B each)' | tr -dc 0-9)
+pages=$(echo "$msg" | grep -o 'reads [0-9]* pages' | awk '{print $2}')
+c25=$(( omin + (4 - pages) * slot )); c50=$(( omin + (8 - pages) * slot ))
+echo "min $omin slot $slot step pages $pages cap25 $c25 cap50 $c50" >> $OUT/mins.txt
+RUST_LOG=texstream=info $B/texstream run workloads/camera-ocr.ron --cap 1MiB 2>&1 | grep -E "arena|before the arena" | cut -c1-220 >> $OUT/mins.txt
+for cap in ${omin}B ${c25}B ${c50}B; do
+  timeout 100 $B/texstream run workloads/camera-ocr.ron --iterations 12 --all-policies --resident-reference --cap $cap --metrics-json $OUT/ocr_$cap.json > $OUT/ocr_$cap.txt 2>&1
+  echo "rc $?" >> $OUT/ocr_$cap.txt
+done
+python3 scripts/make_chain_models.py models/chain > $OUT/chain_gen.txt 2>&1
+timeout 120 $B/texstream run workloads/assistant-chain.ron --iterations 30 --all-policies --resident-reference --cap 16MiB --metrics-json $OUT/chain_16MiB.json > $OUT/chain_16MiB.txt 2>&1
+echo "rc $?" >> $OUT/chain_16MiB.txt
+( cd vk-backend
+  for t in kernel_conv tensor_roundtrip stream_engine; do
+    ( export VK_LAYER_PATH=/tmp/vl/usr/share/vulkan/explicit_layer.d LD_LIBRARY_PATH=/tmp/vl/usr/lib/x86_64-linux-gnu TEXSTREAM_VALIDATION=1
+      timeout 120 /tmp/t/$t --test-threads=1 ) > $OUT/test_$t.log 2>&1
+    echo "$t (validation): rc $?, $(grep -c 'Validation Error' $OUT/test_$t.log) validation messages; $(grep 'test result' $OUT/test_$t.log)" >> $OUT/tests.txt
+  done
+  for i in 1 2; do
+    start=$(date +%s)
+    TEXSTREAM_VALIDATION=0 timeout 100 /tmp/t/workload_run --test-threads=1 > $OUT/wr_noval_$i.log 2>&1
+    echo "workload_run no layer $i: rc $?, $(( $(date +%s) - start )) s; $(grep 'test result' $OUT/wr_noval_$i.log)" >> $OUT/tests.txt
+  done
+  start=$(date +%s)
+  ( export VK_LAYER_PATH=/tmp/vl/usr/share/vulkan/explicit_layer.d LD_LIBRARY_PATH=/tmp/vl/usr/lib/x86_64-linux-gnu TEXSTREAM_VALIDATION=1 TEXSTREAM_NO_TRANSFER_QUEUE=1
+    timeout 150 /tmp/t/workload_run --test-threads=1 ) > $OUT/wr_val_shared.log 2>&1
+  echo "workload_run layer, one queue: rc $?, $(( $(date +%s) - start )) s, $(grep -c 'Validation Error' $OUT/wr_val_shared.log) validation messages; $(grep 'test result' $OUT/wr_val_shared.log)" >> $OUT/tests.txt
+)
+cat $OUT/tests.txt $OUT/mins.txt
+cd $OUT && cat gpu.txt >> bench_models.txt && tar czf rest.tgz *.json *.log gpu.txt chain_gen.txt && rm -f *.json *.log gpu.txt chain_gen.txt && ls
