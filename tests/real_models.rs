@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
+use texstream::compile::Compiler;
 use texstream::packed::StoredPrecision;
-use texstream::runtime::executor::compile_onnx;
 use texstream::runtime::npy::read_npy;
 use texstream::runtime::{Executable, HostTensor};
 
@@ -121,7 +121,12 @@ fn check_with(
 ) -> Executable {
     let device = vk_backend::testing::device();
     let t0 = Instant::now();
-    let packed = compile_onnx(&r.model, &r.inputs, precision).expect("compile");
+    let packed = Compiler::new(&r.model)
+        .precision(precision)
+        .for_inputs(&r.inputs)
+        .compile()
+        .expect("compile")
+        .packed;
     let mut exe = match activations {
         Some(a) => Executable::with_activations(&device, &packed.header, &packed, a),
         None => Executable::new(&device, &packed.header, &packed),
@@ -280,8 +285,9 @@ fn vad_matches_ort() {
     check("vad", &r, StoredPrecision::F32);
 }
 
-/// `texstream ocr` path: the whole PP-OCR pipeline with det/cls/rec on the GPU (fp32) reads
-/// models/images/page.png to RapidOCR's lines (tests/data/ocr/page.json, from ocr_reference.py).
+/// `texstream ocr`: the whole PP-OCR pipeline (the built-in workload, through the engine and
+/// the pipeline executor) with det/cls/rec on the GPU (fp32) reads models/images/page.png to
+/// RapidOCR's lines (tests/data/ocr/page.json, from ocr_reference.py).
 #[test]
 fn ocr_page_matches_rapidocr() {
     let img = root().join("models/images/page.png");
@@ -306,12 +312,24 @@ fn ocr_page_matches_rapidocr() {
             )
         })
         .collect();
-    let device = vk_backend::testing::device();
     let t0 = Instant::now();
-    let lines =
-        texstream::cli::ocr::ocr_image(&device, &img, &models, StoredPrecision::F32).expect("ocr");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_texstream"))
+        .args(["ocr", "--precision", "f32", "--models"])
+        .arg(&models)
+        .arg(&img)
+        .output()
+        .expect("run texstream ocr");
+    assert!(
+        out.status.success(),
+        "texstream ocr failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     println!("ocr page.png fp32: {:.1} s", t0.elapsed().as_secs_f64());
-    let got: Vec<(String, f64)> = lines.iter().map(|l| (l.text.clone(), l.score)).collect();
+    let got: Vec<(String, f64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.rsplit_once('\t'))
+        .map(|(t, s)| (t.to_string(), s.parse().expect("score")))
+        .collect();
     assert_eq!(
         got.iter().map(|g| &g.0).collect::<Vec<_>>(),
         want.iter().map(|w| &w.0).collect::<Vec<_>>()

@@ -1,19 +1,18 @@
-//! `texstream run` on the real camera-OCR workload (PP-OCR det → cls → rec, fp16, on lavapipe in
-//! CI): at every cap from the minimum feasible one up to everything resident, and under every
-//! streaming policy, the recognized lines (text, score bits, box corners) equal the fully preloaded
-//! run's, and the device's peak stays within the cap. A cap one byte below the minimum fails before
-//! any kernel runs, naming the minimum. Bad workload input fails in `prepare`, which touches no
-//! device.
+//! The engine on the real camera-OCR workload (PP-OCR det → cls → rec, fp16, on lavapipe in
+//! CI), through the general pipeline executor: at every cap from the minimum feasible one up to
+//! everything resident, and under every streaming policy, the recognized lines (text, score
+//! bits, box corners) equal the fully preloaded run's, and the device's peak stays within the
+//! cap. A cap one byte below the minimum fails before any kernel runs, naming the minimum. Bad
+//! workload input fails in `engine::loaded::load`, which touches no device.
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use scheduler::Policy;
-use texstream::packed::StoredPrecision;
-use texstream::runtime::auto_compile::{ensure_packed, PackedStatus};
-use texstream::runtime::executor::{compile_onnx, HostTensor};
-use texstream::runtime::workload_run::{
-    prepare, run_policy, FrameOutput, RunError, RunOptions, RunOutcome,
-};
+use texstream::compile::auto::{ensure_packed, PackedStatus};
+use texstream::compile::Compiler;
+use texstream::engine::loaded::{load, Loaded};
+use texstream::pipeline::io::read_value;
+use texstream::workload::load_workload;
+use texstream::{Engine, EngineError, EngineOptions, EngineStats, Policy, Value, Values};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -46,12 +45,10 @@ fn packed_models() -> Option<&'static PathBuf> {
         let dir = work_dir();
         for (name, shape) in MODELS {
             let onnx = root().join(format!("models/ocr/{name}.onnx"));
-            let input = HostTensor::new(shape.to_vec(), vec![0.0; shape.iter().product()]);
-            let packed = compile_onnx(&onnx, &[("x".into(), input)], StoredPrecision::F16)
+            Compiler::new(&onnx)
+                .input_shape("x", shape.to_vec())
+                .compile_to(&dir.join(format!("{name}.tspk")))
                 .unwrap_or_else(|e| panic!("compiling {name}: {e}"));
-            packed
-                .write(&dir.join(format!("{name}.tspk")))
-                .unwrap_or_else(|e| panic!("writing {name}.tspk: {e}"));
         }
         Some(dir)
     })
@@ -65,8 +62,8 @@ fn workload_text(dir: &Path, det: &Path, steps_extra: &str) -> String {
         r#"Workload(
     name: "camera-ocr-test",
     cap: "512MiB",
-    policy: Some("planned"),
-    page_size: Some("1MiB"),
+    policy: "planned",
+    page_size: "1MiB",
     models: [
         ModelSpec(name: "det", source: Packed("{det}"), inputs: {{"x": [1, 3, 320, 640]}}, precision: F16),
         ModelSpec(name: "cls", source: Packed("{dir}/cls.tspk"), inputs: {{"x": [1, 3, 48, 192]}}, precision: F16),
@@ -77,18 +74,20 @@ fn workload_text(dir: &Path, det: &Path, steps_extra: &str) -> String {
             name: "frame",
             repeat: PerFrame(1),
             steps: [
-                ImageLoad(ImageLoad(output: "image", source: Some("camera"))),{steps_extra}
-                Normalize(Normalize(input: "image", output: "det_in", resize: Some([320, 640]),
-                    mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225])),
-                Run(Run(model: "det", inputs: {{"x": "det_in"}}, outputs: {{"fetch_name_0": "prob"}})),
-                OcrBoxes(OcrBoxes(input: "prob", output: "boxes", thresh: Some(0.3), box_thresh: Some(0.6), unclip_ratio: Some(1.5))),
-                CropRotate(CropRotate(image: "image", boxes: "boxes", output: "crops", height: 48, max_width: 320)),
-                Run(Run(model: "cls", inputs: {{"x": "crops"}}, outputs: {{"save_infer_model/scale_0.tmp_1": "angles"}},
-                    fan_out: PerItem(PerItem(over: "crops", expected: 8, max: Some(64))))),
-                AngleFix(AngleFix(crops: "crops", scores: "angles", output: "upright", thresh: Some(0.9))),
-                Run(Run(model: "rec", inputs: {{"x": "upright"}}, outputs: {{"fetch_name_0": "logits"}},
-                    fan_out: PerItem(PerItem(over: "upright", expected: 8, max: Some(64))))),
-                CtcDecode(CtcDecode(input: "logits", output: "text", dict: "{r}/models/ocr/dict.txt")),
+                ImageLoad(output: "image", source: "camera"),{steps_extra}
+                Normalize(input: "image", output: "det_in", resize: [320, 640],
+                    mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]),
+                Run(model: "det", inputs: {{"x": "det_in"}}, outputs: {{"fetch_name_0": "prob"}}),
+                OcrBoxes(input: "prob", output: "boxes", thresh: 0.3, box_thresh: 0.6, unclip_ratio: 1.5),
+                CropRotate(image: "image", boxes: "boxes", output: "crops"),
+                TextlineTensors(input: "crops", output: "cls_in", kind: Classifier, height: 48, width: 192),
+                Run(model: "cls", inputs: {{"x": "cls_in"}}, outputs: {{"save_infer_model/scale_0.tmp_1": "angles"}},
+                    fan_out: PerItem(over: "cls_in", expected: 8, max: 64)),
+                AngleFix(crops: "crops", scores: "angles", output: "upright", thresh: 0.9),
+                TextlineTensors(input: "upright", output: "rec_in", kind: Recognizer, height: 48, width: 320),
+                Run(model: "rec", inputs: {{"x": "rec_in"}}, outputs: {{"fetch_name_0": "logits"}},
+                    fan_out: PerItem(over: "rec_in", expected: 8, max: 64)),
+                CtcDecode(input: "logits", boxes: "boxes", output: "text", dict: "{r}/models/ocr/dict.txt"),
             ],
         ),
     ],
@@ -107,27 +106,80 @@ fn write_workload(name: &str, text: &str) -> PathBuf {
     p
 }
 
-fn run(path: &Path, cap: u64, policy: Policy) -> Result<RunOutcome, RunError> {
-    let opts = RunOptions {
-        cap: Some(cap),
-        ..RunOptions::default()
-    };
-    let prep = prepare(path, &opts)?;
-    run_policy(&prep, &opts, policy, None)
+/// What one engine run produced: its statistics, every request's outputs, the planning costs.
+struct Outcome {
+    stats: EngineStats,
+    frames: Vec<Values>,
+    costs: Vec<scheduler::Profile>,
+}
+
+/// The workload's demo inputs as request values.
+fn demo_inputs(path: &Path) -> Values {
+    let w = load_workload(path).expect("workload");
+    w.spec
+        .demo_inputs
+        .iter()
+        .map(|d| {
+            (
+                d.name.clone(),
+                read_value(&w.resolve(&d.path)).expect("demo input"),
+            )
+        })
+        .collect()
+}
+
+/// Opens an engine on `path` under `cap` and `policy` and runs its first pipeline `requests`
+/// times (the workload's repeat count when `None`).
+fn run_with(path: &Path, opts: EngineOptions, requests: usize) -> Result<Outcome, EngineError> {
+    let engine = Engine::open(path, opts)?;
+    let pipeline = engine.pipelines()[0].name.clone();
+    let inputs = demo_inputs(path);
+    let mut frames = Vec::new();
+    for _ in 0..requests {
+        let r = engine
+            .run(&pipeline, inputs.clone())
+            .unwrap_or_else(|e| panic!("request: {e}"));
+        frames.push(r.outputs);
+    }
+    let costs = engine.costs().expect("costs");
+    Ok(Outcome {
+        stats: engine.shutdown(),
+        frames,
+        costs,
+    })
+}
+
+fn run(path: &Path, cap: u64, policy: Policy) -> Result<Outcome, EngineError> {
+    run_with(
+        path,
+        EngineOptions {
+            cap: Some(cap),
+            policy: Some(policy),
+            calibrate_after: 0,
+            ..EngineOptions::default()
+        },
+        1,
+    )
+}
+
+/// Checks without a device, as `Engine::open` does first.
+fn prepare(path: &Path) -> Result<Loaded, EngineError> {
+    load(load_workload(path)?, None, None, &mut |_, _| {})
 }
 
 /// Everything a frame's output consists of, with scores and corners as bits.
-fn fingerprint(frames: &[FrameOutput]) -> Vec<Vec<(String, u64, Vec<u32>)>> {
+fn fingerprint(frames: &[Values]) -> Vec<Vec<(String, u64, Vec<u32>)>> {
     frames
         .iter()
-        .map(|f| {
-            f.lines
+        .map(|f| match f.get("text") {
+            Some(Value::TextLines(lines)) => lines
                 .iter()
                 .map(|l| {
                     let pts = l.points.iter().flatten().map(|v| v.to_bits()).collect();
                     (l.text.clone(), l.score.to_bits(), pts)
                 })
-                .collect()
+                .collect(),
+            other => panic!("no text lines: {other:?}"),
         })
         .collect()
 }
@@ -143,7 +195,7 @@ fn ocr_outputs_equal_preload_at_every_cap_and_policy() {
         "the demo page must give several lines, got {:?}",
         reference.frames
     );
-    let s = &reference.summary;
+    let s = &reference.stats;
     let (min, all) = (s.min_cap_bytes, s.peak_device_bytes);
     assert!(all <= 512 << 20);
     assert!(
@@ -180,7 +232,7 @@ fn ocr_outputs_equal_preload_at_every_cap_and_policy() {
             (c, _) => c,
         };
         let o = run(&path, cap, policy).unwrap_or_else(|e| panic!("cap {cap} {policy}: {e}"));
-        let got = &o.summary;
+        let got = &o.stats;
         if cap == min {
             slots_at_min.get_or_insert(got.slots as u64);
         }
@@ -220,9 +272,7 @@ fn missing_model_file_is_named_before_any_device_work() {
     let Some(dir) = packed_models() else { return };
     let missing = dir.join("no-such-det.tspk");
     let path = write_workload("missing.ron", &workload_text(dir, &missing, ""));
-    let e = prepare(&path, &RunOptions::default())
-        .err()
-        .expect("must fail");
+    let e = prepare(&path).err().expect("must fail");
     let msg = e.to_string();
     assert!(
         msg.contains("model `det`") && msg.contains("no-such-det.tspk"),
@@ -240,9 +290,7 @@ fn corrupt_packed_file_fails_its_checksum_before_any_device_work() {
     bytes[at] ^= 0x40;
     std::fs::write(&bad, &bytes).expect("write corrupt copy");
     let path = write_workload("corrupt.ron", &workload_text(dir, &bad, ""));
-    let e = prepare(&path, &RunOptions::default())
-        .err()
-        .expect("must fail");
+    let e = prepare(&path).err().expect("must fail");
     let msg = e.to_string();
     assert!(
         msg.contains("corrupt-det.tspk") && msg.contains("checksum"),
@@ -253,36 +301,36 @@ fn corrupt_packed_file_fails_its_checksum_before_any_device_work() {
 #[test]
 fn unknown_pipeline_step_gives_file_line_and_column() {
     let Some(dir) = packed_models() else { return };
-    let extra = "\n                Sharpen(Sharpen(input: \"image\")),";
+    let extra = "\n                Sharpen(input: \"image\"),";
     let path = write_workload(
         "unknown-step.ron",
         &workload_text(dir, &dir.join("det.tspk"), extra),
     );
-    let e = prepare(&path, &RunOptions::default())
-        .err()
-        .expect("must fail");
+    let e = prepare(&path).err().expect("must fail");
     let msg = e.to_string();
     // The step sits on line 17 of the generated file.
     assert!(msg.contains("unknown-step.ron:17:"), "{msg}");
     assert!(msg.contains("Sharpen"), "{msg}");
 }
 
-/// A chain output as (name, shape, value bits).
+/// An output as (name, shape, value bits).
 type OutputBits = (String, Vec<usize>, Vec<u32>);
 
-/// Bits of every chain output of every frame.
-fn tensor_bits(frames: &[FrameOutput]) -> Vec<Vec<OutputBits>> {
+/// Bits of every output tensor of every request, by name.
+fn tensor_bits(frames: &[Values]) -> Vec<Vec<OutputBits>> {
     frames
         .iter()
         .map(|f| {
-            f.tensors
-                .iter()
-                .map(|(n, s, v)| {
-                    (
-                        n.clone(),
-                        s.clone(),
-                        v.iter().map(|x| x.to_bits()).collect(),
-                    )
+            f.iter()
+                .map(|(n, v)| {
+                    let t = v.as_tensor().expect("tensor output");
+                    let bits = t
+                        .as_f32()
+                        .expect("f32")
+                        .iter()
+                        .map(|x| x.to_bits())
+                        .collect();
+                    (n.clone(), t.shape().to_vec(), bits)
                 })
                 .collect()
         })
@@ -312,43 +360,44 @@ fn weight_heavy_chain_streams_at_half_the_preload_peak() {
         .expect("run make_chain_models.py");
     assert!(st.success(), "make_chain_models.py failed");
     for name in ["enc", "mid", "lm"] {
-        let input = HostTensor::new(vec![4, 8, 512], vec![0.0; 4 * 8 * 512]);
-        let packed = compile_onnx(
-            &dir.join(format!("{name}.onnx")),
-            &[("x".into(), input)],
-            StoredPrecision::F16,
-        )
-        .unwrap_or_else(|e| panic!("compiling {name}: {e}"));
-        packed
-            .write(&dir.join(format!("{name}.tspk")))
-            .unwrap_or_else(|e| panic!("writing {name}.tspk: {e}"));
+        Compiler::new(&dir.join(format!("{name}.onnx")))
+            .input_shape("x", vec![4, 8, 512])
+            .compile_to(&dir.join(format!("{name}.tspk")))
+            .unwrap_or_else(|e| panic!("compiling {name}: {e}"));
     }
     let text = std::fs::read_to_string(root().join("workloads/assistant-chain.ron"))
         .expect("workloads/assistant-chain.ron")
         .replace(
-            "Onnx(\"models/chain/",
+            "Onnx(\"../models/chain/",
             &format!("Packed(\"{}/", dir.display()),
         )
         .replace(".onnx\")", ".tspk\")")
         .replace(
-            "models/chain/input.npy",
+            "../models/chain/input.npy",
             &dir.join("input.npy").display().to_string(),
         )
         .replace("[4, 64, 1024]", "[4, 8, 512]")
         .replace("PerFrame(4)", "PerFrame(2)");
     let path = write_workload("chain.ron", &text);
-    let reference = run(&path, 256 << 20, Policy::Preload).expect("preload run");
+    let opts = |cap: u64, policy: Policy| EngineOptions {
+        cap: Some(cap),
+        policy: Some(policy),
+        calibrate_after: 1,
+        ..EngineOptions::default()
+    };
+    let reference = run_with(&path, opts(256 << 20, Policy::Preload), 2).expect("preload run");
     let want = tensor_bits(&reference.frames);
     assert_eq!(want.len(), 2);
     assert_eq!(want[0].len(), 1, "one final output per request");
     let (min, preload_peak) = (
-        reference.summary.min_cap_bytes,
-        reference.summary.peak_device_bytes,
+        reference.stats.min_cap_bytes,
+        reference.stats.peak_device_bytes,
     );
     for policy in [Policy::Planned, Policy::Lru, Policy::OnDemand] {
-        let o = run(&path, min, policy).unwrap_or_else(|e| panic!("{policy} at {min}: {e}"));
+        let o = run_with(&path, opts(min, policy), 2)
+            .unwrap_or_else(|e| panic!("{policy} at {min}: {e}"));
         assert!(
-            o.summary.peak_device_bytes <= min,
+            o.stats.peak_device_bytes <= min,
             "{policy}: peak over the cap"
         );
         assert_eq!(
@@ -357,20 +406,22 @@ fn weight_heavy_chain_streams_at_half_the_preload_peak() {
             "{policy}: outputs differ from preload"
         );
         assert!(
-            2 * o.summary.peak_device_bytes <= preload_peak,
+            2 * o.stats.peak_device_bytes <= preload_peak,
             "{policy}: peak {} is not 2x below preload's {preload_peak}",
-            o.summary.peak_device_bytes
+            o.stats.peak_device_bytes
         );
     }
     // Given a resident run's step costs (`run --resident-reference`), a streamed run plans with
     // exactly those instead of calibrating on its own model runs.
-    let opts = RunOptions {
-        cap: Some(min),
-        fixed_costs: Some(reference.costs.clone()),
-        ..RunOptions::default()
-    };
-    let prep = prepare(&path, &opts).expect("prepare with resident costs");
-    let o = run_policy(&prep, &opts, Policy::Planned, None).expect("planned, resident costs");
+    let o = run_with(
+        &path,
+        EngineOptions {
+            fixed_costs: Some(reference.costs.clone()),
+            ..opts(min, Policy::Planned)
+        },
+        2,
+    )
+    .expect("planned, resident costs");
     let step_costs = |c: &[scheduler::Profile]| -> Vec<f64> {
         c.iter()
             .flat_map(|p| p.steps.iter().map(|s| s.compute_s))
@@ -399,21 +450,23 @@ fn onnx_sources_are_compiled_when_missing_or_stale() {
     let _ = std::fs::remove_file(dir.join("cls.tspk"));
     let ron = |w: u32| {
         format!(
-            r#"Workload(name: "auto", cap: "64MiB", models: [ModelSpec(name: "cls", source: Onnx("{}"), inputs: {{"x": [1, 3, 48, {w}]}}, precision: F16)], pipelines: [PipelineSpec(name: "p", steps: [])])"#,
+            r#"Workload(name: "auto", cap: "64MiB", models: [ModelSpec(name: "cls", source: Onnx("{}"), inputs: {{"x": [1, 3, 48, {w}]}}, precision: F16)], pipelines: [PipelineSpec(name: "p", steps: [Run(model: "cls", inputs: {{"x": "x"}})])])"#,
             onnx.display()
         )
     };
     let path = write_workload("auto.ron", &ron(192));
     let mut seen = Vec::new();
-    let first = ensure_packed(&path, |m, why| seen.push(format!("{m}: {why}"))).expect("compile");
+    let w = |p: &Path| load_workload(p).expect("workload");
+    let first =
+        ensure_packed(&w(&path), |m, why| seen.push(format!("{m}: {why}"))).expect("compile");
     assert!(
         matches!(&first[0], PackedStatus::Compiled(_, why) if why.contains("no packed file")),
         "{first:?}"
     );
-    let again = ensure_packed(&path, |_, _| {}).expect("check");
+    let again = ensure_packed(&w(&path), |_, _| {}).expect("check");
     assert!(matches!(&again[0], PackedStatus::UpToDate(_)), "{again:?}");
     let path = write_workload("auto.ron", &ron(160));
-    let changed = ensure_packed(&path, |_, _| {}).expect("recompile");
+    let changed = ensure_packed(&w(&path), |_, _| {}).expect("recompile");
     assert!(
         matches!(&changed[0], PackedStatus::Compiled(_, why) if why.contains("[1, 3, 48, 192]")),
         "{changed:?}"

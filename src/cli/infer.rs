@@ -1,32 +1,37 @@
-//! `texstream infer`: runs an ONNX or packed model on .npy inputs and writes one .npy per output.
+//! `texstream infer`: runs an ONNX or packed model once (or `--repeat` more times) on `.npy`
+//! inputs and writes one `.npy` per output. An `.onnx` model goes through the one compile chain
+//! in memory; float inputs fix its input shapes and integer inputs (Silero VAD's `sr`) are bound
+//! as constants.
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
+use texstream::compile::Compiler;
+use texstream::ir::DType;
+use texstream::packed::PackedModel;
+use texstream::runtime::npy::{read_npy, write_npy, NpyWrite};
+use texstream::runtime::{Executable, HostTensor};
+use texstream::Precision;
 
-use crate::ir::DType;
-use crate::packed::{PackedModel, StoredPrecision};
-use crate::runtime::executor::compile_onnx;
-use crate::runtime::npy::{read_npy, write_npy, NpyWrite};
-use crate::runtime::{Executable, HostTensor};
+use super::args::parse_named_path;
 
 #[derive(clap::Args, Debug)]
 pub struct InferArgs {
     /// An .onnx model (imported and compiled in memory) or a packed model from `texstream compile`.
     pub model: PathBuf,
-    /// Model input from a .npy file (repeat per input).
-    #[arg(long = "input", value_name = "NAME=FILE.npy")]
-    pub inputs: Vec<String>,
+    /// Model input from a .npy file, NAME=FILE.npy (repeat per input).
+    #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = parse_named_path)]
+    pub inputs: Vec<(String, PathBuf)>,
     /// Directory for the outputs (one `<output name>.npy` each).
-    #[arg(long = "out")]
+    #[arg(short = 'o', long = "out")]
     pub out: PathBuf,
     /// Storage precision when compiling an .onnx model (a packed model keeps its own).
-    #[arg(long, default_value = "f16")]
-    pub precision: String,
-    /// Activation precision (f16 or f32); defaults to the weights'. `--activations f32` over fp16
-    /// weights keeps the halved weight memory and computes every intermediate value in fp32.
-    #[arg(long)]
-    pub activations: Option<String>,
+    #[arg(long, value_enum, default_value = "f16")]
+    pub precision: Precision,
+    /// Activation precision; defaults to the weights'. `--activations f32` over fp16 weights
+    /// keeps the halved weight memory and computes every intermediate value in fp32.
+    #[arg(long, value_enum)]
+    pub activations: Option<Precision>,
     /// Vulkan device (index or name substring).
     #[arg(long)]
     pub device: Option<String>,
@@ -35,66 +40,74 @@ pub struct InferArgs {
     pub repeat: usize,
 }
 
-pub fn parse_precision(s: &str) -> anyhow::Result<StoredPrecision> {
-    Ok(match s {
-        "f16" => StoredPrecision::F16,
-        "f32" => StoredPrecision::F32,
-        p => bail!("--precision must be f16 or f32, got '{p}'"),
-    })
-}
-
-/// Opens the device named by `--device` (validation from `TEXSTREAM_VALIDATION`).
+/// Opens the device named by `--device` (the rest of the device options from the environment).
 pub fn open_device(device: &Option<String>) -> anyhow::Result<vk_backend::Device> {
     let opts = vk_backend::DeviceOptions {
         device: device.clone(),
-        ..Default::default()
+        ..vk_backend::DeviceOptions::from_env()
     };
     vk_backend::Device::new(&opts).context("opening the Vulkan device")
 }
 
 pub fn run(args: &InferArgs) -> anyhow::Result<()> {
+    super::args::check_output_dir(&args.out)?;
     let mut inputs: Vec<(String, HostTensor)> = Vec::new();
-    for spec in &args.inputs {
-        let (name, file) = spec
-            .split_once('=')
-            .with_context(|| format!("--input '{spec}' is not NAME=FILE.npy"))?;
-        inputs.push((name.to_string(), read_npy(std::path::Path::new(file))?));
+    for (name, file) in &args.inputs {
+        inputs.push((name.clone(), read_npy(file)?));
     }
-    let device = open_device(&args.device)?;
-    let t0 = Instant::now();
     let is_onnx = args
         .model
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
-    let activations = args
-        .activations
-        .as_deref()
-        .map(|a| {
-            parse_precision(a)
-                .map(crate::runtime::weights::vk_precision)
-                .context("--activations")
-        })
-        .transpose()?;
-    let build_exe = |header: &crate::packed::PackedHeader,
-                     pages: &dyn crate::runtime::weights::PageSource| {
-        match activations {
-            Some(a) => Executable::with_activations(&device, header, pages, a),
-            None => Executable::new(&device, header, pages),
-        }
-    };
-    let mut exe = if is_onnx {
-        let packed = compile_onnx(&args.model, &inputs, parse_precision(&args.precision)?)
-            .map_err(anyhow::Error::msg)?;
-        build_exe(&packed.header, &packed)?
+    let t0 = Instant::now();
+    let (header, packed_onnx, packed_file) = if is_onnx {
+        let p = Compiler::new(&args.model)
+            .precision(args.precision)
+            .for_inputs(&inputs)
+            .compile()?
+            .packed;
+        (p.header.clone(), Some(p), None)
     } else {
         let m = PackedModel::open(&args.model)?;
-        build_exe(m.header(), &m)?
+        (m.header().clone(), None, Some(m))
+    };
+    // Integer inputs of an .onnx model were bound as constants at compile time; any other
+    // name must be a model input.
+    let graph_inputs: Vec<&str> = header
+        .graph
+        .inputs
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    for (name, a) in &inputs {
+        let bound = is_onnx && a.integer;
+        if !bound && !graph_inputs.contains(&name.as_str()) {
+            bail!(
+                "--input {name}=...: {} has no input `{name}` (its inputs: {})",
+                args.model.display(),
+                graph_inputs.join(", ")
+            );
+        }
+    }
+    let device = open_device(&args.device)?;
+    let pages: &dyn texstream::runtime::weights::PageSource = match (&packed_onnx, &packed_file) {
+        (Some(p), _) => p,
+        (_, Some(m)) => m,
+        (None, None) => bail!("{}: nothing to run", args.model.display()),
+    };
+    let mut exe = match args.activations {
+        Some(a) => Executable::with_activations(
+            &device,
+            &header,
+            pages,
+            texstream::runtime::weights::vk_precision(a),
+        )?,
+        None => Executable::new(&device, &header, pages)?,
     };
     let build = t0.elapsed();
-    // Integer inputs of an .onnx model were bound as constants at compile time.
     let feeds: Vec<(String, HostTensor)> = inputs
         .into_iter()
-        .filter(|(n, _)| exe.graph().inputs.iter().any(|p| &p.name == n))
+        .filter(|(n, _)| graph_inputs.contains(&n.as_str()))
         .collect();
     let t1 = Instant::now();
     let outs = exe.run(&feeds)?;

@@ -1,4 +1,6 @@
-//! Subcommand implementations of the `texstream` CLI.
+//! The `texstream` command line: one module per subcommand, each a thin layer over the
+//! library, and what they share in [`args`].
+pub mod args;
 pub mod bench;
 pub mod compile;
 pub mod devices;

@@ -1,78 +1,75 @@
-//! `texstream ocr IMAGE`: the PP-OCR pipeline with detector, classifier and recognizer executed
-//! on the GPU by the runtime's executor.
+//! `texstream ocr IMAGE`: reads the text in an image with the PP-OCR models, through the same
+//! engine and pipeline executor as `texstream run` (a built-in workload sized to the image).
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-
-use crate::ops::{self, dict_from_metadata, load_image, OcrConfig, TextLine};
-use crate::runtime::shape_cache::ShapeCachedModel;
+use texstream::ops::TextLine;
+use texstream::{Engine, EngineOptions, Image, Precision, Value, Values};
 
 #[derive(clap::Args, Debug)]
 pub struct OcrArgs {
+    /// The image (PNG or JPEG).
     pub image: PathBuf,
+    /// Vulkan device (index or name substring).
     #[arg(long)]
     pub device: Option<String>,
-    #[arg(long, default_value = "f16")]
-    pub precision: String,
-    /// Directory holding det.onnx, cls.onnx, rec.onnx.
+    /// Weight precision of the models.
+    #[arg(long, value_enum, default_value = "f16")]
+    pub precision: Precision,
+    /// Directory holding det.onnx, cls.onnx, rec.onnx (`scripts/fetch_models.py` puts them in
+    /// models/ocr); compiled models are kept beside them.
     #[arg(long, default_value = "models/ocr")]
     pub models: PathBuf,
 }
 
-/// Runs OCR on `image` with the three models under `models`.
+/// Reads the text lines of the image file at `image` with the models in `models`.
 pub fn ocr_image(
-    device: &vk_backend::Device,
     image: &std::path::Path,
     models: &std::path::Path,
-    precision: crate::packed::StoredPrecision,
+    precision: Precision,
+    device: Option<String>,
 ) -> anyhow::Result<Vec<TextLine>> {
-    let img = load_image(image)?;
-    let cfg = OcrConfig::default();
-    let mut det =
-        ShapeCachedModel::new(device, &models.join("det.onnx"), precision, &[1, 3, 32, 32])?;
-    let mut cls = ShapeCachedModel::new(
-        device,
-        &models.join("cls.onnx"),
-        precision,
-        &[1, 3, 48, 192],
+    let bytes = std::fs::read(image).with_context(|| format!("reading {}", image.display()))?;
+    let img = Image::decode(&bytes).with_context(|| image.display().to_string())?;
+    let det = texstream::workload::builtin::ocr_detector_hw(&texstream::ops::decode_image(
+        &bytes, "image",
+    )?)
+    .with_context(|| format!("{}: too small to read", image.display()))?;
+    let w = texstream::workload::builtin::ocr_workload(models, det, precision)?;
+    let engine = Engine::open_workload(
+        w,
+        EngineOptions {
+            device,
+            calibrate_after: 0,
+            ..EngineOptions::default()
+        },
+        &mut |model, why| eprintln!("compiling model `{model}` ({why})"),
     )?;
-    let mut rec = ShapeCachedModel::new(
-        device,
-        &models.join("rec.onnx"),
-        precision,
-        &[1, 3, 48, 320],
-    )?;
-    let dict = rec
-        .metadata()
-        .get("character")
-        .map(|s| dict_from_metadata(s))
-        .context("recognizer has no `character` metadata")?;
-    let to_ops = |t: crate::runtime::HostTensor| ops::Tensor::new(t.shape, t.data);
-    let lines = ops::ocr_pipeline(
-        &img,
-        &cfg,
-        &dict,
-        |t: ops::Tensor| -> anyhow::Result<ops::Tensor> { Ok(to_ops(det.run(t.shape, t.data)?)?) },
-        |t: ops::Tensor| -> anyhow::Result<ops::Tensor> { Ok(to_ops(cls.run(t.shape, t.data)?)?) },
-        |t: ops::Tensor| -> anyhow::Result<ops::Tensor> { Ok(to_ops(rec.run(t.shape, t.data)?)?) },
-    )?;
-    Ok(lines)
+    let mut inputs = Values::new();
+    inputs.insert("image".into(), Value::Image(img));
+    let mut r = engine.run("ocr", inputs)?;
+    match r.outputs.remove("text") {
+        Some(Value::TextLines(lines)) => Ok(lines),
+        _ => anyhow::bail!("the OCR pipeline returned no text"),
+    }
 }
 
 pub fn run(args: &OcrArgs) -> anyhow::Result<()> {
-    let device = crate::cli::infer::open_device(&args.device)?;
-    let precision = crate::cli::infer::parse_precision(&args.precision)?;
     let t0 = Instant::now();
-    let lines = ocr_image(&device, &args.image, &args.models, precision)?;
+    let lines = ocr_image(
+        &args.image,
+        &args.models,
+        args.precision,
+        args.device.clone(),
+    )?;
     for l in &lines {
         println!("{}\t{:.5}", l.text, l.score);
     }
     eprintln!(
-        "{} lines in {:.1} s on {}",
+        "{} lines in {:.1} s",
         lines.len(),
-        t0.elapsed().as_secs_f64(),
-        device.name()
+        t0.elapsed().as_secs_f64()
     );
     Ok(())
 }

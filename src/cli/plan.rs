@@ -1,6 +1,5 @@
 //! `texstream plan`: plans a workload under every policy (or one), prints a side-by-side table or JSON,
 //! draws the residency timeline as SVG, writes the plan-quality table, and times the planner.
-use crate::workload::{load_profile, load_workload, LoadedWorkload};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use scheduler::{
@@ -10,6 +9,7 @@ use scheduler::{
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use texstream::workload::{load_profile, load_workload, LoadedWorkload};
 
 /// Arguments of `texstream plan`.
 #[derive(Debug, Args)]

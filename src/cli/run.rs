@@ -1,196 +1,245 @@
-//! `texstream run WORKLOAD.ron`: runs the workload's pipeline with its models streamed under the
-//! cap, prints the outputs (OCR text lines) and the metrics summary, optionally for every policy.
+//! `texstream run WORKLOAD.ron`: a client of the engine API. It opens an engine on the workload
+//! (once per policy with `--all-policies`, each on a fresh device), submits the pipeline's
+//! requests one after another with the workload's demo inputs (or `--input` files), prints the
+//! outputs and the engine's statistics, and checks that every policy produced the same bits.
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use scheduler::{parse_size, Policy};
+use texstream::pipeline::io::{hash_value, read_value, summarize};
+use texstream::workload::{load_workload, LoadedWorkload};
+use texstream::{Engine, EngineOptions, EngineStats, Policy, Values};
 
-use crate::runtime::auto_compile::ensure_packed;
-use crate::runtime::metrics::RunSummary;
-use crate::runtime::workload_run::{prepare, run_policy, FrameOutput, RunOptions};
+use super::args::{parse_named_path, parse_size_arg, Progress};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Workload file (RON).
     pub workload: PathBuf,
-    /// Device memory cap (e.g. 24MiB); default: the workload's.
-    #[arg(long)]
-    pub cap: Option<String>,
+    /// Device memory cap (e.g. 24MiB, 1.5GiB, 12MB); default: the workload's.
+    #[arg(long, value_parser = parse_size_arg)]
+    pub cap: Option<u64>,
     /// preload, reload-per-model, on-demand, lru or planned; default: the workload's.
     #[arg(long)]
-    pub policy: Option<String>,
-    /// Frames (pipeline repetitions); default: the workload's.
+    pub policy: Option<Policy>,
+    /// The pipeline to run (default: the workload's first).
+    #[arg(long)]
+    pub pipeline: Option<String>,
+    /// Requests to run (default: the pipeline's repeat count).
     #[arg(long)]
     pub iterations: Option<u32>,
-    /// Write the metrics as JSON (with --all-policies: one object per policy).
+    /// Replace a pipeline input (default: the workload's demo input): NAME=FILE, with FILE a
+    /// .png/.jpg image, .npy tensor or .txt text (repeatable).
+    #[arg(long = "input", value_name = "NAME=FILE", value_parser = parse_named_path)]
+    pub inputs: Vec<(String, PathBuf)>,
+    /// Write the statistics as JSON (with --all-policies: one object per policy).
     #[arg(long)]
     pub metrics_json: Option<PathBuf>,
     /// Run every policy, one after another on a fresh device, and compare them.
     #[arg(long)]
     pub all_policies: bool,
-    /// Input image instead of the workload's demo input.
-    #[arg(long)]
-    pub image: Option<PathBuf>,
     /// For measurements: first run `preload` with every weight resident and no cap, then give
     /// every policy that run's step costs for its predicted time and lower bound (instead of
     /// costs calibrated on its own, possibly stalled, runs) and report its time beside theirs.
-    /// The reference run alone ignores --cap.
     #[arg(long)]
     pub resident_reference: bool,
+    /// Vulkan device (index or name substring).
+    #[arg(long)]
+    pub device: Option<String>,
 }
 
 /// `--resident-reference`'s cap: large enough for any workload's weights (the atlas only takes
 /// the slots the weights need).
 const RESIDENT_REFERENCE_CAP: u64 = 1 << 40;
+/// Most requests one `run` submits.
+const MAX_ITERATIONS: u32 = 1_000_000;
 
-/// One frame's OCR text and chain output bits (what every policy must reproduce).
-type FrameBits = (Vec<String>, Vec<Vec<u32>>);
+/// One policy's run.
+struct Outcome {
+    stats: EngineStats,
+    /// Hash of every request's outputs, in order.
+    hash: u64,
+    last: Values,
+    costs: Vec<scheduler::Profile>,
+}
+
+/// The pipeline's inputs: demo inputs by name, replaced by `--input`.
+fn request_inputs(
+    w: &LoadedWorkload,
+    engine: &Engine,
+    pipeline: &str,
+    args: &RunArgs,
+) -> Result<Values> {
+    let info = engine
+        .pipelines()
+        .into_iter()
+        .find(|p| p.name == pipeline)
+        .with_context(|| format!("{}: no pipeline `{pipeline}`", w.path.display()))?;
+    let mut files: BTreeMap<String, PathBuf> = w
+        .spec
+        .demo_inputs
+        .iter()
+        .map(|d| (d.name.clone(), w.resolve(&d.path)))
+        .collect();
+    for (name, path) in &args.inputs {
+        if !info.inputs.iter().any(|i| &i.name == name) {
+            bail!(
+                "--input {name}=...: pipeline `{pipeline}` has no input `{name}` (its inputs: {})",
+                info.inputs
+                    .iter()
+                    .map(|i| format!("`{}` ({})", i.name, i.value_type))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        files.insert(name.clone(), path.clone());
+    }
+    let mut values = Values::new();
+    for i in &info.inputs {
+        let path = files.get(&i.name).with_context(|| {
+            format!(
+                "pipeline `{pipeline}` needs input `{}` ({}): give --input {}=FILE or a demo input",
+                i.name, i.value_type, i.name
+            )
+        })?;
+        values.insert(i.name.clone(), read_value(path)?);
+    }
+    Ok(values)
+}
+
+fn run_one(
+    w: &LoadedWorkload,
+    args: &RunArgs,
+    opts: EngineOptions,
+    iterations: u32,
+    progress: &Progress,
+    label: &str,
+) -> Result<Outcome> {
+    let engine = Engine::open_workload(w.clone(), opts, &mut |model, why| {
+        progress.say(&format!("compiling model `{model}` ({why})"))
+    })?;
+    let pipeline = match &args.pipeline {
+        Some(p) => p.clone(),
+        None => engine.pipelines()[0].name.clone(),
+    };
+    let inputs = request_inputs(w, &engine, &pipeline, args)?;
+    let mut hash = 0xcbf29ce484222325u64;
+    let mut last = Values::new();
+    for i in 0..iterations {
+        progress.say(&format!("{label}: request {}/{iterations}", i + 1));
+        let r = engine
+            .run(&pipeline, inputs.clone())
+            .with_context(|| format!("{label}: request {}", i + 1))?;
+        for (k, v) in &r.outputs {
+            super::args::fnv_str(&mut hash, k);
+            hash_value(v, &mut hash);
+        }
+        last = r.outputs;
+    }
+    let costs = engine.costs().unwrap_or_default();
+    let stats = engine.shutdown();
+    Ok(Outcome {
+        stats,
+        hash,
+        last,
+        costs,
+    })
+}
 
 pub fn run(args: &RunArgs) -> Result<()> {
-    let cap = args
-        .cap
-        .as_deref()
-        .map(parse_size)
-        .transpose()
-        .context("--cap")?;
-    let mut opts = RunOptions {
-        cap,
-        iterations: args.iterations,
-        image: args.image.clone(),
-        ..RunOptions::default()
+    let w = load_workload(&args.workload)?;
+    let spec = w.pipeline_spec(args.pipeline.as_deref())?;
+    let iterations = args.iterations.unwrap_or(match spec.repeat {
+        texstream::workload::Repeat::Once => 1,
+        texstream::workload::Repeat::Times(n) | texstream::workload::Repeat::PerFrame(n) => n,
+    });
+    if iterations == 0 || iterations > MAX_ITERATIONS {
+        bail!("--iterations must be 1..={MAX_ITERATIONS}, got {iterations}");
+    }
+    if let Some(p) = &args.metrics_json {
+        super::args::check_writable(p)?;
+    }
+    let base = EngineOptions {
+        cap: args.cap,
+        device: args.device.clone(),
+        first_pipeline: args.pipeline.clone(),
+        // The first request (the first two with three or more) profiles: step costs are scaled
+        // to the measured model times, the rest is planned with them.
+        calibrate_after: if iterations >= 3 {
+            2
+        } else if iterations >= 2 {
+            1
+        } else {
+            0
+        },
+        ..EngineOptions::default()
     };
-    // ONNX sources are (re)compiled first where their packed file is missing or out of date.
-    let compiling = indicatif::ProgressBar::new_spinner();
-    compiling.enable_steady_tick(std::time::Duration::from_millis(120));
-    ensure_packed(&args.workload, |model, why| {
-        compiling.set_message(format!("compiling model `{model}` ({why})"));
-    })?;
-    compiling.finish_and_clear();
-    let prep = prepare(&args.workload, &opts)?;
+    let progress = Progress::new();
     let policies: Vec<Policy> = if args.all_policies {
         Policy::ALL.to_vec()
     } else {
-        match args.policy.as_deref() {
-            Some(p) => vec![p.parse()?],
-            None => vec![prep.workload.policy()?],
-        }
+        vec![args.policy.unwrap_or(w.policy()?)]
     };
-    let bar = indicatif::ProgressBar::new(prep.models.len() as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} [{bar:20}] {pos}/{len} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    let mut summaries: Vec<RunSummary> = Vec::new();
-    let mut failures: Vec<(Policy, String)> = Vec::new();
-    // What every policy must reproduce: OCR text, or the chain's output bits.
-    let mut first: Option<Vec<FrameBits>> = None;
-    let mut resident: Option<RunSummary> = None;
+    let mut fixed = None;
+    let mut resident: Option<EngineStats> = None;
+    let mut reference_hash = None;
     if args.resident_reference {
-        let everything = RunOptions {
-            cap: Some(RESIDENT_REFERENCE_CAP),
-            ..opts.clone()
-        };
-        let o = run_policy(&prep, &everything, Policy::Preload, Some(&bar))
-            .context("resident reference run (preload, no cap)")?;
-        bar.suspend(|| {
+        let o = run_one(
+            &w,
+            args,
+            EngineOptions {
+                cap: Some(RESIDENT_REFERENCE_CAP),
+                policy: Some(Policy::Preload),
+                ..base.clone()
+            },
+            iterations,
+            &progress,
+            "resident reference",
+        )
+        .context("resident reference run (preload, no cap)")?;
+        progress.suspend(|| {
             println!(
                 "\nresident reference (preload, no cap; its step costs set every later policy's \
                  predicted time and LB):\n{}",
-                o.summary.table()
-            )
+                o.stats.table()
+            );
+            print_outputs(&o.last);
         });
-        // Every policy must reproduce the resident run's outputs.
-        bar.suspend(|| print_outputs(&o.frames));
-        first = Some(frame_bits(&o.frames));
-        opts.fixed_costs = Some(o.costs);
-        resident = Some(o.summary);
+        reference_hash = Some(o.hash);
+        fixed = Some(o.costs);
+        resident = Some(o.stats);
     }
+    let mut summaries: Vec<EngineStats> = Vec::new();
+    let mut failures: Vec<(Policy, String)> = Vec::new();
     for &policy in &policies {
-        match run_policy(&prep, &opts, policy, Some(&bar)) {
+        let opts = EngineOptions {
+            policy: Some(policy),
+            fixed_costs: fixed.clone(),
+            ..base.clone()
+        };
+        match run_one(&w, args, opts, iterations, &progress, policy.name()) {
             Ok(o) => {
-                let got = frame_bits(&o.frames);
-                match &first {
+                match reference_hash {
                     None => {
-                        bar.suspend(|| print_outputs(&o.frames));
-                        first = Some(got);
+                        progress.suspend(|| print_outputs(&o.last));
+                        reference_hash = Some(o.hash);
                     }
-                    Some(t) if *t != got => {
+                    Some(h) if h != o.hash => {
                         failures.push((policy, "outputs differ from the first run's".into()))
                     }
                     Some(_) => {}
                 }
-                bar.suspend(|| println!("\n{}", o.summary.table()));
-                summaries.push(o.summary);
+                progress.suspend(|| println!("\n{}", o.stats.table()));
+                summaries.push(o.stats);
             }
-            Err(e) if args.all_policies => failures.push((policy, e.to_string())),
-            Err(e) => {
-                bar.finish_and_clear();
-                return Err(e.into());
-            }
+            Err(e) if args.all_policies => failures.push((policy, format!("{e:#}"))),
+            Err(e) => return Err(e),
         }
     }
-    bar.finish_and_clear();
+    progress.finish();
     if args.all_policies || resident.is_some() {
-        // The CPU pipeline steps (OCR pre/post-processing) run between the model runs under
-        // every policy; the scheduler's LB covers the model runs only. `runs/LB` compares the
-        // model runs with it, `e2e/LB+cpu` the whole frame with LB plus the resident run's CPU
-        // steps (the run's own without a resident reference).
-        let resident_cpu_s = resident
-            .as_ref()
-            .map(|r| (r.measured_s - r.model_s).max(0.0));
-        println!(
-            "{:<18} {:>11} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>11} {:>12} {:>10} {:>14}",
-            "policy",
-            "measured ms",
-            "predict ms",
-            "LB ms",
-            "meas/pr",
-            "meas/LB",
-            "runs/LB",
-            "meas/res",
-            "e2e/LB+cpu",
-            "streamed MiB",
-            "stall ms",
-            "peak/cap MiB"
-        );
-        for (s, label) in resident
-            .iter()
-            .map(|s| (s, "resident (no cap)"))
-            .chain(summaries.iter().map(|s| (s, s.policy.as_str())))
-        {
-            let vs_resident = resident
-                .as_ref()
-                .filter(|r| r.measured_s > 0.0)
-                .map_or(String::from("-"), |r| {
-                    format!("{:.2}", s.measured_s / r.measured_s)
-                });
-            let cpu_s = resident_cpu_s.unwrap_or((s.measured_s - s.model_s).max(0.0));
-            let e2e = s.measured_s / (s.lower_bound_s + cpu_s).max(f64::MIN_POSITIVE);
-            println!(
-                "{:<18} {:>11.2} {:>11.2} {:>11.2} {:>8.2} {:>8.2} {:>8.2} {:>8} {:>11.2} {:>12.2} {:>10.2} {:>7.2}/{:<6}",
-                label,
-                s.measured_s * 1e3,
-                s.predicted_s * 1e3,
-                s.lower_bound_s * 1e3,
-                s.measured_over_predicted,
-                s.measured_over_lower_bound,
-                s.model_over_lower_bound,
-                vs_resident,
-                e2e,
-                s.bytes_streamed as f64 / 1048576.0,
-                s.stall_s * 1e3,
-                s.peak_device_bytes as f64 / 1048576.0,
-                if s.cap_bytes >= RESIDENT_REFERENCE_CAP {
-                    "none".to_string()
-                } else {
-                    format!("{:.2}", s.cap_bytes as f64 / 1048576.0)
-                }
-            );
-        }
-        for (p, e) in &failures {
-            println!("{:<18} not run: {e}", p.name());
-        }
+        print_comparison(resident.as_ref(), &summaries, &failures);
     }
     if let Some(path) = &args.metrics_json {
         let json = if let Some(r) = &resident {
@@ -214,37 +263,72 @@ pub fn run(args: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// What every policy must reproduce of `frames`: OCR text and chain output bits.
-fn frame_bits(frames: &[FrameOutput]) -> Vec<FrameBits> {
-    frames
+/// Every policy side by side (and the resident reference run).
+fn print_comparison(
+    resident: Option<&EngineStats>,
+    summaries: &[EngineStats],
+    failures: &[(Policy, String)],
+) {
+    // The CPU pipeline steps run between the model runs under every policy; the scheduler's
+    // LB covers the model runs only. `runs/LB` compares the model runs with it, `e2e/LB+cpu`
+    // the whole run with LB plus the resident run's CPU steps (the run's own without one).
+    let resident_cpu_s = resident.map(|r| (r.measured_s - r.model_s).max(0.0));
+    println!(
+        "{:<18} {:>11} {:>11} {:>11} {:>8} {:>8} {:>8} {:>8} {:>11} {:>12} {:>10} {:>14}",
+        "policy",
+        "measured ms",
+        "predict ms",
+        "LB ms",
+        "meas/pr",
+        "meas/LB",
+        "runs/LB",
+        "meas/res",
+        "e2e/LB+cpu",
+        "streamed MiB",
+        "stall ms",
+        "peak/cap MiB"
+    );
+    for (s, label) in resident
         .iter()
-        .map(|f| {
-            let text = f.lines.iter().map(|l| l.text.clone()).collect();
-            let bits = f
-                .tensors
-                .iter()
-                .map(|(_, _, v)| v.iter().map(|x| x.to_bits()).collect())
-                .collect();
-            (text, bits)
-        })
-        .collect()
+        .map(|s| (*s, "resident (no cap)"))
+        .chain(summaries.iter().map(|s| (s, s.policy.as_str())))
+    {
+        let vs_resident = resident
+            .filter(|r| r.measured_s > 0.0)
+            .map_or(String::from("-"), |r| {
+                format!("{:.2}", s.measured_s / r.measured_s)
+            });
+        let cpu_s = resident_cpu_s.unwrap_or((s.measured_s - s.model_s).max(0.0));
+        let e2e = s.measured_s / (s.lower_bound_s + cpu_s).max(f64::MIN_POSITIVE);
+        println!(
+            "{:<18} {:>11.2} {:>11.2} {:>11.2} {:>8.2} {:>8.2} {:>8.2} {:>8} {:>11.2} {:>12.2} {:>10.2} {:>7.2}/{:<6}",
+            label,
+            s.measured_s * 1e3,
+            s.predicted_s * 1e3,
+            s.lower_bound_s * 1e3,
+            s.measured_over_predicted(),
+            s.measured_over_lower_bound(),
+            s.model_over_lower_bound(),
+            vs_resident,
+            e2e,
+            s.bytes_streamed as f64 / 1048576.0,
+            s.stall_s * 1e3,
+            s.peak_device_bytes as f64 / 1048576.0,
+            if s.cap_bytes >= RESIDENT_REFERENCE_CAP {
+                "none".to_string()
+            } else {
+                format!("{:.2}", s.cap_bytes as f64 / 1048576.0)
+            }
+        );
+    }
+    for (p, e) in failures {
+        println!("{:<18} not run: {e}", p.name());
+    }
 }
 
-/// The last frame's outputs: OCR lines, or each chain output's shape, sum and first values.
-fn print_outputs(frames: &[FrameOutput]) {
-    let Some(last) = frames.last() else { return };
-    if !last.lines.is_empty() || last.tensors.is_empty() {
-        println!("recognized text ({} lines, last frame):", last.lines.len());
-        for l in &last.lines {
-            println!("  {:.3}  {}", l.score, l.text);
-        }
-    }
-    for (name, shape, v) in &last.tensors {
-        let sum: f64 = v.iter().map(|&x| x as f64).sum();
-        let head: Vec<String> = v.iter().take(4).map(|x| format!("{x:.5}")).collect();
-        println!(
-            "output `{name}` {shape:?}: sum {sum:.6}, first [{}] (last frame)",
-            head.join(", ")
-        );
+/// The last request's outputs.
+fn print_outputs(outputs: &Values) {
+    for (name, v) in outputs {
+        println!("{} (last request)", summarize(name, v));
     }
 }

@@ -38,24 +38,8 @@ pub const DATA_ALIGN: u64 = 4096;
 /// Every page is this many texels wide (the atlas layer width).
 pub const PAGE_WIDTH: u64 = 512;
 
-/// Storage precision of the weight texels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum StoredPrecision {
-    F16,
-    F32,
-}
-
-impl StoredPrecision {
-    pub fn bytes_per_value(self) -> usize {
-        match self {
-            StoredPrecision::F16 => 2,
-            StoredPrecision::F32 => 4,
-        }
-    }
-    pub fn bytes_per_texel(self) -> usize {
-        4 * self.bytes_per_value()
-    }
-}
+/// Storage precision of the weight texels (the crate's one precision type).
+pub use crate::precision::Precision as StoredPrecision;
 
 /// How a weight tensor's values are ordered into texels (see the shared texel conventions).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

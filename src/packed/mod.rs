@@ -4,6 +4,7 @@ pub mod cost;
 pub mod format;
 pub mod pack;
 pub mod placement;
+pub mod report;
 pub mod texels;
 
 use std::fs::File;

@@ -543,35 +543,3 @@ impl Executable {
 fn input_names(g: &Graph) -> Vec<String> {
     g.inputs.iter().map(|p| p.name.clone()).collect()
 }
-
-/// Compiles an ONNX model in memory (import, passes, pack). Float inputs fix the input shapes;
-/// integer inputs (e.g. Silero VAD's `sr`) are bound as constants so the importer can fold on them.
-pub fn compile_onnx(
-    path: &std::path::Path,
-    inputs: &[(String, HostTensor)],
-    precision: StoredPrecision,
-) -> std::result::Result<crate::packed::Packed, String> {
-    let mut opts = crate::onnx::ImportOptions::default();
-    for (name, a) in inputs {
-        if a.integer {
-            let v = a.data.iter().map(|&x| x as i64).collect();
-            opts.bindings.insert(
-                name.clone(),
-                crate::ir::TensorData::from_i64(a.shape.clone(), v),
-            );
-        } else {
-            opts.input_shapes.insert(name.clone(), a.shape.clone());
-        }
-    }
-    let mut model = crate::onnx::import(path, &opts).map_err(|e| e.to_string())?;
-    let report = crate::ir::passes::optimize(&mut model.graph);
-    let meta = model.metadata().clone();
-    crate::packed::pack_graph(
-        model.graph,
-        &path.display().to_string(),
-        report,
-        meta,
-        crate::packed::PackOptions::new(precision),
-    )
-    .map_err(|e| format!("{}: {e}", path.display()))
-}

@@ -1,21 +1,20 @@
-//! Runs a packed model's IR on Vulkan textures: weight preload, static activation arena, per-node
-//! kernel dispatch recorded into one command buffer, and .npy I/O for the CLI and tests.
+//! Runs packed models on the Vulkan backend: the executor (weights, the liveness-planned
+//! activation arena, per-node kernel dispatch), `.npy` I/O, and the streaming side the engine
+//! drives: a model's executor on the shared page space ([`run_model`]), packed files as page
+//! sources ([`run_source`]), the cap accounting ([`run_budget`]) and the plan follower
+//! ([`stream_exec`]).
 pub mod arena;
 pub mod dispatch;
 pub mod error;
 pub mod executor;
 pub mod npy;
-pub mod shape_cache;
 pub mod weights;
 
 pub use arena::{ArenaPlan, ArenaStats};
 pub use error::RuntimeError;
 pub use executor::{Executable, HostTensor, RunTimings};
 pub use weights::{PageSource, WeightResidency};
-pub mod auto_compile;
-pub mod metrics;
 pub mod run_budget;
 pub mod run_model;
 pub mod run_source;
 pub mod stream_exec;
-pub mod workload_run;

@@ -1,5 +1,7 @@
 //! Workload files: the RON schema, parsing with file:line:col errors, and the bridge to the planner
 //! (profiles per model, the pipeline as planner stages, cap, policy, bandwidth).
+pub mod builtin;
+pub mod locate;
 pub mod ocr;
 pub mod profiles;
 pub mod schema;
@@ -33,22 +35,75 @@ pub enum WorkloadError {
 /// A parsed, checked workload and where it came from.
 #[derive(Debug, Clone)]
 pub struct LoadedWorkload {
+    /// The file, made absolute, so relative paths inside it resolve against its directory
+    /// however the caller spelled it.
     pub path: PathBuf,
     pub spec: Workload,
+    /// The file's text, for locating steps in errors found after parsing.
+    pub text: std::sync::Arc<str>,
 }
 
-/// Parses RON text; `path` is only used in error messages.
-pub fn parse_workload(text: &str, path: &Path) -> Result<LoadedWorkload, WorkloadError> {
-    let spec: Workload =
-        ron::from_str(text).map_err(|e: ron::error::SpannedError| WorkloadError::Parse {
-            path: path.to_path_buf(),
-            line: e.span.start.line,
-            col: e.span.start.col,
-            msg: e.code.to_string(),
-        })?;
-    let w = LoadedWorkload {
+/// Planner look-ahead per pipeline (`Times(n)`, `PerFrame(n)`): the plan unrolls this many
+/// requests, so it bounds planning memory and time.
+pub const MAX_REPEAT: u32 = 10_000;
+/// Largest fan-out (`PerItem` `expected` and `max`): one request never runs a model more often.
+pub const MAX_FAN_OUT: u32 = 4_096;
+
+/// RON as workload files are written: `Run(model: ..)` for a newtype variant and `policy:
+/// "planned"` for an option (older files spelled them `Run(Run(model: ..))` and `Some(..)`,
+/// which still parse).
+fn ron_options() -> ron::Options {
+    ron::Options::default().with_default_extension(
+        ron::extensions::Extensions::IMPLICIT_SOME
+            | ron::extensions::Extensions::UNWRAP_VARIANT_NEWTYPES,
+    )
+}
+
+fn parse_error(path: &Path, e: ron::error::SpannedError) -> WorkloadError {
+    let mut msg = e.code.to_string();
+    // `Transformer(SyntheticTransformer(..))` in a file that otherwise uses the new syntax:
+    // the inner type name reads as a field.
+    if let Some(name) = msg
+        .strip_prefix("Unexpected field named `")
+        .and_then(|r| r.split('`').next())
+    {
+        if name.starts_with(char::is_uppercase) {
+            msg += &format!(
+                " (a variant's contents are written directly now: `Variant(field: ..)`, not \
+                 `Variant({name}(field: ..))`)"
+            );
+        }
+    }
+    WorkloadError::Parse {
         path: path.to_path_buf(),
+        line: e.span.start.line,
+        col: e.span.start.col,
+        msg,
+    }
+}
+
+/// Parses RON text; `path` names the file in errors and anchors its relative paths.
+pub fn parse_workload(text: &str, path: &Path) -> Result<LoadedWorkload, WorkloadError> {
+    let spec: Workload = match ron_options().from_str(text) {
+        Ok(w) => w,
+        // Files written before the extensions were on spell newtype variants twice; the
+        // extension reads `Run(Run(..))` as a struct named `Run` inside the variant and fails.
+        Err(new) => match ron::Options::default().from_str::<Workload>(text) {
+            Ok(w) => {
+                log::warn!(
+                    "{}: old workload syntax (write `Run(model: ..)` instead of \
+                     `Run(Run(model: ..))`, and `policy: \"planned\"` instead of `Some(..)`)",
+                    path.display()
+                );
+                w
+            }
+            Err(_) => return Err(parse_error(path, new)),
+        },
+    };
+    let w = LoadedWorkload {
+        path: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
         spec,
+        text: text.into(),
     };
     w.check()?;
     Ok(w)
@@ -71,13 +126,23 @@ impl LoadedWorkload {
         }
     }
 
-    /// Directory that relative model paths are resolved against.
-    pub fn base_dir(&self) -> PathBuf {
-        self.path
-            .parent()
-            .and_then(|p| p.parent())
-            .map(Path::to_path_buf)
-            .unwrap_or_default()
+    /// The directory relative paths in the workload are resolved against: the file's own.
+    pub fn dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("/"))
+    }
+
+    /// `file:line:col` of step `step` of pipeline `pipeline` (just the file where the text
+    /// does not show it).
+    pub fn step_location(&self, pipeline: &str, step: usize) -> String {
+        match locate::step_position(&self.text, pipeline, step) {
+            Some(p) => format!("{}:{p}", self.path.display()),
+            None => self.path.display().to_string(),
+        }
+    }
+
+    /// A path written in the workload, resolved against its directory.
+    pub fn resolve(&self, p: &str) -> PathBuf {
+        self.dir().join(p)
     }
 
     fn check(&self) -> Result<(), WorkloadError> {
@@ -94,7 +159,33 @@ impl LoadedWorkload {
         if s.pipelines.is_empty() {
             return Err(self.invalid("no pipelines".into()));
         }
-        for p in &s.pipelines {
+        for (i, p) in s.pipelines.iter().enumerate() {
+            if s.pipelines[..i].iter().any(|o| o.name == p.name) {
+                return Err(self.invalid(format!("pipeline `{}` is defined twice", p.name)));
+            }
+            if s.models.iter().any(|m| m.name == p.name) {
+                return Err(self.invalid(format!(
+                    "pipeline `{}` has the name of a model (every model can also be run on its \
+                     own under its name, so names must differ)",
+                    p.name
+                )));
+            }
+            match p.repeat {
+                Repeat::Times(0) | Repeat::PerFrame(0) => {
+                    return Err(self.invalid(format!(
+                        "pipeline `{}`: repeat count 0 (use Once, or a count of at least 1)",
+                        p.name
+                    )))
+                }
+                Repeat::Times(n) | Repeat::PerFrame(n) if n > MAX_REPEAT => {
+                    return Err(self.invalid(format!(
+                        "pipeline `{}`: repeat count {n} is over the limit of {MAX_REPEAT} (it is \
+                         how many requests the planner looks ahead)",
+                        p.name
+                    )))
+                }
+                _ => {}
+            }
             for (k, st) in p.steps.iter().enumerate() {
                 if let PipelineStep::Run(r) = st {
                     if !s.models.iter().any(|m| m.name == r.model) {
@@ -108,6 +199,14 @@ impl LoadedWorkload {
                             return Err(self.invalid(format!(
                                 "pipeline `{}` step {k}: fan-out expected {} must be ≥ 1 and ≤ max",
                                 p.name, pi.expected
+                            )));
+                        }
+                        let most = pi.max.unwrap_or(pi.expected);
+                        if most > MAX_FAN_OUT || pi.expected > MAX_FAN_OUT {
+                            return Err(self.invalid(format!(
+                                "pipeline `{}` step {k}: fan-out of {most} is over the limit of \
+                                 {MAX_FAN_OUT} runs per request",
+                                p.name
                             )));
                         }
                     }
@@ -225,6 +324,57 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("w.ron:3:"), "{e}");
+    }
+
+    #[test]
+    fn unknown_fields_are_errors() {
+        let text = r#"Workload(name: "x", capp: "1MiB", models: [], pipelines: [])"#;
+        let e = parse_workload(text, Path::new("w.ron"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("capp") && e.starts_with("w.ron:1:"), "{e}");
+    }
+
+    #[test]
+    fn new_and_old_spellings_both_load() {
+        let new = r#"Workload(name: "x", cap: "1MiB", policy: "lru", models: [
+            ModelSpec(name: "m", source: Synthetic(Uniform(SyntheticUniform(layers: 2,
+                bytes_per_layer: "1MiB", compute_per_layer_us: 1.0))))],
+            pipelines: [PipelineSpec(name: "p", steps: [Run(model: "m")])])"#;
+        let old = r#"Workload(name: "x", cap: "1MiB", policy: Some("lru"), models: [
+            ModelSpec(name: "m", source: Synthetic(Uniform(SyntheticUniform(layers: 2,
+                bytes_per_layer: "1MiB", compute_per_layer_us: 1.0))))],
+            pipelines: [PipelineSpec(name: "p", steps: [Run(Run(model: "m"))])])"#;
+        let a = parse_workload(new, Path::new("w.ron")).unwrap();
+        let b = parse_workload(old, Path::new("w.ron")).unwrap();
+        assert_eq!(a.spec, b.spec);
+        assert_eq!(a.policy().unwrap(), Policy::Lru);
+    }
+
+    #[test]
+    fn repeat_counts_are_bounded() {
+        for (rep, want) in [
+            ("PerFrame(0)", "repeat count 0"),
+            ("Times(1000000000)", "limit"),
+        ] {
+            let text = format!(
+                r#"Workload(name: "x", cap: "1MiB", models: [], pipelines: [
+                PipelineSpec(name: "p", repeat: {rep}, steps: [])])"#
+            );
+            let e = parse_workload(&text, Path::new("w.ron"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{rep}: {e}");
+        }
+    }
+
+    #[test]
+    fn paths_resolve_against_the_workload_file() {
+        let text = r#"Workload(name: "x", cap: "1MiB", models: [], pipelines: [
+            PipelineSpec(name: "p", steps: [])])"#;
+        let w = parse_workload(text, Path::new("w.ron")).unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(w.resolve("../m.onnx"), cwd.join("../m.onnx"));
     }
 
     #[test]

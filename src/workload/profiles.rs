@@ -27,20 +27,9 @@ impl fmt::Display for ProfileSource {
     }
 }
 
-/// Resolves a model path: as given (relative to the current directory) if it exists, else relative to
-/// the workload file's directory, else relative to that directory's parent (the repository root when
-/// the workload lives in `workloads/`).
+/// Resolves a path written in the workload against the workload file's directory.
 pub fn resolve(w: &LoadedWorkload, p: &str) -> PathBuf {
-    let p = Path::new(p);
-    if p.is_absolute() || p.exists() {
-        return p.to_path_buf();
-    }
-    let dir = w.path.parent().unwrap_or(Path::new("."));
-    let c = dir.join(p);
-    if c.exists() {
-        return c;
-    }
-    dir.parent().unwrap_or(Path::new(".")).join(p)
+    w.resolve(p)
 }
 
 /// Reads the load profile of a packed model (`src/packed/`). Compute times use the same assumed
@@ -131,8 +120,8 @@ pub fn load_profile(
     page_bytes: u64,
 ) -> Result<(Profile, ProfileSource), WorkloadError> {
     let bytes_per_value = match model.precision {
-        super::Precision::F16 => 2,
-        super::Precision::F32 => 4,
+        crate::Precision::F16 => 2,
+        crate::Precision::F32 => 4,
     };
     let packed = match (&model.source, &model.packed) {
         (ModelSource::Synthetic(s), _) => {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 /// A whole workload file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Workload {
     pub name: String,
     /// Memory cap, a size string such as "24MiB".
@@ -26,6 +27,7 @@ pub struct Workload {
 
 /// Transfer model; rates are sizes per second ("12GB" = 12e9 bytes/s).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BandwidthSpec {
     pub h2d_per_s: String,
     #[serde(default)]
@@ -34,15 +36,11 @@ pub struct BandwidthSpec {
     pub disk_per_s: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub enum Precision {
-    #[default]
-    F16,
-    F32,
-}
+pub use crate::precision::Precision;
 
 /// One model of the workload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ModelSpec {
     pub name: String,
     pub source: ModelSource,
@@ -51,7 +49,8 @@ pub struct ModelSpec {
     pub inputs: BTreeMap<String, Vec<u64>>,
     #[serde(default)]
     pub precision: Precision,
-    /// The compiled (packed) model file; default: the ONNX path with extension `.tspk`.
+    /// The compiled (packed) model file; default: the ONNX path with extension `.tspk`. With an
+    /// `Onnx` source it is kept current from the ONNX file (recompiled when stale).
     #[serde(default)]
     pub packed: Option<String>,
     /// Where the load profile comes from while no packed model exists.
@@ -81,6 +80,7 @@ pub enum SyntheticModel {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SyntheticUniform {
     pub layers: u32,
     pub bytes_per_layer: String,
@@ -90,6 +90,7 @@ pub struct SyntheticUniform {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SyntheticTransformer {
     pub d_model: u64,
     pub layers: u32,
@@ -99,13 +100,20 @@ pub struct SyntheticTransformer {
     pub tflops: f64,
 }
 
-/// A pipeline: steps in order, repeated.
+/// A pipeline: steps over named values (a DAG, checked before anything runs), repeated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PipelineSpec {
     pub name: String,
+    /// How many requests the planner looks ahead (`PerFrame(n)`, `Times(n)`), and how many
+    /// `texstream run` submits by default.
     #[serde(default)]
     pub repeat: Repeat,
     pub steps: Vec<PipelineStep>,
+    /// The values a request returns. Default: every value that no step reads. When given, a
+    /// value that is neither read nor listed here is an error.
+    #[serde(default)]
+    pub outputs: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -126,19 +134,26 @@ pub enum PipelineStep {
     Run(Run),
     OcrBoxes(OcrBoxes),
     CropRotate(CropRotate),
+    TextlineTensors(TextlineTensors),
     AngleFix(AngleFix),
     CtcDecode(CtcDecode),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ImageLoad {
     pub output: String,
-    /// Demo input name or camera source; the runtime decides.
+    /// The request input holding the image (encoded PNG/JPEG or RGB8); default: `output`.
     #[serde(default)]
     pub source: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+/// RapidOCR's detector preprocessing of an image (resize within 736..2000 pixels a side,
+/// vertical padding of wide images, per-channel mean/std), then a bilinear resize to `resize`
+/// when given (a fixed model input). The tensor remembers that geometry, so boxes found on a
+/// model output of the same size map back to the image.
 pub struct Normalize {
     pub input: String,
     pub output: String,
@@ -150,6 +165,7 @@ pub struct Normalize {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Run {
     pub model: String,
     /// Model input name → value name.
@@ -171,6 +187,7 @@ pub enum FanOut {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PerItem {
     pub over: String,
     /// Expected item count, used for planning.
@@ -180,6 +197,7 @@ pub struct PerItem {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct OcrBoxes {
     pub input: String,
     pub output: String,
@@ -192,15 +210,40 @@ pub struct OcrBoxes {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+/// One crop per box, cut from the image the boxes were found on and turned upright-ish
+/// (RapidOCR's perspective crop; tall crops are rotated by 90°).
 pub struct CropRotate {
     pub image: String,
     pub boxes: String,
     pub output: String,
+}
+
+/// Text-line crops → one model input tensor each, `[1, 3, height, width]`, as RapidOCR prepares
+/// them for its angle classifier or its recognizer (aspect-preserving resize to `height`,
+/// normalization to [-1, 1], zero padding on the right; the recognizer's batches of `batch`
+/// crops share the width of their widest crop, and an item wider than `width` is resized to it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextlineTensors {
+    pub input: String,
+    pub output: String,
+    pub kind: TextlineKind,
     pub height: u32,
-    pub max_width: u32,
+    pub width: u32,
+    /// Crops per batch (RapidOCR: 6).
+    #[serde(default)]
+    pub batch: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TextlineKind {
+    Classifier,
+    Recognizer,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AngleFix {
     pub crops: String,
     pub scores: String,
@@ -210,14 +253,24 @@ pub struct AngleFix {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CtcDecode {
     pub input: String,
     pub output: String,
-    /// Character dictionary file, one entry per line.
-    pub dict: String,
+    /// Character dictionary file, one entry per line; when absent or missing, the
+    /// recognizer's `character` metadata.
+    #[serde(default)]
+    pub dict: Option<String>,
+    /// The boxes the lines were cut from: gives each line its corners in the original image.
+    #[serde(default)]
+    pub boxes: Option<String>,
+    /// Lines scoring below this are dropped (RapidOCR: 0.5).
+    #[serde(default)]
+    pub text_score: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DemoInput {
     pub name: String,
     pub path: String,

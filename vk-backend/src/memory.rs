@@ -160,6 +160,12 @@ impl MemoryTracker {
         self.lock().stats.cap = cap;
     }
 
+    /// Starts peak tracking afresh from the current bytes (a new workload under a new cap).
+    pub fn reset_peak(&self) {
+        let mut st = self.lock();
+        st.stats.peak_bytes = st.stats.current_bytes;
+    }
+
     /// Whether an allocation at `location` counts against the cap (device-local memory; on
     /// UMA devices such as lavapipe every host-visible type is device-local too).
     pub fn counts_against_cap(&self, location: MemoryLocation) -> bool {

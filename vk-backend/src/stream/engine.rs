@@ -535,6 +535,17 @@ impl StreamEngine {
         self.retire()
     }
 
+    /// Whether an I/O or device error has stopped the engine (every later call fails).
+    pub fn failed(&self) -> bool {
+        self.shared.failed()
+    }
+
+    /// The counters so far (loads, bytes, evictions, steps, submits); GPU times are only
+    /// known at [`Self::finish`].
+    pub fn counters(&self) -> StreamStats {
+        self.stats.clone()
+    }
+
     /// Ends the run: submits what is open, waits for every load and step, joins the threads and
     /// returns the statistics, or the first error of the run.
     pub fn finish(mut self) -> Result<StreamStats> {

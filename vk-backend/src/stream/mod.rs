@@ -72,6 +72,18 @@ pub enum StagingMemory {
     DeviceLocal,
 }
 
+impl StagingMemory {
+    /// Whether a staging buffer in this memory counts against `device`'s cap (it does where
+    /// host-visible memory is device-local: UMA, or the BAR of a discrete GPU).
+    pub fn counts_against_cap(self, device: &crate::Device) -> bool {
+        let location = match self {
+            StagingMemory::System => gpu_allocator::MemoryLocation::GpuToCpu,
+            StagingMemory::DeviceLocal => gpu_allocator::MemoryLocation::CpuToGpu,
+        };
+        device.memory().counts_against_cap(location)
+    }
+}
+
 /// Engine geometry and tuning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamConfig {

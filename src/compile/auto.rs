@@ -1,16 +1,13 @@
 //! Keeps a workload's packed models in step with their ONNX sources: a model declared as
-//! `Onnx(path)` (without an explicit `packed` file) is compiled to `path.tspk` with the workload's
+//! `Onnx(path)` is compiled to its `packed` file (default: `path.tspk`) with the workload's
 //! input shapes, precision and page size when that file is missing, older than the ONNX file,
 //! unreadable, or was compiled for something else. The workload file stays the one place that
 //! says which shapes a model runs at.
 use std::path::{Path, PathBuf};
 
-use super::workload_run::RunError;
-use crate::ir::passes::optimize;
-use crate::onnx::{import, ImportOptions};
-use crate::packed::{pack_graph, PackOptions, PackedModel, StoredPrecision};
-use crate::workload::profiles::resolve;
-use crate::workload::{load_workload, LoadedWorkload, ModelSource, ModelSpec, Precision};
+use super::{CompileError, Compiler};
+use crate::packed::PackedModel;
+use crate::workload::{LoadedWorkload, ModelSource, ModelSpec, WorkloadError};
 
 /// What [`ensure_packed`] did for one model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,11 +18,24 @@ pub enum PackedStatus {
     Compiled(PathBuf, String),
 }
 
-fn stored(p: Precision) -> StoredPrecision {
-    match p {
-        Precision::F16 => StoredPrecision::F16,
-        Precision::F32 => StoredPrecision::F32,
-    }
+/// Why keeping a workload's models compiled failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AutoCompileError {
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    #[error("{workload}: model `{model}`: {msg}")]
+    Missing {
+        workload: PathBuf,
+        model: String,
+        msg: String,
+    },
+    #[error("{workload}: model `{model}`: {source}")]
+    Compile {
+        workload: PathBuf,
+        model: String,
+        #[source]
+        source: Box<CompileError>,
+    },
 }
 
 /// Why `packed` must be rebuilt from `onnx` for `spec`, or None when it is current.
@@ -50,9 +60,9 @@ fn stale_reason(onnx: &Path, packed: &Path, spec: &ModelSpec, page_bytes: u64) -
             crate::packed::format::COMPILER_REVISION
         ));
     }
-    if pm.header().precision != stored(spec.precision) {
+    if pm.header().precision != spec.precision {
         return Some(format!(
-            "compiled as {:?}, the workload asks for {:?}",
+            "compiled as {}, the workload asks for {}",
             pm.header().precision,
             spec.precision
         ));
@@ -80,73 +90,60 @@ fn stale_reason(onnx: &Path, packed: &Path, spec: &ModelSpec, page_bytes: u64) -
     None
 }
 
-fn compile(
-    w: &LoadedWorkload,
-    spec: &ModelSpec,
-    onnx: &Path,
-    packed: &Path,
-    page_bytes: u64,
-) -> Result<(), RunError> {
-    let err = |msg: String| RunError::Model {
-        workload: w.path.clone(),
-        model: spec.name.clone(),
-        msg,
-    };
-    let mut opts = ImportOptions::default();
-    for (name, dims) in &spec.inputs {
-        opts.input_shapes
-            .insert(name.clone(), dims.iter().map(|&d| d as usize).collect());
+/// The packed file a workload model runs from.
+pub fn packed_path(w: &LoadedWorkload, spec: &ModelSpec) -> Option<PathBuf> {
+    match (&spec.source, &spec.packed) {
+        (_, Some(p)) | (ModelSource::Packed(p), None) => Some(w.resolve(p)),
+        (ModelSource::Onnx(o), None) => Some(w.resolve(o).with_extension("tspk")),
+        (ModelSource::Synthetic(_), None) => None,
     }
-    let mut model = import(onnx, &opts).map_err(|e| err(e.to_string()))?;
-    let report = optimize(&mut model.graph);
-    let meta = model.metadata().clone();
-    let packed_model = pack_graph(
-        model.graph,
-        &onnx.display().to_string(),
-        report,
-        meta,
-        PackOptions {
-            page_bytes,
-            ..PackOptions::new(stored(spec.precision))
-        },
-    )
-    .map_err(|e| err(format!("{}: {e}", onnx.display())))?;
-    packed_model
-        .write(packed)
-        .map_err(|e| err(format!("writing {}: {e}", packed.display())))
 }
 
-/// Compiles every `Onnx` model of the workload at `path` whose packed file is not current;
-/// `on_compile(model name, reason)` is called before each compilation (for progress output).
+/// Compiles every `Onnx` model of `w` whose packed file is not current; `on_compile(model
+/// name, reason)` is called before each compilation (for progress output).
 pub fn ensure_packed(
-    path: &Path,
+    w: &LoadedWorkload,
     mut on_compile: impl FnMut(&str, &str),
-) -> Result<Vec<PackedStatus>, RunError> {
-    let w = load_workload(path)?;
+) -> Result<Vec<PackedStatus>, AutoCompileError> {
     let page_bytes = w.page_bytes()?;
     let mut out = Vec::new();
     for spec in &w.spec.models {
-        let (ModelSource::Onnx(o), None) = (&spec.source, &spec.packed) else {
+        let ModelSource::Onnx(o) = &spec.source else {
             continue;
         };
-        let onnx = resolve(&w, o);
+        let onnx = w.resolve(o);
         if !onnx.exists() {
-            return Err(RunError::Model {
+            return Err(AutoCompileError::Missing {
                 workload: w.path.clone(),
                 model: spec.name.clone(),
                 msg: format!(
-                    "ONNX file {} does not exist: fetch or generate it first (scripts/fetch_models.py \
-                     fetches the default models; the workload file's comments say where others come from)",
+                    "ONNX file {} does not exist (paths are relative to the workload file): fetch \
+                     or generate it first (scripts/fetch_models.py fetches the default models; the \
+                     workload file's comments say where others come from)",
                     onnx.display()
                 ),
             });
         }
-        let packed = onnx.with_extension("tspk");
+        let packed = match &spec.packed {
+            Some(p) => w.resolve(p),
+            None => onnx.with_extension("tspk"),
+        };
         match stale_reason(&onnx, &packed, spec, page_bytes) {
             None => out.push(PackedStatus::UpToDate(packed)),
             Some(reason) => {
                 on_compile(&spec.name, &reason);
-                compile(&w, spec, &onnx, &packed, page_bytes)?;
+                let mut c = Compiler::new(&onnx)
+                    .precision(spec.precision)
+                    .page_bytes(page_bytes);
+                for (name, dims) in &spec.inputs {
+                    c = c.input_shape(name, dims.iter().map(|&d| d as usize).collect());
+                }
+                c.compile_to(&packed)
+                    .map_err(|source| AutoCompileError::Compile {
+                        workload: w.path.clone(),
+                        model: spec.name.clone(),
+                        source: Box::new(source),
+                    })?;
                 out.push(PackedStatus::Compiled(packed, reason));
             }
         }

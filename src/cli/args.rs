@@ -1,0 +1,112 @@
+//! What every subcommand shares: argument parsers (sizes, `NAME=VALUE` pairs), the check that an
+//! output path can be written before any GPU work, and progress output (a spinner on a
+//! terminal, a plain line per phase otherwise).
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+
+/// `--cap 24MiB`, `--page-size 1.5MiB`, `12MB`, `1048576`: the one size syntax.
+pub fn parse_size_arg(s: &str) -> Result<u64, String> {
+    scheduler::parse_size(s).map_err(|e| e.to_string())
+}
+
+/// `NAME=PATH`.
+pub fn parse_named_path(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((n, p)) if !n.is_empty() && !p.is_empty() => Ok((n.into(), PathBuf::from(p))),
+        _ => Err(format!("`{s}` is not NAME=FILE")),
+    }
+}
+
+/// Fails unless a file can be created at `path` (its folder exists and it is not a folder).
+pub fn check_writable(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        bail!("{}: is a directory, not a file", path.display());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        bail!(
+            "{}: the folder {} does not exist",
+            path.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Fails unless `dir` is (or can be made) a folder.
+pub fn check_output_dir(dir: &Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        bail!("{}: exists and is not a folder", dir.display());
+    }
+    Ok(())
+}
+
+/// Folds a string into an FNV-1a hash (see `pipeline::io::hash_value`).
+pub fn fnv_str(h: &mut u64, s: &str) {
+    for &b in s.as_bytes() {
+        *h ^= b as u64;
+        *h = h.wrapping_mul(0x100000001b3);
+    }
+}
+
+/// Says what a long command is doing: a spinner line on a terminal, one plain line per change
+/// of phase on stderr otherwise.
+pub struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    last: std::sync::Mutex<String>,
+}
+
+impl Progress {
+    pub fn new() -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = indicatif::ProgressBar::new_spinner();
+            b.enable_steady_tick(std::time::Duration::from_millis(120));
+            b
+        });
+        Progress {
+            bar,
+            last: std::sync::Mutex::new(String::new()),
+        }
+    }
+
+    /// The current activity, e.g. "compiling model `det`" or "planned: request 3/4".
+    pub fn say(&self, msg: &str) {
+        match &self.bar {
+            Some(b) => b.set_message(msg.to_string()),
+            None => {
+                // Off a terminal: one line per phase (the text before the counter).
+                let phase = msg.split(": request").next().unwrap_or(msg).to_string();
+                let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+                if *last != phase {
+                    eprintln!("{msg}");
+                    *last = phase;
+                }
+            }
+        }
+    }
+
+    /// Runs `f` with the spinner hidden (for printing).
+    pub fn suspend<T>(&self, f: impl FnOnce() -> T) -> T {
+        match &self.bar {
+            Some(b) => b.suspend(f),
+            None => f(),
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,548 @@
+//! One loaded workload placed on the device: every model's executor on the shared activation
+//! arena, the I/O staging buffers, and the stream engine whose atlas holds the weight pages,
+//! driven by the scheduler's plan. It runs model runs for the pipeline executor
+//! ([`ModelRunner`]) and re-plans when what runs differs from what the plan predicted.
+//!
+//! Order of work in [`Session::build`]: the executors are built (their activation layouts are
+//! known, nothing big allocated), the engine's own costs are measured from the driver's memory
+//! requirements, and the cap is checked against the minimum for the workload before the arena,
+//! the staging buffers and the atlas are allocated. Everything counts against the cap.
+use std::sync::Arc;
+use std::time::Instant;
+
+use scheduler::{Pipeline, Plan, Profile, Stage};
+use vk_backend::{Device, PageSource, StreamConfig};
+
+use super::error::EngineError;
+use super::loaded::Loaded;
+use super::predict::Predictor;
+use super::stats::{HostPhases, ReplanCounts};
+use crate::pipeline::{ModelCall, ModelRunner, Tensor};
+use crate::runtime::run_budget::{measure_engine_cost, min_cap, plan_under_cap, EngineCost};
+use crate::runtime::run_model::StreamedModel;
+use crate::runtime::run_source::PackedSource;
+use crate::runtime::stream_exec::StreamExec;
+
+/// Largest upload (or, on UMA, I/O) staging buffer (larger than any image row: rows are at
+/// most 32768 texels of 8 bytes here).
+const IO_STAGING_PIECE_BYTES: u64 = 1 << 19;
+/// Staging ring pages where the ring counts against the cap.
+const UMA_STAGING_SLOTS: u32 = 1;
+
+/// How a session plans and calibrates.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// The pipeline expected first (before any request arrived).
+    pub first_pipeline: usize,
+    /// Requests after which step costs are calibrated on the measured model runs (0: never).
+    pub calibrate_after: u32,
+    /// Step costs to plan with after calibration instead of this session's measurements (a
+    /// resident reference run's), so that predicted times come from resident compute.
+    pub fixed_costs: Option<Vec<Profile>>,
+    pub stream: Option<StreamConfig>,
+}
+
+/// The staging buffers every upload and readback goes through.
+struct IoStaging {
+    up: vk_backend::Buffer,
+    down: vk_backend::Buffer,
+}
+
+/// Per-session timing of the requests after calibration.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionTiming {
+    pub model_s: f64,
+    pub phases: HostPhases,
+}
+
+/// Why the next model run re-plans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Replan {
+    Horizon,
+    Request,
+    FanOut,
+    Mix,
+    Calibration,
+}
+
+/// A workload on the device; see the module docs.
+pub struct Session {
+    pub loaded: Arc<Loaded>,
+    dev: Device,
+    ex: StreamExec,
+    models: Vec<StreamedModel>,
+    _arena: vk_backend::SharedMemory,
+    io: IoStaging,
+    pub cost: EngineCost,
+    /// Per model profile with the activation bytes every step carries; costs calibrated.
+    profiles: Vec<Profile>,
+    pub min_cap: u64,
+    pub slots: u32,
+    predictor: Predictor,
+    /// The request being run: its pipeline and how many model runs it made so far.
+    current: Option<(usize, u32)>,
+    /// A re-plan owed at the next model run.
+    pending: Option<Replan>,
+    pub replans: ReplanCounts,
+    run_times: Vec<Vec<f64>>,
+    calibrate_after: u32,
+    requests_done: u32,
+    pub calibrated: bool,
+    fixed_costs: Option<Vec<Profile>>,
+    pub timing: SessionTiming,
+    /// Model runs per model and their wall times, for the caller's statistics.
+    pub model_runs: Vec<Vec<f64>>,
+}
+
+fn dev_err(what: &str) -> impl Fn(vk_backend::VkError) -> EngineError + '_ {
+    move |e| EngineError::Device(format!("{what}: {e}"))
+}
+
+/// `profiles` with every step carrying `bytes` of activations.
+fn with_activation(profiles: &[Profile], bytes: u64) -> Vec<Profile> {
+    let mut profiles = profiles.to_vec();
+    for p in &mut profiles {
+        for s in &mut p.steps {
+            s.activation_bytes = bytes;
+        }
+    }
+    profiles
+}
+
+impl Session {
+    /// Places `loaded` on `dev` under its cap; see the module docs for the order of work.
+    pub fn build(
+        dev: &Device,
+        loaded: Arc<Loaded>,
+        opts: &SessionOptions,
+    ) -> Result<Session, EngineError> {
+        let cap = loaded.cap;
+        let mut config = opts.stream.unwrap_or_else(|| {
+            let mut c = StreamConfig::default();
+            // A staging ring in device memory (UMA) is paid for out of the cap: keep it double
+            // buffered rather than six pages deep.
+            if c.staging_memory.counts_against_cap(dev) {
+                c.staging_slots = c.staging_slots.min(UMA_STAGING_SLOTS);
+            }
+            c
+        });
+        let first = &loaded.models[0].1;
+        config.precision = crate::runtime::weights::vk_precision(first.header().precision);
+        config.page_height = Some((first.header().texels_per_page / 512) as u32);
+        let before = dev.memory_stats().current_bytes;
+        let mut models = Vec::new();
+        let mut base = 0u32;
+        for (name, pm) in &loaded.models {
+            models.push(
+                StreamedModel::new(dev, name, pm.clone(), base).map_err(|e| {
+                    EngineError::Model {
+                        workload: loaded.workload.path.clone(),
+                        model: name.clone(),
+                        msg: e.to_string(),
+                    }
+                })?,
+            );
+            base += pm.page_count() as u32;
+        }
+        // The models run one at a time, so their activation arenas overlay one memory: the
+        // largest arena, not the sum, counts against the cap.
+        let mut layouts = Vec::with_capacity(models.len());
+        let mut shared = vk_backend::SharedMemoryLayout::default();
+        for m in &models {
+            let (offsets, layout) = m.arena_layout().map_err(|e| EngineError::Model {
+                workload: loaded.workload.path.clone(),
+                model: m.name.clone(),
+                msg: e.to_string(),
+            })?;
+            shared = shared.overlay(&layout);
+            layouts.push(offsets);
+        }
+        let cost = measure_engine_cost(dev, &config, base).map_err(dev_err("engine cost"))?;
+        // Inputs go up and outputs come back through host-visible staging kept for the whole
+        // session. Where host-visible memory is device memory (UMA) one buffer serves both
+        // directions and counts; otherwise the upload buffer counts where the allocator places
+        // it in device-local (BAR) memory and the readback buffer lives in host memory.
+        let shared_io = vk_backend::StagingMemory::System.counts_against_cap(dev);
+        let (mut up_bytes, mut down_bytes) = (0, 0);
+        for m in &models {
+            let st = |inputs| {
+                m.staging_bytes(inputs).map_err(|e| EngineError::Model {
+                    workload: loaded.workload.path.clone(),
+                    model: m.name.clone(),
+                    msg: e.to_string(),
+                })
+            };
+            up_bytes = up_bytes.max(st(true)?);
+            down_bytes = down_bytes.max(st(false)?);
+        }
+        use vk_backend::StagingDirection as Dir;
+        let up_dir = if shared_io { Dir::Both } else { Dir::Upload };
+        let up_size = if shared_io {
+            up_bytes.max(down_bytes)
+        } else {
+            up_bytes
+        }
+        .min(IO_STAGING_PIECE_BYTES);
+        let io_bytes = vk_backend::Buffer::staging_requirements(dev, up_size, up_dir)
+            .map_err(dev_err("staging requirements"))?
+            .size;
+        let estimate = dev.memory_stats().current_bytes - before + shared.size + io_bytes;
+        let mut predictor = Predictor::new(
+            loaded.graphs.iter().map(|g| g.lookahead).collect(),
+            opts.first_pipeline,
+        );
+        let first_pipe = planned_pipeline(&loaded, &mut predictor, Vec::new());
+        // A cap below the minimum fails here, before the big allocations.
+        plan_under_cap(
+            &with_activation(&loaded.profiles, estimate),
+            &first_pipe,
+            cap,
+            &loaded.bandwidth,
+            loaded.policy,
+            &cost,
+        )?;
+        let arena = vk_backend::SharedMemory::new(
+            dev,
+            "activation arena (all models)",
+            &shared,
+            vk_backend::MemoryCategory::Activations,
+        )
+        .map_err(dev_err("activation arena"))?;
+        for (m, offsets) in models.iter_mut().zip(&layouts) {
+            let name = m.name.clone();
+            let merr = |e: crate::runtime::RuntimeError| EngineError::Model {
+                workload: loaded.workload.path.clone(),
+                model: name.clone(),
+                msg: e.to_string(),
+            };
+            m.bind_arena(&arena, offsets).map_err(merr)?;
+            m.warm_up().map_err(merr)?;
+        }
+        let up = vk_backend::Buffer::staging(dev, "I/O staging", up_size, up_dir)
+            .map_err(dev_err("I/O staging"))?;
+        let io = IoStaging {
+            down: if shared_io {
+                up.clone()
+            } else {
+                vk_backend::Buffer::staging(dev, "output staging", down_bytes, Dir::Download)
+                    .map_err(dev_err("output staging"))?
+            },
+            up,
+        };
+        // The shared arena and every model's own scratch and constants stay allocated for the
+        // whole session: each step carries all of them.
+        let act = dev.memory_stats().current_bytes - before;
+        let profiles = with_activation(&loaded.profiles, act);
+        let min = min_cap(&profiles, &first_pipe, &cost)?;
+        let plan: Plan = plan_under_cap(
+            &profiles,
+            &first_pipe,
+            cap,
+            &loaded.bandwidth,
+            loaded.policy,
+            &cost,
+        )?;
+        let slots = plan.slots;
+        let sources: Vec<Arc<dyn PageSource>> = loaded
+            .models
+            .iter()
+            .map(|(_, pm)| Arc::new(PackedSource::new(pm.clone())) as Arc<dyn PageSource>)
+            .collect();
+        let ex = StreamExec::new(dev, config, sources, plan)
+            .map_err(|e| EngineError::Device(format!("stream engine: {e}")))?;
+        for m in &mut models {
+            m.attach(ex.engine());
+        }
+        let n = models.len();
+        Ok(Session {
+            dev: dev.clone(),
+            ex,
+            models,
+            _arena: arena,
+            io,
+            cost,
+            profiles,
+            min_cap: min,
+            slots,
+            predictor,
+            current: None,
+            pending: None,
+            replans: ReplanCounts::default(),
+            run_times: vec![Vec::new(); n],
+            calibrate_after: opts.calibrate_after,
+            requests_done: 0,
+            calibrated: false,
+            fixed_costs: opts.fixed_costs.clone(),
+            timing: SessionTiming::default(),
+            model_runs: vec![Vec::new(); n],
+            loaded,
+        })
+    }
+
+    /// A request of pipeline `p` starts.
+    pub fn begin_request(&mut self, p: usize) {
+        self.predictor.arrived(p);
+        if self.pending.is_none() && self.predictor.mix_changed() {
+            self.pending = Some(Replan::Mix);
+        }
+        self.current = Some((p, 0));
+    }
+
+    /// The request ended with these fan-out counts (per step index); calibrates step costs
+    /// once enough requests ran. Returns whether this request was the last profiling one.
+    pub fn end_request(&mut self, fan_counts: Vec<(usize, u32)>) -> bool {
+        if let Some((p, _)) = self.current.take() {
+            self.predictor.finished(p, fan_counts);
+        }
+        self.requests_done += 1;
+        if !self.calibrated
+            && self.calibrate_after > 0
+            && self.requests_done >= self.calibrate_after
+        {
+            self.calibrate();
+            return true;
+        }
+        false
+    }
+
+    /// Scales each model's step costs so that a run costs what its median run took (the
+    /// compile-time estimates assume a nominal device), or takes the fixed costs; the next
+    /// model run re-plans with them and predictions count from there.
+    fn calibrate(&mut self) {
+        if let Some(fixed) = &self.fixed_costs {
+            for (p, f) in self.profiles.iter_mut().zip(fixed) {
+                for (s, fs) in p.steps.iter_mut().zip(&f.steps) {
+                    s.compute_s = fs.compute_s;
+                }
+            }
+        } else {
+            for (m, p) in self.profiles.iter_mut().enumerate() {
+                let times = &mut self.run_times[m];
+                times.sort_by(f64::total_cmp);
+                let (t, est) = (times.get(times.len() / 2).copied(), p.compute_s());
+                if let (Some(t), true) = (t, est > 0.0) {
+                    let k = t / est;
+                    for s in &mut p.steps {
+                        s.compute_s *= k;
+                    }
+                }
+            }
+        }
+        self.calibrated = true;
+        self.pending = Some(Replan::Calibration);
+        self.timing = SessionTiming::default();
+    }
+
+    /// The profiles the session plans with (calibrated once calibration ran).
+    pub fn costs(&self) -> &[Profile] {
+        &self.profiles
+    }
+
+    pub fn plan(&self) -> &Plan {
+        self.ex.plan()
+    }
+
+    pub fn predicted_s(&self) -> f64 {
+        self.ex.predicted_s()
+    }
+
+    pub fn lower_bound_s(&self) -> f64 {
+        self.ex.lower_bound_s()
+    }
+
+    pub fn kept_pages(&self) -> u64 {
+        self.ex.kept_pages()
+    }
+
+    pub fn counters(&self) -> vk_backend::StreamStats {
+        self.ex.engine().counters()
+    }
+
+    /// Whether the stream engine stopped on a device or I/O error.
+    pub fn failed(&self) -> bool {
+        self.ex.engine().failed()
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+
+    /// Bytes of each model's weights resident now.
+    pub fn resident_bytes(&self) -> Vec<(String, u64)> {
+        let page = self.loaded.page_bytes;
+        self.loaded
+            .models
+            .iter()
+            .enumerate()
+            .map(|(m, (name, pm))| {
+                let n = (0..pm.page_count() as u32)
+                    .filter(|&p| self.ex.engine().slot_of(m as u32, p).is_some())
+                    .count() as u64;
+                (name.clone(), n * page)
+            })
+            .collect()
+    }
+
+    /// Ends the session: waits for the GPU, joins the engine's threads, returns its stats.
+    pub fn finish(self) -> Result<vk_backend::StreamStats, EngineError> {
+        self.ex
+            .finish()
+            .map_err(|e| EngineError::Device(e.to_string()))
+    }
+
+    /// How many runs the plan has next for the stage it is at (0 when it has none).
+    fn planned_runs_ahead(&self) -> (Option<u32>, u32) {
+        let t = &self.ex.plan().trace;
+        let Some(first) = self.ex.next() else {
+            return (None, 0);
+        };
+        let start = t.steps.len() - self.ex.remaining_steps();
+        let mut runs = 0u32;
+        let mut last_run = None;
+        for s in &t.steps[start..] {
+            if s.stage != first.stage || s.rep != first.rep {
+                break;
+            }
+            if last_run != Some(s.run) {
+                runs += 1;
+                last_run = Some(s.run);
+            }
+        }
+        (Some(first.model), runs)
+    }
+
+    /// Why model `m` cannot run on the current plan as it stands, if it cannot.
+    fn mismatch(&self, m: usize, rest: &[Stage]) -> Option<Replan> {
+        if let Some(r) = self.pending {
+            return Some(r);
+        }
+        let first_run = self.current.is_none_or(|(_, runs)| runs == 0);
+        match self.ex.next() {
+            None => return Some(Replan::Horizon),
+            Some(s) if s.model as usize != m || s.step != 0 => {
+                return Some(if first_run {
+                    Replan::Request
+                } else {
+                    Replan::FanOut
+                })
+            }
+            _ => {}
+        }
+        let (_, runs) = self.planned_runs_ahead();
+        match rest.first() {
+            Some(st) if st.count != runs => Some(Replan::FanOut),
+            _ => None,
+        }
+    }
+
+    /// Plans `rest` of this request and the predicted requests after it.
+    fn replan(&mut self, rest: Vec<Stage>, why: Replan) -> Result<(), EngineError> {
+        let r = &mut self.replans;
+        match why {
+            Replan::Horizon => r.horizon += 1,
+            Replan::Request => r.unpredicted_request += 1,
+            Replan::FanOut => r.fan_out += 1,
+            Replan::Mix => r.mix += 1,
+            Replan::Calibration => r.calibration += 1,
+        }
+        let pipe = planned_pipeline(&self.loaded, &mut self.predictor, rest);
+        let plan = plan_under_cap(
+            &self.profiles,
+            &pipe,
+            self.loaded.cap,
+            &self.loaded.bandwidth,
+            self.loaded.policy,
+            &self.cost,
+        )?;
+        self.ex
+            .replan(plan)
+            .map_err(|e| EngineError::Device(format!("re-plan: {e}")))?;
+        if why == Replan::Calibration {
+            self.ex.restart_prediction();
+        }
+        self.pending = None;
+        Ok(())
+    }
+
+    fn run_one(
+        &mut self,
+        call: ModelCall<'_>,
+    ) -> Result<Vec<Tensor>, Box<dyn std::error::Error + Send + Sync>> {
+        let m = call.model;
+        if let Some(why) = self.mismatch(m, &call.rest) {
+            self.replan(call.rest.clone(), why)?;
+        }
+        let t0 = Instant::now();
+        let model = &mut self.models[m];
+        model.begin_run();
+        for (name, t) in &call.inputs {
+            let want = model.input_shape(name).unwrap_or_default();
+            if t.shape() != want.as_slice() {
+                return Err(format!(
+                    "model `{}` input `{name}` is {want:?}, the value is {:?}",
+                    model.name,
+                    t.shape()
+                )
+                .into());
+            }
+            let data = t.to_f32()?;
+            model.upload(name, &data, &self.io.up)?;
+        }
+        let t1 = Instant::now();
+        let v = self.ex.run_model(m as u32, &mut self.models[m])?;
+        let t2 = Instant::now();
+        self.ex.wait(v)?;
+        let t3 = Instant::now();
+        let mut out = Vec::with_capacity(call.outputs.len());
+        for name in &call.outputs {
+            let (shape, data) = self.models[m].download(name, &self.io.down)?;
+            out.push(Tensor::f32(shape, data)?);
+        }
+        let t4 = Instant::now();
+        let secs = |a: Instant, b: Instant| (b - a).as_secs_f64();
+        let ph = &mut self.timing.phases;
+        ph.upload_s += secs(t0, t1);
+        ph.record_s += secs(t1, t2);
+        ph.wait_s += secs(t2, t3);
+        ph.download_s += secs(t3, t4);
+        let dt = secs(t0, t4);
+        self.timing.model_s += dt;
+        if !self.calibrated {
+            self.run_times[m].push(dt);
+        }
+        self.model_runs[m].push(dt);
+        if let Some((_, runs)) = &mut self.current {
+            *runs += 1;
+        }
+        Ok(out)
+    }
+
+    /// Takes the model run times recorded since the last call.
+    pub fn take_model_runs(&mut self) -> Vec<Vec<f64>> {
+        let n = self.model_runs.len();
+        std::mem::replace(&mut self.model_runs, vec![Vec::new(); n])
+    }
+}
+
+impl ModelRunner for Session {
+    fn run_model(
+        &mut self,
+        call: ModelCall<'_>,
+    ) -> Result<Vec<Tensor>, Box<dyn std::error::Error + Send + Sync>> {
+        self.run_one(call)
+    }
+}
+
+/// `rest` of the current request followed by the predicted requests, as planner stages (each
+/// fan-out at its pipeline's last observed count, else the workload's expected one).
+fn planned_pipeline(loaded: &Loaded, predictor: &mut Predictor, rest: Vec<Stage>) -> Pipeline {
+    let mut stages = rest;
+    for p in predictor.predict() {
+        let g = &loaded.graphs[p];
+        stages.extend(g.stages(|st, f| predictor.count(p, st.index).unwrap_or(f.expected)));
+    }
+    Pipeline {
+        stages,
+        repetitions: 1,
+    }
+}

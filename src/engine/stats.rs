@@ -1,0 +1,345 @@
+//! What an engine reports about itself: request and model-run latencies (bounded sample
+//! windows, so hours of serving take constant memory), streaming counters, GPU time, memory
+//! against the cap, plan changes by cause, and reloads. A snapshot is a copy taken by the
+//! worker between requests; reading it never touches residency. Every figure is also sent to
+//! the `metrics` facade under the names in [`names`], for whatever recorder the application
+//! installed (the service installs a Prometheus exporter).
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::Serialize;
+
+/// Metric names sent to the `metrics` facade.
+pub mod names {
+    pub const REQUESTS: &str = "texstream_requests_total";
+    pub const REQUEST_LATENCY: &str = "texstream_request_latency_seconds";
+    pub const MODEL_RUNS: &str = "texstream_model_runs_total";
+    pub const MODEL_LATENCY: &str = "texstream_model_latency_seconds";
+    pub const QUEUE_DEPTH: &str = "texstream_queue_depth";
+    pub const BYTES_STREAMED: &str = "texstream_bytes_streamed_total";
+    pub const PAGES_LOADED: &str = "texstream_pages_loaded_total";
+    pub const EVICTIONS: &str = "texstream_evictions_total";
+    pub const STALL: &str = "texstream_gpu_stall_seconds_total";
+    pub const TRANSFER_BUSY: &str = "texstream_transfer_busy_seconds_total";
+    pub const COMPUTE_BUSY: &str = "texstream_compute_busy_seconds_total";
+    pub const RESIDENT_BYTES: &str = "texstream_resident_bytes";
+    pub const CAP_BYTES: &str = "texstream_cap_bytes";
+    pub const DEVICE_BYTES: &str = "texstream_device_bytes";
+    pub const PEAK_DEVICE_BYTES: &str = "texstream_peak_device_bytes";
+    pub const REPLANS: &str = "texstream_replans_total";
+    pub const RELOADS: &str = "texstream_reloads_total";
+}
+
+/// Latency samples kept per pipeline or model: percentiles cover the most recent ones.
+const WINDOW: usize = 10_000;
+
+/// A bounded window of latency samples and running totals.
+#[derive(Debug, Clone, Default)]
+pub struct LatencyWindow {
+    samples: VecDeque<f64>,
+    count: u64,
+    sum_s: f64,
+}
+
+impl LatencyWindow {
+    pub fn record(&mut self, s: f64) {
+        if self.samples.len() == WINDOW {
+            self.samples.pop_front();
+        }
+        self.samples.push_back(s);
+        self.count += 1;
+        self.sum_s += s;
+    }
+
+    pub fn summary(&self, name: &str) -> Latency {
+        let mut v: Vec<f64> = self.samples.iter().copied().collect();
+        v.sort_by(f64::total_cmp);
+        Latency {
+            name: name.into(),
+            count: self.count,
+            mean_s: if self.count > 0 {
+                self.sum_s / self.count as f64
+            } else {
+                0.0
+            },
+            p50_s: percentile(&v, 50.0),
+            p95_s: percentile(&v, 95.0),
+            p99_s: percentile(&v, 99.0),
+        }
+    }
+}
+
+/// Nearest-rank percentile of sorted samples (0 when empty).
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Latency of one pipeline or model over its recent window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Latency {
+    pub name: String,
+    pub count: u64,
+    pub mean_s: f64,
+    pub p50_s: f64,
+    pub p95_s: f64,
+    pub p99_s: f64,
+}
+
+/// Why the plan changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ReplanCounts {
+    /// The plan's look-ahead ran out (not a misprediction).
+    pub horizon: u64,
+    /// A request the plan did not predict arrived (another pipeline than planned).
+    pub unpredicted_request: u64,
+    /// A fan-out had another count than planned.
+    pub fan_out: u64,
+    /// The observed request mix moved away from the planned one.
+    pub mix: u64,
+    /// Step costs were calibrated on measured runs.
+    pub calibration: u64,
+}
+
+impl ReplanCounts {
+    pub fn total(&self) -> u64 {
+        self.horizon + self.unpredicted_request + self.fan_out + self.mix + self.calibration
+    }
+}
+
+/// Where the wall time of the model runs went.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct HostPhases {
+    /// Packing inputs and copying them to the device (waits for the copy).
+    pub upload_s: f64,
+    /// Recording and submitting the model's steps (and the page loads issued with them).
+    pub record_s: f64,
+    /// Waiting for the model's last step on the GPU: compute, plus any wait for pages.
+    pub wait_s: f64,
+    /// Copying outputs back and unpacking them.
+    pub download_s: f64,
+}
+
+/// `VK_EXT_memory_budget` reading of one device-local heap.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HeapReading {
+    pub heap: u32,
+    pub budget_bytes: u64,
+    pub usage_bytes: u64,
+}
+
+/// The outcome of the last reload.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReloadOutcome {
+    pub ok: bool,
+    /// What was loaded, or why not (with the file, line and column where there is one).
+    pub message: String,
+    /// Seconds since the Unix epoch.
+    pub at_unix_s: f64,
+}
+
+/// A snapshot of an engine's state and history.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct EngineStats {
+    pub workload: String,
+    pub policy: String,
+    pub device: String,
+    pub cap_bytes: u64,
+    pub min_cap_bytes: u64,
+    pub slots: u32,
+    pub page_bytes: u64,
+    pub device_bytes: u64,
+    pub peak_device_bytes: u64,
+    pub vk_memory_budget: Option<Vec<HeapReading>>,
+    /// Requests answered (with outputs), failed, refused because the queue was full.
+    pub requests_ok: u64,
+    pub requests_failed: u64,
+    pub requests_busy: u64,
+    pub queue_depth: usize,
+    pub pipelines: Vec<Latency>,
+    pub models: Vec<Latency>,
+    pub bytes_streamed: u64,
+    pub pages_loaded: u64,
+    pub evictions: u64,
+    /// GPU time from timestamps, summed over finished streaming sessions (a session ends at a
+    /// reload, at shutdown, or at [`crate::Engine::stats_now`]).
+    pub stall_s: f64,
+    pub transfer_busy_s: f64,
+    pub compute_busy_s: f64,
+    pub replans: ReplanCounts,
+    /// Loads skipped at re-plans because the page was already in place.
+    pub kept_pages: u64,
+    /// Of the requests since calibration: their wall time, the scheduler's prediction and
+    /// lower bound for the same work, and the part spent in model runs.
+    pub measured_s: f64,
+    pub predicted_s: f64,
+    pub lower_bound_s: f64,
+    pub model_s: f64,
+    pub model_phases: HostPhases,
+    /// CPU time of the built-in steps, by step label.
+    pub cpu_steps: BTreeMap<String, f64>,
+    /// Whether step costs were calibrated (after the first requests).
+    pub calibrated: bool,
+    /// Wall time of the requests before calibration.
+    pub profiling_s: f64,
+    /// Bytes of each model's weights resident now.
+    pub resident_bytes: Vec<(String, u64)>,
+    pub reloads_ok: u64,
+    pub reloads_failed: u64,
+    pub last_reload: Option<ReloadOutcome>,
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
+impl EngineStats {
+    pub fn measured_over_predicted(&self) -> f64 {
+        ratio(self.measured_s, self.predicted_s)
+    }
+    pub fn measured_over_lower_bound(&self) -> f64 {
+        ratio(self.measured_s, self.lower_bound_s)
+    }
+    pub fn model_over_lower_bound(&self) -> f64 {
+        ratio(self.model_s, self.lower_bound_s)
+    }
+
+    /// The human summary table.
+    pub fn table(&self) -> String {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        let ms = |s: f64| s * 1e3;
+        let r = &self.replans;
+        let mut o = String::new();
+        o += &format!(
+            "workload {}  policy {}  requests {}  slots {}  re-plans {} (look-ahead {}, \
+             unpredicted requests {}, fan-out counts {}, mix {}, calibration {})\n",
+            self.workload,
+            self.policy,
+            self.requests_ok,
+            self.slots,
+            r.total(),
+            r.horizon,
+            r.unpredicted_request,
+            r.fan_out,
+            r.mix,
+            r.calibration
+        );
+        o += &format!(
+            "{:<24} {:>8} {:>10} {:>10} {:>10}\n",
+            "latency", "runs", "p50 ms", "p95 ms", "p99 ms"
+        );
+        for (kind, rows) in [("model", &self.models), ("pipeline", &self.pipelines)] {
+            for l in rows {
+                o += &format!(
+                    "{:<24} {:>8} {:>10.3} {:>10.3} {:>10.3}\n",
+                    format!("{kind} {}", l.name),
+                    l.count,
+                    ms(l.p50_s),
+                    ms(l.p95_s),
+                    ms(l.p99_s)
+                );
+            }
+        }
+        o += &format!(
+            "bytes streamed      {:.2} MiB ({} pages), evictions {}, kept in place at re-plans {}\n",
+            mib(self.bytes_streamed),
+            self.pages_loaded,
+            self.evictions,
+            self.kept_pages
+        );
+        o += &format!(
+            "GPU stall {:.3} ms, transfer busy {:.3} ms, compute busy {:.3} ms (GPU timestamps)\n",
+            ms(self.stall_s),
+            ms(self.transfer_busy_s),
+            ms(self.compute_busy_s)
+        );
+        o += &format!(
+            "peak device bytes   {} of cap {} ({:.2} / {:.2} MiB; minimum feasible {:.2} MiB)\n",
+            self.peak_device_bytes,
+            self.cap_bytes,
+            mib(self.peak_device_bytes),
+            mib(self.cap_bytes),
+            mib(self.min_cap_bytes)
+        );
+        if let Some(b) = &self.vk_memory_budget {
+            for h in b {
+                o += &format!(
+                    "VK_EXT_memory_budget heap {}: usage {:.2} MiB of budget {:.2} MiB\n",
+                    h.heap,
+                    mib(h.usage_bytes),
+                    mib(h.budget_bytes)
+                );
+            }
+        }
+        if self.calibrated {
+            o += &format!(
+                "profiling requests {:.3} ms (step costs calibrated on them); the rest:\n",
+                ms(self.profiling_s)
+            );
+        } else {
+            o += "step costs uncalibrated: predicted and LB use the compile-time estimates\n";
+        }
+        o += &format!(
+            "measured {:.3} ms (model runs {:.3} ms, CPU steps {:.3} ms), predicted {:.3} ms, LB {:.3} ms\n",
+            ms(self.measured_s),
+            ms(self.model_s),
+            ms((self.measured_s - self.model_s).max(0.0)),
+            ms(self.predicted_s),
+            ms(self.lower_bound_s),
+        );
+        let p = &self.model_phases;
+        o += &format!(
+            "model runs by phase: upload {:.3} ms, record+submit {:.3} ms, GPU wait {:.3} ms, readback {:.3} ms\n",
+            ms(p.upload_s),
+            ms(p.record_s),
+            ms(p.wait_s),
+            ms(p.download_s)
+        );
+        if !self.cpu_steps.is_empty() {
+            let steps: Vec<String> = self
+                .cpu_steps
+                .iter()
+                .map(|(k, v)| format!("{k} {:.3} ms", ms(*v)))
+                .collect();
+            o += &format!("CPU steps: {}\n", steps.join(", "));
+        }
+        o += &format!(
+            "measured/predicted {:.2}, measured/LB {:.2}; model runs/LB {:.2}\n",
+            self.measured_over_predicted(),
+            self.measured_over_lower_bound(),
+            self.model_over_lower_bound()
+        );
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), 50.0);
+        assert_eq!(percentile(&v, 95.0), 95.0);
+        assert_eq!(percentile(&[], 50.0), 0.0);
+    }
+
+    #[test]
+    fn the_window_is_bounded_but_counts_everything() {
+        let mut w = LatencyWindow::default();
+        for i in 0..(WINDOW + 500) {
+            w.record(i as f64);
+        }
+        let s = w.summary("x");
+        assert_eq!(s.count, (WINDOW + 500) as u64);
+        assert_eq!(w.samples.len(), WINDOW);
+        assert_eq!(s.p50_s, (500 + WINDOW / 2 - 1) as f64);
+    }
+}

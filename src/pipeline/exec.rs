@@ -1,0 +1,310 @@
+//! Executes a checked [`PipelineGraph`] on one request's values: built-in steps on the CPU,
+//! model runs through a [`ModelRunner`] (the engine's GPU worker), fan-out item by item. Before
+//! each model run it tells the runner what the rest of the request will run, so the runner can
+//! re-plan residency when that differs from its plan (a different box count, say).
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use scheduler::Stage;
+
+use super::graph::{PipelineGraph, StepKind, StepNode, ValueId};
+use super::steps::{run_builtin, StepError};
+use super::value::{Tensor, Value};
+
+/// Why a request stopped before its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    Cancelled,
+    DeadlineExceeded,
+}
+
+/// A request's failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("pipeline `{pipeline}`: {msg}")]
+    Input { pipeline: String, msg: String },
+    #[error("pipeline `{pipeline}` step {step} ({label}): {source}")]
+    Step {
+        pipeline: String,
+        step: usize,
+        label: String,
+        #[source]
+        source: Box<StepError>,
+    },
+    #[error("pipeline `{pipeline}` step {step} ({label}): {source}")]
+    Model {
+        pipeline: String,
+        step: usize,
+        label: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("request {0}")]
+    Stopped(&'static str),
+}
+
+impl ExecError {
+    pub fn stop(s: Stop) -> ExecError {
+        ExecError::Stopped(match s {
+            Stop::Cancelled => "cancelled",
+            Stop::DeadlineExceeded => "deadline exceeded",
+        })
+    }
+}
+
+/// One model run asked of the runner.
+pub struct ModelCall<'a> {
+    pub model: usize,
+    /// (model input, value) for every input of the model.
+    pub inputs: Vec<(&'a str, &'a Tensor)>,
+    /// Model outputs to read back, in the order the results must come.
+    pub outputs: Vec<&'a str>,
+    /// The rest of this request's model runs, this one first (fan-outs not yet known at
+    /// their expected count).
+    pub rest: Vec<Stage>,
+}
+
+/// Runs models for the executor.
+pub trait ModelRunner {
+    fn run_model(
+        &mut self,
+        call: ModelCall<'_>,
+    ) -> Result<Vec<Tensor>, Box<dyn std::error::Error + Send + Sync>>;
+}
+
+/// What a request produced.
+#[derive(Debug, Default)]
+pub struct Execution {
+    pub outputs: BTreeMap<String, Value>,
+    /// CPU time of each built-in step (by label), model runs excluded.
+    pub step_times: Vec<(String, Duration)>,
+    /// Model runs made, per fan-out step (step index, runs).
+    pub fan_counts: Vec<(usize, u32)>,
+}
+
+/// Checks a request's values against the pipeline's inputs: every input given, with a fitting
+/// type, and nothing else.
+pub fn check_inputs(g: &PipelineGraph, inputs: &BTreeMap<String, Value>) -> Result<(), ExecError> {
+    let err = |msg: String| ExecError::Input {
+        pipeline: g.name.clone(),
+        msg,
+    };
+    let names: Vec<String> = g
+        .inputs
+        .iter()
+        .map(|&i| format!("`{}` ({})", g.values[i].name, g.values[i].ty))
+        .collect();
+    for &i in &g.inputs {
+        let v = &g.values[i];
+        match inputs.get(&v.name) {
+            None => {
+                return Err(err(format!(
+                    "input `{}` ({}) is missing (the pipeline's inputs: {})",
+                    v.name,
+                    v.ty,
+                    names.join(", ")
+                )))
+            }
+            Some(x) if !x.value_type().fits(&v.ty) => {
+                return Err(err(format!(
+                    "input `{}` must be {}, it is {}",
+                    v.name,
+                    v.ty,
+                    x.value_type()
+                )))
+            }
+            _ => {}
+        }
+    }
+    for name in inputs.keys() {
+        if !g.inputs.iter().any(|&i| &g.values[i].name == name) {
+            return Err(err(format!(
+                "unknown input `{name}` (the pipeline's inputs: {})",
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `g` on `inputs`. `stop` is asked between steps and fan-out items.
+pub fn execute(
+    g: &PipelineGraph,
+    inputs: BTreeMap<String, Value>,
+    runner: &mut dyn ModelRunner,
+    stop: &dyn Fn() -> Option<Stop>,
+) -> Result<Execution, ExecError> {
+    check_inputs(g, &inputs)?;
+    let mut values: Vec<Option<Value>> = vec![None; g.values.len()];
+    for (name, v) in inputs {
+        if let Some(id) = g.value(&name) {
+            values[id] = Some(v);
+        }
+    }
+    let mut ex = Execution::default();
+    for (k, st) in g.steps.iter().enumerate() {
+        if let Some(s) = stop() {
+            return Err(ExecError::stop(s));
+        }
+        let step_err = |source: StepError| ExecError::Step {
+            pipeline: g.name.clone(),
+            step: st.index,
+            label: st.label.clone(),
+            source: Box::new(source),
+        };
+        let reads: Vec<&Value> = st
+            .reads
+            .iter()
+            .map(|&id| {
+                values[id].as_ref().ok_or_else(|| {
+                    step_err(StepError::Invalid(format!(
+                        "value `{}` was not computed",
+                        g.values[id].name
+                    )))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let writes = match &st.kind {
+            StepKind::Run {
+                model,
+                inputs,
+                outputs,
+                fan,
+            } => {
+                let model_err = |source| ExecError::Model {
+                    pipeline: g.name.clone(),
+                    step: st.index,
+                    label: st.label.clone(),
+                    source,
+                };
+                let tensor = |id: ValueId, item: Option<usize>| -> Result<&Tensor, ExecError> {
+                    let v = values[id].as_ref();
+                    let v = match (item, v) {
+                        (Some(i), Some(Value::List(l))) => l.get(i),
+                        (None, v) => v,
+                        _ => None,
+                    };
+                    v.and_then(Value::as_tensor).ok_or_else(|| {
+                        step_err(StepError::Invalid(format!(
+                            "value `{}` is not a tensor{}",
+                            g.values[id].name,
+                            if item.is_some() { " list" } else { "" }
+                        )))
+                    })
+                };
+                let items = fan.as_ref().map(|f| {
+                    values[f.over]
+                        .as_ref()
+                        .and_then(Value::as_list)
+                        .map_or(0, <[Value]>::len)
+                });
+                let runs = items.unwrap_or(1);
+                let mut per_output: Vec<Vec<Value>> = vec![Vec::new(); outputs.len()];
+                for i in 0..runs {
+                    if i > 0 {
+                        if let Some(s) = stop() {
+                            return Err(ExecError::stop(s));
+                        }
+                    }
+                    let item = |id: ValueId| fan.as_ref().is_some_and(|f| f.over == id);
+                    let ins: Vec<(&str, &Tensor)> = inputs
+                        .iter()
+                        .map(|(port, id)| Ok((port.as_str(), tensor(*id, item(*id).then_some(i))?)))
+                        .collect::<Result<_, ExecError>>()?;
+                    // A run keeps its input's frame, so boxes on its output map to the image.
+                    let frame = ins.iter().find_map(|(_, t)| t.frame().cloned());
+                    let rest = rest_of_request(g, &values, k, runs - i);
+                    let outs = runner
+                        .run_model(ModelCall {
+                            model: *model,
+                            inputs: ins,
+                            outputs: outputs.iter().map(|(p, _)| p.as_str()).collect(),
+                            rest,
+                        })
+                        .map_err(model_err)?;
+                    if outs.len() != outputs.len() {
+                        return Err(step_err(StepError::Invalid(format!(
+                            "the model returned {} outputs, {} were asked for",
+                            outs.len(),
+                            outputs.len()
+                        ))));
+                    }
+                    for (o, t) in per_output.iter_mut().zip(outs) {
+                        o.push(Value::Tensor(t.with_frame(frame.clone())));
+                    }
+                }
+                if items.is_some() {
+                    ex.fan_counts.push((st.index, runs as u32));
+                    per_output.into_iter().map(Value::List).collect()
+                } else {
+                    per_output.into_iter().flatten().collect()
+                }
+            }
+            kind => {
+                let t0 = Instant::now();
+                let w = run_builtin(kind, &reads).map_err(step_err)?;
+                ex.step_times.push((st.label.clone(), t0.elapsed()));
+                w
+            }
+        };
+        for (&id, v) in st.writes.iter().zip(writes) {
+            values[id] = Some(v);
+        }
+    }
+    for &id in &g.outputs {
+        if let Some(v) = values[id].take() {
+            ex.outputs.insert(g.values[id].name.clone(), v);
+        }
+    }
+    Ok(ex)
+}
+
+/// The model runs left in the request when step `k` is about to make the first of its
+/// `left` remaining runs: later fan-outs count the items of their list where it exists (or
+/// of the value its length follows), else what the workload expects.
+fn rest_of_request(
+    g: &PipelineGraph,
+    values: &[Option<Value>],
+    k: usize,
+    left: usize,
+) -> Vec<Stage> {
+    let mut rest = Vec::new();
+    for (j, st) in g.steps.iter().enumerate().skip(k) {
+        let StepKind::Run { model, fan, .. } = &st.kind else {
+            continue;
+        };
+        let count = if j == k {
+            left as u32
+        } else {
+            match fan {
+                None => 1,
+                Some(f) => known_len(g, values, f.over).unwrap_or(f.expected),
+            }
+        };
+        if count > 0 {
+            rest.push(Stage {
+                model: *model,
+                count,
+            });
+        }
+    }
+    rest
+}
+
+/// The length of list `id`, or of the value whose length it always has, if computed.
+fn known_len(g: &PipelineGraph, values: &[Option<Value>], id: ValueId) -> Option<u32> {
+    let len = |v: &Value| match v {
+        Value::List(l) => Some(l.len() as u32),
+        Value::Boxes(b) => Some(b.len() as u32),
+        _ => None,
+    };
+    values[id]
+        .as_ref()
+        .and_then(len)
+        .or_else(|| values[g.values[id].len_root].as_ref().and_then(len))
+}
+
+/// The label of step `s` of `g` (for messages).
+pub fn step_label(g: &PipelineGraph, s: &StepNode) -> String {
+    format!("pipeline `{}` step {} ({})", g.name, s.index, s.label)
+}

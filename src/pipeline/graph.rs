@@ -1,0 +1,774 @@
+//! A pipeline checked into a DAG before anything runs: every step's values typed, every name
+//! defined once, no cycles, model ports matched, and the steps in an order that respects their
+//! data dependencies (file order where they have none). Errors carry `file:line:col` of the step.
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use scheduler::Stage;
+
+use super::value::ValueType;
+use crate::ops::{CtcDecoder, DbParams};
+use crate::workload::{FanOut, LoadedWorkload, PipelineSpec, PipelineStep, Repeat, TextlineKind};
+
+/// A value's index in [`PipelineGraph::values`].
+pub type ValueId = usize;
+
+/// A model as the pipeline sees it: its name and ports (name, shape).
+#[derive(Clone, Debug)]
+pub struct ModelPorts {
+    pub name: String,
+    pub inputs: Vec<(String, Vec<usize>)>,
+    pub outputs: Vec<(String, Vec<usize>)>,
+    /// The model's metadata (the OCR recognizer's `character` dictionary).
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// A pipeline that failed its checks: where, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{location}: pipeline `{pipeline}` step {step} ({kind}): {msg}")]
+pub struct GraphError {
+    pub location: String,
+    pub pipeline: String,
+    pub step: usize,
+    pub kind: String,
+    pub msg: String,
+}
+
+/// One named value of the pipeline.
+#[derive(Clone, Debug)]
+pub struct ValueInfo {
+    pub name: String,
+    pub ty: ValueType,
+    /// The step (index into [`PipelineGraph::steps`]) that writes it; `None` for inputs.
+    pub producer: Option<usize>,
+    /// For lists: the value whose length this one always has (itself if none), so that a
+    /// fan-out's count is known as soon as that value exists.
+    pub len_root: ValueId,
+}
+
+/// A model run's fan-out.
+#[derive(Clone, Debug)]
+pub struct Fan {
+    pub over: ValueId,
+    pub expected: u32,
+    pub max: u32,
+}
+
+/// What a step does, with its parameters resolved.
+#[derive(Clone, Debug)]
+pub enum StepKind {
+    ImageLoad,
+    /// RapidOCR detector preprocessing; mean and std in BGR order (the image's).
+    Normalize {
+        resize: Option<(usize, usize)>,
+        mean: [f64; 3],
+        std: [f64; 3],
+    },
+    Run {
+        model: usize,
+        /// (model input, value) in the model's input order.
+        inputs: Vec<(String, ValueId)>,
+        /// (model output, value).
+        outputs: Vec<(String, ValueId)>,
+        fan: Option<Fan>,
+    },
+    OcrBoxes(DbParams),
+    CropRotate,
+    TextlineTensors {
+        kind: TextlineKind,
+        height: usize,
+        width: usize,
+        batch: usize,
+    },
+    AngleFix {
+        thresh: f32,
+    },
+    CtcDecode {
+        decoder: Arc<CtcDecoder>,
+        text_score: f64,
+    },
+}
+
+/// One step of the checked pipeline.
+#[derive(Clone, Debug)]
+pub struct StepNode {
+    /// Its index in the workload file's step list.
+    pub index: usize,
+    /// `Run(det)`, `OcrBoxes`, ...: for errors and per-step timings.
+    pub label: String,
+    pub kind: StepKind,
+    /// Values read, in the kind's order (see [`signature`]); for `Run`, the inputs' values.
+    pub reads: Vec<ValueId>,
+    /// Values written.
+    pub writes: Vec<ValueId>,
+}
+
+/// A checked pipeline.
+#[derive(Clone, Debug)]
+pub struct PipelineGraph {
+    pub name: String,
+    pub values: Vec<ValueInfo>,
+    /// In execution order.
+    pub steps: Vec<StepNode>,
+    /// Values a request must give, with their types.
+    pub inputs: Vec<ValueId>,
+    /// Values a request returns.
+    pub outputs: Vec<ValueId>,
+    /// Requests the planner looks ahead for this pipeline.
+    pub lookahead: u32,
+}
+
+/// The reads of a step: (value name, the type it must have).
+struct Reads(Vec<(String, ValueType)>);
+
+fn tensor_list() -> ValueType {
+    ValueType::list_of(ValueType::Tensor)
+}
+fn image_list() -> ValueType {
+    ValueType::list_of(ValueType::Image)
+}
+
+impl PipelineGraph {
+    /// Checks `spec` of workload `w` against its models' ports and builds the graph.
+    pub fn build(
+        w: &LoadedWorkload,
+        spec: &PipelineSpec,
+        models: &[ModelPorts],
+    ) -> Result<PipelineGraph, GraphError> {
+        Builder {
+            w,
+            spec,
+            models,
+            values: Vec::new(),
+            by_name: BTreeMap::new(),
+        }
+        .build()
+    }
+
+    pub fn value(&self, name: &str) -> Option<ValueId> {
+        self.values.iter().position(|v| v.name == name)
+    }
+
+    /// The model runs of one request, in order, each fan-out at `count(step)` runs.
+    pub fn stages(&self, mut count: impl FnMut(&StepNode, &Fan) -> u32) -> Vec<Stage> {
+        self.steps
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StepKind::Run { model, fan, .. } => Some(Stage {
+                    model: *model,
+                    count: fan.as_ref().map_or(1, |f| count(s, f)),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The model runs of one request as the workload expects it.
+    pub fn expected_stages(&self) -> Vec<Stage> {
+        self.stages(|_, f| f.expected)
+    }
+
+    /// The most model runs one request can make (every fan-out at its maximum).
+    pub fn max_stages(&self) -> Vec<Stage> {
+        self.stages(|_, f| f.max)
+    }
+
+    /// A readable listing: inputs, each step with what it reads and writes, outputs.
+    pub fn describe(&self) -> String {
+        let name = |v: &ValueId| {
+            let i = &self.values[*v];
+            format!("{}: {}", i.name, i.ty)
+        };
+        let mut s = format!("pipeline `{}`\n", self.name);
+        let ins: Vec<String> = self.inputs.iter().map(name).collect();
+        s += &format!("  inputs:  {}\n", ins.join(", "));
+        for st in &self.steps {
+            let r: Vec<String> = st.reads.iter().map(name).collect();
+            let w: Vec<String> = st.writes.iter().map(name).collect();
+            let fan = match &st.kind {
+                StepKind::Run { fan: Some(f), .. } => format!(
+                    "  (per item of `{}`, expected {}, at most {})",
+                    self.values[f.over].name, f.expected, f.max
+                ),
+                _ => String::new(),
+            };
+            s += &format!(
+                "  [{}] {:<22} {} -> {}{fan}\n",
+                st.index,
+                st.label,
+                r.join(", "),
+                w.join(", ")
+            );
+        }
+        let outs: Vec<String> = self.outputs.iter().map(name).collect();
+        s += &format!("  outputs: {}\n", outs.join(", "));
+        s
+    }
+}
+
+struct Builder<'a> {
+    w: &'a LoadedWorkload,
+    spec: &'a PipelineSpec,
+    models: &'a [ModelPorts],
+    values: Vec<ValueInfo>,
+    by_name: BTreeMap<String, ValueId>,
+}
+
+/// A step before ordering: its reads by name with types, its writes by name with types.
+struct Pending {
+    index: usize,
+    label: String,
+    kind: StepKind,
+    reads: Vec<(String, ValueType)>,
+    writes: Vec<(String, ValueType)>,
+    /// For each write: the read (index into `reads`) whose list length it has.
+    len_from: Vec<Option<usize>>,
+}
+
+impl Builder<'_> {
+    fn err(&self, step: usize, kind: &str, msg: String) -> GraphError {
+        GraphError {
+            location: self.w.step_location(&self.spec.name, step),
+            pipeline: self.spec.name.clone(),
+            step,
+            kind: kind.into(),
+            msg,
+        }
+    }
+
+    fn build(mut self) -> Result<PipelineGraph, GraphError> {
+        let spec = self.spec;
+        if spec.steps.is_empty() {
+            return Err(GraphError {
+                location: self.w.path.display().to_string(),
+                pipeline: spec.name.clone(),
+                step: 0,
+                kind: "pipeline".into(),
+                msg: "the pipeline has no steps".into(),
+            });
+        }
+        let mut pending = Vec::new();
+        for (i, st) in spec.steps.iter().enumerate() {
+            pending.push(self.pending(i, st)?);
+        }
+        // Every written name once.
+        let mut writer: BTreeMap<&str, usize> = BTreeMap::new();
+        for (k, p) in pending.iter().enumerate() {
+            for (name, _) in &p.writes {
+                if let Some(&o) = writer.get(name.as_str()) {
+                    return Err(self.err(
+                        p.index,
+                        &p.label,
+                        format!(
+                            "writes `{name}`, which step {} ({}) already writes",
+                            pending[o].index, pending[o].label
+                        ),
+                    ));
+                }
+                writer.insert(name, k);
+            }
+        }
+        // Order: Kahn's algorithm, taking the earliest ready step in file order.
+        let deps: Vec<BTreeSet<usize>> = pending
+            .iter()
+            .map(|p| {
+                p.reads
+                    .iter()
+                    .filter_map(|(n, _)| writer.get(n.as_str()).copied())
+                    .collect()
+            })
+            .collect();
+        let mut done = vec![false; pending.len()];
+        let mut order = Vec::new();
+        while order.len() < pending.len() {
+            let Some(k) =
+                (0..pending.len()).find(|&k| !done[k] && deps[k].iter().all(|&d| done[d]))
+            else {
+                let stuck: Vec<String> = (0..pending.len())
+                    .filter(|&k| !done[k])
+                    .map(|k| format!("{} ({})", pending[k].index, pending[k].label))
+                    .collect();
+                let first = (0..pending.len()).find(|&k| !done[k]).unwrap_or(0);
+                return Err(self.err(
+                    pending[first].index,
+                    &pending[first].label,
+                    format!(
+                        "the steps {} read each other's values in a cycle",
+                        stuck.join(", ")
+                    ),
+                ));
+            };
+            done[k] = true;
+            order.push(k);
+        }
+        // Values: inputs get their type from their first reader; written values from the
+        // writer; every read must fit.
+        let mut steps = Vec::new();
+        let mut inputs = Vec::new();
+        for &k in &order {
+            let p = &pending[k];
+            let mut reads = Vec::new();
+            for (name, want) in &p.reads {
+                let id = match self.by_name.get(name) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.add_value(name, want.clone(), None);
+                        inputs.push(id);
+                        id
+                    }
+                };
+                let have = &self.values[id].ty;
+                if !have.fits(want) {
+                    let what = match self.values[id].producer {
+                        Some(s) => format!("written by {}", steps_label(&steps, s)),
+                        None => "a pipeline input".into(),
+                    };
+                    return Err(self.err(
+                        p.index,
+                        &p.label,
+                        format!(
+                            "reads `{name}` as {want}, but it is {have} ({what}){}",
+                            hint(have, want, &p.kind)
+                        ),
+                    ));
+                }
+                reads.push(id);
+            }
+            let node = steps.len();
+            let mut writes = Vec::new();
+            for (j, (name, ty)) in p.writes.iter().enumerate() {
+                let id = self.add_value(name, ty.clone(), Some(node));
+                if let Some(r) = p.len_from[j] {
+                    self.values[id].len_root = self.values[reads[r]].len_root;
+                }
+                writes.push(id);
+            }
+            let mut kind = p.kind.clone();
+            // Run steps name their values by id.
+            if let StepKind::Run {
+                inputs: ins,
+                outputs: outs,
+                fan,
+                ..
+            } = &mut kind
+            {
+                for (_, v) in ins.iter_mut() {
+                    *v = reads[*v];
+                }
+                for (_, v) in outs.iter_mut() {
+                    *v = writes[*v];
+                }
+                if let Some(f) = fan {
+                    f.over = reads[f.over];
+                }
+            }
+            steps.push(StepNode {
+                index: p.index,
+                label: p.label.clone(),
+                kind,
+                reads,
+                writes,
+            });
+        }
+        let read: BTreeSet<ValueId> = steps.iter().flat_map(|s| s.reads.clone()).collect();
+        let outputs = match &spec.outputs {
+            Some(names) => {
+                let mut outs = Vec::new();
+                for n in names {
+                    let id = self.by_name.get(n).copied().ok_or_else(|| GraphError {
+                        location: self.w.path.display().to_string(),
+                        pipeline: spec.name.clone(),
+                        step: 0,
+                        kind: "outputs".into(),
+                        msg: format!("output `{n}` is not a value of the pipeline"),
+                    })?;
+                    outs.push(id);
+                }
+                for (id, v) in self.values.iter().enumerate() {
+                    if let Some(s) = v.producer {
+                        if !read.contains(&id) && !outs.contains(&id) {
+                            return Err(self.err(
+                                steps[s].index,
+                                &steps[s].label,
+                                format!(
+                                    "writes `{}`, which no step reads and `outputs` does not list",
+                                    v.name
+                                ),
+                            ));
+                        }
+                    }
+                }
+                outs
+            }
+            None => (0..self.values.len())
+                .filter(|id| self.values[*id].producer.is_some() && !read.contains(id))
+                .collect(),
+        };
+        let lookahead = match spec.repeat {
+            Repeat::Once => 1,
+            Repeat::Times(n) | Repeat::PerFrame(n) => n,
+        };
+        Ok(PipelineGraph {
+            name: spec.name.clone(),
+            values: self.values,
+            steps,
+            inputs,
+            outputs,
+            lookahead,
+        })
+    }
+
+    fn add_value(&mut self, name: &str, ty: ValueType, producer: Option<usize>) -> ValueId {
+        let id = self.values.len();
+        self.values.push(ValueInfo {
+            name: name.into(),
+            ty,
+            producer,
+            len_root: id,
+        });
+        self.by_name.insert(name.into(), id);
+        id
+    }
+
+    /// Resolves one step's parameters and its typed reads and writes.
+    fn pending(&self, index: usize, st: &PipelineStep) -> Result<Pending, GraphError> {
+        let one = |label: &str, kind: StepKind, reads: Reads, writes: Vec<(String, ValueType)>| {
+            let n = writes.len();
+            Pending {
+                index,
+                label: label.into(),
+                kind,
+                reads: reads.0,
+                writes,
+                len_from: vec![None; n],
+            }
+        };
+        Ok(match st {
+            PipelineStep::ImageLoad(l) => {
+                let src = l.source.clone().ok_or_else(|| {
+                    self.err(
+                        index,
+                        "ImageLoad",
+                        "needs `source`: the request input that holds the image".into(),
+                    )
+                })?;
+                if src == l.output {
+                    return Err(self.err(
+                        index,
+                        "ImageLoad",
+                        format!("reads and writes `{src}`: give the image value another name"),
+                    ));
+                }
+                one(
+                    "ImageLoad",
+                    StepKind::ImageLoad,
+                    Reads(vec![(src, ValueType::Image)]),
+                    vec![(l.output.clone(), ValueType::Image)],
+                )
+            }
+            PipelineStep::Normalize(n) => {
+                if n.mean.len() != 3 || n.std.len() != 3 || n.std.contains(&0.0) {
+                    return Err(self.err(
+                        index,
+                        "Normalize",
+                        "needs 3 means and 3 non-zero stds (RGB order)".into(),
+                    ));
+                }
+                let resize = match n.resize.as_deref() {
+                    None => None,
+                    Some([h, w]) if *h > 0 && *w > 0 && *h <= 16384 && *w <= 16384 => {
+                        Some((*h as usize, *w as usize))
+                    }
+                    Some(r) => {
+                        return Err(self.err(
+                            index,
+                            "Normalize",
+                            format!("resize must be [height, width], each 1..=16384, got {r:?}"),
+                        ))
+                    }
+                };
+                // The workload lists RGB like the model cards; the image is BGR.
+                let bgr = |v: &[f32]| [v[2] as f64, v[1] as f64, v[0] as f64];
+                one(
+                    "Normalize",
+                    StepKind::Normalize {
+                        resize,
+                        mean: bgr(&n.mean),
+                        std: bgr(&n.std),
+                    },
+                    Reads(vec![(n.input.clone(), ValueType::Image)]),
+                    vec![(n.output.clone(), ValueType::Tensor)],
+                )
+            }
+            PipelineStep::Run(r) => self.run_step(index, r)?,
+            PipelineStep::OcrBoxes(b) => {
+                let mut p = DbParams::default();
+                if let Some(t) = b.thresh {
+                    p.thresh = t;
+                }
+                if let Some(t) = b.box_thresh {
+                    p.box_thresh = t as f64;
+                }
+                if let Some(u) = b.unclip_ratio {
+                    p.unclip_ratio = u as f64;
+                }
+                one(
+                    "OcrBoxes",
+                    StepKind::OcrBoxes(p),
+                    Reads(vec![(b.input.clone(), ValueType::Tensor)]),
+                    vec![(b.output.clone(), ValueType::Boxes)],
+                )
+            }
+            PipelineStep::CropRotate(c) => {
+                let mut p = one(
+                    "CropRotate",
+                    StepKind::CropRotate,
+                    Reads(vec![
+                        (c.image.clone(), ValueType::Image),
+                        (c.boxes.clone(), ValueType::Boxes),
+                    ]),
+                    vec![(c.output.clone(), image_list())],
+                );
+                p.len_from = vec![Some(1)];
+                p
+            }
+            PipelineStep::TextlineTensors(t) => {
+                let ok = |v: u32| (1..=16384).contains(&v);
+                if !ok(t.height) || !ok(t.width) {
+                    return Err(self.err(
+                        index,
+                        "TextlineTensors",
+                        format!(
+                            "height and width must be 1..=16384, got {}x{}",
+                            t.height, t.width
+                        ),
+                    ));
+                }
+                let batch = t.batch.unwrap_or(6).clamp(1, 1024) as usize;
+                let mut p = one(
+                    "TextlineTensors",
+                    StepKind::TextlineTensors {
+                        kind: t.kind,
+                        height: t.height as usize,
+                        width: t.width as usize,
+                        batch,
+                    },
+                    Reads(vec![(t.input.clone(), image_list())]),
+                    vec![(t.output.clone(), tensor_list())],
+                );
+                p.len_from = vec![Some(0)];
+                p
+            }
+            PipelineStep::AngleFix(a) => {
+                let mut p = one(
+                    "AngleFix",
+                    StepKind::AngleFix {
+                        thresh: a.thresh.unwrap_or(0.9),
+                    },
+                    Reads(vec![
+                        (a.crops.clone(), image_list()),
+                        (a.scores.clone(), tensor_list()),
+                    ]),
+                    vec![(a.output.clone(), image_list())],
+                );
+                p.len_from = vec![Some(0)];
+                p
+            }
+            PipelineStep::CtcDecode(c) => {
+                let dict = self.dictionary(index, c)?;
+                let mut reads = vec![(c.input.clone(), tensor_list())];
+                if let Some(b) = &c.boxes {
+                    reads.push((b.clone(), ValueType::Boxes));
+                }
+                one(
+                    "CtcDecode",
+                    StepKind::CtcDecode {
+                        decoder: Arc::new(CtcDecoder::new(&dict)),
+                        text_score: c.text_score.unwrap_or(0.5),
+                    },
+                    Reads(reads),
+                    vec![(c.output.clone(), ValueType::TextLines)],
+                )
+            }
+        })
+    }
+
+    fn run_step(&self, index: usize, r: &crate::workload::Run) -> Result<Pending, GraphError> {
+        let label = format!("Run({})", r.model);
+        let err = |m: String| self.err(index, &label, m);
+        let model = self
+            .models
+            .iter()
+            .position(|m| m.name == r.model)
+            .ok_or_else(|| err(format!("unknown model `{}`", r.model)))?;
+        let ports = &self.models[model];
+        for name in r.inputs.keys() {
+            if !ports.inputs.iter().any(|(n, _)| n == name) {
+                return Err(err(format!(
+                    "model `{}` has no input `{name}` (its inputs: {})",
+                    r.model,
+                    port_names(&ports.inputs)
+                )));
+            }
+        }
+        for (name, _) in &ports.inputs {
+            if !r.inputs.contains_key(name) {
+                return Err(err(format!(
+                    "model `{}` input `{name}` is not given a value",
+                    r.model
+                )));
+            }
+        }
+        for name in r.outputs.keys() {
+            if !ports.outputs.iter().any(|(n, _)| n == name) {
+                return Err(err(format!(
+                    "model `{}` has no output `{name}` (its outputs: {})",
+                    r.model,
+                    port_names(&ports.outputs)
+                )));
+            }
+        }
+        let fan = match &r.fan_out {
+            FanOut::One => None,
+            FanOut::PerItem(pi) => {
+                if !r.inputs.values().any(|v| v == &pi.over) {
+                    return Err(err(format!(
+                        "fans out over `{}`, which none of its inputs reads",
+                        pi.over
+                    )));
+                }
+                Some(Fan {
+                    over: 0,
+                    expected: pi.expected,
+                    max: pi.max.unwrap_or(pi.expected.max(64)),
+                })
+            }
+        };
+        let mut reads: Vec<(String, ValueType)> = Vec::new();
+        let mut inputs = Vec::new();
+        // In the model's input order, one read per distinct value.
+        for (port, _) in &ports.inputs {
+            let value = &r.inputs[port];
+            let over =
+                fan.is_some() && matches!(&r.fan_out, FanOut::PerItem(pi) if &pi.over == value);
+            let k = match reads.iter().position(|(n, _)| n == value) {
+                Some(k) => k,
+                None => {
+                    let ty = if over {
+                        tensor_list()
+                    } else {
+                        ValueType::Tensor
+                    };
+                    reads.push((value.clone(), ty));
+                    reads.len() - 1
+                }
+            };
+            inputs.push((port.clone(), k));
+        }
+        let fan = fan.map(|mut f| {
+            if let FanOut::PerItem(pi) = &r.fan_out {
+                f.over = reads.iter().position(|(n, _)| n == &pi.over).unwrap_or(0);
+            }
+            f
+        });
+        let out_ty = if fan.is_some() {
+            tensor_list()
+        } else {
+            ValueType::Tensor
+        };
+        let writes: Vec<(String, ValueType)> = r
+            .outputs
+            .values()
+            .map(|v| (v.clone(), out_ty.clone()))
+            .collect();
+        let outputs = r
+            .outputs
+            .keys()
+            .enumerate()
+            .map(|(k, port)| (port.clone(), k))
+            .collect();
+        let len_from = vec![fan.as_ref().map(|f| f.over); writes.len()];
+        Ok(Pending {
+            index,
+            label,
+            kind: StepKind::Run {
+                model,
+                inputs,
+                outputs,
+                fan,
+            },
+            reads,
+            writes,
+            len_from,
+        })
+    }
+
+    /// CtcDecode's character list: the dictionary file, else the recognizer's metadata.
+    fn dictionary(
+        &self,
+        index: usize,
+        c: &crate::workload::CtcDecode,
+    ) -> Result<Vec<String>, GraphError> {
+        let file = c.dict.as_deref().map(|d| self.w.resolve(d));
+        if let Some(f) = &file {
+            if let Ok(t) = std::fs::read_to_string(f) {
+                return Ok(crate::ops::dict_from_metadata(&t));
+            }
+        }
+        // The model whose output the step decodes.
+        let from_model = self.spec.steps.iter().find_map(|st| match st {
+            PipelineStep::Run(r) if r.outputs.values().any(|v| v == &c.input) => self
+                .models
+                .iter()
+                .find(|m| m.name == r.model)
+                .and_then(|m| m.metadata.get("character")),
+            _ => None,
+        });
+        match from_model {
+            Some(s) => Ok(crate::ops::dict_from_metadata(s)),
+            None => Err(self.err(
+                index,
+                "CtcDecode",
+                match file {
+                    Some(f) => format!(
+                        "dictionary {} cannot be read and the recognizer has no `character` \
+                         metadata",
+                        f.display()
+                    ),
+                    None => "no `dict` given and the recognizer has no `character` metadata".into(),
+                },
+            )),
+        }
+    }
+}
+
+fn port_names(ports: &[(String, Vec<usize>)]) -> String {
+    ports
+        .iter()
+        .map(|(n, s)| format!("`{n}` {s:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn steps_label(steps: &[StepNode], s: usize) -> String {
+    steps.get(s).map_or("a step".into(), |n| {
+        format!("step {} ({})", n.index, n.label)
+    })
+}
+
+/// How to fix the commonest type mismatch: a model fed images.
+fn hint(have: &ValueType, want: &ValueType, kind: &StepKind) -> String {
+    match (have, want, kind) {
+        (ValueType::List(h), _, StepKind::Run { .. }) if **h == ValueType::Image => {
+            "; models read tensors: convert the crops with a `TextlineTensors(input: .., output: \
+             .., kind: Classifier|Recognizer, height: .., width: ..)` step first (see \
+             workloads/camera-ocr.ron)"
+                .into()
+        }
+        (ValueType::List(_), ValueType::Tensor, StepKind::Run { .. }) => {
+            "; to run the model once per item, add `fan_out: PerItem(over: .., expected: ..)`"
+                .into()
+        }
+        _ => String::new(),
+    }
+}

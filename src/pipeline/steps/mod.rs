@@ -1,0 +1,91 @@
+//! Built-in pipeline steps, grouped by medium, and the one function that runs a step of the
+//! checked graph on its input values. Model runs are not here: the executor hands them to the
+//! engine.
+pub mod image;
+pub mod ocr;
+
+use super::graph::StepKind;
+use super::value::{TensorError, Value};
+
+/// Why a built-in step failed on the values it was given.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Ocr(#[from] crate::ops::OcrError),
+    #[error(transparent)]
+    Tensor(#[from] TensorError),
+}
+
+fn wrong(what: &str, v: &Value) -> StepError {
+    StepError::Invalid(format!("expected {what}, got {}", v.value_type()))
+}
+
+/// Runs the built-in step `kind` on `reads` (in the graph's read order); returns its writes.
+pub fn run_builtin(kind: &StepKind, reads: &[&Value]) -> Result<Vec<Value>, StepError> {
+    let arg = |i: usize| {
+        reads
+            .get(i)
+            .copied()
+            .ok_or_else(|| StepError::Invalid(format!("missing input {i}")))
+    };
+    let list = |i: usize| -> Result<&[Value], StepError> {
+        let v = arg(i)?;
+        v.as_list().ok_or_else(|| wrong("a list", v))
+    };
+    Ok(match kind {
+        StepKind::ImageLoad => match arg(0)? {
+            v @ Value::Image(_) => vec![v.clone()],
+            v => return Err(wrong("an image", v)),
+        },
+        StepKind::Normalize { resize, mean, std } => match arg(0)? {
+            Value::Image(img) => vec![Value::Tensor(image::normalize(img, *resize, *mean, *std)?)],
+            v => return Err(wrong("an image", v)),
+        },
+        StepKind::OcrBoxes(params) => match arg(0)? {
+            Value::Tensor(t) => vec![Value::Boxes(ocr::ocr_boxes(t, params)?)],
+            v => return Err(wrong("a tensor", v)),
+        },
+        StepKind::CropRotate => match (arg(0)?, arg(1)?) {
+            (Value::Image(img), Value::Boxes(b)) => vec![Value::List(ocr::crop_rotate(img, b)?)],
+            _ => return Err(StepError::Invalid("expected an image and boxes".into())),
+        },
+        StepKind::TextlineTensors {
+            kind,
+            height,
+            width,
+            batch,
+        } => vec![Value::List(ocr::textline_tensors(
+            list(0)?,
+            *kind,
+            *height,
+            *width,
+            *batch,
+        )?)],
+        StepKind::AngleFix { thresh } => {
+            vec![Value::List(ocr::angle_fix(list(0)?, list(1)?, *thresh)?)]
+        }
+        StepKind::CtcDecode {
+            decoder,
+            text_score,
+        } => {
+            let boxes = match reads.get(1) {
+                Some(Value::Boxes(b)) => Some(b),
+                Some(v) => return Err(wrong("boxes", v)),
+                None => None,
+            };
+            vec![Value::TextLines(ocr::ctc_decode(
+                list(0)?,
+                boxes,
+                decoder,
+                *text_score,
+            )?)]
+        }
+        StepKind::Run { .. } => {
+            return Err(StepError::Invalid(
+                "a model run is not a built-in step".into(),
+            ))
+        }
+    })
+}
