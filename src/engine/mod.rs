@@ -116,6 +116,7 @@ pub struct Engine {
     worker: Mutex<Option<JoinHandle<()>>>,
     options: EngineOptions,
     next_id: AtomicU64,
+    faults: Arc<std::sync::atomic::AtomicU32>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -154,6 +155,7 @@ impl Engine {
             None => 0,
         };
         let (tx, rx) = bounded(options.queue_depth.max(1));
+        let faults = Arc::new(std::sync::atomic::AtomicU32::new(0));
         let shared = Arc::new(Shared {
             record: Mutex::new(Record::default()),
             loaded: RwLock::new(loaded.clone()),
@@ -166,6 +168,7 @@ impl Engine {
                 calibrate_after: options.calibrate_after,
                 fixed_costs: options.fixed_costs.clone(),
                 stream: None,
+                faults: faults.clone(),
             },
             shared: shared.clone(),
             jobs: rx,
@@ -186,7 +189,16 @@ impl Engine {
             worker: Mutex::new(Some(handle)),
             options,
             next_id: AtomicU64::new(1),
+            faults,
         })
+    }
+
+    /// Makes the next `n` weight-page reads fail, as a broken disk or device would: the
+    /// request that needs them fails, the engine rebuilds its streaming state and serves the
+    /// next ones. For tests of that recovery.
+    #[doc(hidden)]
+    pub fn inject_page_read_failures(&self, n: u32) {
+        self.faults.store(n, Ordering::Relaxed);
     }
 
     fn sender(&self) -> Result<Sender<Job>, RequestError> {

@@ -153,10 +153,22 @@ mod tests {
         for i in 0..33 {
             p.arrived(if i % 11 == 10 { 1 } else { 0 });
         }
-        assert!(p.mix_changed());
         let next = p.predict();
         assert_eq!(next.len(), 11);
         assert_eq!(next.iter().filter(|&&x| x == 1).count(), 1);
+        assert!(!p.mix_changed());
+    }
+
+    #[test]
+    fn a_new_even_mix_is_a_change() {
+        let mut p = Predictor::new(vec![4, 4], 0);
+        p.predict();
+        for i in 0..8 {
+            p.arrived(i % 2);
+        }
+        assert!(p.mix_changed());
+        let next = p.predict();
+        assert_eq!(next.iter().filter(|&&x| x == 1).count(), 2);
         assert!(!p.mix_changed());
     }
 

@@ -18,7 +18,9 @@ use super::loaded::Loaded;
 use super::predict::Predictor;
 use super::stats::{HostPhases, ReplanCounts};
 use crate::pipeline::{ModelCall, ModelRunner, Tensor};
-use crate::runtime::run_budget::{measure_engine_cost, min_cap, plan_under_cap, EngineCost};
+use crate::runtime::run_budget::{
+    measure_engine_cost, min_cap, plan_under_cap, CapError, CappedPlan, EngineCost,
+};
 use crate::runtime::run_model::StreamedModel;
 use crate::runtime::run_source::PackedSource;
 use crate::runtime::stream_exec::StreamExec;
@@ -40,6 +42,8 @@ pub struct SessionOptions {
     /// resident reference run's), so that predicted times come from resident compute.
     pub fixed_costs: Option<Vec<Profile>>,
     pub stream: Option<StreamConfig>,
+    /// Page reads still to fail, shared with every session's sources (fault injection).
+    pub faults: Arc<std::sync::atomic::AtomicU32>,
 }
 
 /// The staging buffers every upload and readback goes through.
@@ -83,6 +87,8 @@ pub struct Session {
     current: Option<(usize, u32)>,
     /// A re-plan owed at the next model run.
     pending: Option<Replan>,
+    /// The pipelines of the requests the current plan expects after the current one.
+    expected: std::collections::VecDeque<usize>,
     pub replans: ReplanCounts,
     run_times: Vec<Vec<f64>>,
     calibrate_after: u32,
@@ -191,16 +197,27 @@ impl Session {
             loaded.graphs.iter().map(|g| g.lookahead).collect(),
             opts.first_pipeline,
         );
-        let first_pipe = planned_pipeline(&loaded, &mut predictor, Vec::new());
-        // A cap below the minimum fails here, before the big allocations.
-        plan_under_cap(
+        let (first_pipe, expected) = planned_pipeline(&loaded, &mut predictor, Vec::new());
+        // A cap below the minimum fails here, before the big allocations (the exact check,
+        // with the warm-up's scratch tensors counted, is the plan below).
+        let (early_min, mc) = min_cap(
             &with_activation(&loaded.profiles, estimate),
             &first_pipe,
-            cap,
-            &loaded.bandwidth,
-            loaded.policy,
             &cost,
         )?;
+        if cap < early_min {
+            return Err(CapError::TooSmall {
+                cap,
+                min: early_min,
+                model: mc.model,
+                step: mc.step,
+                pages: mc.step_pages,
+                page_bytes: cost.slot_bytes,
+                activation: mc.activation_bytes,
+                fixed: cost.fixed_bytes(),
+            }
+            .into());
+        }
         let arena = vk_backend::SharedMemory::new(
             dev,
             "activation arena (all models)",
@@ -233,8 +250,7 @@ impl Session {
         // whole session: each step carries all of them.
         let act = dev.memory_stats().current_bytes - before;
         let profiles = with_activation(&loaded.profiles, act);
-        let min = min_cap(&profiles, &first_pipe, &cost)?;
-        let plan: Plan = plan_under_cap(
+        let CappedPlan { plan, min_cap: min } = plan_under_cap(
             &profiles,
             &first_pipe,
             cap,
@@ -246,7 +262,10 @@ impl Session {
         let sources: Vec<Arc<dyn PageSource>> = loaded
             .models
             .iter()
-            .map(|(_, pm)| Arc::new(PackedSource::new(pm.clone())) as Arc<dyn PageSource>)
+            .map(|(_, pm)| {
+                Arc::new(PackedSource::with_faults(pm.clone(), opts.faults.clone()))
+                    as Arc<dyn PageSource>
+            })
             .collect();
         let ex = StreamExec::new(dev, config, sources, plan)
             .map_err(|e| EngineError::Device(format!("stream engine: {e}")))?;
@@ -267,6 +286,7 @@ impl Session {
             predictor,
             current: None,
             pending: None,
+            expected: expected.into(),
             replans: ReplanCounts::default(),
             run_times: vec![Vec::new(); n],
             calibrate_after: opts.calibrate_after,
@@ -282,8 +302,14 @@ impl Session {
     /// A request of pipeline `p` starts.
     pub fn begin_request(&mut self, p: usize) {
         self.predictor.arrived(p);
-        if self.pending.is_none() && self.predictor.mix_changed() {
-            self.pending = Some(Replan::Mix);
+        let why = match self.expected.pop_front() {
+            None => Some(Replan::Horizon),
+            Some(q) if q != p => Some(Replan::Request),
+            Some(_) if self.predictor.mix_changed() => Some(Replan::Mix),
+            Some(_) => None,
+        };
+        if self.pending.is_none() {
+            self.pending = why;
         }
         self.current = Some((p, 0));
     }
@@ -445,7 +471,8 @@ impl Session {
             Replan::Mix => r.mix += 1,
             Replan::Calibration => r.calibration += 1,
         }
-        let pipe = planned_pipeline(&self.loaded, &mut self.predictor, rest);
+        let (pipe, expected) = planned_pipeline(&self.loaded, &mut self.predictor, rest);
+        self.expected = expected.into();
         let plan = plan_under_cap(
             &self.profiles,
             &pipe,
@@ -453,7 +480,8 @@ impl Session {
             &self.loaded.bandwidth,
             self.loaded.policy,
             &self.cost,
-        )?;
+        )?
+        .plan;
         self.ex
             .replan(plan)
             .map_err(|e| EngineError::Device(format!("re-plan: {e}")))?;
@@ -534,15 +562,24 @@ impl ModelRunner for Session {
 }
 
 /// `rest` of the current request followed by the predicted requests, as planner stages (each
-/// fan-out at its pipeline's last observed count, else the workload's expected one).
-fn planned_pipeline(loaded: &Loaded, predictor: &mut Predictor, rest: Vec<Stage>) -> Pipeline {
+/// fan-out at its pipeline's last observed count, else the workload's expected one), and the
+/// predicted requests' pipelines. Before any request, the first predicted one is planned whole.
+fn planned_pipeline(
+    loaded: &Loaded,
+    predictor: &mut Predictor,
+    rest: Vec<Stage>,
+) -> (Pipeline, Vec<usize>) {
     let mut stages = rest;
-    for p in predictor.predict() {
+    let next = predictor.predict();
+    for &p in &next {
         let g = &loaded.graphs[p];
         stages.extend(g.stages(|st, f| predictor.count(p, st.index).unwrap_or(f.expected)));
     }
-    Pipeline {
-        stages,
-        repetitions: 1,
-    }
+    (
+        Pipeline {
+            stages,
+            repetitions: 1,
+        },
+        next,
+    )
 }

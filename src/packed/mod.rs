@@ -99,7 +99,10 @@ impl Packed {
             .file_name()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "model".into());
-        let tmp = dir.join(format!(".{fname}.tmp{}", std::process::id()));
+        // Unique per write: two engines in one process may compile the same model at once.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!(".{fname}.tmp{}.{n}", std::process::id()));
         let result = (|| {
             let mut f = File::create(&tmp)?;
             f.write_all(&pre)?;

@@ -92,18 +92,26 @@ pub enum CapError {
     Plan(#[from] PlanError),
 }
 
-/// The smallest cap the workload runs under with this engine cost.
+/// The smallest cap the workload runs under with this engine cost, and what sets it.
 pub fn min_cap(
     profiles: &[Profile],
     pipeline: &Pipeline,
     cost: &EngineCost,
-) -> Result<u64, CapError> {
+) -> Result<(u64, scheduler::MinCap), CapError> {
     let mc = min_feasible_cap(profiles, pipeline)?;
-    Ok(cost.fixed_bytes() + mc.activation_bytes + mc.step_pages as u64 * cost.slot_bytes)
+    let min = cost.fixed_bytes() + mc.activation_bytes + mc.step_pages as u64 * cost.slot_bytes;
+    Ok((min, mc))
+}
+
+/// A plan under a device cap, and the workload's minimum cap on this device.
+pub struct CappedPlan {
+    pub plan: Plan,
+    pub min_cap: u64,
 }
 
 /// Plans under `cap` device bytes: the engine's fixed bytes come off first, and the scheduler
-/// cap is rounded so that its slots, at the measured per-slot bytes, still fit.
+/// cap is rounded so that its slots, at the measured per-slot bytes, still fit. A cap below
+/// the minimum is refused, naming the minimum and the step that sets it.
 pub fn plan_under_cap(
     profiles: &[Profile],
     pipeline: &Pipeline,
@@ -111,9 +119,8 @@ pub fn plan_under_cap(
     bw: &Bandwidth,
     policy: Policy,
     cost: &EngineCost,
-) -> Result<Plan, CapError> {
-    let mc = min_feasible_cap(profiles, pipeline)?;
-    let min = min_cap(profiles, pipeline, cost)?;
+) -> Result<CappedPlan, CapError> {
+    let (min, mc) = min_cap(profiles, pipeline, cost)?;
     if cap < min {
         return Err(CapError::TooSmall {
             cap,
@@ -130,5 +137,8 @@ pub fn plan_under_cap(
     let act = mc.activation_bytes;
     let room = cap - cost.fixed_bytes() - act;
     let sched_cap = act + room / cost.slot_bytes * page;
-    Ok(plan(profiles, pipeline, sched_cap, bw, policy)?)
+    Ok(CappedPlan {
+        plan: plan(profiles, pipeline, sched_cap, bw, policy)?,
+        min_cap: min,
+    })
 }

@@ -1,4 +1,5 @@
 //! Packed model files as page sources for the stream engine (positioned reads from I/O threads).
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crate::packed::PackedModel;
@@ -7,11 +8,19 @@ use vk_backend::PageSource;
 /// A packed model shared by the engine's I/O threads.
 pub struct PackedSource {
     model: Arc<PackedModel>,
+    /// Page reads still to fail (fault injection for tests: how a request fails and the engine
+    /// recovers when streaming breaks mid-request).
+    faults: Arc<AtomicU32>,
 }
 
 impl PackedSource {
     pub fn new(model: Arc<PackedModel>) -> PackedSource {
-        PackedSource { model }
+        Self::with_faults(model, Arc::new(AtomicU32::new(0)))
+    }
+
+    /// A source whose next `faults` page reads (shared with other sources) fail.
+    pub fn with_faults(model: Arc<PackedModel>, faults: Arc<AtomicU32>) -> PackedSource {
+        PackedSource { model, faults }
     }
 }
 
@@ -23,6 +32,16 @@ impl PageSource for PackedSource {
         self.model.page_count() as u32
     }
     fn read_page(&self, page: u32, dst: &mut [u8]) -> std::io::Result<()> {
+        let injected = self
+            .faults
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok();
+        if injected {
+            return Err(std::io::Error::other(format!(
+                "{}: page {page}: injected read failure",
+                self.model.path().display()
+            )));
+        }
         self.model
             .read_page(page as u64, dst)
             .map_err(|e| std::io::Error::other(e.to_string()))

@@ -47,12 +47,12 @@ pub fn ocr_workload(
     ],
     pipelines: [
         PipelineSpec(name: "ocr", steps: [
-            ImageLoad(output: "image", source: "image"),
-            Normalize(input: "image", output: "det_in",
+            ImageLoad(output: "frame", source: "image"),
+            Normalize(input: "frame", output: "det_in",
                 mean: [0.5, 0.5, 0.5], std: [0.5, 0.5, 0.5]),
             Run(model: "det", inputs: {{"x": "det_in"}}, outputs: {{"fetch_name_0": "prob"}}),
             OcrBoxes(input: "prob", output: "boxes"),
-            CropRotate(image: "image", boxes: "boxes", output: "crops"),
+            CropRotate(image: "frame", boxes: "boxes", output: "crops"),
             TextlineTensors(input: "crops", output: "cls_in", kind: Classifier, height: 48, width: 192),
             Run(model: "cls", inputs: {{"x": "cls_in"}},
                 outputs: {{"save_infer_model/scale_0.tmp_1": "angles"}},

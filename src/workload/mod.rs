@@ -338,8 +338,8 @@ mod tests {
     #[test]
     fn new_and_old_spellings_both_load() {
         let new = r#"Workload(name: "x", cap: "1MiB", policy: "lru", models: [
-            ModelSpec(name: "m", source: Synthetic(Uniform(SyntheticUniform(layers: 2,
-                bytes_per_layer: "1MiB", compute_per_layer_us: 1.0))))],
+            ModelSpec(name: "m", source: Synthetic(Uniform(layers: 2,
+                bytes_per_layer: "1MiB", compute_per_layer_us: 1.0)))],
             pipelines: [PipelineSpec(name: "p", steps: [Run(model: "m")])])"#;
         let old = r#"Workload(name: "x", cap: "1MiB", policy: Some("lru"), models: [
             ModelSpec(name: "m", source: Synthetic(Uniform(SyntheticUniform(layers: 2,

@@ -1,0 +1,380 @@
+//! The engine as an application embeds it, on lavapipe: a weight-heavy three-model chain (random
+//! weights from scripts/make_chain_models.py) with two pipelines. Many threads submitting at once
+//! get the outputs a single thread gets, bit for bit; a full queue answers Busy; deadlines and
+//! cancellation stop requests; a seeded random mix of two pipelines under a cap below the weights
+//! re-plans (and counts it) but never changes an output or exceeds the cap; reloads swap between
+//! requests and bad ones keep the old workload serving; a failed page read fails one request and
+//! the engine serves the next ones as before.
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use texstream::pipeline::io::read_value;
+use texstream::{Engine, EngineOptions, Policy, RequestError, SubmitOptions, Value, Values};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn work_dir() -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("engine");
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// The chain's ONNX files (dim 256, 3 × 4 layers, 1 MiB pages of fp16: about 1.8 MiB of
+/// weights per model), made once; None without the Python venv.
+fn chain_dir() -> Option<&'static PathBuf> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let py = std::env::var_os("TEXSTREAM_PYTHON")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root().join(".venv/bin/python"));
+        if !py.exists() {
+            eprintln!("SKIPPED: no python venv (.venv/bin/python or TEXSTREAM_PYTHON)");
+            return None;
+        }
+        let dir = work_dir().join("chain");
+        let st = std::process::Command::new(&py)
+            .arg(root().join("scripts/make_chain_models.py"))
+            .arg(&dir)
+            .args([
+                "--batch", "4", "--seq", "8", "--dim", "256", "--layers", "4,4,4", "--vocab", "512",
+            ])
+            .status()
+            .expect("run make_chain_models.py");
+        assert!(st.success(), "make_chain_models.py failed");
+        // Compiled once here, not by tests opening engines at the same time.
+        let w = texstream::workload::parse_workload(
+            &workload_text(&dir, "256MiB", ""),
+            &dir.join("compile.ron"),
+        )
+        .expect("workload");
+        texstream::compile::auto::ensure_packed(&w, |_, _| {}).expect("compile the chain");
+        Some(dir)
+    })
+    .as_ref()
+}
+
+/// The workload: pipeline `full` runs enc → mid → lm, `short` runs enc → lm.
+fn workload_text(dir: &Path, cap: &str, extra_model: &str) -> String {
+    let d = dir.display();
+    format!(
+        r#"Workload(
+    name: "engine-test",
+    cap: "{cap}",
+    policy: "planned",
+    page_size: "256KiB",
+    models: [
+        ModelSpec(name: "enc", source: Onnx("{d}/enc.onnx"), inputs: {{"x": [4, 8, 256]}}),
+        ModelSpec(name: "mid", source: Onnx("{d}/mid.onnx"), inputs: {{"x": [4, 8, 256]}}),
+        ModelSpec(name: "lm", source: Onnx("{d}/lm.onnx"), inputs: {{"x": [4, 8, 256]}}),{extra_model}
+    ],
+    pipelines: [
+        PipelineSpec(name: "full", repeat: PerFrame(4), steps: [
+            Run(model: "enc", inputs: {{"x": "features"}}, outputs: {{"y": "h1"}}),
+            Run(model: "mid", inputs: {{"x": "h1"}}, outputs: {{"y": "h2"}}),
+            Run(model: "lm", inputs: {{"x": "h2"}}, outputs: {{"y": "probs"}}),
+        ]),
+        PipelineSpec(name: "short", steps: [
+            Run(model: "enc", inputs: {{"x": "features"}}, outputs: {{"y": "h1"}}),
+            Run(model: "lm", inputs: {{"x": "h1"}}, outputs: {{"y": "probs"}}),
+        ]),
+    ],
+    demo_inputs: [DemoInput(name: "features", path: "{d}/input.npy")],
+)
+"#
+    )
+}
+
+fn write(name: &str, text: &str) -> PathBuf {
+    let p = work_dir().join(name);
+    std::fs::write(&p, text).expect("write workload");
+    p
+}
+
+fn inputs(dir: &Path) -> Values {
+    let mut v = Values::new();
+    v.insert(
+        "features".into(),
+        read_value(&dir.join("input.npy")).expect("input.npy"),
+    );
+    v
+}
+
+fn opts(cap: Option<u64>, policy: Policy) -> EngineOptions {
+    EngineOptions {
+        cap,
+        policy: Some(policy),
+        calibrate_after: 0,
+        ..EngineOptions::default()
+    }
+}
+
+fn probs(r: &texstream::Response) -> Vec<u32> {
+    match r.outputs.get("probs") {
+        Some(Value::Tensor(t)) => t
+            .as_f32()
+            .expect("f32")
+            .iter()
+            .map(|x| x.to_bits())
+            .collect(),
+        other => panic!("no probs: {other:?}"),
+    }
+}
+
+/// Everything resident: the reference outputs of both pipelines.
+fn reference(dir: &Path) -> (Vec<u32>, Vec<u32>) {
+    let path = write("reference.ron", &workload_text(dir, "256MiB", ""));
+    let e = Engine::open(&path, opts(None, Policy::Preload)).expect("open");
+    let full = probs(&e.run("full", inputs(dir)).expect("full"));
+    let short = probs(&e.run("short", inputs(dir)).expect("short"));
+    assert_ne!(full, short);
+    (full, short)
+}
+
+/// The minimum cap of the workload on this device, as an engine under a large cap reports it.
+fn minimum(path: &Path) -> u64 {
+    Engine::open(path, opts(None, Policy::Planned))
+        .expect("open")
+        .stats()
+        .min_cap_bytes
+}
+
+#[test]
+fn many_threads_get_the_single_thread_outputs() {
+    let Some(dir) = chain_dir() else { return };
+    let (full, short) = reference(dir);
+    let path = write("threads.ron", &workload_text(dir, "256MiB", ""));
+    let min = minimum(&path);
+    let engine = Arc::new(
+        Engine::open(
+            &path,
+            EngineOptions {
+                queue_depth: 64,
+                ..opts(Some(min + (1 << 20)), Policy::Planned)
+            },
+        )
+        .expect("open"),
+    );
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let (engine, dir) = (engine.clone(), dir.clone());
+            std::thread::spawn(move || {
+                (0..4)
+                    .map(|i| {
+                        let p = if (t + i) % 3 == 0 { "short" } else { "full" };
+                        let r = engine.run(p, inputs(&dir)).expect("request");
+                        (p, probs(&r))
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for h in threads {
+        for (p, got) in h.join().expect("thread") {
+            let want = if p == "full" { &full } else { &short };
+            assert_eq!(&got, want, "{p}: outputs differ from the resident run");
+        }
+    }
+    let s = engine.stats();
+    assert_eq!(s.requests_ok, 16);
+    assert!(
+        s.peak_device_bytes <= s.cap_bytes,
+        "peak {} over cap {}",
+        s.peak_device_bytes,
+        s.cap_bytes
+    );
+    assert!(s.replans.unpredicted_request > 0, "{:?}", s.replans);
+}
+
+#[test]
+fn a_full_queue_answers_busy_and_deadlines_and_cancels_stop_requests() {
+    let Some(dir) = chain_dir() else { return };
+    let path = write("queue.ron", &workload_text(dir, "256MiB", ""));
+    let engine = Engine::open(
+        &path,
+        EngineOptions {
+            queue_depth: 2,
+            ..opts(None, Policy::Preload)
+        },
+    )
+    .expect("open");
+    // More submissions than the queue holds, without waiting: some are refused at once.
+    let mut handles = Vec::new();
+    let mut busy = 0;
+    for _ in 0..12 {
+        match engine.submit("full", inputs(dir), SubmitOptions::default()) {
+            Ok(h) => handles.push(h),
+            Err(RequestError::Busy { depth }) => {
+                assert!(depth <= 2, "queue depth {depth} over its bound");
+                busy += 1;
+            }
+            Err(e) => panic!("unexpected: {e}"),
+        }
+    }
+    assert!(busy > 0, "a queue of 2 took 12 requests");
+    // The last one queued is cancelled before it runs.
+    let last = handles.pop().expect("some were queued");
+    last.cancel();
+    for h in handles {
+        h.wait().expect("queued requests finish");
+    }
+    assert!(matches!(last.wait(), Err(RequestError::Cancelled)));
+    // A deadline already past fails before the request starts.
+    let r = engine
+        .submit(
+            "full",
+            inputs(dir),
+            SubmitOptions {
+                deadline: Some(Instant::now()),
+                ..SubmitOptions::default()
+            },
+        )
+        .expect("submit")
+        .wait();
+    assert!(matches!(r, Err(RequestError::DeadlineExceeded)), "{r:?}");
+    // Waiting with a timeout gives the handle back.
+    let h = engine
+        .submit("full", inputs(dir), SubmitOptions::default())
+        .expect("submit");
+    let h = match h.wait_timeout(Duration::from_nanos(1)) {
+        Err(h) => h,
+        Ok(r) => {
+            r.expect("finished already");
+            return;
+        }
+    };
+    h.wait().expect("finishes");
+    assert!(engine.stats().requests_busy >= busy);
+    // Unknown names and wrong inputs fail alone.
+    let e = engine.run("ghost", inputs(dir)).unwrap_err().to_string();
+    assert!(e.contains("ghost") && e.contains("`full`"), "{e}");
+    let e = engine.run("full", Values::new()).unwrap_err().to_string();
+    assert!(e.contains("features") && e.contains("missing"), "{e}");
+    engine.run("full", inputs(dir)).expect("still serving");
+}
+
+/// A seeded random mix of the two pipelines (and single-model requests) under a cap below the
+/// weights: the plan is wrong often, every output stays what the resident run gives, and the
+/// cap holds.
+#[test]
+fn an_unpredictable_mix_replans_but_never_changes_an_output() {
+    let Some(dir) = chain_dir() else { return };
+    let (full, short) = reference(dir);
+    let path = write("mix.ron", &workload_text(dir, "256MiB", ""));
+    let min = minimum(&path);
+    let engine = Engine::open(&path, opts(Some(min), Policy::Planned)).expect("open");
+    let mut seed = 0x2545f4914f6cdd1du64;
+    for _ in 0..16 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let (p, want) = if seed % 3 == 0 {
+            ("short", &short)
+        } else {
+            ("full", &full)
+        };
+        assert_eq!(&probs(&engine.run(p, inputs(dir)).expect(p)), want, "{p}");
+    }
+    // One model on its own, by its name.
+    let mut x = Values::new();
+    x.insert(
+        "x".into(),
+        read_value(&dir.join("input.npy")).expect("input"),
+    );
+    let y = engine.run("enc", x).expect("single model");
+    assert!(y.outputs.contains_key("y"));
+    let s = engine.stats();
+    assert!(
+        s.peak_device_bytes <= min,
+        "peak {} over {min}",
+        s.peak_device_bytes
+    );
+    assert!(s.replans.unpredicted_request > 0, "{:?}", s.replans);
+    assert!(s.evictions > 0, "a cap at the minimum must evict");
+    eprintln!(
+        "mix at the minimum cap {min}: {} requests, re-plans {:?}, {} B streamed",
+        s.requests_ok, s.replans, s.bytes_streamed
+    );
+}
+
+#[test]
+fn reloads_swap_between_requests_and_bad_ones_keep_serving() {
+    let Some(dir) = chain_dir() else { return };
+    let (full, _) = reference(dir);
+    let path = write("reload.ron", &workload_text(dir, "256MiB", ""));
+    let min = minimum(&path);
+    let engine = Engine::open(&path, opts(None, Policy::Planned)).expect("open");
+    assert_eq!(probs(&engine.run("full", inputs(dir)).expect("run")), full);
+    // A valid change: a smaller cap; the plan is the new file's.
+    let small = format!("{}B", min + (1 << 20));
+    std::fs::write(&path, workload_text(dir, &small, "")).expect("write");
+    engine.reload(&path).expect("valid reload");
+    assert_eq!(engine.stats().cap_bytes, min + (1 << 20));
+    assert_eq!(engine.plan().expect("plan").cap_bytes, min + (1 << 20));
+    assert_eq!(probs(&engine.run("full", inputs(dir)).expect("run")), full);
+    // Invalid changes: each reported with where, the old workload serving after each.
+    let bad = [
+        (
+            "Workload(name: \"x\", cap: \"1MiB\", models: [".to_string(),
+            "reload.ron:1:",
+        ),
+        (
+            workload_text(dir, "256MiB", "").replace("model: \"mid\"", "model: \"ghost\""),
+            "ghost",
+        ),
+        (workload_text(dir, "1KiB", ""), "minimum feasible cap"),
+        (
+            workload_text(
+                dir,
+                "256MiB",
+                &format!(
+                    "\n        ModelSpec(name: \"gone\", source: Packed(\"{}/gone.tspk\")),",
+                    dir.display()
+                ),
+            ),
+            "gone.tspk",
+        ),
+    ];
+    for (text, want) in &bad {
+        std::fs::write(&path, text).expect("write");
+        let e = engine
+            .reload(&path)
+            .expect_err("invalid reload")
+            .to_string();
+        assert!(e.contains(want), "{want}: {e}");
+        assert_eq!(
+            probs(&engine.run("full", inputs(dir)).expect("old serves")),
+            full
+        );
+        let s = engine.stats();
+        let last = s.last_reload.expect("reported");
+        assert!(!last.ok && last.message.contains(want), "{last:?}");
+    }
+    let s = engine.stats();
+    assert_eq!((s.reloads_ok, s.reloads_failed), (1, bad.len() as u64));
+    assert_eq!(s.cap_bytes, min + (1 << 20), "the old plan still serves");
+}
+
+#[test]
+fn a_failed_page_read_fails_one_request_and_the_next_ones_succeed() {
+    let Some(dir) = chain_dir() else { return };
+    let (full, _) = reference(dir);
+    let path = write("fault.ron", &workload_text(dir, "256MiB", ""));
+    let min = minimum(&path);
+    let engine = Engine::open(&path, opts(Some(min), Policy::OnDemand)).expect("open");
+    assert_eq!(probs(&engine.run("full", inputs(dir)).expect("run")), full);
+    engine.inject_page_read_failures(1);
+    let e = engine.run("full", inputs(dir)).expect_err("the read fails");
+    assert!(e.to_string().contains("injected"), "{e}");
+    for _ in 0..3 {
+        assert_eq!(
+            probs(&engine.run("full", inputs(dir)).expect("recovered")),
+            full
+        );
+    }
+    let s = engine.stats();
+    assert_eq!((s.requests_ok, s.requests_failed), (4, 1));
+    assert!(s.peak_device_bytes <= min);
+}
