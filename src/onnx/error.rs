@@ -2,7 +2,7 @@
 use std::path::PathBuf;
 
 /// Where the list of supported ONNX ops lives (named in unknown-op errors).
-pub const SUPPORTED_OPS_LOCATION: &str = "texstream::onnx::SUPPORTED_OPS (src/onnx/supported.rs)";
+pub const SUPPORTED_OPS_LOCATION: &str = "texstream::onnx::SUPPORTED_OPS (src/onnx/ops/mod.rs)";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {

@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 
 use prost::Message;
 
-use super::attrs::Attrs;
 use super::error::ImportError;
 use super::proto;
 use super::tensor::{dims_to_shape, dtype_from_onnx, tensor_from_proto, MAX_ELEMENTS};
@@ -38,8 +37,21 @@ impl Ctx<'_> {
         }
     }
 
+    /// An error about the node's first output.
+    pub fn output_err(&self, n: &NodeRef, reason: impl Into<String>) -> ImportError {
+        self.node_err(n, &self.first_output(n), reason)
+    }
+
     pub fn lookup(&self, name: &str) -> Option<TensorId> {
         self.scopes.iter().rev().find_map(|s| s.get(name).copied())
+    }
+
+    /// Runs `f` in a fresh name scope (an inlined If branch): names it binds are dropped after.
+    pub fn in_new_scope<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        self.scopes.push(HashMap::new());
+        let out = f(self);
+        self.scopes.pop();
+        out
     }
 
     pub fn bind(&mut self, name: &str, t: TensorId) {
@@ -88,6 +100,17 @@ impl Ctx<'_> {
                 )
             }),
         }
+    }
+
+    /// Input #i, which must be present and a constant; `what` names it in the error.
+    pub fn need_const_input(
+        &self,
+        n: &NodeRef,
+        i: usize,
+        what: &str,
+    ) -> Result<&TensorData, ImportError> {
+        self.const_input(n, i, what)?
+            .ok_or_else(|| self.output_err(n, format!("missing {what}")))
     }
 
     pub fn shape(&self, t: TensorId) -> &[usize] {
@@ -229,19 +252,16 @@ impl Ctx<'_> {
                 proto: node,
             };
             let domain = node.domain.as_deref().unwrap_or("");
-            if !(domain.is_empty() || domain == "ai.onnx") || !super::SUPPORTED_OPS.contains(&op) {
-                return Err(ImportError::UnknownOp {
+            let convert = (domain.is_empty() || domain == "ai.onnx")
+                .then(|| super::ops::converter(op))
+                .flatten()
+                .ok_or_else(|| ImportError::UnknownOp {
                     file: self.file.clone(),
                     node: nref.name.clone(),
                     op: op.to_string(),
                     domain: domain.to_string(),
-                });
-            }
-            if op == "If" {
-                self.inline_if(&nref)?;
-            } else {
-                super::ops::convert(self, &nref)?;
-            }
+                })?;
+            convert(self, &nref)?;
         }
         Ok(())
     }
@@ -256,57 +276,6 @@ impl Ctx<'_> {
             })?;
         let t = self.g.add_constant(name.clone(), data);
         self.bind(&name, t);
-        Ok(())
-    }
-
-    /// Folds an If whose condition is constant by inlining the taken branch.
-    fn inline_if(&mut self, n: &NodeRef) -> Result<(), ImportError> {
-        let c = self.need_input(n, 0)?;
-        let cond = match self.konst(c) {
-            Some(d) if d.numel() == 1 => d.values.get_i(0) != 0,
-            _ => {
-                return Err(self.node_err(
-                    n,
-                    &self.g.tensors[c].name.clone(),
-                    "If condition is not a constant after folding; texstream only supports If on conditions fixed at compile \
-                     time (bind the deciding input, e.g. --bind sr=16000)",
-                ))
-            }
-        };
-        let branch_name = if cond { "then_branch" } else { "else_branch" };
-        let branch = Attrs(n.proto)
-            .graph(branch_name)
-            .ok_or_else(|| self.node_err(n, branch_name, "If has no such branch"))?;
-        self.scopes.push(HashMap::new());
-        let res = self.walk(branch);
-        let outs: Result<Vec<TensorId>, ImportError> = res.and_then(|_| {
-            branch
-                .output
-                .iter()
-                .map(|o| {
-                    let oname = o.name.clone().unwrap_or_default();
-                    self.lookup(&oname).ok_or_else(|| {
-                        self.node_err(n, &oname, format!("{branch_name} output is never produced"))
-                    })
-                })
-                .collect()
-        });
-        self.scopes.pop();
-        let outs = outs?;
-        if outs.len() != n.proto.output.len() {
-            return Err(self.node_err(
-                n,
-                branch_name,
-                format!(
-                    "branch has {} outputs, If has {}",
-                    outs.len(),
-                    n.proto.output.len()
-                ),
-            ));
-        }
-        for (i, t) in outs.into_iter().enumerate() {
-            self.alias_output(n, i, t);
-        }
         Ok(())
     }
 }

@@ -6,7 +6,6 @@ mod error;
 mod import;
 mod ops;
 mod peek;
-mod supported;
 mod tensor;
 
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
@@ -18,8 +17,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use error::{ImportError, SUPPORTED_OPS_LOCATION};
+pub use ops::SUPPORTED_OPS;
 pub use peek::{read_tensor_pb, summarize_model, ModelSummary};
-pub use supported::SUPPORTED_OPS;
 
 use crate::ir::{DType, Graph, TensorData};
 
