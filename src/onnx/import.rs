@@ -8,7 +8,9 @@ use super::error::ImportError;
 use super::proto;
 use super::tensor::{dims_to_shape, dtype_from_onnx, tensor_from_proto, MAX_ELEMENTS};
 use super::{ImportOptions, Model};
-use crate::ir::{eval::eval, infer::infer, Graph, Node, Op, Port, TensorData, TensorId};
+use crate::ir::eval::eval;
+use crate::ir::infer::{infer, InferError};
+use crate::ir::{Graph, Node, Op, Port, TensorData, TensorId};
 
 /// Import state: the graph being built and a stack of name scopes (one per inlined If branch).
 pub(super) struct Ctx<'a> {
@@ -34,6 +36,17 @@ impl Ctx<'_> {
             op: n.op.to_string(),
             tensor: tensor.to_string(),
             reason: reason.into(),
+        }
+    }
+
+    /// Shape inference of the node's IR op failed at `tensor`.
+    pub fn infer_err(&self, n: &NodeRef, tensor: &str, source: InferError) -> ImportError {
+        ImportError::Infer {
+            file: self.file.clone(),
+            node: n.name.clone(),
+            op: n.op.to_string(),
+            tensor: tensor.to_string(),
+            source: Box::new(source),
         }
     }
 
@@ -146,7 +159,7 @@ impl Ctx<'_> {
             .iter()
             .map(|t| t.map(|t| (self.g.tensors[t].shape.clone(), self.g.tensors[t].dtype)))
             .collect();
-        let outs = infer(&op, &sigs).map_err(|e| self.node_err(n, &self.first_output(n), e))?;
+        let outs = infer(&op, &sigs).map_err(|e| self.infer_err(n, &self.first_output(n), e))?;
         for (shape, _) in &outs {
             let ok = shape
                 .iter()
@@ -167,9 +180,14 @@ impl Ctx<'_> {
                 .iter()
                 .map(|t| t.and_then(|t| self.g.constants.get(&t)))
                 .collect();
-            if let Some(vals) =
-                eval(&op, &data).map_err(|e| self.node_err(n, &self.first_output(n), e))?
-            {
+            let folded = eval(&op, &data).map_err(|source| ImportError::Fold {
+                file: self.file.clone(),
+                node: n.name.clone(),
+                op: n.op.to_string(),
+                tensor: self.first_output(n),
+                source: Box::new(source),
+            })?;
+            if let Some(vals) = folded {
                 let mut ids = Vec::new();
                 for (i, v) in vals.into_iter().enumerate() {
                     self.const_output(n, i, v);
@@ -213,7 +231,7 @@ impl Ctx<'_> {
             .iter()
             .map(|t| t.map(|t| (self.g.tensors[t].shape.clone(), self.g.tensors[t].dtype)))
             .collect();
-        let outs = infer(&op, &sigs).map_err(|e| self.node_err(n, name, e))?;
+        let outs = infer(&op, &sigs).map_err(|e| self.infer_err(n, name, e))?;
         let (shape, dt) = outs
             .into_iter()
             .next()

@@ -273,7 +273,8 @@ pub(super) fn expand(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
     let x = ctx.need_input(n, 0)?;
     let s = ctx.need_const_input(n, 1, "shape")?.as_i64();
     let s = usizes(ctx, n, &s, "dimension")?;
-    let shape = crate::ir::infer::broadcast(ctx.shape(x), &s).map_err(|e| ctx.output_err(n, e))?;
+    let shape = tensor_shape::broadcast(ctx.shape(x), &s)
+        .map_err(|e| ctx.infer_err(n, &ctx.first_output(n), e.into()))?;
     ctx.emit(n, Op::Expand { shape }, vec![Some(x)])?;
     Ok(())
 }
