@@ -2,6 +2,7 @@
 //! executor runs everything else on the GPU).
 use super::infer::{infer, InferError, Sig};
 use super::op::*;
+use super::tensor::row_major_strides;
 use super::{DType, TensorData, Values};
 
 /// Why constant folding of an op failed; the importer adds the node and tensor.
@@ -13,21 +14,13 @@ pub enum EvalError {
     GatherIndex { index: i64, size: i64 },
 }
 
-fn strides(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; shape.len()];
-    for i in (0..shape.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * shape[i + 1];
-    }
-    s
-}
-
 /// For each output element of `out` shape, the linear index into a tensor of `shape` broadcast to it.
 fn bcast_index(shape: &[usize], out: &[usize]) -> Vec<usize> {
     let n: usize = out.iter().product();
     let r = out.len();
-    let st = strides(shape);
+    let st = row_major_strides(shape);
     let mut idx = Vec::with_capacity(n);
-    let ost = strides(out);
+    let ost = row_major_strides(out);
     for lin in 0..n {
         let mut off = 0;
         for (a, &d) in out.iter().enumerate() {
@@ -66,8 +59,8 @@ fn input<'a>(ins: &[Option<&'a TensorData>], i: usize) -> Result<&'a TensorData,
 
 /// The `out`-shaped slice of `x` starting at `starts` with `steps` (normalized, one per axis).
 fn slice(x: &TensorData, out: Vec<usize>, starts: &[i64], steps: &[i64]) -> TensorData {
-    let ist = strides(&x.shape);
-    let ost = strides(&out);
+    let ist = row_major_strides(&x.shape);
+    let ost = row_major_strides(&out);
     let n: usize = out.iter().product();
     let idx: Vec<usize> = (0..n)
         .map(|lin| {
@@ -261,8 +254,8 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             vec![t]
         }
         Op::Transpose { perm } => {
-            let ist = strides(&x.shape);
-            let ost = strides(&oshape);
+            let ist = row_major_strides(&x.shape);
+            let ost = row_major_strides(&oshape);
             let idx: Vec<usize> = (0..n)
                 .map(|lin| {
                     perm.iter()
@@ -279,8 +272,8 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             &bcast_index(&x.shape, &oshape),
         )],
         Op::Tile { .. } => {
-            let ist = strides(&x.shape);
-            let ost = strides(&oshape);
+            let ist = row_major_strides(&x.shape);
+            let ost = row_major_strides(&oshape);
             let idx: Vec<usize> = (0..n)
                 .map(|lin| {
                     (0..oshape.len())
@@ -293,8 +286,8 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
         Op::Slice { starts, steps, .. } => vec![slice(x, oshape, starts, steps)],
         Op::Pad { pads, value, .. } => {
             let r = x.shape.len();
-            let ist = strides(&x.shape);
-            let ost = strides(&oshape);
+            let ist = row_major_strides(&x.shape);
+            let ost = row_major_strides(&oshape);
             let mut vals = Vec::with_capacity(n);
             for lin in 0..n {
                 let mut off = Some(0usize);
@@ -372,7 +365,7 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
                 .collect()
         }
         Op::Reduce { op: rop, axes, .. } => {
-            let ist = strides(&x.shape);
+            let ist = row_major_strides(&x.shape);
             let r = x.shape.len();
             let kept: Vec<usize> = (0..r).filter(|a| !axes.contains(a)).collect();
             let red: Vec<usize> = axes.clone();

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use prost::Message;
 
 use super::error::ImportError;
+use super::peek::{count_ops, runtime_inputs};
 use super::proto;
 use super::tensor::{dims_to_shape, dtype_from_onnx, tensor_from_proto, MAX_ELEMENTS};
 use super::{ImportOptions, Model};
@@ -336,21 +337,6 @@ fn elem_type(t: &proto::TypeProto) -> i32 {
     }
 }
 
-fn count_ops(g: &proto::GraphProto, acc: &mut BTreeMap<String, usize>) {
-    for n in &g.node {
-        *acc.entry(n.op_type.clone().unwrap_or_default())
-            .or_insert(0) += 1;
-        for a in &n.attribute {
-            if let Some(sg) = &a.g {
-                count_ops(sg, acc);
-            }
-            for sg in &a.graphs {
-                count_ops(sg, acc);
-            }
-        }
-    }
-}
-
 pub(super) fn run(
     bytes: &[u8],
     file: &Path,
@@ -400,16 +386,7 @@ pub(super) fn run(
         scopes: vec![HashMap::new()],
     };
 
-    let init_names: Vec<&str> = graph
-        .initializer
-        .iter()
-        .filter_map(|i| i.name.as_deref())
-        .collect();
-    let real_inputs: Vec<&proto::ValueInfoProto> = graph
-        .input
-        .iter()
-        .filter(|i| !init_names.contains(&i.name.as_deref().unwrap_or("")))
-        .collect();
+    let real_inputs = runtime_inputs(graph);
     let names: Vec<String> = real_inputs
         .iter()
         .map(|i| i.name.clone().unwrap_or_default())

@@ -132,22 +132,8 @@ fn classify(
             2,
         ) if s.len() <= 1 => vector(v),
         (Op::LayerNorm { .. }, 1) if s.len() <= 1 => vector(v),
-        (Op::MatMul { transpose_b, .. }, 1) if s.len() == 2 => {
-            let (k, nn, v) = if *transpose_b {
-                (s[1], s[0], texels::transpose2(&v, s[0], s[1]))
-            } else {
-                (s[0], s[1], v)
-            };
-            Ok(Some((WeightKind::MatrixKN { k, n: nn }, v)))
-        }
-        (Op::Gemm { trans_b, .. }, 1) => {
-            let (k, nn, v) = if *trans_b {
-                (s[1], s[0], texels::transpose2(&v, s[0], s[1]))
-            } else {
-                (s[0], s[1], v)
-            };
-            Ok(Some((WeightKind::MatrixKN { k, n: nn }, v)))
-        }
+        (Op::MatMul { transpose_b, .. }, 1) if s.len() == 2 => matrix_kn(s, v, *transpose_b),
+        (Op::Gemm { trans_b, .. }, 1) => matrix_kn(s, v, *trans_b),
         (Op::Gemm { .. }, 2) if s.len() <= 1 => vector(v),
         (Op::Lstm { .. }, 1 | 2) => {
             // [1, 4H, I] -> B matrix [I, 4H].
@@ -170,6 +156,20 @@ fn classify(
         }
         _ => act(v),
     }
+}
+
+/// A constant B operand `[K, N]` (or `[N, K]` read transposed) as a `[K, N]` matrix weight.
+fn matrix_kn(
+    s: &[usize],
+    v: Vec<f32>,
+    transposed: bool,
+) -> Result<Option<(WeightKind, Vec<f32>)>, PackError> {
+    let (k, n, v) = if transposed {
+        (s[1], s[0], texels::transpose2(&v, s[0], s[1]))
+    } else {
+        (s[0], s[1], v)
+    };
+    Ok(Some((WeightKind::MatrixKN { k, n }, v)))
 }
 
 /// Packs an optimized graph.

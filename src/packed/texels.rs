@@ -6,6 +6,7 @@
 //! Each returns 4 f32 values (RGBA) per texel.
 use super::format::WeightKind;
 use crate::ir::nchw;
+use crate::ir::tensor::c4_value_index;
 
 /// Why a weight's values cannot be packed.
 #[derive(Debug, thiserror::Error)]
@@ -74,15 +75,9 @@ pub fn pack(kind: &WeightKind, data: &[f32]) -> Result<Vec<f32>, TexelError> {
         WeightKind::Depthwise { c, kh, kw } => out = vl::pack_depthwise_filter(data, c, kh, kw)?,
         WeightKind::Vector { .. } => out = vl::pack_vector(data),
         WeightKind::Activation { ref shape } => {
-            let [_, c, h, w] = nchw(shape);
-            let c4 = c.div_ceil(4);
+            let dims = nchw(shape);
             for (lin, &v) in data.iter().enumerate() {
-                let x = lin % w;
-                let y = (lin / w) % h;
-                let ch = (lin / (w * h)) % c;
-                let nn = lin / (w * h * c);
-                let t = ((nn * c4 + ch / 4) * h + y) * w + x;
-                out[t * 4 + ch % 4] = v;
+                out[c4_value_index(dims, lin)] = v;
             }
         }
     }
