@@ -271,9 +271,9 @@ impl Ctx<'_> {
                 proto: node,
             };
             let domain = node.domain.as_deref().unwrap_or("");
-            let convert = (domain.is_empty() || domain == "ai.onnx")
-                .then(|| super::ops::converter(op))
-                .flatten()
+            let in_onnx_domain = domain.is_empty() || domain == "ai.onnx";
+            let convert = super::ops::converter(op)
+                .filter(|_| in_onnx_domain)
                 .ok_or_else(|| ImportError::UnknownOp {
                     file: self.file.clone(),
                     node: nref.name.clone(),
