@@ -1,24 +1,26 @@
 //! Constant evaluation of shape-like and elementwise IR ops (used for constant folding only; the
 //! executor runs everything else on the GPU).
-use super::infer::{infer, Sig};
+use super::infer::{infer, InferError, Sig};
 use super::op::*;
+use super::tensor::row_major_strides;
 use super::{DType, TensorData, Values};
 
-fn strides(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; shape.len()];
-    for i in (0..shape.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * shape[i + 1];
-    }
-    s
+/// Why constant folding of an op failed; the importer adds the node and tensor.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EvalError {
+    #[error(transparent)]
+    Infer(#[from] InferError),
+    #[error("Gather index {index} out of range for axis size {size}")]
+    GatherIndex { index: i64, size: i64 },
 }
 
 /// For each output element of `out` shape, the linear index into a tensor of `shape` broadcast to it.
 fn bcast_index(shape: &[usize], out: &[usize]) -> Vec<usize> {
     let n: usize = out.iter().product();
     let r = out.len();
-    let st = strides(shape);
+    let st = row_major_strides(shape);
     let mut idx = Vec::with_capacity(n);
-    let ost = strides(out);
+    let ost = row_major_strides(out);
     for lin in 0..n {
         let mut off = 0;
         for (a, &d) in out.iter().enumerate() {
@@ -45,6 +47,32 @@ fn gather_by(t: &TensorData, shape: Vec<usize>, idx: &[usize]) -> TensorData {
         shape,
         values,
     }
+}
+
+/// Input #i, present once inference has accepted the op.
+fn input<'a>(ins: &[Option<&'a TensorData>], i: usize) -> Result<&'a TensorData, InferError> {
+    ins.get(i)
+        .copied()
+        .flatten()
+        .ok_or(InferError::MissingInput(i))
+}
+
+/// The `out`-shaped slice of `x` starting at `starts` with `steps` (normalized, one per axis).
+fn slice(x: &TensorData, out: Vec<usize>, starts: &[i64], steps: &[i64]) -> TensorData {
+    let ist = row_major_strides(&x.shape);
+    let ost = row_major_strides(&out);
+    let n: usize = out.iter().product();
+    let idx: Vec<usize> = (0..n)
+        .map(|lin| {
+            (0..out.len())
+                .map(|a| {
+                    let i = ((lin / ost[a]) % out[a]) as i64;
+                    (starts[a] + i * steps[a]) as usize * ist[a]
+                })
+                .sum()
+        })
+        .collect();
+    gather_by(x, out, &idx)
 }
 
 fn binary(op: BinaryOp, a: f64, b: f64) -> f64 {
@@ -103,7 +131,7 @@ fn unary(op: UnaryOp, x: f64) -> Option<f64> {
 pub const MAX_FOLD_ELEMENTS: usize = 1 << 24;
 
 /// Evaluates `op` on constant inputs. `Ok(None)` means the op is not constant-foldable here.
-pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorData>>, String> {
+pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorData>>, EvalError> {
     let sigs: Vec<Option<Sig>> = ins
         .iter()
         .map(|t| t.map(|t| (t.shape.clone(), t.dtype)))
@@ -147,7 +175,7 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
     }
     let res = match op {
         Op::Binary(b) => {
-            let y = ins.get(1).copied().flatten().ok_or("missing input")?;
+            let y = input(ins, 1)?;
             let (ia, ib) = (
                 bcast_index(&x.shape, &oshape),
                 bcast_index(&y.shape, &oshape),
@@ -179,8 +207,7 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             vec![TensorData::from_f64s(odt, oshape, v.into_iter())]
         }
         Op::Where => {
-            let a = ins.get(1).copied().flatten().ok_or("missing input")?;
-            let b = ins.get(2).copied().flatten().ok_or("missing input")?;
+            let (a, b) = (input(ins, 1)?, input(ins, 2)?);
             let (ic, ia, ib) = (
                 bcast_index(&x.shape, &oshape),
                 bcast_index(&a.shape, &oshape),
@@ -227,8 +254,8 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             vec![t]
         }
         Op::Transpose { perm } => {
-            let ist = strides(&x.shape);
-            let ost = strides(&oshape);
+            let ist = row_major_strides(&x.shape);
+            let ost = row_major_strides(&oshape);
             let idx: Vec<usize> = (0..n)
                 .map(|lin| {
                     perm.iter()
@@ -245,8 +272,8 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             &bcast_index(&x.shape, &oshape),
         )],
         Op::Tile { .. } => {
-            let ist = strides(&x.shape);
-            let ost = strides(&oshape);
+            let ist = row_major_strides(&x.shape);
+            let ost = row_major_strides(&oshape);
             let idx: Vec<usize> = (0..n)
                 .map(|lin| {
                     (0..oshape.len())
@@ -256,25 +283,11 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
                 .collect();
             vec![gather_by(x, oshape, &idx)]
         }
-        Op::Slice { starts, steps, .. } => {
-            let ist = strides(&x.shape);
-            let ost = strides(&oshape);
-            let idx: Vec<usize> = (0..n)
-                .map(|lin| {
-                    (0..oshape.len())
-                        .map(|a| {
-                            let i = ((lin / ost[a]) % oshape[a]) as i64;
-                            (starts[a] + i * steps[a]) as usize * ist[a]
-                        })
-                        .sum()
-                })
-                .collect();
-            vec![gather_by(x, oshape, &idx)]
-        }
+        Op::Slice { starts, steps, .. } => vec![slice(x, oshape, starts, steps)],
         Op::Pad { pads, value, .. } => {
             let r = x.shape.len();
-            let ist = strides(&x.shape);
-            let ost = strides(&oshape);
+            let ist = row_major_strides(&x.shape);
+            let ost = row_major_strides(&oshape);
             let mut vals = Vec::with_capacity(n);
             for lin in 0..n {
                 let mut off = Some(0usize);
@@ -290,7 +303,7 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             vec![TensorData::from_f64s(odt, oshape, vals.into_iter())]
         }
         Op::Gather { axis } => {
-            let ind = ins.get(1).copied().flatten().ok_or("missing indices")?;
+            let ind = input(ins, 1)?;
             let d = x.shape[*axis] as i64;
             let inner: usize = x.shape[axis + 1..].iter().product();
             let outer: usize = x.shape[..*axis].iter().product();
@@ -302,10 +315,10 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
                         j += d;
                     }
                     if j < 0 || j >= d {
-                        return Err(format!(
-                            "Gather index {} out of range for axis size {d}",
-                            ind.values.get_i(k)
-                        ));
+                        return Err(EvalError::GatherIndex {
+                            index: ind.values.get_i(k),
+                            size: d,
+                        });
                     }
                     for i in 0..inner {
                         idx.push((o * d as usize + j as usize) * inner + i);
@@ -339,29 +352,20 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
                 values,
             }]
         }
-        Op::Split { axis, splits } => {
-            let mut res = Vec::new();
-            let mut start = 0i64;
-            for (k, &s) in splits.iter().enumerate() {
-                let r = x.shape.len();
-                let mut starts = vec![0i64; r];
-                let mut ends: Vec<i64> = x.shape.iter().map(|&d| d as i64).collect();
-                starts[*axis] = start;
-                ends[*axis] = start + s as i64;
-                let sl = Op::Slice {
-                    starts,
-                    ends,
-                    steps: vec![1; r],
-                };
-                let mut o = eval(&sl, &[Some(x)])?.ok_or("split")?;
-                o[0].shape = outs[k].0.clone();
-                res.push(o.remove(0));
-                start += s as i64;
-            }
-            res
+        Op::Split { axis, .. } => {
+            // Each output is the slice of `x` along `axis` that starts where the previous ended.
+            let r = x.shape.len();
+            let (mut starts, steps) = (vec![0i64; r], vec![1i64; r]);
+            outs.into_iter()
+                .map(|(shape, _)| {
+                    let part = slice(x, shape, &starts, &steps);
+                    starts[*axis] += part.shape[*axis] as i64;
+                    part
+                })
+                .collect()
         }
         Op::Reduce { op: rop, axes, .. } => {
-            let ist = strides(&x.shape);
+            let ist = row_major_strides(&x.shape);
             let r = x.shape.len();
             let kept: Vec<usize> = (0..r).filter(|a| !axes.contains(a)).collect();
             let red: Vec<usize> = axes.clone();
@@ -403,4 +407,36 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
         _ => return Ok(None),
     };
     Ok(Some(res))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_folds_into_consecutive_slices() {
+        let x = TensorData::from_i64(vec![2, 5], (0..10).collect());
+        let split = Op::Split {
+            axis: 1,
+            splits: vec![2, 3],
+        };
+        let parts = eval(&split, &[Some(&x)]).unwrap().unwrap();
+        assert_eq!(parts[0].shape, [2, 2]);
+        assert_eq!(parts[0].as_i64(), [0, 1, 5, 6]);
+        assert_eq!(parts[1].shape, [2, 3]);
+        assert_eq!(parts[1].as_i64(), [2, 3, 4, 7, 8, 9]);
+    }
+
+    #[test]
+    fn gather_out_of_range_is_an_error() {
+        let x = TensorData::from_f32(vec![3], vec![1.0, 2.0, 3.0]);
+        let i = TensorData::from_i64(vec![1], vec![-4]);
+        let e = eval(&Op::Gather { axis: 0 }, &[Some(&x), Some(&i)]).unwrap_err();
+        assert_eq!(e, EvalError::GatherIndex { index: -4, size: 3 });
+        let ok = TensorData::from_i64(vec![2], vec![-1, 0]);
+        let y = eval(&Op::Gather { axis: 0 }, &[Some(&x), Some(&ok)])
+            .unwrap()
+            .unwrap();
+        assert_eq!(y[0].as_f32(), [3.0, 1.0]);
+    }
 }

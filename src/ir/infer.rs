@@ -1,55 +1,103 @@
 //! Shape and dtype inference for IR ops from input shapes and typed attributes.
+use tensor_shape::{broadcast, BroadcastError};
+
 use super::op::*;
 use super::DType;
 
 /// Shape and dtype of one tensor.
 pub type Sig = (Vec<usize>, DType);
 
-/// Numpy-style broadcast of two shapes.
-pub fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
-    let r = a.len().max(b.len());
-    let mut out = vec![0; r];
-    for i in 0..r {
-        let da = if i + a.len() >= r {
-            a[i + a.len() - r]
-        } else {
-            1
-        };
-        let db = if i + b.len() >= r {
-            b[i + b.len() - r]
-        } else {
-            1
-        };
-        out[i] = if da == db || db == 1 {
-            da
-        } else if da == 1 {
-            db
-        } else {
-            return Err(format!("cannot broadcast shapes {a:?} and {b:?}"));
-        };
-    }
-    Ok(out)
+/// Why an op's output shape cannot be inferred; the importer adds the node and tensor.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InferError {
+    #[error("missing input #{0}")]
+    MissingInput(usize),
+    #[error(transparent)]
+    Broadcast(#[from] BroadcastError),
+    #[error("window {kernel}, stride {stride}, dilation {dilation} must all be positive")]
+    EmptyWindow {
+        kernel: usize,
+        stride: usize,
+        dilation: usize,
+    },
+    #[error("window {kernel} (dilation {dilation}) larger than padded input {len}+{pad}")]
+    WindowTooLarge {
+        kernel: usize,
+        dilation: usize,
+        len: usize,
+        pad: usize,
+    },
+    #[error("expected a rank-{rank} input, got shape {shape:?}")]
+    WindowRank { rank: usize, shape: Vec<usize> },
+    #[error("Conv input channels {channels} != weight {weight:?} x group {group}")]
+    ConvChannels {
+        channels: usize,
+        weight: Vec<usize>,
+        group: usize,
+    },
+    #[error("ConvTranspose input channels {channels} != weight {weight:?}")]
+    ConvTransposeChannels { channels: usize, weight: Vec<usize> },
+    #[error("ConvTranspose with an empty input, kernel or stride")]
+    ConvTransposeEmpty,
+    #[error("negative ConvTranspose output")]
+    ConvTransposeNegative,
+    #[error("MatMul of a scalar")]
+    MatMulScalar,
+    /// MatMul or Gemm operands whose contracted dimensions differ.
+    #[error("{op} inner dims differ: {a:?} x {b:?}")]
+    InnerDims {
+        op: &'static str,
+        a: Vec<usize>,
+        b: Vec<usize>,
+    },
+    #[error("Gemm needs rank-2 operands, got {a:?} and {b:?}")]
+    GemmRank { a: Vec<usize>, b: Vec<usize> },
+    #[error("GlobalAveragePool needs rank >= 3, got {0:?}")]
+    GlobalPoolRank(Vec<usize>),
+    #[error("Resize output {sizes:?} for rank {rank}")]
+    ResizeRank { sizes: Vec<usize>, rank: usize },
+    #[error("Concat axis {axis} out of range for {shape:?}")]
+    ConcatAxis { axis: usize, shape: Vec<usize> },
+    #[error("Concat inputs disagree: {first:?} vs {other:?}")]
+    ConcatShapes {
+        first: Vec<usize>,
+        other: Vec<usize>,
+    },
+    #[error("Split {splits:?} on axis {axis} does not cover {shape:?}")]
+    Split {
+        splits: Vec<usize>,
+        axis: usize,
+        shape: Vec<usize>,
+    },
+    #[error("Transpose perm {perm:?} for rank {rank}")]
+    TransposeRank { perm: Vec<usize>, rank: usize },
+    #[error("cannot reshape {from:?} to {to:?}")]
+    Reshape { from: Vec<usize>, to: Vec<usize> },
+    #[error("Pad has {pads} pads for rank {rank}")]
+    PadRank { pads: usize, rank: usize },
+    #[error("LSTM input must be [seq, batch, input], got {0:?}")]
+    LstmInput(Vec<usize>),
 }
 
+type R<T> = Result<T, InferError>;
+
 /// Output size of a sliding window along one axis.
-pub fn window_out(
-    len: usize,
-    k: usize,
-    s: usize,
-    d: usize,
-    pad: usize,
-    ceil: bool,
-) -> Result<usize, String> {
+pub fn window_out(len: usize, k: usize, s: usize, d: usize, pad: usize, ceil: bool) -> R<usize> {
     if k == 0 || s == 0 || d == 0 {
-        return Err(format!(
-            "window {k}, stride {s}, dilation {d} must all be positive"
-        ));
+        return Err(InferError::EmptyWindow {
+            kernel: k,
+            stride: s,
+            dilation: d,
+        });
     }
     let eff = d * (k - 1) + 1;
     if len + pad < eff {
-        return Err(format!(
-            "window {k} (dilation {d}) larger than padded input {len}+{pad}"
-        ));
+        return Err(InferError::WindowTooLarge {
+            kernel: k,
+            dilation: d,
+            len,
+            pad,
+        });
     }
     let num = len + pad - eff;
     Ok(if ceil {
@@ -59,14 +107,30 @@ pub fn window_out(
     })
 }
 
-fn spatial(shape: &[usize], w: &Window) -> Result<(usize, usize), String> {
+/// `(OH, OW)` of `window` sliding over `x` (OH = 1 for a 1-D window).
+fn window_hw(x: &[usize], window: &Window, ceil: bool) -> R<(usize, usize)> {
+    let (h, w) = spatial(x, window)?;
+    let axis = |a: usize, len: usize| {
+        window_out(
+            len,
+            window.kernel[a],
+            window.strides[a],
+            window.dilations[a],
+            window.pads[a] + window.pads[a + 2],
+            ceil,
+        )
+    };
+    Ok((axis(0, h)?, axis(1, w)?))
+}
+
+fn spatial(shape: &[usize], w: &Window) -> R<(usize, usize)> {
     match (w.spatial_rank, shape.len()) {
         (1, 3) => Ok((1, shape[2])),
         (2, 4) => Ok((shape[2], shape[3])),
-        _ => Err(format!(
-            "expected a rank-{} input, got shape {shape:?}",
-            w.spatial_rank + 2
-        )),
+        _ => Err(InferError::WindowRank {
+            rank: w.spatial_rank as usize + 2,
+            shape: shape.to_vec(),
+        }),
     }
 }
 
@@ -78,42 +142,29 @@ fn out_spatial(n: usize, c: usize, h: usize, w: usize, win: &Window) -> Vec<usiz
     }
 }
 
-fn need(ins: &[Option<Sig>], i: usize) -> Result<&Sig, String> {
+fn need(ins: &[Option<Sig>], i: usize) -> R<&Sig> {
     ins.get(i)
         .and_then(|x| x.as_ref())
-        .ok_or_else(|| format!("missing input #{i}"))
+        .ok_or(InferError::MissingInput(i))
 }
 
-/// Infers output shapes/dtypes; errors are plain messages the caller wraps with node context.
-pub fn infer(op: &Op, ins: &[Option<Sig>]) -> Result<Vec<Sig>, String> {
+/// Infers output shapes/dtypes; the caller wraps errors with the node.
+pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
     let x = need(ins, 0)?;
     let (xs, xt) = (&x.0, x.1);
     Ok(match op {
         Op::Conv { window, group, .. } => {
-            let (h, w) = spatial(xs, window)?;
+            // The rank check comes before reading the channel axis.
+            spatial(xs, window)?;
             let ws = &need(ins, 1)?.0;
             if ws.is_empty() || xs[1] != ws.get(1).copied().unwrap_or(0) * group {
-                return Err(format!(
-                    "Conv input channels {} != weight {:?} x group {group}",
-                    xs[1], ws
-                ));
+                return Err(InferError::ConvChannels {
+                    channels: xs[1],
+                    weight: ws.clone(),
+                    group: *group,
+                });
             }
-            let oh = window_out(
-                h,
-                window.kernel[0],
-                window.strides[0],
-                window.dilations[0],
-                window.pads[0] + window.pads[2],
-                false,
-            )?;
-            let ow = window_out(
-                w,
-                window.kernel[1],
-                window.strides[1],
-                window.dilations[1],
-                window.pads[1] + window.pads[3],
-                false,
-            )?;
+            let (oh, ow) = window_hw(xs, window, false)?;
             vec![(out_spatial(xs[0], ws[0], oh, ow, window), xt)]
         }
         Op::ConvTranspose {
@@ -125,21 +176,21 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> Result<Vec<Sig>, String> {
             let (h, w) = spatial(xs, window)?;
             let ws = &need(ins, 1)?.0;
             if ws.len() < 2 || ws[0] != xs[1] {
-                return Err(format!(
-                    "ConvTranspose input channels {} != weight {:?}",
-                    xs[1], ws
-                ));
+                return Err(InferError::ConvTransposeChannels {
+                    channels: xs[1],
+                    weight: ws.clone(),
+                });
             }
-            let f = |len: usize, a: usize| -> Result<usize, String> {
+            let f = |len: usize, a: usize| -> R<usize> {
                 if len == 0 || window.kernel[a] == 0 || window.strides[a] == 0 {
-                    return Err("ConvTranspose with an empty input, kernel or stride".to_string());
+                    return Err(InferError::ConvTransposeEmpty);
                 }
                 let full = window.strides[a] * (len - 1)
                     + output_padding[a]
                     + (window.kernel[a] - 1) * window.dilations[a]
                     + 1;
                 full.checked_sub(window.pads[a] + window.pads[a + 2])
-                    .ok_or_else(|| "negative ConvTranspose output".to_string())
+                    .ok_or(InferError::ConvTransposeNegative)
             };
             vec![(
                 out_spatial(xs[0], ws[1] * group, f(h, 0)?, f(w, 1)?, window),
@@ -154,7 +205,7 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> Result<Vec<Sig>, String> {
             let mut a = xs.clone();
             let mut b = need(ins, 1)?.0.clone();
             if a.is_empty() || b.is_empty() {
-                return Err("MatMul of a scalar".into());
+                return Err(InferError::MatMulScalar);
             }
             let (a1, b1) = (a.len() == 1, b.len() == 1);
             if a1 {
@@ -171,7 +222,7 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> Result<Vec<Sig>, String> {
                 b.swap(rb - 1, rb - 2);
             }
             if a[ra - 1] != b[rb - 2] {
-                return Err(format!("MatMul inner dims differ: {a:?} x {b:?}"));
+                return Err(InferError::InnerDims { op: "MatMul", a, b });
             }
             let mut out = broadcast(&a[..ra - 2], &b[..rb - 2])?;
             if !a1 {
@@ -187,7 +238,10 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> Result<Vec<Sig>, String> {
         } => {
             let b = &need(ins, 1)?.0;
             if xs.len() != 2 || b.len() != 2 {
-                return Err(format!("Gemm needs rank-2 operands, got {xs:?} and {b:?}"));
+                return Err(InferError::GemmRank {
+                    a: xs.clone(),
+                    b: b.clone(),
+                });
             }
             let (m, k) = if *trans_a {
                 (xs[1], xs[0])
@@ -196,7 +250,11 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> Result<Vec<Sig>, String> {
             };
             let (k2, n) = if *trans_b { (b[1], b[0]) } else { (b[0], b[1]) };
             if k != k2 {
-                return Err(format!("Gemm inner dims differ: {xs:?} x {b:?}"));
+                return Err(InferError::InnerDims {
+                    op: "Gemm",
+                    a: xs.clone(),
+                    b: b.clone(),
+                });
             }
             vec![(vec![m, n], xt)]
         }
@@ -253,28 +311,12 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> Result<Vec<Sig>, String> {
         | Op::AveragePool {
             window, ceil_mode, ..
         } => {
-            let (h, w) = spatial(xs, window)?;
-            let oh = window_out(
-                h,
-                window.kernel[0],
-                window.strides[0],
-                window.dilations[0],
-                window.pads[0] + window.pads[2],
-                *ceil_mode,
-            )?;
-            let ow = window_out(
-                w,
-                window.kernel[1],
-                window.strides[1],
-                window.dilations[1],
-                window.pads[1] + window.pads[3],
-                *ceil_mode,
-            )?;
+            let (oh, ow) = window_hw(xs, window, *ceil_mode)?;
             vec![(out_spatial(xs[0], xs[1], oh, ow, window), xt)]
         }
         Op::GlobalAveragePool => {
             if xs.len() < 3 {
-                return Err(format!("GlobalAveragePool needs rank >= 3, got {xs:?}"));
+                return Err(InferError::GlobalPoolRank(xs.clone()));
             }
             let mut out = xs.clone();
             for d in out.iter_mut().skip(2) {
@@ -284,14 +326,20 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> Result<Vec<Sig>, String> {
         }
         Op::Resize { sizes, .. } => {
             if sizes.len() != xs.len() {
-                return Err(format!("Resize output {sizes:?} for rank {}", xs.len()));
+                return Err(InferError::ResizeRank {
+                    sizes: sizes.clone(),
+                    rank: xs.len(),
+                });
             }
             vec![(sizes.clone(), xt)]
         }
         Op::Concat { axis } => {
             let mut out = xs.clone();
             if *axis >= out.len() {
-                return Err(format!("Concat axis {axis} out of range for {xs:?}"));
+                return Err(InferError::ConcatAxis {
+                    axis: *axis,
+                    shape: xs.clone(),
+                });
             }
             out[*axis] = 0;
             for s in ins.iter().flatten() {
@@ -301,7 +349,10 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> Result<Vec<Sig>, String> {
                         .enumerate()
                         .any(|(i, &d)| i != *axis && d != xs[i])
                 {
-                    return Err(format!("Concat inputs disagree: {xs:?} vs {:?}", s.0));
+                    return Err(InferError::ConcatShapes {
+                        first: xs.clone(),
+                        other: s.0.clone(),
+                    });
                 }
                 out[*axis] += s.0[*axis];
             }
@@ -309,9 +360,11 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> Result<Vec<Sig>, String> {
         }
         Op::Split { axis, splits } => {
             if *axis >= xs.len() || splits.iter().sum::<usize>() != xs[*axis] {
-                return Err(format!(
-                    "Split {splits:?} on axis {axis} does not cover {xs:?}"
-                ));
+                return Err(InferError::Split {
+                    splits: splits.clone(),
+                    axis: *axis,
+                    shape: xs.clone(),
+                });
             }
             splits
                 .iter()
@@ -334,7 +387,10 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> Result<Vec<Sig>, String> {
         }
         Op::Transpose { perm } => {
             if perm.len() != xs.len() {
-                return Err(format!("Transpose perm {perm:?} for rank {}", xs.len()));
+                return Err(InferError::TransposeRank {
+                    perm: perm.clone(),
+                    rank: xs.len(),
+                });
             }
             vec![(perm.iter().map(|&p| xs[p]).collect(), xt)]
         }
@@ -342,14 +398,20 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> Result<Vec<Sig>, String> {
             // The target comes from the file: its product may overflow.
             let target = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
             if target != Some(xs.iter().product::<usize>()) {
-                return Err(format!("cannot reshape {xs:?} to {shape:?}"));
+                return Err(InferError::Reshape {
+                    from: xs.clone(),
+                    to: shape.clone(),
+                });
             }
             vec![(shape.clone(), xt)]
         }
         Op::Pad { pads, .. } => {
             let r = xs.len();
             if pads.len() != 2 * r {
-                return Err(format!("Pad has {} pads for rank {r}", pads.len()));
+                return Err(InferError::PadRank {
+                    pads: pads.len(),
+                    rank: r,
+                });
             }
             vec![((0..r).map(|i| xs[i] + pads[i] + pads[i + r]).collect(), xt)]
         }
@@ -365,9 +427,7 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> Result<Vec<Sig>, String> {
         Op::Tile { repeats } => vec![(xs.iter().zip(repeats).map(|(a, b)| a * b).collect(), xt)],
         Op::Lstm { hidden_size } => {
             if xs.len() != 3 {
-                return Err(format!(
-                    "LSTM input must be [seq, batch, input], got {xs:?}"
-                ));
+                return Err(InferError::LstmInput(xs.clone()));
             }
             let (s, b, h) = (xs[0], xs[1], *hidden_size);
             vec![
@@ -387,5 +447,78 @@ pub fn slice_len(start: i64, end: i64, step: i64) -> usize {
         ((start - end + (-step) - 1) / (-step)) as usize
     } else {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32s(shape: &[usize]) -> Option<Sig> {
+        Some((shape.to_vec(), DType::F32))
+    }
+
+    #[test]
+    fn errors_name_the_op_and_shapes() {
+        let matmul = Op::MatMul {
+            transpose_a: false,
+            transpose_b: false,
+            activation: Activation::None,
+        };
+        let e = infer(&matmul, &[f32s(&[1, 72]), f32s(&[128, 10])]).unwrap_err();
+        assert_eq!(
+            e,
+            InferError::InnerDims {
+                op: "MatMul",
+                a: vec![1, 72],
+                b: vec![128, 10]
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "MatMul inner dims differ: [1, 72] x [128, 10]"
+        );
+        let add = Op::Binary(BinaryOp::Add);
+        let e = infer(&add, &[f32s(&[2, 3]), f32s(&[4])]).unwrap_err();
+        assert_eq!(e.to_string(), "cannot broadcast shapes [2, 3] and [4]");
+        assert_eq!(
+            infer(&add, &[f32s(&[2, 3])]),
+            Err(InferError::MissingInput(1))
+        );
+    }
+
+    #[test]
+    fn conv_and_pool_windows() {
+        let window = Window {
+            kernel: [3, 3],
+            strides: [2, 2],
+            dilations: [1, 1],
+            pads: [1, 1, 1, 1],
+            spatial_rank: 2,
+        };
+        let conv = Op::Conv {
+            window,
+            group: 1,
+            activation: Activation::None,
+        };
+        let out = infer(&conv, &[f32s(&[1, 3, 8, 8]), f32s(&[16, 3, 3, 3])]).unwrap();
+        assert_eq!(out[0].0, vec![1, 16, 4, 4]);
+        let e = infer(&conv, &[f32s(&[1, 4, 8, 8]), f32s(&[16, 3, 3, 3])]).unwrap_err();
+        assert!(
+            matches!(e, InferError::ConvChannels { channels: 4, .. }),
+            "{e}"
+        );
+        let pool = Op::MaxPool {
+            window,
+            ceil_mode: true,
+        };
+        assert_eq!(
+            infer(&pool, &[f32s(&[1, 3, 7, 7])]).unwrap()[0].0,
+            [1, 3, 4, 4]
+        );
+        assert!(matches!(
+            infer(&pool, &[f32s(&[1, 3, 7])]),
+            Err(InferError::WindowRank { rank: 4, .. })
+        ));
     }
 }

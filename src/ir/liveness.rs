@@ -1,7 +1,7 @@
 //! Activation liveness over a graph's execution order: which tensors hold storage at each step,
 //! and the peak of their bytes (C4 texels at a given bytes per value). The packer records it per
 //! step for the scheduler, and passes use it to rewrite only where the peak is.
-use super::{c4_bytes, Graph, TensorLayout};
+use super::{c4_bytes, Graph};
 
 /// Live activation bytes at each node index, and the peak. A tensor is live from its producer
 /// (graph inputs: from step 0) to its last reader (graph outputs: to the end). Views extend
@@ -24,10 +24,7 @@ pub fn liveness(g: &Graph, bytes_per_value: usize) -> (Vec<u64>, u64) {
 /// Per tensor that owns activation storage (a root), the first and last step it is live at.
 pub fn live_spans(g: &Graph) -> Vec<Option<(usize, usize)>> {
     let steps = g.nodes.len();
-    let root = |t: usize| match g.tensors[t].layout {
-        TensorLayout::ViewOf(r) => r,
-        TensorLayout::C4 => t,
-    };
+    let root = |t: usize| g.storage_root(t);
     let mut first = vec![usize::MAX; g.tensors.len()];
     let mut last = vec![0usize; g.tensors.len()];
     let mut touch = |t: usize, i: usize| {

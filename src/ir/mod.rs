@@ -148,6 +148,19 @@ impl Graph {
         self.outputs.iter().any(|p| p.tensor == t)
     }
 
+    /// The tensor whose memory `t` uses: the root it is a view of, or itself.
+    pub fn storage_root(&self, t: TensorId) -> TensorId {
+        match self.tensors[t].layout {
+            TensorLayout::ViewOf(root) => root,
+            TensorLayout::C4 => t,
+        }
+    }
+
+    /// Makes `t` a view of the memory `of` uses.
+    pub fn make_view(&mut self, t: TensorId, of: TensorId) {
+        self.tensors[t].layout = TensorLayout::ViewOf(self.storage_root(of));
+    }
+
     /// The shape a caller sees at `port`.
     pub fn port_shape<'a>(&'a self, port: &'a Port) -> &'a [usize] {
         port.shape

@@ -156,6 +156,26 @@ pub fn nchw(shape: &[usize]) -> [usize; 4] {
     }
 }
 
+/// Where value `lin` (row-major) of a tensor mapped to `[N, C, H, W]` lives in its C4-packed
+/// (NC4HW4) storage: `(((n*ceil(C/4) + c/4)*H + h)*W + w)*4 + c%4`, counting values, 4 a texel.
+pub fn c4_value_index(nchw: [usize; 4], lin: usize) -> usize {
+    let [_, c, h, w] = nchw;
+    let x = lin % w;
+    let y = (lin / w) % h;
+    let ch = (lin / (w * h)) % c;
+    let n = lin / (w * h * c);
+    (((n * c.div_ceil(4) + ch / 4) * h + y) * w + x) * 4 + ch % 4
+}
+
+/// Row-major strides (in elements) of `shape`.
+pub fn row_major_strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
 /// Bytes of a C4-packed activation image for `shape` at `bytes_per_value` (2 = fp16, 4 = fp32).
 pub fn c4_bytes(shape: &[usize], bytes_per_value: usize) -> usize {
     let [n, c, h, w] = nchw(shape);

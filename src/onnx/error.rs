@@ -1,8 +1,11 @@
 //! Import errors: every variant names the file and, where it applies, the node, op type and tensor.
 use std::path::PathBuf;
 
+use crate::ir::eval::EvalError;
+use crate::ir::infer::InferError;
+
 /// Where the list of supported ONNX ops lives (named in unknown-op errors).
-pub const SUPPORTED_OPS_LOCATION: &str = "texstream::onnx::SUPPORTED_OPS (src/onnx/supported.rs)";
+pub const SUPPORTED_OPS_LOCATION: &str = "texstream::onnx::SUPPORTED_OPS (src/onnx/ops/mod.rs)";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
@@ -63,4 +66,36 @@ pub enum ImportError {
         tensor: String,
         reason: String,
     },
+    /// The IR op a node became has no valid output shape.
+    #[error("{file}: node '{node}' (op {op}), tensor '{tensor}': {source}")]
+    Infer {
+        file: PathBuf,
+        node: String,
+        op: String,
+        tensor: String,
+        // Boxed: every import Result carries this enum, and the IR errors hold shapes.
+        source: Box<InferError>,
+    },
+    /// Folding the IR op of a node with constant inputs failed.
+    #[error("{file}: node '{node}' (op {op}), tensor '{tensor}': {source}")]
+    Fold {
+        file: PathBuf,
+        node: String,
+        op: String,
+        tensor: String,
+        source: Box<EvalError>,
+    },
+}
+
+/// A malformed `NAME=D0xD1x..` input shape or `NAME=VALUE` binding (`--input`, `--bind`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("input spec '{spec}' is not NAME=D0xD1x...")]
+    InputForm { spec: String },
+    #[error("input spec '{spec}': '{dim}' is not a dimension")]
+    InputDim { spec: String, dim: String },
+    #[error("binding '{spec}' is not NAME=VALUE")]
+    BindingForm { spec: String },
+    #[error("binding '{spec}': '{value}' is not a number")]
+    BindingValue { spec: String, value: String },
 }

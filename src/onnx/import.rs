@@ -4,12 +4,14 @@ use std::path::{Path, PathBuf};
 
 use prost::Message;
 
-use super::attrs::Attrs;
 use super::error::ImportError;
+use super::peek::{count_ops, runtime_inputs};
 use super::proto;
 use super::tensor::{dims_to_shape, dtype_from_onnx, tensor_from_proto, MAX_ELEMENTS};
 use super::{ImportOptions, Model};
-use crate::ir::{eval::eval, infer::infer, Graph, Node, Op, Port, TensorData, TensorId};
+use crate::ir::eval::eval;
+use crate::ir::infer::{infer, InferError};
+use crate::ir::{Graph, Node, Op, Port, TensorData, TensorId};
 
 /// Import state: the graph being built and a stack of name scopes (one per inlined If branch).
 pub(super) struct Ctx<'a> {
@@ -38,8 +40,32 @@ impl Ctx<'_> {
         }
     }
 
+    /// Shape inference of the node's IR op failed at `tensor`.
+    pub fn infer_err(&self, n: &NodeRef, tensor: &str, source: InferError) -> ImportError {
+        ImportError::Infer {
+            file: self.file.clone(),
+            node: n.name.clone(),
+            op: n.op.to_string(),
+            tensor: tensor.to_string(),
+            source: Box::new(source),
+        }
+    }
+
+    /// An error about the node's first output.
+    pub fn output_err(&self, n: &NodeRef, reason: impl Into<String>) -> ImportError {
+        self.node_err(n, &self.first_output(n), reason)
+    }
+
     pub fn lookup(&self, name: &str) -> Option<TensorId> {
         self.scopes.iter().rev().find_map(|s| s.get(name).copied())
+    }
+
+    /// Runs `f` in a fresh name scope (an inlined If branch): names it binds are dropped after.
+    pub fn in_new_scope<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        self.scopes.push(HashMap::new());
+        let out = f(self);
+        self.scopes.pop();
+        out
     }
 
     pub fn bind(&mut self, name: &str, t: TensorId) {
@@ -90,6 +116,17 @@ impl Ctx<'_> {
         }
     }
 
+    /// Input #i, which must be present and a constant; `what` names it in the error.
+    pub fn need_const_input(
+        &self,
+        n: &NodeRef,
+        i: usize,
+        what: &str,
+    ) -> Result<&TensorData, ImportError> {
+        self.const_input(n, i, what)?
+            .ok_or_else(|| self.output_err(n, format!("missing {what}")))
+    }
+
     pub fn shape(&self, t: TensorId) -> &[usize] {
         &self.g.tensors[t].shape
     }
@@ -123,7 +160,7 @@ impl Ctx<'_> {
             .iter()
             .map(|t| t.map(|t| (self.g.tensors[t].shape.clone(), self.g.tensors[t].dtype)))
             .collect();
-        let outs = infer(&op, &sigs).map_err(|e| self.node_err(n, &self.first_output(n), e))?;
+        let outs = infer(&op, &sigs).map_err(|e| self.infer_err(n, &self.first_output(n), e))?;
         for (shape, _) in &outs {
             let ok = shape
                 .iter()
@@ -144,9 +181,14 @@ impl Ctx<'_> {
                 .iter()
                 .map(|t| t.and_then(|t| self.g.constants.get(&t)))
                 .collect();
-            if let Some(vals) =
-                eval(&op, &data).map_err(|e| self.node_err(n, &self.first_output(n), e))?
-            {
+            let folded = eval(&op, &data).map_err(|source| ImportError::Fold {
+                file: self.file.clone(),
+                node: n.name.clone(),
+                op: n.op.to_string(),
+                tensor: self.first_output(n),
+                source: Box::new(source),
+            })?;
+            if let Some(vals) = folded {
                 let mut ids = Vec::new();
                 for (i, v) in vals.into_iter().enumerate() {
                     self.const_output(n, i, v);
@@ -190,7 +232,7 @@ impl Ctx<'_> {
             .iter()
             .map(|t| t.map(|t| (self.g.tensors[t].shape.clone(), self.g.tensors[t].dtype)))
             .collect();
-        let outs = infer(&op, &sigs).map_err(|e| self.node_err(n, name, e))?;
+        let outs = infer(&op, &sigs).map_err(|e| self.infer_err(n, name, e))?;
         let (shape, dt) = outs
             .into_iter()
             .next()
@@ -229,19 +271,16 @@ impl Ctx<'_> {
                 proto: node,
             };
             let domain = node.domain.as_deref().unwrap_or("");
-            if !(domain.is_empty() || domain == "ai.onnx") || !super::SUPPORTED_OPS.contains(&op) {
-                return Err(ImportError::UnknownOp {
+            let in_onnx_domain = domain.is_empty() || domain == "ai.onnx";
+            let convert = super::ops::converter(op)
+                .filter(|_| in_onnx_domain)
+                .ok_or_else(|| ImportError::UnknownOp {
                     file: self.file.clone(),
                     node: nref.name.clone(),
                     op: op.to_string(),
                     domain: domain.to_string(),
-                });
-            }
-            if op == "If" {
-                self.inline_if(&nref)?;
-            } else {
-                super::ops::convert(self, &nref)?;
-            }
+                })?;
+            convert(self, &nref)?;
         }
         Ok(())
     }
@@ -256,57 +295,6 @@ impl Ctx<'_> {
             })?;
         let t = self.g.add_constant(name.clone(), data);
         self.bind(&name, t);
-        Ok(())
-    }
-
-    /// Folds an If whose condition is constant by inlining the taken branch.
-    fn inline_if(&mut self, n: &NodeRef) -> Result<(), ImportError> {
-        let c = self.need_input(n, 0)?;
-        let cond = match self.konst(c) {
-            Some(d) if d.numel() == 1 => d.values.get_i(0) != 0,
-            _ => {
-                return Err(self.node_err(
-                    n,
-                    &self.g.tensors[c].name.clone(),
-                    "If condition is not a constant after folding; texstream only supports If on conditions fixed at compile \
-                     time (bind the deciding input, e.g. --bind sr=16000)",
-                ))
-            }
-        };
-        let branch_name = if cond { "then_branch" } else { "else_branch" };
-        let branch = Attrs(n.proto)
-            .graph(branch_name)
-            .ok_or_else(|| self.node_err(n, branch_name, "If has no such branch"))?;
-        self.scopes.push(HashMap::new());
-        let res = self.walk(branch);
-        let outs: Result<Vec<TensorId>, ImportError> = res.and_then(|_| {
-            branch
-                .output
-                .iter()
-                .map(|o| {
-                    let oname = o.name.clone().unwrap_or_default();
-                    self.lookup(&oname).ok_or_else(|| {
-                        self.node_err(n, &oname, format!("{branch_name} output is never produced"))
-                    })
-                })
-                .collect()
-        });
-        self.scopes.pop();
-        let outs = outs?;
-        if outs.len() != n.proto.output.len() {
-            return Err(self.node_err(
-                n,
-                branch_name,
-                format!(
-                    "branch has {} outputs, If has {}",
-                    outs.len(),
-                    n.proto.output.len()
-                ),
-            ));
-        }
-        for (i, t) in outs.into_iter().enumerate() {
-            self.alias_output(n, i, t);
-        }
         Ok(())
     }
 }
@@ -346,21 +334,6 @@ fn elem_type(t: &proto::TypeProto) -> i32 {
     match &t.value {
         Some(proto::type_proto::Value::TensorType(tt)) => tt.elem_type.unwrap_or(1),
         _ => 0,
-    }
-}
-
-fn count_ops(g: &proto::GraphProto, acc: &mut BTreeMap<String, usize>) {
-    for n in &g.node {
-        *acc.entry(n.op_type.clone().unwrap_or_default())
-            .or_insert(0) += 1;
-        for a in &n.attribute {
-            if let Some(sg) = &a.g {
-                count_ops(sg, acc);
-            }
-            for sg in &a.graphs {
-                count_ops(sg, acc);
-            }
-        }
     }
 }
 
@@ -413,16 +386,7 @@ pub(super) fn run(
         scopes: vec![HashMap::new()],
     };
 
-    let init_names: Vec<&str> = graph
-        .initializer
-        .iter()
-        .filter_map(|i| i.name.as_deref())
-        .collect();
-    let real_inputs: Vec<&proto::ValueInfoProto> = graph
-        .input
-        .iter()
-        .filter(|i| !init_names.contains(&i.name.as_deref().unwrap_or("")))
-        .collect();
+    let real_inputs = runtime_inputs(graph);
     let names: Vec<String> = real_inputs
         .iter()
         .map(|i| i.name.clone().unwrap_or_default())

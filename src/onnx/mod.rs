@@ -6,7 +6,6 @@ mod error;
 mod import;
 mod ops;
 mod peek;
-mod supported;
 mod tensor;
 
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
@@ -17,9 +16,9 @@ mod proto {
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use error::{ImportError, SUPPORTED_OPS_LOCATION};
+pub use error::{ImportError, SpecError, SUPPORTED_OPS_LOCATION};
+pub use ops::SUPPORTED_OPS;
 pub use peek::{read_tensor_pb, summarize_model, ModelSummary};
-pub use supported::SUPPORTED_OPS;
 
 use crate::ir::{DType, Graph, TensorData};
 
@@ -35,18 +34,19 @@ pub struct ImportOptions {
 
 impl ImportOptions {
     /// Parses `NAME=D0xD1x...` (e.g. `x=1x3x640x640`; `NAME=` or `NAME=scalar` for a scalar).
-    pub fn add_input_spec(&mut self, spec: &str) -> Result<(), String> {
-        let (name, dims) = spec
-            .split_once('=')
-            .ok_or_else(|| format!("input spec '{spec}' is not NAME=D0xD1x..."))?;
+    pub fn add_input_spec(&mut self, spec: &str) -> Result<(), SpecError> {
+        let (name, dims) = spec.split_once('=').ok_or_else(|| SpecError::InputForm {
+            spec: spec.to_string(),
+        })?;
         let shape = if dims.is_empty() || dims == "scalar" {
             Vec::new()
         } else {
             dims.split(['x', 'X', ','])
                 .map(|d| {
-                    d.trim()
-                        .parse::<usize>()
-                        .map_err(|_| format!("input spec '{spec}': '{d}' is not a dimension"))
+                    d.trim().parse::<usize>().map_err(|_| SpecError::InputDim {
+                        spec: spec.to_string(),
+                        dim: d.to_string(),
+                    })
                 })
                 .collect::<Result<Vec<_>, _>>()?
         };
@@ -56,16 +56,19 @@ impl ImportOptions {
 
     /// Parses `NAME=VALUE` binding a scalar input to a constant: an integer gives int64, a number
     /// with '.' or 'e' gives float32.
-    pub fn add_binding(&mut self, spec: &str) -> Result<(), String> {
-        let (name, v) = spec
-            .split_once('=')
-            .ok_or_else(|| format!("binding '{spec}' is not NAME=VALUE"))?;
+    pub fn add_binding(&mut self, spec: &str) -> Result<(), SpecError> {
+        let (name, v) = spec.split_once('=').ok_or_else(|| SpecError::BindingForm {
+            spec: spec.to_string(),
+        })?;
         let data = if let Ok(i) = v.parse::<i64>() {
             TensorData::from_i64(vec![], vec![i])
         } else if let Ok(f) = v.parse::<f32>() {
             TensorData::from_f32(vec![], vec![f])
         } else {
-            return Err(format!("binding '{spec}': '{v}' is not a number"));
+            return Err(SpecError::BindingValue {
+                spec: spec.to_string(),
+                value: v.to_string(),
+            });
         };
         self.bindings.insert(name.to_string(), data);
         Ok(())

@@ -30,7 +30,8 @@ fn io_err(path: &Path, source: std::io::Error) -> ImportError {
     }
 }
 
-fn count_ops(g: &proto::GraphProto, acc: &mut BTreeMap<String, usize>) {
+/// Adds the op types of `g`'s nodes, including those of subgraphs (If/Loop bodies), to `acc`.
+pub(super) fn count_ops(g: &proto::GraphProto, acc: &mut BTreeMap<String, usize>) {
     for n in &g.node {
         *acc.entry(n.op_type.clone().unwrap_or_default())
             .or_insert(0) += 1;
@@ -40,6 +41,19 @@ fn count_ops(g: &proto::GraphProto, acc: &mut BTreeMap<String, usize>) {
             }
         }
     }
+}
+
+/// The graph inputs that are not initializers (older exporters list initializers as inputs too).
+pub(super) fn runtime_inputs(g: &proto::GraphProto) -> Vec<&proto::ValueInfoProto> {
+    let inits: Vec<&str> = g
+        .initializer
+        .iter()
+        .filter_map(|i| i.name.as_deref())
+        .collect();
+    g.input
+        .iter()
+        .filter(|i| !inits.contains(&i.name.as_deref().unwrap_or("")))
+        .collect()
 }
 
 /// Reads one serialized `TensorProto` (e.g. an ONNX test's `input_0.pb`): its name (may be empty)
@@ -77,21 +91,14 @@ pub fn summarize_model(path: &Path) -> Result<ModelSummary, ImportError> {
         .filter(|o| matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
         .filter_map(|o| o.version)
         .max();
-    let inits: Vec<&str> = g
-        .initializer
-        .iter()
-        .filter_map(|i| i.name.as_deref())
-        .collect();
     let mut ops = BTreeMap::new();
     count_ops(g, &mut ops);
     Ok(ModelSummary {
         opset,
         ops,
-        inputs: g
-            .input
+        inputs: runtime_inputs(g)
             .iter()
             .map(|i| i.name.clone().unwrap_or_default())
-            .filter(|n| !inits.contains(&n.as_str()))
             .collect(),
         outputs: g
             .output

@@ -13,7 +13,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 pub use format::{PackedHeader, StepInfo, StoredPrecision, WeightEntry, WeightKind};
-pub use pack::{pack_graph, PackOptions, Packed};
+pub use pack::{pack_graph, PackError, PackOptions, Packed};
 
 use format::*;
 

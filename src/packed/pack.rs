@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::cost;
 use super::format::*;
-use super::texels;
+use super::texels::{self, TexelError};
 use crate::ir::passes::PassReport;
 use crate::ir::{Graph, Op};
 
@@ -38,6 +38,31 @@ impl Default for PackOptions {
     }
 }
 
+/// Why a graph cannot be packed.
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    #[error(
+        "page size {page_bytes} is not a multiple of {row_bytes} (one {row_texels}-texel row)"
+    )]
+    PageSize {
+        page_bytes: u64,
+        row_bytes: u64,
+        row_texels: u64,
+    },
+    #[error("node '{node}': LSTM bias has {values} values, expected {expected}")]
+    LstmBias {
+        node: String,
+        values: usize,
+        expected: usize,
+    },
+    #[error("node '{node}' weight '{weight}': {source}")]
+    Texels {
+        node: String,
+        weight: String,
+        source: TexelError,
+    },
+}
+
 /// A packed model in memory: header plus the page bytes (page_count * page_bytes).
 pub struct Packed {
     pub header: PackedHeader,
@@ -46,7 +71,11 @@ pub struct Packed {
 
 /// The weight kind and the values (row-major in that kind's logical shape) for input `slot` of
 /// node `ni`, or None when the input stays inline (integer constants).
-fn classify(g: &Graph, ni: usize, slot: usize) -> Result<Option<(WeightKind, Vec<f32>)>, String> {
+fn classify(
+    g: &Graph,
+    ni: usize,
+    slot: usize,
+) -> Result<Option<(WeightKind, Vec<f32>)>, PackError> {
     let n = &g.nodes[ni];
     let Some(t) = n.input(slot) else {
         return Ok(None);
@@ -103,22 +132,8 @@ fn classify(g: &Graph, ni: usize, slot: usize) -> Result<Option<(WeightKind, Vec
             2,
         ) if s.len() <= 1 => vector(v),
         (Op::LayerNorm { .. }, 1) if s.len() <= 1 => vector(v),
-        (Op::MatMul { transpose_b, .. }, 1) if s.len() == 2 => {
-            let (k, nn, v) = if *transpose_b {
-                (s[1], s[0], texels::transpose2(&v, s[0], s[1]))
-            } else {
-                (s[0], s[1], v)
-            };
-            Ok(Some((WeightKind::MatrixKN { k, n: nn }, v)))
-        }
-        (Op::Gemm { trans_b, .. }, 1) => {
-            let (k, nn, v) = if *trans_b {
-                (s[1], s[0], texels::transpose2(&v, s[0], s[1]))
-            } else {
-                (s[0], s[1], v)
-            };
-            Ok(Some((WeightKind::MatrixKN { k, n: nn }, v)))
-        }
+        (Op::MatMul { transpose_b, .. }, 1) if s.len() == 2 => matrix_kn(s, v, *transpose_b),
+        (Op::Gemm { trans_b, .. }, 1) => matrix_kn(s, v, *trans_b),
         (Op::Gemm { .. }, 2) if s.len() <= 1 => vector(v),
         (Op::Lstm { .. }, 1 | 2) => {
             // [1, 4H, I] -> B matrix [I, 4H].
@@ -131,16 +146,30 @@ fn classify(g: &Graph, ni: usize, slot: usize) -> Result<Option<(WeightKind, Vec
         (Op::Lstm { hidden_size }, 3) => {
             let h4 = 4 * hidden_size;
             if v.len() != 2 * h4 {
-                return Err(format!(
-                    "LSTM bias has {} values, expected {}",
-                    v.len(),
-                    2 * h4
-                ));
+                return Err(PackError::LstmBias {
+                    node: n.name.clone(),
+                    values: v.len(),
+                    expected: 2 * h4,
+                });
             }
             vector((0..h4).map(|i| v[i] + v[i + h4]).collect())
         }
         _ => act(v),
     }
+}
+
+/// A constant B operand `[K, N]` (or `[N, K]` read transposed) as a `[K, N]` matrix weight.
+fn matrix_kn(
+    s: &[usize],
+    v: Vec<f32>,
+    transposed: bool,
+) -> Result<Option<(WeightKind, Vec<f32>)>, PackError> {
+    let (k, n, v) = if transposed {
+        (s[1], s[0], texels::transpose2(&v, s[0], s[1]))
+    } else {
+        (s[0], s[1], v)
+    };
+    Ok(Some((WeightKind::MatrixKN { k, n }, v)))
 }
 
 /// Packs an optimized graph.
@@ -151,15 +180,14 @@ pub fn pack_graph(
     passes: PassReport,
     metadata: BTreeMap<String, String>,
     opts: PackOptions,
-) -> Result<Packed, String> {
+) -> Result<Packed, PackError> {
     let bpt = opts.precision.bytes_per_texel() as u64;
     if opts.page_bytes == 0 || !opts.page_bytes.is_multiple_of(PAGE_WIDTH * bpt) {
-        return Err(format!(
-            "page size {} is not a multiple of {} (one {}-texel row)",
-            opts.page_bytes,
-            PAGE_WIDTH * bpt,
-            PAGE_WIDTH
-        ));
+        return Err(PackError::PageSize {
+            page_bytes: opts.page_bytes,
+            row_bytes: PAGE_WIDTH * bpt,
+            row_texels: PAGE_WIDTH,
+        });
     }
     let tpp = opts.page_bytes / bpt;
     let compensate = match opts.precision {
@@ -172,9 +200,7 @@ pub fn pack_graph(
     let mut step_weights: Vec<Vec<(usize, usize)>> = vec![Vec::new(); graph.nodes.len()];
     for ni in 0..graph.nodes.len() {
         for slot in 0..graph.nodes[ni].inputs.len() {
-            let Some((kind, vals)) = classify(&graph, ni, slot)
-                .map_err(|e| format!("node '{}': {e}", graph.nodes[ni].name))?
-            else {
+            let Some((kind, vals)) = classify(&graph, ni, slot)? else {
                 continue;
             };
             let t = graph.nodes[ni].inputs[slot].unwrap_or(usize::MAX);
@@ -182,12 +208,12 @@ pub fn pack_graph(
             let wi = match index.get(&key) {
                 Some(&wi) => wi,
                 None => {
-                    let packed = texels::pack(&kind, &vals).map_err(|e| {
-                        format!(
-                            "node '{}' weight '{}': {e}",
-                            graph.nodes[ni].name, graph.tensors[t].name
-                        )
-                    })?;
+                    let packed =
+                        texels::pack(&kind, &vals).map_err(|source| PackError::Texels {
+                            node: graph.nodes[ni].name.clone(),
+                            weight: graph.tensors[t].name.clone(),
+                            source,
+                        })?;
                     let cnt = (packed.len() / 4) as u64;
                     let compensated = (vals.len() <= compensate)
                         .then(|| placement.place_compensated(&packed))

@@ -6,6 +6,21 @@
 //! Each returns 4 f32 values (RGBA) per texel.
 use super::format::WeightKind;
 use crate::ir::nchw;
+use crate::ir::tensor::c4_value_index;
+
+/// Why a weight's values cannot be packed.
+#[derive(Debug, thiserror::Error)]
+pub enum TexelError {
+    #[error("{kind:?} needs {want} values, got {got}")]
+    ValueCount {
+        kind: WeightKind,
+        want: usize,
+        got: usize,
+    },
+    /// The packers of `vk_backend::layout` refused the weight.
+    #[error(transparent)]
+    Layout(#[from] vk_backend::VkError),
+}
 
 /// Texels needed by a weight of this kind.
 pub fn texel_count(kind: &WeightKind) -> usize {
@@ -27,7 +42,7 @@ pub fn texel_count(kind: &WeightKind) -> usize {
 }
 
 /// Packs `data` (row-major in the kind's logical shape) into texel order.
-pub fn pack(kind: &WeightKind, data: &[f32]) -> Result<Vec<f32>, String> {
+pub fn pack(kind: &WeightKind, data: &[f32]) -> Result<Vec<f32>, TexelError> {
     let mut out = vec![0f32; texel_count(kind) * 4];
     let want = match kind {
         WeightKind::MatrixKN { k, n } => k * n,
@@ -42,32 +57,27 @@ pub fn pack(kind: &WeightKind, data: &[f32]) -> Result<Vec<f32>, String> {
         WeightKind::Activation { shape } => shape.iter().product(),
     };
     if data.len() != want {
-        return Err(format!("{kind:?} needs {want} values, got {}", data.len()));
+        return Err(TexelError::ValueCount {
+            kind: kind.clone(),
+            want,
+            got: data.len(),
+        });
     }
     use vk_backend::layout as vl;
-    let vk = |r: vk_backend::Result<Vec<f32>>| r.map_err(|e| e.to_string());
     match *kind {
-        WeightKind::MatrixKN { k, n } => out = vk(vl::pack_matrix_kn(data, k, n))?,
+        WeightKind::MatrixKN { k, n } => out = vl::pack_matrix_kn(data, k, n)?,
         WeightKind::ConvFilter {
             o,
             i_per_group,
             kh,
             kw,
-        } => out = vk(vl::pack_conv_filter(data, o, i_per_group, kh, kw))?,
-        WeightKind::Depthwise { c, kh, kw } => {
-            out = vk(vl::pack_depthwise_filter(data, c, kh, kw))?
-        }
+        } => out = vl::pack_conv_filter(data, o, i_per_group, kh, kw)?,
+        WeightKind::Depthwise { c, kh, kw } => out = vl::pack_depthwise_filter(data, c, kh, kw)?,
         WeightKind::Vector { .. } => out = vl::pack_vector(data),
         WeightKind::Activation { ref shape } => {
-            let [_, c, h, w] = nchw(shape);
-            let c4 = c.div_ceil(4);
+            let dims = nchw(shape);
             for (lin, &v) in data.iter().enumerate() {
-                let x = lin % w;
-                let y = (lin / w) % h;
-                let ch = (lin / (w * h)) % c;
-                let nn = lin / (w * h * c);
-                let t = ((nn * c4 + ch / 4) * h + y) * w + x;
-                out[t * 4 + ch % 4] = v;
+                out[c4_value_index(dims, lin)] = v;
             }
         }
     }

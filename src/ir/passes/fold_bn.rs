@@ -1,5 +1,5 @@
 //! Folds BatchNormalization into the preceding Conv; lowers any other BatchNorm to Mul + Add.
-use super::sole_consumer;
+use super::{rewrite_each, Rewrite};
 use crate::ir::{BinaryOp, Graph, Node, Op, TensorData};
 
 fn bn_params(g: &Graph, n: &Node, eps: f32) -> Option<(Vec<f32>, Vec<f32>)> {
@@ -15,73 +15,60 @@ fn bn_params(g: &Graph, n: &Node, eps: f32) -> Option<(Vec<f32>, Vec<f32>)> {
 }
 
 /// Conv -> BN (Conv output read only by the BN) becomes one Conv with scaled weights and bias.
-#[allow(clippy::needless_range_loop)] // indices are needed: nodes are edited in place
 pub fn fold_into_conv(g: &mut Graph) -> usize {
-    let mut folded = 0;
-    let prod = g.producers();
-    let cons = g.consumers();
-    let mut dead = vec![false; g.nodes.len()];
-    for bi in 0..g.nodes.len() {
-        let Op::BatchNorm { epsilon } = g.nodes[bi].op else {
-            continue;
-        };
-        let Some(x) = g.nodes[bi].input(0) else {
-            continue;
-        };
-        let Some(ci) = prod[x] else { continue };
-        if !matches!(
-            g.nodes[ci].op,
-            Op::Conv {
-                activation: crate::ir::Activation::None,
-                ..
-            }
-        ) || sole_consumer(g, &cons, x) != Some(bi)
-        {
-            continue;
+    rewrite_each(g, fold_at)
+}
+
+/// Folds the BatchNorm at `bi` into the Conv that produces its input.
+fn fold_at(g: &mut Graph, rw: &mut Rewrite, bi: usize) -> Option<()> {
+    let Op::BatchNorm { epsilon } = g.nodes[bi].op else {
+        return None;
+    };
+    let x = g.nodes[bi].input(0)?;
+    let ci = rw.producers[x]?;
+    if !matches!(
+        g.nodes[ci].op,
+        Op::Conv {
+            activation: crate::ir::Activation::None,
+            ..
         }
-        let Some((s, b)) = bn_params(g, &g.nodes[bi], epsilon) else {
-            continue;
-        };
-        let Some(w) = g.nodes[ci].input(1) else {
-            continue;
-        };
-        let Some(wd) = g.constants.get(&w).cloned() else {
-            continue;
-        };
-        let o = wd.shape.first().copied().unwrap_or(0);
-        if o != s.len() {
-            continue;
-        }
-        let per = wd.numel() / o.max(1);
-        let wv: Vec<f32> = wd
-            .as_f32()
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| v * s[i / per])
-            .collect();
-        let old_b = g.nodes[ci]
-            .input(2)
-            .and_then(|t| g.constants.get(&t))
-            .map(|t| t.as_f32())
-            .unwrap_or_else(|| vec![0.0; o]);
-        let nb: Vec<f32> = (0..o).map(|i| old_b[i] * s[i] + b[i]).collect();
-        // New constants rather than in-place edits: the originals may be shared by other nodes.
-        let wname = format!("{}/bn_folded_weight", g.nodes[ci].name);
-        let bname = format!("{}/bn_folded_bias", g.nodes[ci].name);
-        let nw = g.add_constant(wname, TensorData::from_f32(wd.shape.clone(), wv));
-        let nbt = g.add_constant(bname, TensorData::from_f32(vec![o], nb));
-        let y = g.nodes[bi].outputs[0];
-        let conv = &mut g.nodes[ci];
-        conv.inputs.resize(3, None);
-        conv.inputs[1] = Some(nw);
-        conv.inputs[2] = Some(nbt);
-        conv.outputs[0] = y;
-        dead[bi] = true;
-        folded += 1;
+    ) || rw.sole_consumer(g, x) != Some(bi)
+    {
+        return None;
     }
-    let mut it = dead.into_iter();
-    g.nodes.retain(|_| !it.next().unwrap_or(false));
-    folded
+    let (s, b) = bn_params(g, &g.nodes[bi], epsilon)?;
+    let w = g.nodes[ci].input(1)?;
+    let wd = g.constants.get(&w).cloned()?;
+    let o = wd.shape.first().copied().unwrap_or(0);
+    if o != s.len() {
+        return None;
+    }
+    let per = wd.numel() / o.max(1);
+    let wv: Vec<f32> = wd
+        .as_f32()
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| v * s[i / per])
+        .collect();
+    let old_b = g.nodes[ci]
+        .input(2)
+        .and_then(|t| g.constants.get(&t))
+        .map(|t| t.as_f32())
+        .unwrap_or_else(|| vec![0.0; o]);
+    let nb: Vec<f32> = (0..o).map(|i| old_b[i] * s[i] + b[i]).collect();
+    // New constants rather than in-place edits: the originals may be shared by other nodes.
+    let wname = format!("{}/bn_folded_weight", g.nodes[ci].name);
+    let bname = format!("{}/bn_folded_bias", g.nodes[ci].name);
+    let nw = g.add_constant(wname, TensorData::from_f32(wd.shape.clone(), wv));
+    let nbt = g.add_constant(bname, TensorData::from_f32(vec![o], nb));
+    let y = g.nodes[bi].outputs[0];
+    let conv = &mut g.nodes[ci];
+    conv.inputs.resize(3, None);
+    conv.inputs[1] = Some(nw);
+    conv.inputs[2] = Some(nbt);
+    conv.outputs[0] = y;
+    rw.remove(bi);
+    Some(())
 }
 
 /// Any BatchNorm left becomes x * s + b with per-channel constants shaped [C, 1, ..] (axis 1).

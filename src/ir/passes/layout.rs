@@ -25,81 +25,55 @@
 //!    Their kernels run one invocation per output texel that reads that input's same texel before
 //!    writing it, so the two tensors never need memory at the same time. At 384x768 this is what
 //!    keeps the detector's FPN additions from holding three full-size maps at once.
-use super::sole_consumer;
+use super::{rewrite_each, Rewrite};
+use crate::ir::tensor::{c4_value_index, row_major_strides};
 use crate::ir::{nchw, BinaryOp, Graph, Op, TensorId, TensorLayout, UnaryOp};
 
 /// Largest tensor checked element by element; larger non-trivial reshapes stay copies.
 pub const MAX_CHECK: usize = 1 << 22;
 
 /// Rule 1. Returns the number of Transpose nodes absorbed.
-#[allow(clippy::needless_range_loop)] // indices are needed: nodes are edited in place
 pub fn absorb_transposes(g: &mut Graph) -> usize {
-    let mut count = 0;
-    let cons = g.consumers();
-    let mut dead = vec![false; g.nodes.len()];
-    for ti in 0..g.nodes.len() {
-        let Op::Transpose { perm } = &g.nodes[ti].op else {
-            continue;
-        };
-        let r = perm.len();
-        let swaps_last_two = r >= 2
-            && perm[r - 1] == r - 2
-            && perm[r - 2] == r - 1
-            && (0..r - 2).all(|i| perm[i] == i);
-        if !swaps_last_two {
-            continue;
-        }
-        let (Some(x), y) = (g.nodes[ti].input(0), g.nodes[ti].outputs[0]) else {
-            continue;
-        };
-        let Some(mi) = sole_consumer(g, &cons, y) else {
-            continue;
-        };
-        let (in_a, in_b) = (
-            g.nodes[mi].inputs.first() == Some(&Some(y)),
-            g.nodes[mi].inputs.get(1) == Some(&Some(y)),
-        );
-        if in_a == in_b {
-            continue;
-        }
-        let Op::MatMul {
-            transpose_a,
-            transpose_b,
-            ..
-        } = &mut g.nodes[mi].op
-        else {
-            continue;
-        };
-        if in_a {
-            *transpose_a = !*transpose_a;
-        } else {
-            *transpose_b = !*transpose_b;
-        }
-        let slot = if in_a { 0 } else { 1 };
-        g.nodes[mi].inputs[slot] = Some(x);
-        dead[ti] = true;
-        count += 1;
-    }
-    let mut it = dead.into_iter();
-    g.nodes.retain(|_| !it.next().unwrap_or(false));
-    count
+    rewrite_each(g, absorb_transpose_at)
 }
 
-fn phys(shape4: [usize; 4], lin: usize) -> usize {
-    let [_, c, h, w] = shape4;
-    let x = lin % w;
-    let y = (lin / w) % h;
-    let ch = (lin / (w * h)) % c;
-    let n = lin / (w * h * c);
-    (((n * c.div_ceil(4) + ch / 4) * h + y) * w + x) * 4 + ch % 4
-}
-
-fn strides(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; shape.len()];
-    for i in (0..shape.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * shape[i + 1];
+/// Removes the Transpose at `ti` when its only reader is a MatMul that can read it transposed.
+fn absorb_transpose_at(g: &mut Graph, rw: &mut Rewrite, ti: usize) -> Option<()> {
+    let Op::Transpose { perm } = &g.nodes[ti].op else {
+        return None;
+    };
+    let r = perm.len();
+    let swaps_last_two =
+        r >= 2 && perm[r - 1] == r - 2 && perm[r - 2] == r - 1 && (0..r - 2).all(|i| perm[i] == i);
+    if !swaps_last_two {
+        return None;
     }
-    s
+    let (x, y) = (g.nodes[ti].input(0)?, g.nodes[ti].outputs[0]);
+    let mi = rw.sole_consumer(g, y)?;
+    let (in_a, in_b) = (
+        g.nodes[mi].inputs.first() == Some(&Some(y)),
+        g.nodes[mi].inputs.get(1) == Some(&Some(y)),
+    );
+    if in_a == in_b {
+        return None;
+    }
+    let Op::MatMul {
+        transpose_a,
+        transpose_b,
+        ..
+    } = &mut g.nodes[mi].op
+    else {
+        return None;
+    };
+    if in_a {
+        *transpose_a = !*transpose_a;
+    } else {
+        *transpose_b = !*transpose_b;
+    }
+    let slot = if in_a { 0 } else { 1 };
+    g.nodes[mi].inputs[slot] = Some(x);
+    rw.remove(ti);
+    Some(())
 }
 
 /// True when `op` maps input to output without moving any element's C4 physical slot.
@@ -112,21 +86,22 @@ pub fn is_view(op: &Op, in_shape: &[usize], out_shape: &[usize]) -> bool {
     let n: usize = in_shape.iter().product();
     match op {
         Op::Reshape { .. } => {
-            a == b || (n <= MAX_CHECK && (0..n).all(|i| phys(a, i) == phys(b, i)))
+            a == b
+                || (n <= MAX_CHECK && (0..n).all(|i| c4_value_index(a, i) == c4_value_index(b, i)))
         }
         Op::Transpose { perm } => {
             if n > MAX_CHECK {
                 return false;
             }
-            let ist = strides(in_shape);
-            let ost = strides(out_shape);
+            let ist = row_major_strides(in_shape);
+            let ost = row_major_strides(out_shape);
             (0..n).all(|lo| {
                 let li: usize = perm
                     .iter()
                     .enumerate()
                     .map(|(k, &p)| ((lo / ost[k]) % out_shape[k]) * ist[p])
                     .sum();
-                phys(b, lo) == phys(a, li)
+                c4_value_index(b, lo) == c4_value_index(a, li)
             })
         }
         _ => false,
@@ -150,11 +125,7 @@ pub fn assign(g: &mut Graph) -> (usize, usize) {
         // Graph inputs and outputs keep their own images; constants are packed separately.
         let pinned = g.is_const(x) || g.is_output(y);
         if !pinned && is_view(&n.op, &g.tensors[x].shape, &g.tensors[y].shape) {
-            let root = match g.tensors[x].layout {
-                TensorLayout::ViewOf(r) => r,
-                TensorLayout::C4 => x,
-            };
-            g.tensors[y].layout = TensorLayout::ViewOf(root);
+            g.make_view(y, x);
             views += 1;
         } else {
             copies += 1;
@@ -188,10 +159,7 @@ pub fn softmax_in_place(g: &mut Graph) -> usize {
 /// not a graph input or output, and `y`, with storage of its own, has the shape and type of that
 /// root. Nodes are in execution order, so readers before `at` are done with it.
 fn can_overwrite(g: &Graph, cons: &[Vec<usize>], at: usize, x: TensorId, y: TensorId) -> bool {
-    let root = match g.tensors[x].layout {
-        TensorLayout::ViewOf(r) => r,
-        TensorLayout::C4 => x,
-    };
+    let root = g.storage_root(x);
     let shares = |t: usize| t == root || g.tensors[t].layout == TensorLayout::ViewOf(root);
     let family: Vec<TensorId> = (0..g.tensors.len()).filter(|&t| shares(t)).collect();
     root != y
@@ -212,13 +180,11 @@ pub fn elementwise_in_place(g: &mut Graph) -> usize {
         let n = &g.nodes[i];
         // A Conv's addend (input 3) is read only at the output texel each invocation writes.
         if let (Op::Conv { .. }, Some(a), Some(&y)) = (&n.op, n.input(3), n.outputs.first()) {
-            let root = |t: TensorId| match g.tensors[t].layout {
-                TensorLayout::ViewOf(r) => r,
-                TensorLayout::C4 => t,
-            };
-            let x_apart = n.input(0).is_some_and(|x| root(x) != root(a));
+            let x_apart = n
+                .input(0)
+                .is_some_and(|x| g.storage_root(x) != g.storage_root(a));
             if x_apart && can_overwrite(g, &cons, i, a, y) {
-                g.tensors[y].layout = TensorLayout::ViewOf(root(a));
+                g.make_view(y, a);
                 count += 1;
             }
             continue;
@@ -247,11 +213,7 @@ pub fn elementwise_in_place(g: &mut Graph) -> usize {
             .present_inputs()
             .find(|&x| can_overwrite(g, &cons, i, x, y));
         if let Some(x) = x {
-            let root = match g.tensors[x].layout {
-                TensorLayout::ViewOf(r) => r,
-                TensorLayout::C4 => x,
-            };
-            g.tensors[y].layout = TensorLayout::ViewOf(root);
+            g.make_view(y, x);
             count += 1;
         }
     }

@@ -109,6 +109,53 @@ pub fn dce(g: &mut Graph) -> usize {
     before - g.nodes.len()
 }
 
+/// The state of one pattern-rewrite pass: who produced and who read each tensor when the pass
+/// began, and the nodes marked for removal when it ends. Nodes are only removed at the end, so
+/// node indices stay valid while the pass runs.
+pub struct Rewrite {
+    pub producers: Vec<Option<usize>>,
+    pub consumers: Vec<Vec<usize>>,
+    removed: Vec<bool>,
+}
+
+impl Rewrite {
+    /// Marks node `ni` for removal at the end of the pass.
+    pub fn remove(&mut self, ni: usize) {
+        self.removed[ni] = true;
+    }
+
+    pub fn is_removed(&self, ni: usize) -> bool {
+        self.removed[ni]
+    }
+
+    /// [`sole_consumer`] by the links at the start of the pass.
+    pub fn sole_consumer(&self, g: &Graph, t: TensorId) -> Option<usize> {
+        sole_consumer(g, &self.consumers, t)
+    }
+}
+
+/// Runs `rewrite_at` on every node index in order (`Some` when it rewrote the pattern rooted
+/// there), then removes the nodes it marked; returns how many rewrites it made.
+pub fn rewrite_each(
+    g: &mut Graph,
+    mut rewrite_at: impl FnMut(&mut Graph, &mut Rewrite, usize) -> Option<()>,
+) -> usize {
+    let mut rw = Rewrite {
+        producers: g.producers(),
+        consumers: g.consumers(),
+        removed: vec![false; g.nodes.len()],
+    };
+    let mut count = 0;
+    for ni in 0..g.nodes.len() {
+        if rewrite_at(g, &mut rw, ni).is_some() {
+            count += 1;
+        }
+    }
+    let mut removed = rw.removed.into_iter();
+    g.nodes.retain(|_| !removed.next().unwrap_or(false));
+    count
+}
+
 /// The single consumer of `t`, if it has exactly one and is not a graph output.
 pub fn sole_consumer(g: &Graph, cons: &[Vec<usize>], t: TensorId) -> Option<usize> {
     match cons[t].as_slice() {

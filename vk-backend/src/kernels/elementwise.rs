@@ -142,34 +142,13 @@ impl UnaryOp {
     }
 }
 
-/// Numpy broadcast of two shapes; error names both shapes.
+/// Numpy broadcast of two shapes (the one rule in `tensor_shape`, shared with the IR's shape
+/// inference); error names both shapes.
 pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
-    let r = a.len().max(b.len());
-    let mut out = vec![0; r];
-    for i in 0..r {
-        let da = if i + a.len() >= r {
-            a[i + a.len() - r]
-        } else {
-            1
-        };
-        let db = if i + b.len() >= r {
-            b[i + b.len() - r]
-        } else {
-            1
-        };
-        out[i] = match (da, db) {
-            (x, y) if x == y => x,
-            (1, y) => y,
-            (x, 1) => x,
-            _ => {
-                return Err(VkError::BadShape {
-                    shape: a.to_vec(),
-                    reason: format!("cannot broadcast with {b:?}"),
-                })
-            }
-        };
-    }
-    Ok(out)
+    tensor_shape::broadcast(a, b).map_err(|_| VkError::BadShape {
+        shape: a.to_vec(),
+        reason: format!("cannot broadcast with {b:?}"),
+    })
 }
 
 fn broadcast_mask(operand: &[usize], out: &[usize]) -> Result<u32> {
