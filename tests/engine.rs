@@ -270,7 +270,7 @@ fn an_unpredictable_mix_replans_but_never_changes_an_output() {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        let (p, want) = if seed % 3 == 0 {
+        let (p, want) = if seed.is_multiple_of(3) {
             ("short", &short)
         } else {
             ("full", &full)

@@ -223,7 +223,8 @@ fn run_on(
         &Bandwidth::default(),
         policy,
         &cost,
-    )?;
+    )?
+    .plan;
     let sources: Vec<Arc<dyn PageSource>> = ms
         .iter()
         .map(|m| Arc::new(Source(m.clone())) as Arc<dyn PageSource>)
@@ -289,7 +290,7 @@ fn min_and_total(ms: &[Arc<Model>]) -> (u64, u64) {
     let logical: u32 = ms.iter().map(|m| m.pages()).sum();
     let cost = measure_engine_cost(&probe, &config(), logical).expect("cost");
     let profiles: Vec<Profile> = ms.iter().map(|m| m.profile("m", act)).collect();
-    let min = min_cap(&profiles, &pipeline(), &cost).expect("min cap");
+    let (min, _) = min_cap(&profiles, &pipeline(), &cost).expect("min cap");
     (
         min,
         cost.fixed_bytes() + act + logical as u64 * cost.slot_bytes,
