@@ -107,10 +107,19 @@ fn write_workload(name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// Run options whose device comes from the environment (validation with
+/// `TEXSTREAM_VALIDATION=1`, as for every test device).
+fn device_opts() -> RunOptions {
+    RunOptions {
+        device: vk_backend::DeviceOptions::from_env(),
+        ..RunOptions::default()
+    }
+}
+
 fn run(path: &Path, cap: u64, policy: Policy) -> Result<RunOutcome, RunError> {
     let opts = RunOptions {
         cap: Some(cap),
-        ..RunOptions::default()
+        ..device_opts()
     };
     let prep = prepare(path, &opts)?;
     run_policy(&prep, &opts, policy, None)
@@ -367,7 +376,7 @@ fn weight_heavy_chain_streams_at_half_the_preload_peak() {
     let opts = RunOptions {
         cap: Some(min),
         fixed_costs: Some(reference.costs.clone()),
-        ..RunOptions::default()
+        ..device_opts()
     };
     let prep = prepare(&path, &opts).expect("prepare with resident costs");
     let o = run_policy(&prep, &opts, Policy::Planned, None).expect("planned, resident costs");

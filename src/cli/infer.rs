@@ -43,11 +43,13 @@ pub fn parse_precision(s: &str) -> anyhow::Result<StoredPrecision> {
     })
 }
 
-/// Opens the device named by `--device` (validation from `TEXSTREAM_VALIDATION`).
+/// Opens the device the environment selects ([`vk_backend::DeviceOptions::from_env`]), or the
+/// one named by `--device`.
 pub fn open_device(device: &Option<String>) -> anyhow::Result<vk_backend::Device> {
+    let env = vk_backend::DeviceOptions::from_env();
     let opts = vk_backend::DeviceOptions {
-        device: device.clone(),
-        ..Default::default()
+        device: device.clone().or_else(|| env.device.clone()),
+        ..env
     };
     vk_backend::Device::new(&opts).context("opening the Vulkan device")
 }

@@ -58,6 +58,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         cap,
         iterations: args.iterations,
         image: args.image.clone(),
+        device: vk_backend::DeviceOptions::from_env(),
         ..RunOptions::default()
     };
     // ONNX sources are (re)compiled first where their packed file is missing or out of date.

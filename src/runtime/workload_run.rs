@@ -482,11 +482,7 @@ pub fn run_policy(
         let mut c = StreamConfig::default();
         // A staging ring in device memory (UMA) is paid for out of the cap: keep it double
         // buffered rather than six pages deep.
-        let ring = match c.staging_memory {
-            vk_backend::StagingMemory::System => vk_backend::MemoryLocation::GpuToCpu,
-            vk_backend::StagingMemory::DeviceLocal => vk_backend::MemoryLocation::CpuToGpu,
-        };
-        if dev.memory().counts_against_cap(ring) {
+        if c.staging_memory.counts_against_cap(&dev) {
             c.staging_slots = c.staging_slots.min(UMA_STAGING_SLOTS);
         }
         c
@@ -532,9 +528,7 @@ pub fn run_policy(
     // buffer serves both directions and counts. Otherwise there are two: the upload buffer
     // counts where the allocator places it in device-local (BAR) memory, the readback buffer
     // lives in host memory.
-    let shared_io = dev
-        .memory()
-        .counts_against_cap(vk_backend::MemoryLocation::GpuToCpu);
+    let shared_io = vk_backend::StagingDirection::Download.counts_against_cap(&dev);
     let (mut up_bytes, mut down_bytes) = (0, 0);
     for m in &models {
         up_bytes = up_bytes.max(m.staging_bytes(true)?);
