@@ -77,8 +77,7 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
                 .context("--activations")
         })
         .transpose()?;
-    let build_exe = |header: &crate::packed::PackedHeader,
-                     pages: &dyn crate::runtime::weights::PageSource| {
+    let build_exe = |header: &crate::packed::PackedHeader, pages: &dyn vk_backend::PageSource| {
         match activations {
             Some(a) => Executable::with_activations(&device, header, pages, a),
             None => Executable::new(&device, header, pages),

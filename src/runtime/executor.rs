@@ -4,13 +4,13 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use vk_backend::{
-    kernels::weight_copy_into, Buffer, Device, FoldLayout, MemoryCategory, QueueKind, Recorder,
-    SharedMemory, SharedMemoryLayout, Tensor,
+    kernels::weight_copy_into, Buffer, Device, FoldLayout, MemoryCategory, PageSource, QueueKind,
+    Recorder, SharedMemory, SharedMemoryLayout, Tensor,
 };
 
 use super::arena::{self, ArenaPlan, PoolKey};
 use super::error::{vk, Result, RuntimeError};
-use super::weights::{vk_precision, PageSource, WeightResidency};
+use super::weights::{vk_precision, WeightResidency};
 use crate::ir::{DType, Graph, TensorId};
 use crate::packed::{
     PackedHeader, PackedModel, StepInfo, StoredPrecision, WeightEntry, WeightKind,

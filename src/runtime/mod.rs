@@ -11,7 +11,7 @@ pub mod weights;
 pub use arena::{ArenaPlan, ArenaStats};
 pub use error::RuntimeError;
 pub use executor::{Executable, HostTensor, RunTimings};
-pub use weights::{PageSource, WeightResidency};
+pub use weights::WeightResidency;
 pub mod auto_compile;
 pub mod metrics;
 pub mod run_budget;

@@ -1,36 +1,54 @@
-//! Packed model files as page sources for the stream engine (positioned reads from I/O threads).
-use std::sync::Arc;
-
-use crate::packed::PackedModel;
+//! Packed models as the page source of the stream engine and of preloaded runs
+//! ([`vk_backend::PageSource`]): a packed file, read with positioned reads from the engine's I/O
+//! threads, or a packed model still in memory (compiled from ONNX by `texstream infer`).
 use vk_backend::PageSource;
 
-/// A packed model shared by the engine's I/O threads.
-pub struct PackedSource {
-    model: Arc<PackedModel>,
-}
+use crate::packed::{Packed, PackedError, PackedModel};
 
-impl PackedSource {
-    pub fn new(model: Arc<PackedModel>) -> PackedSource {
-        PackedSource { model }
-    }
-}
-
-impl PageSource for PackedSource {
+impl PageSource for PackedModel {
     fn page_bytes(&self) -> usize {
-        self.model.page_bytes() as usize
+        PackedModel::page_bytes(self) as usize
     }
     fn page_count(&self) -> u32 {
-        self.model.page_count() as u32
+        PackedModel::page_count(self) as u32
     }
     fn read_page(&self, page: u32, dst: &mut [u8]) -> std::io::Result<()> {
-        self.model
-            .read_page(page as u64, dst)
-            .map_err(|e| std::io::Error::other(e.to_string()))
+        PackedModel::read_page(self, page as u64, dst).map_err(std::io::Error::other)
     }
     fn name(&self) -> String {
-        self.model.path().display().to_string()
+        self.path().display().to_string()
     }
     fn compensated_pages(&self) -> Vec<u32> {
-        self.model.header().compensated_pages.clone()
+        self.header().compensated_pages.clone()
+    }
+}
+
+impl PageSource for Packed {
+    fn page_bytes(&self) -> usize {
+        self.header.page_bytes as usize
+    }
+    fn page_count(&self) -> u32 {
+        self.header.page_count as u32
+    }
+    fn read_page(&self, page: u32, dst: &mut [u8]) -> std::io::Result<()> {
+        let pb = self.header.page_bytes as usize;
+        let start = page as usize * pb;
+        match self.data.get(start..start + pb) {
+            Some(src) if dst.len() == pb => {
+                dst.copy_from_slice(src);
+                Ok(())
+            }
+            _ => Err(std::io::Error::other(PackedError::PageRange {
+                file: self.header.source.clone().into(),
+                page: page as u64,
+                count: self.header.page_count,
+            })),
+        }
+    }
+    fn name(&self) -> String {
+        self.header.source.clone()
+    }
+    fn compensated_pages(&self) -> Vec<u32> {
+        self.header.compensated_pages.clone()
     }
 }

@@ -25,7 +25,6 @@ use super::metrics::{
 };
 use super::run_budget::{measure_engine_cost, min_cap, plan_under_cap, CapError, EngineCost};
 use super::run_model::StreamedModel;
-use super::run_source::PackedSource;
 use super::stream_exec::{StreamExec, StreamExecError};
 use super::RuntimeError;
 use crate::ops::{self, BgrImage, OcrConfig, TextLine};
@@ -613,7 +612,7 @@ pub fn run_policy(
     let sources: Vec<Arc<dyn PageSource>> = prep
         .models
         .iter()
-        .map(|(_, pm)| Arc::new(PackedSource::new(pm.clone())) as Arc<dyn PageSource>)
+        .map(|(_, pm)| pm.clone() as Arc<dyn PageSource>)
         .collect();
     let ex = StreamExec::new(&dev, config, sources, plan)?;
     for m in &mut models {
