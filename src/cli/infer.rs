@@ -8,7 +8,7 @@ use crate::ir::DType;
 use crate::packed::{PackedModel, StoredPrecision};
 use crate::runtime::executor::compile_onnx;
 use crate::runtime::npy::{read_npy, write_npy, NpyWrite};
-use crate::runtime::{Executable, HostTensor};
+use crate::runtime::{BuildOptions, Executable, HostTensor};
 
 #[derive(clap::Args, Debug)]
 pub struct InferArgs {
@@ -77,11 +77,13 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
                 .context("--activations")
         })
         .transpose()?;
+    let build_opts = BuildOptions {
+        activations,
+        // TEXSTREAM_ARENA=off gives every tensor its own image (for debugging the arena).
+        pool_arena: std::env::var("TEXSTREAM_ARENA").map_or(true, |v| v != "off"),
+    };
     let build_exe = |header: &crate::packed::PackedHeader, pages: &dyn vk_backend::PageSource| {
-        match activations {
-            Some(a) => Executable::with_activations(&device, header, pages, a),
-            None => Executable::new(&device, header, pages),
-        }
+        Executable::with_options(&device, header, pages, &build_opts)
     };
     let mut exe = if is_onnx {
         let packed = compile_onnx(&args.model, &inputs, parse_precision(&args.precision)?)

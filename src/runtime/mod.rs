@@ -10,7 +10,7 @@ pub mod weights;
 
 pub use arena::{ArenaPlan, ArenaStats};
 pub use error::RuntimeError;
-pub use executor::{Executable, HostTensor, RunTimings};
+pub use executor::{BuildOptions, Executable, HostTensor, RunTimings};
 pub use weights::WeightResidency;
 pub mod auto_compile;
 pub mod metrics;
