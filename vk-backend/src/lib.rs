@@ -1,9 +1,10 @@
 //! Vulkan backend: device, 2.5D texture tensors, paged weight atlas, staging, transfer and compute kernels.
 //!
-//! Entry points: [`Device::new`] (with [`DeviceOptions`], [`DeviceOptions::from_env`] at the edges), [`Tensor`] (C4-packed 2D-array images),
-//! [`WeightAtlas`] (paged weights read through `fetch_weight`), [`Recorder`] (record many
-//! dispatches/copies, submit once with timeline-semaphore waits/signals), [`kernels`], and the
-//! pure-CPU packing functions in [`layout`]. How to add a kernel: `vk-backend/KERNELS.md`.
+//! Entry points: [`Device::new`] (with [`DeviceOptions`]; [`DeviceOptions::from_env`] at the
+//! CLI and in tests), [`Tensor`] (C4-packed 2D-array images), [`WeightAtlas`] (paged weights read
+//! through `fetch_weight`), [`Recorder`] (record many dispatches/copies, submit once with
+//! timeline-semaphore waits/signals), [`kernels`], and the pure-CPU packing functions in
+//! [`layout`]. How to add a kernel: `vk-backend/KERNELS.md`.
 
 pub mod adapter;
 pub mod atlas;
