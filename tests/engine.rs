@@ -107,7 +107,7 @@ fn opts(cap: Option<u64>, policy: Policy) -> EngineOptions {
         cap,
         policy: Some(policy),
         calibrate_after: 0,
-        ..EngineOptions::default()
+        ..EngineOptions::from_env()
     }
 }
 

@@ -352,7 +352,7 @@ impl VkRunner {
         }
         let validation = std::env::var("TEXSTREAM_VALIDATION").map_or(true, |v| v != "0");
         let d = Device::new(&DeviceOptions {
-            validation: Some(validation),
+            validation,
             ..DeviceOptions::from_env()
         })
         .map_err(|e| format!("cannot open a Vulkan device: {e}"))?;

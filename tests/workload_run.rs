@@ -156,7 +156,7 @@ fn run(path: &Path, cap: u64, policy: Policy) -> Result<Outcome, EngineError> {
             cap: Some(cap),
             policy: Some(policy),
             calibrate_after: 0,
-            ..EngineOptions::default()
+            ..EngineOptions::from_env()
         },
         1,
     )
@@ -383,7 +383,7 @@ fn weight_heavy_chain_streams_at_half_the_preload_peak() {
         cap: Some(cap),
         policy: Some(policy),
         calibrate_after: 1,
-        ..EngineOptions::default()
+        ..EngineOptions::from_env()
     };
     let reference = run_with(&path, opts(256 << 20, Policy::Preload), 2).expect("preload run");
     let want = tensor_bits(&reference.frames);

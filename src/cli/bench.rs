@@ -80,9 +80,11 @@ fn run_kernels(a: &KernelBenchArgs) -> anyhow::Result<()> {
     if let Some(ms) = a.spin_up_ms {
         cfg.spin_up_ms = ms;
     }
+    // `--device` on top of the environment's options.
+    let env = DeviceOptions::from_env();
     let device = Device::new(&DeviceOptions {
-        device: a.device.clone(),
-        ..DeviceOptions::from_env()
+        device: a.device.clone().or_else(|| env.device.clone()),
+        ..env
     })
     .context("cannot open a Vulkan device (see `texstream devices`)")?;
     let report = bench::run(&device, &cfg).context("kernel benchmark failed")?;

@@ -4,6 +4,7 @@
 use anyhow::Context as _;
 use serde_json::{json, Value};
 use vk_backend::info::{device_reports, DeviceReport};
+use vk_backend::DeviceOptions;
 
 #[derive(clap::Args, Debug)]
 pub struct DevicesArgs {
@@ -13,7 +14,9 @@ pub struct DevicesArgs {
 }
 
 pub fn run(args: &DevicesArgs) -> anyhow::Result<()> {
-    let reports = device_reports().context("cannot list Vulkan devices")?;
+    // The default choice is the device `TEXSTREAM_DEVICE` selects, as for every other command.
+    let selector = DeviceOptions::from_env().device;
+    let reports = device_reports(selector.as_deref()).context("cannot list Vulkan devices")?;
     let out = if args.json {
         let v = Value::Array(reports.iter().map(to_json).collect());
         serde_json::to_string_pretty(&v)? + "\n"
@@ -219,7 +222,7 @@ fn to_json(r: &DeviceReport) -> Value {
         "driver_name": r.driver_name,
         "driver_info": r.driver_info,
         "usable": r.usable.is_ok(),
-        "unusable_reason": r.usable.as_ref().err(),
+        "unusable_reason": r.usable.as_ref().err().map(|e| e.to_string()),
         "default_choice": r.default_choice,
         "limits": {
             "max_image_dimension_2d": l.max_image_dimension_2d,

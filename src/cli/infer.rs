@@ -10,7 +10,7 @@ use texstream::compile::Compiler;
 use texstream::ir::DType;
 use texstream::packed::PackedModel;
 use texstream::runtime::npy::{read_npy, write_npy, NpyWrite};
-use texstream::runtime::{Executable, HostTensor};
+use texstream::runtime::{BuildOptions, Executable, HostTensor};
 use texstream::Precision;
 
 use super::args::parse_named_path;
@@ -40,11 +40,13 @@ pub struct InferArgs {
     pub repeat: usize,
 }
 
-/// Opens the device named by `--device` (the rest of the device options from the environment).
+/// Opens the device the environment selects ([`vk_backend::DeviceOptions::from_env`]), or the
+/// one named by `--device`.
 pub fn open_device(device: &Option<String>) -> anyhow::Result<vk_backend::Device> {
+    let env = vk_backend::DeviceOptions::from_env();
     let opts = vk_backend::DeviceOptions {
-        device: device.clone(),
-        ..vk_backend::DeviceOptions::from_env()
+        device: device.clone().or_else(|| env.device.clone()),
+        ..env
     };
     vk_backend::Device::new(&opts).context("opening the Vulkan device")
 }
@@ -90,20 +92,19 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
         }
     }
     let device = open_device(&args.device)?;
-    let pages: &dyn texstream::runtime::weights::PageSource = match (&packed_onnx, &packed_file) {
+    let pages: &dyn vk_backend::PageSource = match (&packed_onnx, &packed_file) {
         (Some(p), _) => p,
         (_, Some(m)) => m,
         (None, None) => bail!("{}: nothing to run", args.model.display()),
     };
-    let mut exe = match args.activations {
-        Some(a) => Executable::with_activations(
-            &device,
-            &header,
-            pages,
-            texstream::runtime::weights::vk_precision(a),
-        )?,
-        None => Executable::new(&device, &header, pages)?,
+    let build_opts = BuildOptions {
+        activations: args
+            .activations
+            .map(texstream::runtime::weights::vk_precision),
+        // TEXSTREAM_ARENA=off gives every tensor its own image (for debugging the arena).
+        pool_arena: std::env::var("TEXSTREAM_ARENA").map_or(true, |v| v != "off"),
     };
+    let mut exe = Executable::with_options(&device, &header, pages, &build_opts)?;
     let build = t0.elapsed();
     let feeds: Vec<(String, HostTensor)> = inputs
         .into_iter()

@@ -37,10 +37,14 @@ pub fn ocr_image(
     )?)
     .with_context(|| format!("{}: too small to read", image.display()))?;
     let w = texstream::workload::builtin::ocr_workload(models, det, precision)?;
+    let env = EngineOptions::from_env();
     let engine = Engine::open_workload(
         w,
         EngineOptions {
-            device,
+            device: texstream::engine::DeviceChoice {
+                name: device.or(env.device.name.clone()),
+                ..env.device.clone()
+            },
             calibrate_after: 0,
             ..EngineOptions::default()
         },

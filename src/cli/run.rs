@@ -160,9 +160,13 @@ pub fn run(args: &RunArgs) -> Result<()> {
     if let Some(p) = &args.metrics_json {
         super::args::check_writable(p)?;
     }
+    let env = EngineOptions::from_env();
     let base = EngineOptions {
         cap: args.cap,
-        device: args.device.clone(),
+        device: texstream::engine::DeviceChoice {
+            name: args.device.clone().or(env.device.name.clone()),
+            ..env.device.clone()
+        },
         first_pipeline: args.pipeline.clone(),
         // The first request (the first two with three or more) profiles: step costs are scaled
         // to the measured model times, the rest is planned with them.

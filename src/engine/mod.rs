@@ -61,10 +61,8 @@ pub struct EngineOptions {
     pub cap: Option<u64>,
     /// Residency policy; default: the workload's `policy`.
     pub policy: Option<Policy>,
-    /// Vulkan device: an index or a name substring; default: the preferred device.
-    pub device: Option<String>,
-    /// Khronos validation layer on or off; default: `TEXSTREAM_VALIDATION`.
-    pub validation: Option<bool>,
+    /// Which Vulkan device, and how to open it.
+    pub device: DeviceChoice,
     /// Requests that may wait in the queue; a full queue answers [`RequestError::Busy`].
     pub queue_depth: usize,
     /// The pipeline the first plan expects (default: the workload's first).
@@ -76,13 +74,66 @@ pub struct EngineOptions {
     pub fixed_costs: Option<Vec<Profile>>,
 }
 
+/// Which Vulkan device an engine opens and how: the backend's device options, without its
+/// types. The environment is read only by [`DeviceChoice::from_env`], at the application's edge.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceChoice {
+    /// An index into the enumeration order or a name substring; `None`: the preferred device
+    /// (discrete > integrated > virtual > CPU).
+    pub name: Option<String>,
+    /// The Khronos validation layer; any message it reports fails the request or the open.
+    pub validation: bool,
+    /// Copy weight pages on the compute queue even where a dedicated transfer queue exists.
+    pub no_transfer_queue: bool,
+    /// Use the portable kernels even where cooperative matrices exist.
+    pub no_cooperative_matrix: bool,
+    /// Where to keep the pipeline cache between runs; `None`: in memory only.
+    pub pipeline_cache: Option<std::path::PathBuf>,
+}
+
+impl DeviceChoice {
+    /// What `TEXSTREAM_DEVICE`, `TEXSTREAM_VALIDATION`, `TEXSTREAM_NO_TRANSFER_QUEUE` and
+    /// `TEXSTREAM_NO_COOPMAT` say.
+    pub fn from_env() -> DeviceChoice {
+        let o = vk_backend::DeviceOptions::from_env();
+        DeviceChoice {
+            name: o.device,
+            validation: o.validation,
+            no_transfer_queue: o.no_transfer_queue,
+            no_cooperative_matrix: o.no_cooperative_matrix,
+            pipeline_cache: o.pipeline_cache_path,
+        }
+    }
+
+    fn options(&self, cap: u64) -> vk_backend::DeviceOptions {
+        vk_backend::DeviceOptions {
+            device: self.name.clone(),
+            validation: self.validation,
+            no_transfer_queue: self.no_transfer_queue,
+            no_cooperative_matrix: self.no_cooperative_matrix,
+            pipeline_cache_path: self.pipeline_cache.clone(),
+            memory_cap: Some(cap),
+            ..vk_backend::DeviceOptions::default()
+        }
+    }
+}
+
+impl EngineOptions {
+    /// The defaults with the device chosen by the environment ([`DeviceChoice::from_env`]).
+    pub fn from_env() -> EngineOptions {
+        EngineOptions {
+            device: DeviceChoice::from_env(),
+            ..EngineOptions::default()
+        }
+    }
+}
+
 impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
             cap: None,
             policy: None,
-            device: None,
-            validation: None,
+            device: DeviceChoice::default(),
             queue_depth: 64,
             first_pipeline: None,
             calibrate_after: 2,
@@ -138,13 +189,8 @@ impl Engine {
         on_compile: &mut dyn FnMut(&str, &str),
     ) -> Result<Engine, EngineError> {
         let loaded = Arc::new(loaded::load(w, options.cap, options.policy, on_compile)?);
-        let dev = vk_backend::Device::new(&vk_backend::DeviceOptions {
-            device: options.device.clone(),
-            validation: options.validation,
-            memory_cap: Some(loaded.cap),
-            ..vk_backend::DeviceOptions::from_env()
-        })
-        .map_err(EngineError::device)?;
+        let dev = vk_backend::Device::new(&options.device.options(loaded.cap))
+            .map_err(EngineError::device)?;
         let first_pipeline = match &options.first_pipeline {
             Some(n) => loaded.graph_index(n).ok_or_else(|| {
                 EngineError::Workload(crate::workload::WorkloadError::Invalid {

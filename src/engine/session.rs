@@ -22,7 +22,7 @@ use crate::runtime::run_budget::{
     measure_engine_cost, min_cap, plan_under_cap, CapError, CappedPlan, EngineCost,
 };
 use crate::runtime::run_model::StreamedModel;
-use crate::runtime::run_source::PackedSource;
+use crate::runtime::run_source::FaultablePages;
 use crate::runtime::stream_exec::StreamExec;
 
 /// Largest upload (or, on UMA, I/O) staging buffer (larger than any image row: rows are at
@@ -168,7 +168,7 @@ impl Session {
         // session. Where host-visible memory is device memory (UMA) one buffer serves both
         // directions and counts; otherwise the upload buffer counts where the allocator places
         // it in device-local (BAR) memory and the readback buffer lives in host memory.
-        let shared_io = vk_backend::StagingMemory::System.counts_against_cap(dev);
+        let shared_io = vk_backend::StagingDirection::Download.counts_against_cap(dev);
         let (mut up_bytes, mut down_bytes) = (0, 0);
         for m in &models {
             let st = |inputs| {
@@ -263,7 +263,7 @@ impl Session {
             .models
             .iter()
             .map(|(_, pm)| {
-                Arc::new(PackedSource::with_faults(pm.clone(), opts.faults.clone()))
+                Arc::new(FaultablePages::new(pm.clone(), opts.faults.clone()))
                     as Arc<dyn PageSource>
             })
             .collect();

@@ -146,271 +146,310 @@ impl Executable {
     /// Records node `ni`'s dispatches. The caller binds the weight atlas (`rec.use_weights`).
     pub fn record_node(&mut self, rec: &mut Recorder, ni: usize) -> Result<()> {
         let n = self.header.graph.nodes[ni].clone();
-        let kerr = |source| RuntimeError::Kernel {
-            node: n.name.clone(),
-            source,
-        };
+        if self.is_view(&n) {
+            return Ok(());
+        }
+        match &n.op {
+            Op::Conv { .. } => self.record_conv(rec, ni, &n),
+            Op::ConvTranspose { .. } => self.record_conv_transpose(rec, ni, &n),
+            Op::MatMul { .. } => self.record_matmul(rec, ni, &n),
+            Op::Gemm { .. } => self.record_gemm(rec, ni, &n),
+            Op::Binary(b) => self.record_binary(rec, &n, *b),
+            Op::Unary(u) => self.record_unary(rec, ni, &n, *u),
+            Op::Where => self.record_where(rec, &n),
+            Op::Softmax { .. } | Op::LayerNorm { .. } => self.record_row_norm(rec, ni, &n),
+            Op::Reduce { .. } | Op::ArgMax { .. } => self.record_reduce(rec, &n),
+            Op::MaxPool { .. } | Op::AveragePool { .. } | Op::GlobalAveragePool => {
+                self.record_pool(rec, ni, &n)
+            }
+            Op::Concat { .. } | Op::Split { .. } | Op::Slice { .. } => {
+                self.record_concat_split_slice(rec, &n)
+            }
+            Op::Transpose { .. }
+            | Op::Reshape { .. }
+            | Op::Gather { .. }
+            | Op::Cast { .. }
+            | Op::Expand { .. }
+            | Op::Tile { .. } => self.record_copy_op(rec, &n),
+            Op::Resize { .. } => self.record_resize(rec, &n),
+            Op::Pad { .. } => self.record_pad(rec, &n),
+            Op::Lstm { hidden_size } => self.record_lstm(rec, ni, &n, *hidden_size),
+            Op::BatchNorm { .. } => Err(unsupported(&n)),
+        }
+    }
+
+    /// Whether node `n` is a view: it runs nothing, its outputs alias their root's image.
+    fn is_view(&self, n: &Node) -> bool {
         let g = &self.header.graph;
-        // Views run nothing: the output aliases its root's image.
-        if n.op.is_layout_op()
+        n.op.is_layout_op()
             && n.outputs
                 .iter()
                 .all(|&t| matches!(g.tensors[t].layout, TensorLayout::ViewOf(_)))
-        {
-            return Ok(());
-        }
-        let unsupported = || RuntimeError::UnsupportedOp {
-            node: n.name.clone(),
-            op: format!("{:?}", n.op)
-                .split([' ', '(', '{'])
-                .next()
-                .unwrap_or("?")
-                .to_string(),
+    }
+
+    /// Conv: packed filter (and bias), an optional addend (input 3, see `passes::concat_conv`);
+    /// a 1-D conv runs on [N, C, 1, L] copies.
+    fn record_conv(&mut self, rec: &mut Recorder, ni: usize, n: &Node) -> Result<()> {
+        let Op::Conv {
+            window,
+            group,
+            activation,
+        } = &n.op
+        else {
+            return Err(unsupported(n));
         };
-        match &n.op {
-            Op::Conv {
-                window,
-                group,
-                activation,
-            } => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
-                let filter = self
-                    .woff(ni, 1, |k| {
-                        matches!(
-                            k,
-                            WeightKind::ConvFilter { .. } | WeightKind::Depthwise { .. }
-                        )
-                    })?
-                    .ok_or_else(|| self.bad(&n, "filter is not a packed constant"))?;
-                let bias = self.woff(ni, 2, |k| matches!(k, WeightKind::Vector { .. }))?;
-                let wshape = &g.tensors[n.input(1).unwrap_or(0)].shape;
-                let p = k::Conv2dParams {
-                    window: window2d(window),
-                    groups: *group,
-                    out_channels: wshape[0],
-                    activation: act(*activation).unwrap_or(k::UnaryOp::Identity),
-                };
-                let weights = ConvWeights { filter, bias };
-                // Input 3: a partial sum to add (see `passes::concat_conv`).
-                let addend = match n.input(3) {
-                    Some(_) if window.spatial_rank == 1 => {
-                        return Err(self.bad(&n, "a 1-D convolution cannot take an addend"))
-                    }
-                    Some(_) => Some(self.input(&n, 3)?),
-                    None => None,
-                };
-                self.spatial_2d(rec, ni, window.spatial_rank == 1, (&x, &y), |r, x, y| {
-                    k::conv2d_add_into(r, x, weights, &p, addend.as_ref(), y)
-                })?;
+        let x = self.input(n, 0)?;
+        let y = self.output(n, 0)?;
+        let filter = self
+            .woff(ni, 1, |k| {
+                matches!(
+                    k,
+                    WeightKind::ConvFilter { .. } | WeightKind::Depthwise { .. }
+                )
+            })?
+            .ok_or_else(|| self.bad(n, "filter is not a packed constant"))?;
+        let bias = self.woff(ni, 2, |k| matches!(k, WeightKind::Vector { .. }))?;
+        let wshape = &self.header.graph.tensors[n.input(1).unwrap_or(0)].shape;
+        let p = k::Conv2dParams {
+            window: window2d(window),
+            groups: *group,
+            out_channels: wshape[0],
+            activation: act(*activation).unwrap_or(k::UnaryOp::Identity),
+        };
+        let weights = ConvWeights { filter, bias };
+        let one_d = window.spatial_rank == 1;
+        let addend = match n.input(3) {
+            Some(_) if one_d => return Err(self.bad(n, "a 1-D convolution cannot take an addend")),
+            Some(_) => Some(self.input(n, 3)?),
+            None => None,
+        };
+        self.spatial_2d(rec, ni, one_d, (&x, &y), |r, x, y| {
+            k::conv2d_add_into(r, x, weights, &p, addend.as_ref(), y)
+        })
+    }
+
+    /// ConvTranspose: packed filter (and bias); a 1-D one runs on [N, C, 1, L] copies.
+    fn record_conv_transpose(&mut self, rec: &mut Recorder, ni: usize, n: &Node) -> Result<()> {
+        let Op::ConvTranspose {
+            window,
+            group,
+            output_padding,
+            activation,
+        } = &n.op
+        else {
+            return Err(unsupported(n));
+        };
+        let x = self.input(n, 0)?;
+        let y = self.output(n, 0)?;
+        let filter = self
+            .woff(ni, 1, |k| matches!(k, WeightKind::ConvFilter { .. }))?
+            .ok_or_else(|| self.bad(n, "filter is not a packed constant"))?;
+        let bias = self.woff(ni, 2, |k| matches!(k, WeightKind::Vector { .. }))?;
+        let p = k::ConvTranspose2dParams {
+            window: window2d(window),
+            groups: *group,
+            out_channels: y.shape()[1],
+            output_padding: *output_padding,
+            activation: act(*activation).unwrap_or(k::UnaryOp::Identity),
+        };
+        let weights = ConvWeights { filter, bias };
+        self.spatial_2d(rec, ni, window.spatial_rank == 1, (&x, &y), |r, x, y| {
+            k::conv_transpose2d_into(r, x, weights, &p, y)
+        })
+    }
+
+    /// MatMul's or Gemm's B: a packed `[K, N]` constant, else the input tensor.
+    fn matmul_rhs(&self, ni: usize, n: &Node) -> Result<Rhs> {
+        match self.weight_entry(ni, 1).map(|w| w.kind.clone()) {
+            Some(WeightKind::MatrixKN { k: kk, n: nn }) => Ok(Rhs::Weights {
+                texel_offset: self
+                    .woff(ni, 1, |k| matches!(k, WeightKind::MatrixKN { .. }))?
+                    .unwrap_or(0),
+                k: kk,
+                n: nn,
+            }),
+            _ => Ok(Rhs::Tensor(self.input(n, 1)?)),
+        }
+    }
+
+    /// MatMul with an optional packed bias vector over N.
+    fn record_matmul(&mut self, rec: &mut Recorder, ni: usize, n: &Node) -> Result<()> {
+        let Op::MatMul {
+            transpose_a,
+            transpose_b,
+            activation,
+        } = n.op
+        else {
+            return Err(unsupported(n));
+        };
+        let a = self.input(n, 0)?;
+        let y = self.output(n, 0)?;
+        let rhs = self.matmul_rhs(ni, n)?;
+        let bias = self
+            .woff(ni, 2, |k| matches!(k, WeightKind::Vector { .. }))?
+            .map(|texel_offset| MatBias {
+                texel_offset,
+                per_row: false,
+                per_col: true,
+            });
+        if n.input(2).is_some() && bias.is_none() {
+            return Err(self.bad(n, "bias input is not a packed vector"));
+        }
+        let opts = MatMulOpts {
+            trans_a: transpose_a,
+            // A packed B is stored as [K, N] whatever its source layout.
+            trans_b: transpose_b && !rhs.is_weights(),
+            alpha: 1.0,
+            beta: 1.0,
+            bias,
+            activation: act(activation),
+        };
+        k::matmul_into(rec, &a, rhs.as_mat_rhs(), &opts, &y).map_err(kernel_error(n))
+    }
+
+    /// Gemm: C is a packed vector (a bias over N, or one value), else a tensor the kernel reads.
+    fn record_gemm(&mut self, rec: &mut Recorder, ni: usize, n: &Node) -> Result<()> {
+        let Op::Gemm {
+            alpha,
+            beta,
+            trans_a,
+            trans_b,
+            activation,
+        } = n.op
+        else {
+            return Err(unsupported(n));
+        };
+        let a = self.input(n, 0)?;
+        let y = self.output(n, 0)?;
+        let rhs = self.matmul_rhs(ni, n)?;
+        let bias = match self.weight_entry(ni, 2).map(|w| w.kind.clone()) {
+            Some(WeightKind::Vector { c }) => {
+                let ncols = y.shape().last().copied().unwrap_or(1);
+                Some(MatBias {
+                    texel_offset: self
+                        .woff(ni, 2, |k| matches!(k, WeightKind::Vector { .. }))?
+                        .unwrap_or(0),
+                    per_row: false,
+                    per_col: c == ncols && c != 1,
+                })
             }
-            Op::ConvTranspose {
-                window,
-                group,
-                output_padding,
-                activation,
-            } => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
-                let filter = self
-                    .woff(ni, 1, |k| matches!(k, WeightKind::ConvFilter { .. }))?
-                    .ok_or_else(|| self.bad(&n, "filter is not a packed constant"))?;
-                let bias = self.woff(ni, 2, |k| matches!(k, WeightKind::Vector { .. }))?;
-                let p = k::ConvTranspose2dParams {
-                    window: window2d(window),
-                    groups: *group,
-                    out_channels: y.shape()[1],
-                    output_padding: *output_padding,
-                    activation: act(*activation).unwrap_or(k::UnaryOp::Identity),
-                };
-                let weights = ConvWeights { filter, bias };
-                self.spatial_2d(rec, ni, window.spatial_rank == 1, (&x, &y), |r, x, y| {
-                    k::conv_transpose2d_into(r, x, weights, &p, y)
-                })?;
+            // A rank-2 constant C is materialized as an activation image.
+            Some(WeightKind::Activation { .. }) | None => None,
+            Some(other) => {
+                return Err(self.bad(n, format!("C packed as {other:?} is not supported")))
             }
-            Op::MatMul {
-                transpose_a,
-                transpose_b,
-                activation,
-            } => {
-                let a = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
-                let bw = self.weight_entry(ni, 1).map(|w| w.kind.clone());
-                let b_t;
-                let rhs = match bw {
-                    Some(WeightKind::MatrixKN { k: kk, n: nn }) => MatRhs::Weights {
-                        texel_offset: self
-                            .woff(ni, 1, |k| matches!(k, WeightKind::MatrixKN { .. }))?
-                            .unwrap_or(0),
-                        k: kk,
-                        n: nn,
-                    },
-                    _ => {
-                        b_t = self.input(&n, 1)?;
-                        MatRhs::Tensor(&b_t)
-                    }
-                };
-                let bias = self
-                    .woff(ni, 2, |k| matches!(k, WeightKind::Vector { .. }))?
-                    .map(|texel_offset| MatBias {
-                        texel_offset,
-                        per_row: false,
-                        per_col: true,
-                    });
-                if n.input(2).is_some() && bias.is_none() {
-                    return Err(self.bad(&n, "bias input is not a packed vector"));
-                }
-                let const_b = matches!(rhs, MatRhs::Weights { .. });
-                let opts = MatMulOpts {
-                    trans_a: *transpose_a,
-                    trans_b: *transpose_b && !const_b,
-                    alpha: 1.0,
-                    beta: 1.0,
-                    bias,
-                    activation: act(*activation),
-                };
-                k::matmul_into(rec, &a, rhs, &opts, &y).map_err(kerr)?;
+        };
+        // A C that is not a packed vector is a tensor (run-time or materialized constant), read
+        // by the kernel.
+        let c = match (&bias, n.input(2)) {
+            (None, Some(t)) => Some(self.t(n, t)?),
+            _ => None,
+        };
+        let opts = MatMulOpts {
+            trans_a,
+            trans_b: trans_b && !rhs.is_weights(),
+            alpha,
+            beta,
+            bias,
+            activation: act(activation),
+        };
+        match &c {
+            Some(c) => k::matmul_tensor_bias_into(rec, &a, rhs.as_mat_rhs(), c, &opts, &y),
+            None => k::matmul_into(rec, &a, rhs.as_mat_rhs(), &opts, &y),
+        }
+        .map_err(kernel_error(n))
+    }
+
+    /// Arithmetic (integer Div/Pow for integer outputs) and comparison ops.
+    fn record_binary(&mut self, rec: &mut Recorder, n: &Node, b: BinaryOp) -> Result<()> {
+        let a = self.input(n, 0)?;
+        let bb = self.input(n, 1)?;
+        let y = self.output(n, 0)?;
+        let mut arith = |op| k::binary_into(rec, op, &a, &bb, &y);
+        // Integer tensors are held as floats; their Div truncates and Pow is exact.
+        let int_out = n.outputs.first().is_some_and(|&t| {
+            let d = self.header.graph.tensors[t].dtype;
+            !d.is_float() && d != DType::Bool
+        });
+        let r = match b {
+            BinaryOp::Add => arith(k::BinaryOp::Add),
+            BinaryOp::Sub => arith(k::BinaryOp::Sub),
+            BinaryOp::Mul => arith(k::BinaryOp::Mul),
+            BinaryOp::Div if int_out => arith(k::BinaryOp::IntDiv),
+            BinaryOp::Div => arith(k::BinaryOp::Div),
+            BinaryOp::Pow if int_out => arith(k::BinaryOp::IntPow),
+            BinaryOp::Pow => arith(k::BinaryOp::Pow),
+            BinaryOp::PRelu => arith(k::BinaryOp::PRelu),
+            BinaryOp::Equal => k::compare_into(rec, k::CompareOp::Equal, &a, &bb, &y),
+            BinaryOp::Less => k::compare_into(rec, k::CompareOp::Less, &a, &bb, &y),
+            BinaryOp::Greater => k::compare_into(rec, k::CompareOp::Greater, &a, &bb, &y),
+            BinaryOp::And => k::compare_into(rec, k::CompareOp::And, &a, &bb, &y),
+            BinaryOp::Or => k::compare_into(rec, k::CompareOp::Or, &a, &bb, &y),
+        };
+        r.map_err(kernel_error(n))
+    }
+
+    /// Where(cond, x, y).
+    fn record_where(&mut self, rec: &mut Recorder, n: &Node) -> Result<()> {
+        let (c, a, b) = (self.input(n, 0)?, self.input(n, 1)?, self.input(n, 2)?);
+        let y = self.output(n, 0)?;
+        k::where_into(rec, &c, &a, &b, &y).map_err(kernel_error(n))
+    }
+
+    /// Unary ops; Not(x) is (x == 0) against a zero scalar in the node's scratch.
+    fn record_unary(&mut self, rec: &mut Recorder, ni: usize, n: &Node, u: UnaryOp) -> Result<()> {
+        let x = self.input(n, 0)?;
+        let y = self.output(n, 0)?;
+        let kerr = kernel_error(n);
+        match unary(u) {
+            Some(op) => k::unary_into(rec, op, &x, &y).map_err(kerr),
+            None => {
+                let zero = self.scratch(ni, 0, &[1])?;
+                rec.clear_tensor(&zero).map_err(&kerr)?;
+                k::compare_into(rec, k::CompareOp::Equal, &x, &zero, &y).map_err(kerr)
             }
-            Op::Gemm {
-                alpha,
-                beta,
-                trans_a,
-                trans_b,
-                activation,
-            } => {
-                let a = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
-                let bw = self.weight_entry(ni, 1).map(|w| w.kind.clone());
-                let b_t;
-                let rhs = match bw {
-                    Some(WeightKind::MatrixKN { k: kk, n: nn }) => MatRhs::Weights {
-                        texel_offset: self
-                            .woff(ni, 1, |k| matches!(k, WeightKind::MatrixKN { .. }))?
-                            .unwrap_or(0),
-                        k: kk,
-                        n: nn,
-                    },
-                    _ => {
-                        b_t = self.input(&n, 1)?;
-                        MatRhs::Tensor(&b_t)
-                    }
-                };
-                let const_b = matches!(rhs, MatRhs::Weights { .. });
-                let bias = match self.weight_entry(ni, 2).map(|w| w.kind.clone()) {
-                    Some(WeightKind::Vector { c }) => {
-                        let ncols = y.shape().last().copied().unwrap_or(1);
-                        Some(MatBias {
-                            texel_offset: self
-                                .woff(ni, 2, |k| matches!(k, WeightKind::Vector { .. }))?
-                                .unwrap_or(0),
-                            per_row: false,
-                            per_col: c == ncols && c != 1,
-                        })
-                    }
-                    // A rank-2 constant C is materialized as an activation image.
-                    Some(WeightKind::Activation { .. }) | None => None,
-                    Some(other) => {
-                        return Err(self.bad(&n, format!("C packed as {other:?} is not supported")))
-                    }
-                };
-                // A C that is not a packed vector is a tensor (run-time or materialized constant),
-                // read by the kernel.
-                let c_t = match (&bias, n.input(2)) {
-                    (None, Some(t)) => Some(self.t(&n, t)?),
-                    _ => None,
-                };
-                let opts = MatMulOpts {
-                    trans_a: *trans_a,
-                    trans_b: *trans_b && !const_b,
-                    alpha: *alpha,
-                    beta: *beta,
-                    bias,
-                    activation: act(*activation),
-                };
-                match &c_t {
-                    Some(c) => k::matmul_tensor_bias_into(rec, &a, rhs, c, &opts, &y),
-                    None => k::matmul_into(rec, &a, rhs, &opts, &y),
-                }
-                .map_err(kerr)?;
-            }
-            Op::Binary(b) => {
-                let a = self.input(&n, 0)?;
-                let bb = self.input(&n, 1)?;
-                let y = self.output(&n, 0)?;
-                let mut arith = |op| k::binary_into(rec, op, &a, &bb, &y);
-                // Integer tensors are held as floats; their Div truncates and Pow is exact.
-                let int_out = n.outputs.first().is_some_and(|&t| {
-                    let d = self.header.graph.tensors[t].dtype;
-                    !d.is_float() && d != DType::Bool
-                });
-                let r = match b {
-                    BinaryOp::Add => arith(k::BinaryOp::Add),
-                    BinaryOp::Sub => arith(k::BinaryOp::Sub),
-                    BinaryOp::Mul => arith(k::BinaryOp::Mul),
-                    BinaryOp::Div if int_out => arith(k::BinaryOp::IntDiv),
-                    BinaryOp::Div => arith(k::BinaryOp::Div),
-                    BinaryOp::Pow if int_out => arith(k::BinaryOp::IntPow),
-                    BinaryOp::Pow => arith(k::BinaryOp::Pow),
-                    BinaryOp::PRelu => arith(k::BinaryOp::PRelu),
-                    BinaryOp::Equal => k::compare_into(rec, k::CompareOp::Equal, &a, &bb, &y),
-                    BinaryOp::Less => k::compare_into(rec, k::CompareOp::Less, &a, &bb, &y),
-                    BinaryOp::Greater => k::compare_into(rec, k::CompareOp::Greater, &a, &bb, &y),
-                    BinaryOp::And => k::compare_into(rec, k::CompareOp::And, &a, &bb, &y),
-                    BinaryOp::Or => k::compare_into(rec, k::CompareOp::Or, &a, &bb, &y),
-                };
-                r.map_err(kerr)?;
-            }
-            Op::Unary(u) => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
-                match unary(*u) {
-                    Some(op) => k::unary_into(rec, op, &x, &y).map_err(kerr)?,
-                    // Not(x) = (x == 0): compare against a zero scalar.
-                    None => {
-                        let zero = self.scratch(ni, 0, &[1])?;
-                        rec.clear_tensor(&zero).map_err(kerr)?;
-                        k::compare_into(rec, k::CompareOp::Equal, &x, &zero, &y).map_err(kerr)?;
-                    }
-                }
-            }
-            Op::Where => {
-                let (c, a, b) = (self.input(&n, 0)?, self.input(&n, 1)?, self.input(&n, 2)?);
-                let y = self.output(&n, 0)?;
-                k::where_into(rec, &c, &a, &b, &y).map_err(kerr)?;
-            }
-            Op::Softmax { axis } => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
-                k::softmax_into(rec, &x, &[*axis as i64], false, &y).map_err(kerr)?;
-            }
+        }
+    }
+
+    /// Softmax over one axis, LayerNorm with a packed scale (and bias).
+    fn record_row_norm(&mut self, rec: &mut Recorder, ni: usize, n: &Node) -> Result<()> {
+        let x = self.input(n, 0)?;
+        let y = self.output(n, 0)?;
+        let r = match &n.op {
+            Op::Softmax { axis } => k::softmax_into(rec, &x, &[*axis as i64], false, &y),
             Op::LayerNorm { axis, epsilon } => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
                 let vecw = |k: &WeightKind| matches!(k, WeightKind::Vector { .. });
                 let scale = self
                     .woff(ni, 1, vecw)?
-                    .ok_or_else(|| self.bad(&n, "scale is not a packed vector"))?;
+                    .ok_or_else(|| self.bad(n, "scale is not a packed vector"))?;
                 let bias = self.woff(ni, 2, vecw)?;
                 k::layernorm_into(rec, &x, *axis as i64, *epsilon, scale, bias, &y)
-                    .map_err(kerr)?;
             }
+            _ => return Err(unsupported(n)),
+        };
+        r.map_err(kernel_error(n))
+    }
+
+    /// Reductions and ArgMax; a keepdims mean over H, W of an NCHW tensor runs as
+    /// GlobalAveragePool.
+    fn record_reduce(&mut self, rec: &mut Recorder, n: &Node) -> Result<()> {
+        let x = self.input(n, 0)?;
+        let y = self.output(n, 0)?;
+        let r = match &n.op {
             Op::Reduce { op, axes, keepdims } => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
                 let op = match op {
                     ReduceOp::Mean => k::ReduceOp::Mean,
                     ReduceOp::Sum => k::ReduceOp::Sum,
                     ReduceOp::Max => k::ReduceOp::Max,
                     ReduceOp::Min => k::ReduceOp::Min,
                 };
-                // Mean over H, W of an NCHW tensor is GlobalAveragePool: its kernel is exact on
-                // large planes, where the generic reduce kernel was measured wrong (det at 640:
-                // ReduceMean over 160x160 off by 70% of the range).
+                // The pool kernel is exact on large planes, where the generic reduce kernel was
+                // measured wrong (det at 640: ReduceMean over 160x160 off by 70% of the range).
                 if op == k::ReduceOp::Mean && *keepdims && x.shape().len() == 4 && axes == &[2, 3] {
-                    k::global_avg_pool_into(rec, &x, &y).map_err(kerr)?;
+                    k::global_avg_pool_into(rec, &x, &y)
                 } else {
                     let axes: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
-                    k::reduce_into(rec, op, &x, &axes, *keepdims, &y).map_err(kerr)?;
+                    k::reduce_into(rec, op, &x, &axes, *keepdims, &y)
                 }
             }
             Op::ArgMax {
@@ -418,67 +457,70 @@ impl Executable {
                 keepdims,
                 select_last_index,
             } => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
                 let op = k::ReduceOp::ArgMax {
                     select_last_index: *select_last_index,
                 };
-                k::reduce_into(rec, op, &x, &[*axis as i64], *keepdims, &y).map_err(kerr)?;
+                k::reduce_into(rec, op, &x, &[*axis as i64], *keepdims, &y)
             }
-            Op::MaxPool { window, ceil_mode }
-            | Op::AveragePool {
-                window, ceil_mode, ..
-            } => {
-                let kind = match &n.op {
-                    Op::AveragePool {
-                        count_include_pad, ..
-                    } => k::PoolKind::Average {
-                        count_include_pad: *count_include_pad,
-                    },
-                    _ => k::PoolKind::Max,
-                };
-                let p = k::Pool2dParams {
-                    kind,
-                    window: window2d(window),
-                    ceil_mode: *ceil_mode,
-                };
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
-                self.spatial_2d(rec, ni, window.spatial_rank == 1, (&x, &y), |r, x, y| {
-                    k::pool2d_into(r, x, &p, y)
-                })?;
+            _ => return Err(unsupported(n)),
+        };
+        r.map_err(kernel_error(n))
+    }
+
+    /// MaxPool / AveragePool (1-D ones on [N, C, 1, L] copies) and GlobalAveragePool.
+    fn record_pool(&mut self, rec: &mut Recorder, ni: usize, n: &Node) -> Result<()> {
+        let x = self.input(n, 0)?;
+        let y = self.output(n, 0)?;
+        let (window, ceil_mode, kind) = match &n.op {
+            Op::MaxPool { window, ceil_mode } => (window, *ceil_mode, k::PoolKind::Max),
+            Op::AveragePool {
+                window,
+                ceil_mode,
+                count_include_pad,
+            } => (
+                window,
+                *ceil_mode,
+                k::PoolKind::Average {
+                    count_include_pad: *count_include_pad,
+                },
+            ),
+            Op::GlobalAveragePool if x.shape().len() == 4 => {
+                return k::global_avg_pool_into(rec, &x, &y).map_err(kernel_error(n))
             }
-            Op::GlobalAveragePool => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
-                if x.shape().len() != 4 {
-                    return Err(unsupported());
-                }
-                k::global_avg_pool_into(rec, &x, &y).map_err(kerr)?;
-            }
+            _ => return Err(unsupported(n)),
+        };
+        let p = k::Pool2dParams {
+            kind,
+            window: window2d(window),
+            ceil_mode,
+        };
+        self.spatial_2d(rec, ni, window.spatial_rank == 1, (&x, &y), |r, x, y| {
+            k::pool2d_into(r, x, &p, y)
+        })
+    }
+
+    /// Concat (many inputs), Split (many outputs) and Slice.
+    fn record_concat_split_slice(&mut self, rec: &mut Recorder, n: &Node) -> Result<()> {
+        let r = match &n.op {
             Op::Concat { axis } => {
                 let ins = (0..n.inputs.len())
-                    .map(|i| self.input(&n, i))
+                    .map(|i| self.input(n, i))
                     .collect::<Result<Vec<_>>>()?;
                 let refs: Vec<&Tensor> = ins.iter().collect();
-                let y = self.output(&n, 0)?;
-                k::concat_into(rec, &refs, *axis as i64, &y).map_err(kerr)?;
+                k::concat_into(rec, &refs, *axis as i64, &self.output(n, 0)?)
             }
             Op::Split { axis, .. } => {
-                let x = self.input(&n, 0)?;
                 let outs = (0..n.outputs.len())
-                    .map(|i| self.output(&n, i))
+                    .map(|i| self.output(n, i))
                     .collect::<Result<Vec<_>>>()?;
                 let refs: Vec<&Tensor> = outs.iter().collect();
-                k::split_into(rec, &x, *axis as i64, &refs).map_err(kerr)?;
+                k::split_into(rec, &self.input(n, 0)?, *axis as i64, &refs)
             }
             Op::Slice {
                 starts,
                 ends,
                 steps,
             } => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
                 let axes: Vec<i64> = (0..starts.len() as i64).collect();
                 // A normalized end of -1 with a negative step means "through index 0", which
                 // ONNX spells as any end below -dim.
@@ -487,127 +529,175 @@ impl Executable {
                     .zip(steps)
                     .map(|(&e, &s)| if s < 0 && e < 0 { i64::MIN / 2 } else { e })
                     .collect();
-                k::slice_into(rec, &x, starts, &ends, &axes, steps, &y).map_err(kerr)?;
+                let (x, y) = (self.input(n, 0)?, self.output(n, 0)?);
+                k::slice_into(rec, &x, starts, &ends, &axes, steps, &y)
             }
-            Op::Transpose { perm } => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
-                k::transpose_into(rec, &x, perm, &y).map_err(kerr)?;
-            }
-            Op::Reshape { .. } => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
-                k::reshape_into(rec, &x, &y).map_err(kerr)?;
-            }
-            Op::Gather { axis } => {
-                let (d, i) = (self.input(&n, 0)?, self.input(&n, 1)?);
-                let y = self.output(&n, 0)?;
-                k::gather_into(rec, &d, &i, *axis as i64, &y).map_err(kerr)?;
-            }
+            _ => return Err(unsupported(n)),
+        };
+        r.map_err(kernel_error(n))
+    }
+
+    /// One-input copy ops: Transpose, Reshape, Gather (indices as input 1), Cast, Expand, Tile.
+    fn record_copy_op(&mut self, rec: &mut Recorder, n: &Node) -> Result<()> {
+        let x = self.input(n, 0)?;
+        let y = self.output(n, 0)?;
+        let r = match &n.op {
+            Op::Transpose { perm } => k::transpose_into(rec, &x, perm, &y),
+            Op::Reshape { .. } => k::reshape_into(rec, &x, &y),
+            Op::Gather { axis } => k::gather_into(rec, &x, &self.input(n, 1)?, *axis as i64, &y),
             Op::Cast { to } => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
                 let to = match to {
                     DType::F32 | DType::F16 | DType::F64 => k::CastTo::Float,
                     DType::Bool => k::CastTo::Bool,
                     _ => k::CastTo::Int,
                 };
-                k::cast_into(rec, &x, to, &y).map_err(kerr)?;
+                k::cast_into(rec, &x, to, &y)
             }
-            Op::Expand { .. } => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
-                k::expand_into(rec, &x, &y).map_err(kerr)?;
-            }
-            Op::Resize {
-                mode,
-                coord,
-                nearest,
-                scales,
-                from_scales,
-                ..
-            } => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
-                let r = scales.len();
-                if r < 2 || scales[..r - 2].iter().any(|&s| s != 1.0) {
-                    return Err(self.bad(
-                        &n,
-                        format!("only H/W resizes run on the GPU (scales {scales:?})"),
-                    ));
-                }
-                let mode = match mode {
-                    ResizeMode::Linear => k::ResizeMode::Linear,
-                    ResizeMode::Nearest => k::ResizeMode::Nearest(match nearest {
-                        NearestMode::RoundPreferFloor => k::NearestMode::RoundPreferFloor,
-                        NearestMode::RoundPreferCeil => k::NearestMode::RoundPreferCeil,
-                        NearestMode::Floor => k::NearestMode::Floor,
-                        NearestMode::Ceil => k::NearestMode::Ceil,
-                    }),
-                };
-                let coord = match coord {
-                    CoordMode::HalfPixel => k::CoordMode::HalfPixel,
-                    CoordMode::PytorchHalfPixel => k::CoordMode::PytorchHalfPixel,
-                    CoordMode::AlignCorners => k::CoordMode::AlignCorners,
-                    CoordMode::Asymmetric => k::CoordMode::Asymmetric,
-                };
-                let p = k::ResizeParams {
-                    mode,
-                    coord,
-                    scales: Some([scales[r - 2], scales[r - 1]]),
-                    length_from_scales: *from_scales,
-                };
-                k::resize_into(rec, &x, &p, &y).map_err(kerr)?;
-            }
-            Op::Pad { mode, pads, value } => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
-                let p = k::PadParams {
-                    mode: match mode {
-                        PadMode::Constant => k::PadMode::Constant,
-                        PadMode::Reflect => k::PadMode::Reflect,
-                        PadMode::Edge => k::PadMode::Edge,
-                    },
-                    pads: pads.clone(),
-                    value: *value,
-                };
-                k::pad_into(rec, &x, &p, &y).map_err(kerr)?;
-            }
-            Op::Lstm { hidden_size } => {
-                let x = self.input(&n, 0)?;
-                let mat = |k: &WeightKind| matches!(k, WeightKind::MatrixKN { .. });
-                let w_offset = self
-                    .woff(ni, 1, mat)?
-                    .ok_or_else(|| self.bad(&n, "W is not a packed matrix"))?;
-                let r_offset = self
-                    .woff(ni, 2, mat)?
-                    .ok_or_else(|| self.bad(&n, "R is not a packed matrix"))?;
-                let bias_offset = self.woff(ni, 3, |k| matches!(k, WeightKind::Vector { .. }))?;
-                let h0 = n.input(5).map(|t| self.t(&n, t)).transpose()?;
-                let c0 = n.input(6).map(|t| self.t(&n, t)).transpose()?;
-                let outs = (0..n.outputs.len().min(3))
-                    .map(|i| self.output(&n, i))
-                    .collect::<Result<Vec<_>>>()?;
-                let o = k::LstmOutputs {
-                    y: outs.first(),
-                    y_h: outs.get(1),
-                    y_c: outs.get(2),
-                };
-                let w = k::LstmWeights {
-                    w_offset,
-                    r_offset,
-                    bias_offset,
-                };
-                k::lstm_into(rec, &x, w, *hidden_size, h0.as_ref(), c0.as_ref(), o)
-                    .map_err(kerr)?;
-            }
-            Op::Tile { repeats } => {
-                let x = self.input(&n, 0)?;
-                let y = self.output(&n, 0)?;
-                k::tile_into(rec, &x, repeats, &y).map_err(kerr)?;
-            }
-            Op::BatchNorm { .. } => return Err(unsupported()),
+            Op::Expand { .. } => k::expand_into(rec, &x, &y),
+            Op::Tile { repeats } => k::tile_into(rec, &x, repeats, &y),
+            _ => return Err(unsupported(n)),
+        };
+        r.map_err(kernel_error(n))
+    }
+
+    /// Resize over H and W only.
+    fn record_resize(&mut self, rec: &mut Recorder, n: &Node) -> Result<()> {
+        let Op::Resize {
+            mode,
+            coord,
+            nearest,
+            scales,
+            from_scales,
+            ..
+        } = &n.op
+        else {
+            return Err(unsupported(n));
+        };
+        let x = self.input(n, 0)?;
+        let y = self.output(n, 0)?;
+        let r = scales.len();
+        if r < 2 || scales[..r - 2].iter().any(|&s| s != 1.0) {
+            return Err(self.bad(
+                n,
+                format!("only H/W resizes run on the GPU (scales {scales:?})"),
+            ));
         }
-        Ok(())
+        let mode = match mode {
+            ResizeMode::Linear => k::ResizeMode::Linear,
+            ResizeMode::Nearest => k::ResizeMode::Nearest(match nearest {
+                NearestMode::RoundPreferFloor => k::NearestMode::RoundPreferFloor,
+                NearestMode::RoundPreferCeil => k::NearestMode::RoundPreferCeil,
+                NearestMode::Floor => k::NearestMode::Floor,
+                NearestMode::Ceil => k::NearestMode::Ceil,
+            }),
+        };
+        let coord = match coord {
+            CoordMode::HalfPixel => k::CoordMode::HalfPixel,
+            CoordMode::PytorchHalfPixel => k::CoordMode::PytorchHalfPixel,
+            CoordMode::AlignCorners => k::CoordMode::AlignCorners,
+            CoordMode::Asymmetric => k::CoordMode::Asymmetric,
+        };
+        let p = k::ResizeParams {
+            mode,
+            coord,
+            scales: Some([scales[r - 2], scales[r - 1]]),
+            length_from_scales: *from_scales,
+        };
+        k::resize_into(rec, &x, &p, &y).map_err(kernel_error(n))
+    }
+
+    /// Pad (constant, reflect or edge).
+    fn record_pad(&mut self, rec: &mut Recorder, n: &Node) -> Result<()> {
+        let Op::Pad { mode, pads, value } = &n.op else {
+            return Err(unsupported(n));
+        };
+        let (x, y) = (self.input(n, 0)?, self.output(n, 0)?);
+        let p = k::PadParams {
+            mode: match mode {
+                PadMode::Constant => k::PadMode::Constant,
+                PadMode::Reflect => k::PadMode::Reflect,
+                PadMode::Edge => k::PadMode::Edge,
+            },
+            pads: pads.clone(),
+            value: *value,
+        };
+        k::pad_into(rec, &x, &p, &y).map_err(kernel_error(n))
+    }
+
+    /// LSTM: packed W, R (and bias), optional initial states, up to three outputs.
+    fn record_lstm(
+        &mut self,
+        rec: &mut Recorder,
+        ni: usize,
+        n: &Node,
+        hidden_size: usize,
+    ) -> Result<()> {
+        let x = self.input(n, 0)?;
+        let mat = |k: &WeightKind| matches!(k, WeightKind::MatrixKN { .. });
+        let w_offset = self
+            .woff(ni, 1, mat)?
+            .ok_or_else(|| self.bad(n, "W is not a packed matrix"))?;
+        let r_offset = self
+            .woff(ni, 2, mat)?
+            .ok_or_else(|| self.bad(n, "R is not a packed matrix"))?;
+        let bias_offset = self.woff(ni, 3, |k| matches!(k, WeightKind::Vector { .. }))?;
+        let h0 = n.input(5).map(|t| self.t(n, t)).transpose()?;
+        let c0 = n.input(6).map(|t| self.t(n, t)).transpose()?;
+        let outs = (0..n.outputs.len().min(3))
+            .map(|i| self.output(n, i))
+            .collect::<Result<Vec<_>>>()?;
+        let o = k::LstmOutputs {
+            y: outs.first(),
+            y_h: outs.get(1),
+            y_c: outs.get(2),
+        };
+        let w = k::LstmWeights {
+            w_offset,
+            r_offset,
+            bias_offset,
+        };
+        k::lstm_into(rec, &x, w, hidden_size, h0.as_ref(), c0.as_ref(), o).map_err(kernel_error(n))
+    }
+}
+
+/// MatMul's B, owning its tensor.
+enum Rhs {
+    Tensor(Tensor),
+    Weights {
+        texel_offset: u32,
+        k: usize,
+        n: usize,
+    },
+}
+
+impl Rhs {
+    fn is_weights(&self) -> bool {
+        matches!(self, Rhs::Weights { .. })
+    }
+    fn as_mat_rhs(&self) -> MatRhs<'_> {
+        match self {
+            Rhs::Tensor(t) => MatRhs::Tensor(t),
+            &Rhs::Weights { texel_offset, k, n } => MatRhs::Weights { texel_offset, k, n },
+        }
+    }
+}
+
+/// Node `n`'s kernel errors.
+fn kernel_error(n: &Node) -> impl Fn(vk_backend::VkError) -> RuntimeError + '_ {
+    move |source| RuntimeError::Kernel {
+        node: n.name.clone(),
+        source,
+    }
+}
+
+/// Node `n`'s op has no kernel (named by its variant).
+fn unsupported(n: &Node) -> RuntimeError {
+    RuntimeError::UnsupportedOp {
+        node: n.name.clone(),
+        op: format!("{:?}", n.op)
+            .split([' ', '(', '{'])
+            .next()
+            .unwrap_or("?")
+            .to_string(),
     }
 }

@@ -23,6 +23,12 @@ pub enum RuntimeError {
     },
     #[error(transparent)]
     Packed(#[from] crate::packed::PackedError),
+    #[error("weight page {page} of {source_name}: {source}")]
+    PageRead {
+        source_name: String,
+        page: u32,
+        source: std::io::Error,
+    },
     #[error("input `{name}`: {reason}")]
     Input { name: String, reason: String },
     #[error("{file}: {reason}")]

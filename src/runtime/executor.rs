@@ -4,13 +4,13 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use vk_backend::{
-    kernels::weight_copy_into, Buffer, Device, FoldLayout, MemoryCategory, QueueKind, Recorder,
-    SharedMemory, SharedMemoryLayout, Tensor,
+    kernels::weight_copy_into, Buffer, Device, FoldLayout, MemoryCategory, PageSource, QueueKind,
+    Recorder, SharedMemory, SharedMemoryLayout, Tensor,
 };
 
 use super::arena::{self, ArenaPlan, PoolKey};
 use super::error::{vk, Result, RuntimeError};
-use super::weights::{vk_precision, PageSource, WeightResidency};
+use super::weights::{vk_precision, WeightResidency};
 use crate::ir::{DType, Graph, TensorId};
 use crate::packed::{
     PackedHeader, PackedModel, StepInfo, StoredPrecision, WeightEntry, WeightKind,
@@ -27,6 +27,25 @@ pub struct RunTimings {
     pub gpu: Duration,
     /// Unpacking outputs on the host.
     pub readback: Duration,
+}
+
+/// How [`Executable::with_options`] builds a model.
+#[derive(Clone, Copy, Debug)]
+pub struct BuildOptions {
+    /// Precision of activation images; `None`: the weights'.
+    pub activations: Option<vk_backend::Precision>,
+    /// Pool the activation arena: a dead tensor's image is taken over by a later tensor of the
+    /// same image extent. Off, every tensor has its own image (for debugging the arena).
+    pub pool_arena: bool,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            activations: None,
+            pool_arena: true,
+        }
+    }
 }
 
 /// A model ready to run on one device.
@@ -68,7 +87,7 @@ impl Executable {
         header: &PackedHeader,
         pages: &dyn PageSource,
     ) -> Result<Executable> {
-        Self::build(device, header, pages, true, None)
+        Self::with_options(device, header, pages, &BuildOptions::default())
     }
 
     /// Like [`Executable::new`] with activations stored at `activations` instead of the weights'
@@ -80,14 +99,36 @@ impl Executable {
         pages: &dyn PageSource,
         activations: vk_backend::Precision,
     ) -> Result<Executable> {
-        Self::build(device, header, pages, true, Some(activations))
+        let opts = BuildOptions {
+            activations: Some(activations),
+            ..BuildOptions::default()
+        };
+        Self::with_options(device, header, pages, &opts)
     }
 
+    /// Builds the executable as [`Executable::new`] does, with `opts`.
+    pub fn with_options(
+        device: &Device,
+        header: &PackedHeader,
+        pages: &dyn PageSource,
+        opts: &BuildOptions,
+    ) -> Result<Executable> {
+        Self::build(
+            device,
+            header,
+            pages,
+            Some(opts.pool_arena),
+            opts.activations,
+        )
+    }
+
+    /// `pooled_arena`: allocate the arena, pooled or not; `None`: plan it unpooled for shared
+    /// memory and allocate nothing ([`Executable::new_unplaced`]).
     fn build(
         device: &Device,
         header: &PackedHeader,
         pages: &dyn PageSource,
-        allocate_arena: bool,
+        pooled_arena: Option<bool>,
         activations: Option<vk_backend::Precision>,
     ) -> Result<Executable> {
         let precision = header.precision;
@@ -129,10 +170,9 @@ impl Executable {
         };
         exe.demoted_views = exe.demote_refolded_views();
         exe.materialize_constants()?;
-        if allocate_arena {
-            exe.allocate_arena()?;
-        } else {
-            exe.arena = exe.plan_arena(false);
+        match pooled_arena {
+            Some(pooled) => exe.allocate_arena(pooled)?,
+            None => exe.arena = exe.plan_arena(false),
         }
         Ok(exe)
     }
@@ -316,8 +356,6 @@ impl Executable {
                 None => (None, (n * c.div_ceil(4) * h * w) as u64 * bpt),
             }
         };
-        // TEXSTREAM_ARENA=off gives every tensor its own image (for debugging the arena).
-        let pooled = pooled && std::env::var("TEXSTREAM_ARENA").map_or(true, |v| v != "off");
         arena::plan(g, |t| {
             let (k, b) = key_bytes(t);
             (k.filter(|_| pooled), b)
@@ -325,8 +363,8 @@ impl Executable {
     }
 
     /// Plans the arena and gives every image its own allocation.
-    fn allocate_arena(&mut self) -> Result<()> {
-        self.arena = self.plan_arena(true);
+    fn allocate_arena(&mut self, pooled: bool) -> Result<()> {
+        self.arena = self.plan_arena(pooled);
         self.place_arena(None)
     }
 
@@ -419,7 +457,7 @@ impl Executable {
         header: &PackedHeader,
         pages: &dyn PageSource,
     ) -> Result<Executable> {
-        Self::build(device, header, pages, false, None)
+        Self::build(device, header, pages, None, None)
     }
 
     /// Places the arena planned by [`Executable::new_unplaced`] at `offsets` (from

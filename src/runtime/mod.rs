@@ -12,8 +12,8 @@ pub mod weights;
 
 pub use arena::{ArenaPlan, ArenaStats};
 pub use error::RuntimeError;
-pub use executor::{Executable, HostTensor, RunTimings};
-pub use weights::{PageSource, WeightResidency};
+pub use executor::{BuildOptions, Executable, HostTensor, RunTimings};
+pub use weights::WeightResidency;
 pub mod run_budget;
 pub mod run_model;
 pub mod run_source;

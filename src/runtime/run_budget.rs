@@ -1,10 +1,7 @@
 //! Cap accounting for a streamed run: what the engine itself takes on this device (measured with
 //! the counted allocator, not assumed), and the scheduler cap that leaves for slots + activations.
 use scheduler::{min_feasible_cap, plan, Bandwidth, Pipeline, Plan, PlanError, Policy, Profile};
-use vk_backend::{
-    vk, AtlasConfig, Buffer, Device, MemoryLocation, StagingMemory, StreamConfig, VkError,
-    WeightAtlas,
-};
+use vk_backend::{AtlasConfig, Device, StreamConfig, VkError, WeightAtlas};
 
 /// Device bytes the stream engine takes besides its page slots, measured on the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,15 +51,7 @@ pub fn measure_engine_cost(
         .saturating_sub(one.image_bytes)
         .max(page_bytes);
     let table = (one.image_bytes + one.table_bytes).saturating_sub(slot_bytes);
-    let location = match config.staging_memory {
-        StagingMemory::System => MemoryLocation::GpuToCpu,
-        StagingMemory::DeviceLocal => MemoryLocation::CpuToGpu,
-    };
-    let staging_one = if device.memory().counts_against_cap(location) {
-        Buffer::memory_requirements(device, page_bytes, vk::BufferUsageFlags::TRANSFER_SRC)?.size
-    } else {
-        0
-    };
+    let staging_one = config.staging_memory.ring_buffer_cost(device, page_bytes)?;
     Ok(EngineCost {
         slot_bytes,
         // The table's init upload goes through a staging buffer of the same size.

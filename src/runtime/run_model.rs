@@ -11,33 +11,31 @@ use vk_backend::{
 
 use super::executor::Executable;
 use super::stream_exec::StepRecorder;
-use super::weights::{PageSource as ExePages, WeightResidency};
+use super::weights::WeightResidency;
 use super::RuntimeError;
-use crate::packed::{PackedError, PackedModel, WeightKind};
+use crate::packed::{PackedModel, WeightKind};
 
 /// A page source with no pages: the executor is built without weights (the stream engine owns
 /// them); constants it copies out of the atlas at build time read zeros and are copied again by
 /// the step that uses them.
 struct NoPages {
-    page_bytes: u64,
+    page_bytes: usize,
 }
 
-impl ExePages for NoPages {
-    fn page_count(&self) -> u64 {
+impl vk_backend::PageSource for NoPages {
+    fn page_count(&self) -> u32 {
         0
     }
-    fn page_bytes(&self) -> u64 {
+    fn page_bytes(&self) -> usize {
         self.page_bytes
     }
-    fn compensated_pages(&self) -> Vec<u32> {
-        Vec::new()
+    fn read_page(&self, page: u32, _: &mut [u8]) -> std::io::Result<()> {
+        Err(std::io::Error::other(format!(
+            "page {page}: a streamed model reads its pages through the stream engine"
+        )))
     }
-    fn read_page(&self, page: u64, _: &mut [u8]) -> Result<(), PackedError> {
-        Err(PackedError::PageRange {
-            file: "(streamed model)".into(),
-            page,
-            count: 0,
-        })
+    fn name(&self) -> String {
+        "(streamed model)".into()
     }
 }
 
@@ -71,7 +69,7 @@ impl StreamedModel {
             reason: "weight space past 2^32 texels".into(),
         })?;
         let pages = NoPages {
-            page_bytes: 512 * header.precision.bytes_per_texel() as u64,
+            page_bytes: 512 * header.precision.bytes_per_texel(),
         };
         let exe = Executable::new_unplaced(device, &header, &pages)?;
         let mut step_nodes = Vec::new();

@@ -9,12 +9,11 @@ use std::sync::{Arc, Mutex};
 use ash::vk;
 use gpu_allocator::MemoryLocation;
 
-use crate::device::{Device, QueueKind};
+use crate::device::Device;
 use crate::error::{Result, VkError};
 use crate::layout::{Precision, PAGE_WIDTH};
 use crate::memory::MemoryCategory;
-use crate::recorder::Recorder;
-use crate::resource::{Buffer, Image};
+use crate::resource::{Buffer, Image, StagingDirection};
 
 /// Page-table value of a logical page that is not resident.
 pub const UNMAPPED: u32 = u32::MAX;
@@ -74,17 +73,18 @@ impl WeightAtlas {
             .unwrap_or_else(|| config.precision.default_page_height());
         let image = Image::memory_requirements(
             device,
-            config.precision.vk_format(),
+            crate::conv::tensor_format(config.precision),
             [PAGE_WIDTH, page_height, config.slots.max(1)],
         )?;
-        let table = (HEADER_WORDS + config.logical_pages.max(1) as u64) * 4;
+        let table = table_bytes(config.logical_pages.max(1));
         let buffer = Buffer::memory_requirements(
             device,
             table,
             vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST,
         )?;
-        let staging = if device.memory().counts_against_cap(MemoryLocation::CpuToGpu) {
-            Buffer::memory_requirements(device, table, vk::BufferUsageFlags::TRANSFER_SRC)?.size
+        // The transient init upload (`WeightAtlas::new`).
+        let staging = if StagingDirection::Upload.counts_against_cap(device) {
+            Buffer::staging_requirements(device, table, StagingDirection::Upload)?.size
         } else {
             0
         };
@@ -95,7 +95,10 @@ impl WeightAtlas {
         })
     }
 
-    pub fn new(device: &Device, config: AtlasConfig) -> Result<WeightAtlas> {
+    /// Allocates the atlas image and page table and fills the host mirror with
+    /// [`UNMAPPED`]; the GPU table is still undefined ([`WeightAtlas::new`], in `immediate.rs`,
+    /// uploads [`Self::initial_table`]).
+    pub(crate) fn allocate(device: &Device, config: AtlasConfig) -> Result<WeightAtlas> {
         let page_height = config
             .page_height
             .unwrap_or_else(|| config.precision.default_page_height());
@@ -118,22 +121,21 @@ impl WeightAtlas {
         let image = Image::new_2d_array(
             device,
             "weight atlas",
-            config.precision.vk_format(),
+            crate::conv::tensor_format(config.precision),
             PAGE_WIDTH,
             page_height,
             config.slots,
             MemoryCategory::Weights,
         )?;
-        let table_bytes = (HEADER_WORDS + config.logical_pages as u64) * 4;
         let page_table = Buffer::new(
             device,
             "weight page table",
-            table_bytes,
+            table_bytes(config.logical_pages),
             vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST,
             MemoryLocation::GpuOnly,
             MemoryCategory::Weights,
         )?;
-        let atlas = WeightAtlas {
+        Ok(WeightAtlas {
             inner: Arc::new(Inner {
                 device: device.clone(),
                 config,
@@ -143,18 +145,15 @@ impl WeightAtlas {
                 table: Mutex::new(vec![UNMAPPED; config.logical_pages as usize]),
                 compensated: Mutex::new(Default::default()),
             }),
-        };
-        // Initialize header + all-unmapped table on the GPU.
-        let mut words = vec![atlas.page_shift(), config.logical_pages, 0, 0];
-        words.extend(std::iter::repeat_n(UNMAPPED, config.logical_pages as usize));
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let staging =
-            Buffer::staging_upload(device, "page table init staging", bytes.len() as u64)?;
-        staging.write(0, &bytes)?;
-        let mut rec = Recorder::new(device, QueueKind::Compute)?;
-        rec.copy_buffer(&staging, 0, &atlas.inner.page_table, 0, bytes.len() as u64)?;
-        rec.submit_and_wait()?;
-        Ok(atlas)
+        })
+    }
+
+    /// The page table's initial GPU contents: the header and every page unmapped.
+    pub(crate) fn initial_table(&self) -> Vec<u8> {
+        let pages = self.inner.config.logical_pages;
+        let mut words = vec![self.page_shift(), pages, 0, 0];
+        words.extend(std::iter::repeat_n(UNMAPPED, pages as usize));
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
     }
 
     pub fn config(&self) -> AtlasConfig {
@@ -186,6 +185,9 @@ impl WeightAtlas {
     pub fn page_table_buffer(&self) -> &Buffer {
         &self.inner.page_table
     }
+    pub fn device(&self) -> &Device {
+        &self.inner.device
+    }
     pub(crate) fn resource_ids(&self) -> [u64; 2] {
         [self.inner.image.id(), self.inner.page_table.id()]
     }
@@ -198,7 +200,7 @@ impl WeightAtlas {
             .clone()
     }
 
-    fn check_slot(&self, slot: u32) -> Result<()> {
+    pub(crate) fn check_slot(&self, slot: u32) -> Result<()> {
         if slot >= self.slots() {
             return Err(VkError::Atlas(format!(
                 "slot {slot} out of range (0..{})",
@@ -206,19 +208,6 @@ impl WeightAtlas {
             )));
         }
         Ok(())
-    }
-
-    /// Records a copy of one page (texels in page order, `page_bytes()` bytes at `offset` of
-    /// `staging`) into `slot`.
-    pub fn record_page_upload(
-        &self,
-        rec: &mut Recorder,
-        staging: &Buffer,
-        offset: u64,
-        slot: u32,
-    ) -> Result<()> {
-        self.check_slot(slot)?;
-        rec.copy_buffer_to_image_layer(staging, offset, &self.inner.image, slot)
     }
 
     /// Marks logical pages as compensated (see [`COMPENSATED`]); their later mappings carry the
@@ -246,13 +235,10 @@ impl WeightAtlas {
         Ok(())
     }
 
-    /// Records page-table updates `(logical page, Some(slot) | None = unmapped)`; consecutive
-    /// pages are merged into one `vkCmdUpdateBuffer`.
-    pub fn record_page_table_update(
-        &self,
-        rec: &mut Recorder,
-        entries: &[(u32, Option<u32>)],
-    ) -> Result<()> {
+    /// Applies page-table updates `(logical page, Some(slot) | None = unmapped)` to the host
+    /// mirror and returns the GPU writes that apply them (the recorder records them:
+    /// [`crate::Recorder::update_page_table`]); consecutive pages are merged into one write.
+    pub(crate) fn table_writes(&self, entries: &[(u32, Option<u32>)]) -> Result<Vec<TableWrite>> {
         // Last entry per page wins; BTreeMap gives sorted runs.
         let mut map = std::collections::BTreeMap::new();
         for &(page, slot) in entries {
@@ -273,19 +259,17 @@ impl WeightAtlas {
             .compensated
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        let mut writes = Vec::new();
         let mut run: Vec<u32> = Vec::new();
         let mut run_start = 0u32;
-        let flush = |rec: &mut Recorder, start: u32, run: &mut Vec<u32>| -> Result<()> {
-            if run.is_empty() {
-                return Ok(());
+        let mut flush = |start: u32, run: &mut Vec<u32>| {
+            if !run.is_empty() {
+                writes.push(TableWrite {
+                    offset: (HEADER_WORDS + start as u64) * 4,
+                    bytes: run.iter().flat_map(|w| w.to_le_bytes()).collect(),
+                });
+                run.clear();
             }
-            let bytes: Vec<u8> = run.iter().flat_map(|w| w.to_le_bytes()).collect();
-            run.clear();
-            rec.update_buffer(
-                &self.inner.page_table,
-                (HEADER_WORDS + start as u64) * 4,
-                &bytes,
-            )
         };
         for (page, v) in map {
             table[page as usize] = v;
@@ -294,59 +278,25 @@ impl WeightAtlas {
             } else {
                 v
             };
+            // 16384 entries are the 64 KiB `vkCmdUpdateBuffer` takes at most.
             if run.is_empty() || page != run_start + run.len() as u32 || run.len() >= 16384 {
-                flush(rec, run_start, &mut run)?;
+                flush(run_start, &mut run);
                 run_start = page;
             }
             run.push(v);
         }
-        flush(rec, run_start, &mut run)
+        flush(run_start, &mut run);
+        Ok(writes)
     }
+}
 
-    /// Uploads page contents into `slot` and maps `page -> slot` now (waits). For setup/tests;
-    /// the streaming runtime records these on its transfer queue instead.
-    pub fn load_page_now(&self, page: u32, slot: u32, bytes: &[u8]) -> Result<()> {
-        if bytes.len() as u64 != self.page_bytes() {
-            return Err(VkError::Atlas(format!(
-                "page data is {} bytes, a page is {} bytes",
-                bytes.len(),
-                self.page_bytes()
-            )));
-        }
-        let dev = &self.inner.device;
-        let staging = Buffer::staging_upload(dev, "page staging", bytes.len() as u64)?;
-        staging.write(0, bytes)?;
-        let mut rec = Recorder::new(dev, QueueKind::Compute)?;
-        self.record_page_upload(&mut rec, &staging, 0, slot)?;
-        self.record_page_table_update(&mut rec, &[(page, Some(slot))])?;
-        rec.submit_and_wait()
-    }
+/// One page-table write: `bytes` at byte `offset` of the page-table buffer.
+pub(crate) struct TableWrite {
+    pub offset: u64,
+    pub bytes: Vec<u8>,
+}
 
-    /// Loads a whole weight space (texel values, 4 per texel, page order) into slots 0.. and maps
-    /// page i -> slot i; pads the last page with zeros. For tests and fully-resident models.
-    pub fn load_all_now(&self, texel_values: &[f32]) -> Result<()> {
-        let per_page = self.texels_per_page() as usize * 4;
-        let pages = texel_values.len().div_ceil(per_page).max(1);
-        if pages > self.slots() as usize || pages > self.inner.config.logical_pages as usize {
-            return Err(VkError::Atlas(format!(
-                "{pages} pages do not fit {} slots / {} logical pages",
-                self.slots(),
-                self.inner.config.logical_pages
-            )));
-        }
-        let mut padded = texel_values.to_vec();
-        padded.resize(pages * per_page, 0.0);
-        let bytes = crate::layout::texels_to_bytes(&padded, self.precision());
-        let dev = &self.inner.device;
-        let staging = Buffer::staging_upload(dev, "weights staging", bytes.len() as u64)?;
-        staging.write(0, &bytes)?;
-        let mut rec = Recorder::new(dev, QueueKind::Compute)?;
-        let mut entries = Vec::new();
-        for p in 0..pages as u32 {
-            self.record_page_upload(&mut rec, &staging, p as u64 * self.page_bytes(), p)?;
-            entries.push((p, Some(p)));
-        }
-        self.record_page_table_update(&mut rec, &entries)?;
-        rec.submit_and_wait()
-    }
+/// Bytes of a page table addressing `logical_pages` pages.
+fn table_bytes(logical_pages: u32) -> u64 {
+    (HEADER_WORDS + logical_pages as u64) * 4
 }

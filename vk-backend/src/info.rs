@@ -6,8 +6,14 @@ use std::ffi::CStr;
 
 use ash::vk;
 
-use crate::device::{select_adapter, AdapterInfo};
-use crate::error::{Result, VkError, VkResultExt};
+use crate::adapter::{adapters, dedicated_transfer_family, select_adapter, AdapterInfo};
+use crate::conv::{
+    component, device_type_name, driver_version, fixed_cstr as cstr, heap_flags, memory_flags,
+    queue_flags, scope, tensor_format, version,
+};
+use crate::error::{Result, VkResultExt};
+use crate::instance::{load_entry, plain_instance};
+use crate::layout::Precision;
 
 /// Limits that matter to texstream.
 #[derive(Debug, Clone, Default)]
@@ -96,8 +102,8 @@ pub struct DeviceReport {
     pub driver_info: Option<String>,
     /// Whether texstream can run on it (Vulkan 1.2, timeline semaphores, a compute queue,
     /// storage images in the tensor formats); else why not.
-    pub usable: std::result::Result<(), String>,
-    /// The device texstream picks without `--device` / `TEXSTREAM_DEVICE`.
+    pub usable: std::result::Result<(), Unusable>,
+    /// The device texstream opens with the selector [`device_reports`] was given.
     pub default_choice: bool,
     pub limits: LimitsReport,
     pub queue_families: Vec<QueueFamilyReport>,
@@ -110,6 +116,20 @@ pub struct DeviceReport {
     pub extensions: Vec<(String, bool)>,
     /// `VK_KHR_cooperative_matrix` shapes: "MxNxK A*B+C->R scope".
     pub cooperative_matrix_shapes: Vec<String>,
+}
+
+/// Why texstream cannot run on a device.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unusable {
+    /// The device's Vulkan version (below 1.2).
+    #[error("Vulkan {0} < 1.2")]
+    VulkanVersion(String),
+    #[error("no timelineSemaphore")]
+    NoTimelineSemaphore,
+    #[error("no compute queue family")]
+    NoComputeQueue,
+    #[error("no RGBA16F/RGBA32F storage images")]
+    NoTensorStorageImages,
 }
 
 /// Extensions listed by `texstream devices`.
@@ -125,163 +145,20 @@ pub const EXTENSIONS_OF_INTEREST: &[&CStr] = &[
     ash::khr::shader_integer_dot_product::NAME,
 ];
 
-fn cstr(raw: &[std::ffi::c_char]) -> String {
-    let bytes: Vec<u8> = raw
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
-fn version(v: u32) -> String {
-    format!(
-        "{}.{}.{}",
-        vk::api_version_major(v),
-        vk::api_version_minor(v),
-        vk::api_version_patch(v)
-    )
-}
-
-/// Driver version per vendor encoding (NVIDIA 10.8.8.6 bits, Intel on Windows 18.14 bits).
-fn driver_version(vendor: u32, v: u32) -> String {
-    match vendor {
-        0x10DE => format!(
-            "{}.{}.{}.{}",
-            v >> 22,
-            (v >> 14) & 0xFF,
-            (v >> 6) & 0xFF,
-            v & 0x3F
-        ),
-        0x8086 if cfg!(windows) => format!("{}.{}", v >> 14, v & 0x3FFF),
-        _ => version(v),
-    }
-}
-
-fn type_name(t: vk::PhysicalDeviceType) -> &'static str {
-    match t {
-        vk::PhysicalDeviceType::DISCRETE_GPU => "discrete",
-        vk::PhysicalDeviceType::INTEGRATED_GPU => "integrated",
-        vk::PhysicalDeviceType::VIRTUAL_GPU => "virtual",
-        vk::PhysicalDeviceType::CPU => "cpu",
-        _ => "other",
-    }
-}
-
-fn queue_flags(f: vk::QueueFlags) -> Vec<String> {
-    [
-        (vk::QueueFlags::GRAPHICS, "GRAPHICS"),
-        (vk::QueueFlags::COMPUTE, "COMPUTE"),
-        (vk::QueueFlags::TRANSFER, "TRANSFER"),
-        (vk::QueueFlags::SPARSE_BINDING, "SPARSE_BINDING"),
-        (vk::QueueFlags::PROTECTED, "PROTECTED"),
-        (vk::QueueFlags::VIDEO_DECODE_KHR, "VIDEO_DECODE"),
-        (vk::QueueFlags::VIDEO_ENCODE_KHR, "VIDEO_ENCODE"),
-        (vk::QueueFlags::OPTICAL_FLOW_NV, "OPTICAL_FLOW"),
-    ]
-    .iter()
-    .filter(|(b, _)| f.contains(*b))
-    .map(|(_, n)| n.to_string())
-    .collect()
-}
-
-fn heap_flags(f: vk::MemoryHeapFlags) -> Vec<String> {
-    [
-        (vk::MemoryHeapFlags::DEVICE_LOCAL, "DEVICE_LOCAL"),
-        (vk::MemoryHeapFlags::MULTI_INSTANCE, "MULTI_INSTANCE"),
-    ]
-    .iter()
-    .filter(|(b, _)| f.contains(*b))
-    .map(|(_, n)| n.to_string())
-    .collect()
-}
-
-fn memory_flags(f: vk::MemoryPropertyFlags) -> Vec<String> {
-    [
-        (vk::MemoryPropertyFlags::DEVICE_LOCAL, "DEVICE_LOCAL"),
-        (vk::MemoryPropertyFlags::HOST_VISIBLE, "HOST_VISIBLE"),
-        (vk::MemoryPropertyFlags::HOST_COHERENT, "HOST_COHERENT"),
-        (vk::MemoryPropertyFlags::HOST_CACHED, "HOST_CACHED"),
-        (
-            vk::MemoryPropertyFlags::LAZILY_ALLOCATED,
-            "LAZILY_ALLOCATED",
-        ),
-        (vk::MemoryPropertyFlags::PROTECTED, "PROTECTED"),
-        (
-            vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD,
-            "DEVICE_COHERENT_AMD",
-        ),
-        (
-            vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD,
-            "DEVICE_UNCACHED_AMD",
-        ),
-        (vk::MemoryPropertyFlags::RDMA_CAPABLE_NV, "RDMA_CAPABLE_NV"),
-    ]
-    .iter()
-    .filter(|(b, _)| f.contains(*b))
-    .map(|(_, n)| n.to_string())
-    .collect()
-}
-
-fn component(t: vk::ComponentTypeKHR) -> String {
-    match t {
-        vk::ComponentTypeKHR::FLOAT16 => "f16".into(),
-        vk::ComponentTypeKHR::FLOAT32 => "f32".into(),
-        vk::ComponentTypeKHR::FLOAT64 => "f64".into(),
-        vk::ComponentTypeKHR::SINT8 => "i8".into(),
-        vk::ComponentTypeKHR::UINT8 => "u8".into(),
-        vk::ComponentTypeKHR::SINT32 => "i32".into(),
-        vk::ComponentTypeKHR::UINT32 => "u32".into(),
-        vk::ComponentTypeKHR::SINT16 => "i16".into(),
-        vk::ComponentTypeKHR::UINT16 => "u16".into(),
-        vk::ComponentTypeKHR::SINT64 => "i64".into(),
-        vk::ComponentTypeKHR::UINT64 => "u64".into(),
-        other => format!("type{}", other.as_raw()),
-    }
-}
-
-fn scope(s: vk::ScopeKHR) -> &'static str {
-    match s {
-        vk::ScopeKHR::SUBGROUP => "subgroup",
-        vk::ScopeKHR::WORKGROUP => "workgroup",
-        vk::ScopeKHR::DEVICE => "device",
-        vk::ScopeKHR::QUEUE_FAMILY => "queue-family",
-        _ => "other",
-    }
-}
-
-/// `vkCreateInstance` failures, with install advice where the loader found no driver.
-pub(crate) fn instance_error(result: vk::Result) -> VkError {
-    if result == vk::Result::ERROR_INCOMPATIBLE_DRIVER {
-        VkError::NoDevice(
-            ": the Vulkan loader found no driver; install one, e.g. `sudo apt-get install \
-             mesa-vulkan-drivers` (lavapipe, runs on the CPU) or your GPU vendor's driver"
-                .into(),
-        )
-    } else {
-        VkError::Vk {
-            call: "vkCreateInstance",
-            result,
-        }
-    }
-}
-
-/// Describes every physical device. Errors only when no loader or instance is available; an
-/// empty list means the loader found no driver.
-pub fn device_reports() -> Result<Vec<DeviceReport>> {
-    // SAFETY: loading the system Vulkan loader library.
-    let entry = unsafe { ash::Entry::load() }.map_err(|e| VkError::NoLoader(e.to_string()))?;
+/// Describes every physical device and marks the one `Device::new` picks with `selector` (see
+/// `DeviceOptions::device`). Errors only when no loader or instance is available; an empty list
+/// means the loader found no driver.
+pub fn device_reports(selector: Option<&str>) -> Result<Vec<DeviceReport>> {
+    let entry = load_entry()?;
     // A 1.0-only loader rejects instances asking for more.
+    // SAFETY: a plain loader query.
     let loader_version = unsafe { entry.try_enumerate_instance_version() }
         .ok()
         .flatten()
         .unwrap_or(vk::API_VERSION_1_0);
     let api = loader_version.min(vk::API_VERSION_1_3);
-    let app = vk::ApplicationInfo::default().api_version(api);
-    let ci = vk::InstanceCreateInfo::default().application_info(&app);
-    // SAFETY: plain instance creation; destroyed below.
-    let instance = unsafe { entry.create_instance(&ci, None) }.map_err(instance_error)?;
-    let out = unsafe { reports(&entry, &instance, api) };
+    let instance = plain_instance(&entry, api)?;
+    let out = unsafe { reports(&entry, &instance, api, selector) };
     // SAFETY: nothing created from the instance outlives this call.
     unsafe { instance.destroy_instance(None) };
     out
@@ -291,28 +168,16 @@ unsafe fn reports(
     entry: &ash::Entry,
     instance: &ash::Instance,
     instance_api: u32,
+    selector: Option<&str>,
 ) -> Result<Vec<DeviceReport>> {
-    let pds = unsafe { instance.enumerate_physical_devices() }.vk("vkEnumeratePhysicalDevices")?;
-    let mut reports = Vec::with_capacity(pds.len());
-    for (index, &pd) in pds.iter().enumerate() {
-        reports.push(unsafe { report(entry, instance, instance_api, index, pd) }?);
+    let list = adapters(instance)?;
+    let mut reports = Vec::with_capacity(list.len());
+    for a in &list {
+        reports.push(unsafe { report(entry, instance, instance_api, a.info.index, a.physical) }?);
     }
-    // Same choice as `Device::new` without an explicit selector.
-    let adapters: Vec<AdapterInfo> = pds
-        .iter()
-        .enumerate()
-        .map(|(index, &pd)| {
-            let p = unsafe { instance.get_physical_device_properties(pd) };
-            AdapterInfo {
-                index,
-                name: cstr(&p.device_name),
-                device_type: p.device_type,
-                api_version: p.api_version,
-            }
-        })
-        .collect();
-    let selector = std::env::var("TEXSTREAM_DEVICE").ok();
-    if let Ok(i) = select_adapter(&adapters, selector.as_deref()) {
+    // Same choice as `Device::new`.
+    let infos: Vec<AdapterInfo> = list.into_iter().map(|a| a.info).collect();
+    if let Ok(i) = select_adapter(&infos, selector) {
         if let Some(r) = reports.iter_mut().find(|r| r.index == i) {
             r.default_choice = true;
         }
@@ -426,15 +291,7 @@ unsafe fn report(
             ],
         })
         .collect();
-    let dedicated_transfer_family = families
-        .iter()
-        .position(|f| {
-            f.queue_flags.contains(vk::QueueFlags::TRANSFER)
-                && !f
-                    .queue_flags
-                    .intersects(vk::QueueFlags::COMPUTE | vk::QueueFlags::GRAPHICS)
-        })
-        .map(|i| i as u32);
+    let dedicated_transfer_family = dedicated_transfer_family(&families);
 
     let mem = unsafe { instance.get_physical_device_memory_properties(pd) };
     let memory_heaps = (0..mem.memory_heap_count as usize)
@@ -459,8 +316,8 @@ unsafe fn report(
         fp.optimal_tiling_features
             .contains(vk::FormatFeatureFlags::STORAGE_IMAGE)
     };
-    features.rgba16f_storage_image = storage_image(vk::Format::R16G16B16A16_SFLOAT);
-    features.rgba32f_storage_image = storage_image(vk::Format::R32G32B32A32_SFLOAT);
+    features.rgba16f_storage_image = storage_image(tensor_format(Precision::F16));
+    features.rgba32f_storage_image = storage_image(tensor_format(Precision::F32));
 
     let mut cooperative_matrix_shapes = Vec::new();
     if features.cooperative_matrix_khr && has_11 {
@@ -488,16 +345,16 @@ unsafe fn report(
         .collect();
 
     let usable = if api_version < vk::API_VERSION_1_2 {
-        Err(format!("Vulkan {} < 1.2", version(api_version)))
+        Err(Unusable::VulkanVersion(version(api_version)))
     } else if !features.timeline_semaphore {
-        Err("no timelineSemaphore".into())
+        Err(Unusable::NoTimelineSemaphore)
     } else if !families
         .iter()
         .any(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
     {
-        Err("no compute queue family".into())
+        Err(Unusable::NoComputeQueue)
     } else if !features.rgba16f_storage_image || !features.rgba32f_storage_image {
-        Err("no RGBA16F/RGBA32F storage images".into())
+        Err(Unusable::NoTensorStorageImages)
     } else {
         Ok(())
     };
@@ -505,7 +362,7 @@ unsafe fn report(
     Ok(DeviceReport {
         index,
         name: cstr(&props.device_name),
-        device_type: type_name(props.device_type).into(),
+        device_type: device_type_name(props.device_type).into(),
         vendor_id: props.vendor_id,
         device_id: props.device_id,
         api_version: version(api_version),

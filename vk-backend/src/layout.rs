@@ -46,12 +46,6 @@ impl Precision {
             Precision::F32 => 16,
         }
     }
-    pub fn vk_format(self) -> ash::vk::Format {
-        match self {
-            Precision::F16 => ash::vk::Format::R16G16B16A16_SFLOAT,
-            Precision::F32 => ash::vk::Format::R32G32B32A32_SFLOAT,
-        }
-    }
     /// Default page height for 1 MiB pages of 512-texel rows.
     pub fn default_page_height(self) -> u32 {
         match self {

@@ -1,19 +1,25 @@
 //! Vulkan backend: device, 2.5D texture tensors, paged weight atlas, staging, transfer and compute kernels.
 //!
-//! Entry points: [`Device::new`] (with [`DeviceOptions`]), [`Tensor`] (C4-packed 2D-array images),
-//! [`WeightAtlas`] (paged weights read through `fetch_weight`), [`Recorder`] (record many
-//! dispatches/copies, submit once with timeline-semaphore waits/signals), [`kernels`], and the
-//! pure-CPU packing functions in [`layout`]. How to add a kernel: `vk-backend/KERNELS.md`.
+//! Entry points: [`Device::new`] (with [`DeviceOptions`]; [`DeviceOptions::from_env`] at the
+//! CLI and in tests), [`Tensor`] (C4-packed 2D-array images), [`WeightAtlas`] (paged weights read
+//! through `fetch_weight`), [`Recorder`] (record many dispatches/copies, submit once with
+//! timeline-semaphore waits/signals), [`kernels`], and the pure-CPU packing functions in
+//! [`layout`]. How to add a kernel: `vk-backend/KERNELS.md`.
 
+pub mod adapter;
 pub mod atlas;
 pub mod bench;
 mod bench_conv;
+mod conv;
 pub mod device;
 pub mod error;
+mod immediate;
 pub mod info;
+mod instance;
 pub mod kernels;
 pub mod layout;
 pub mod memory;
+pub mod options;
 pub mod pipeline;
 pub mod recorder;
 mod recycle;
@@ -24,14 +30,15 @@ pub mod sync;
 pub mod tensor;
 pub mod testing;
 pub mod timestamps;
+mod types;
 
+pub use adapter::{enumerate_adapters, select_adapter, AdapterInfo, DeviceFeatures, ImageLimits};
 pub use atlas::{AtlasConfig, AtlasNeeds, WeightAtlas, COMPENSATED, UNMAPPED};
-pub use device::{
-    enumerate_adapters, AdapterInfo, Device, DeviceFeatures, DeviceOptions, ImageLimits, QueueKind,
-};
+pub use device::{Device, QueueKind};
 pub use error::{Result, VkError};
 pub use layout::{FoldLayout, Precision};
 pub use memory::{HeapBudget, MemoryCategory, MemoryStats};
+pub use options::DeviceOptions;
 pub use pipeline::{BindingKind, KernelDesc, Pipeline, StorageKind};
 pub use recorder::{Access, Arg, Recorder, Submission};
 pub use resource::{

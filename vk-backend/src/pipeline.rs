@@ -7,41 +7,7 @@ use ash::vk;
 use crate::device::Device;
 use crate::error::{Result, VkError, VkResultExt};
 use crate::layout::Precision;
-
-/// Kind of one descriptor binding in set 0 of a kernel (binding numbers are the slice indices).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BindingKind {
-    /// An activation tensor image (`image2DArray` with declared format).
-    StorageImage,
-    /// A storage buffer (`buffer` block).
-    StorageBuffer,
-    /// A uniform buffer (`uniform` block).
-    UniformBuffer,
-}
-
-impl BindingKind {
-    /// The Vulkan descriptor type of this binding in a pipeline variant with `storage`
-    /// (activation tensors become storage buffers in the `Buffer` variant).
-    pub(crate) fn descriptor_type(self, storage: StorageKind) -> vk::DescriptorType {
-        match (self, storage) {
-            (BindingKind::StorageImage, StorageKind::Image) => vk::DescriptorType::STORAGE_IMAGE,
-            (BindingKind::StorageImage, StorageKind::Buffer) => vk::DescriptorType::STORAGE_BUFFER,
-            (BindingKind::StorageBuffer, _) => vk::DescriptorType::STORAGE_BUFFER,
-            (BindingKind::UniformBuffer, _) => vk::DescriptorType::UNIFORM_BUFFER,
-        }
-    }
-}
-
-/// Where a kernel's activation tensors live. Every shader is built in both variants from the same
-/// source (`TENSOR_STORAGE_BUFFER` in `tensor.glsl`); weights always come from the atlas image.
-/// `Image` is the engine's path; `Buffer` (same C4 texel order, linear texel index, no fold)
-/// exists for the texture-vs-buffer benchmark and for buffer-fallback tensors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum StorageKind {
-    #[default]
-    Image,
-    Buffer,
-}
+pub use crate::types::{BindingKind, StorageKind};
 
 /// Static description of a kernel: everything needed to build its pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -203,7 +169,7 @@ impl Device {
             .map(|(i, k)| {
                 vk::DescriptorSetLayoutBinding::default()
                     .binding(i as u32)
-                    .descriptor_type(k.descriptor_type(storage))
+                    .descriptor_type(crate::conv::descriptor_type(*k, storage))
                     .descriptor_count(1)
                     .stage_flags(vk::ShaderStageFlags::COMPUTE)
             })

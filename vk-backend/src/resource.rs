@@ -9,6 +9,7 @@ use gpu_allocator::MemoryLocation;
 use crate::device::Device;
 use crate::error::{Result, VkError, VkResultExt};
 use crate::memory::{CountedAllocation, MemoryCategory};
+pub use crate::types::StagingDirection;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -55,37 +56,13 @@ fn buffer_create_info(
     }
 }
 
-/// What a staging buffer carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StagingDirection {
-    /// Host to device (write-combined memory where the driver has it).
-    Upload,
-    /// Device to host (host-cached memory where the driver has it).
-    Download,
-    /// Both, one transfer at a time: for devices whose host-visible memory is device memory
-    /// anyway, where one buffer costs the cap less than two.
-    Both,
-}
-
 impl StagingDirection {
-    /// Where buffers of this direction are allocated.
-    pub fn location(self) -> MemoryLocation {
-        self.usage_and_location().1
-    }
-
-    fn usage_and_location(self) -> (vk::BufferUsageFlags, MemoryLocation) {
-        match self {
-            StagingDirection::Upload => {
-                (vk::BufferUsageFlags::TRANSFER_SRC, MemoryLocation::CpuToGpu)
-            }
-            StagingDirection::Download => {
-                (vk::BufferUsageFlags::TRANSFER_DST, MemoryLocation::GpuToCpu)
-            }
-            StagingDirection::Both => (
-                vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
-                MemoryLocation::GpuToCpu,
-            ),
-        }
+    /// Whether a staging buffer of this direction on `device` is paid out of the memory cap:
+    /// on devices whose host-visible memory is all device memory (UMA, lavapipe), so one
+    /// two-way buffer costs the cap less than two.
+    pub fn counts_against_cap(self, device: &Device) -> bool {
+        let (_, location) = crate::conv::staging_buffer(self);
+        device.memory().counts_against_cap(location)
     }
 }
 
@@ -152,7 +129,7 @@ impl Buffer {
         size: u64,
         direction: StagingDirection,
     ) -> Result<Buffer> {
-        let (usage, location) = direction.usage_and_location();
+        let (usage, location) = crate::conv::staging_buffer(direction);
         Buffer::new(device, name, size, usage, location, MemoryCategory::Staging)
     }
 
@@ -162,7 +139,7 @@ impl Buffer {
         size: u64,
         direction: StagingDirection,
     ) -> Result<MemoryNeeds> {
-        Buffer::memory_requirements(device, size, direction.usage_and_location().0)
+        Buffer::memory_requirements(device, size, crate::conv::staging_buffer(direction).0)
     }
 
     /// The memory a buffer of `size` bytes with `usage` needs (queried on a probe, no memory).

@@ -14,12 +14,11 @@ use std::sync::Arc;
 use ash::vk;
 use gpu_allocator::MemoryLocation;
 
-use crate::device::{Device, QueueKind};
+use crate::device::Device;
 use crate::error::{Result, VkError};
 use crate::layout::{self, FoldLayout, Precision};
 use crate::memory::MemoryCategory;
 use crate::pipeline::StorageKind;
-use crate::recorder::Recorder;
 use crate::resource::{Buffer, Image, MemoryNeeds, SharedMemory};
 
 /// Where a tensor's texels live.
@@ -162,7 +161,7 @@ impl Tensor {
                 let img = Image::new_2d_array(
                     device,
                     name,
-                    precision.vk_format(),
+                    crate::conv::tensor_format(precision),
                     l.pw,
                     l.ph,
                     l.pl,
@@ -214,7 +213,11 @@ impl Tensor {
         else {
             return Ok(None);
         };
-        let req = Image::memory_requirements(device, precision.vk_format(), [l.pw, l.ph, l.pl])?;
+        let req = Image::memory_requirements(
+            device,
+            crate::conv::tensor_format(precision),
+            [l.pw, l.ph, l.pl],
+        )?;
         Ok(Some((l, req)))
     }
 
@@ -246,7 +249,7 @@ impl Tensor {
         let img = Image::new_2d_array_in(
             device,
             name,
-            precision.vk_format(),
+            crate::conv::tensor_format(precision),
             [l.pw, l.ph, l.pl],
             memory,
             offset,
@@ -313,19 +316,6 @@ impl Tensor {
             MemoryLocation::GpuOnly,
             category,
         )
-    }
-
-    /// Creates a tensor and uploads `data` (NCHW order, `shape` element count).
-    pub fn from_data(
-        device: &Device,
-        name: &str,
-        shape: &[usize],
-        precision: Precision,
-        data: &[f32],
-    ) -> Result<Tensor> {
-        let t = Self::new(device, name, shape, precision)?;
-        t.upload(data)?;
-        Ok(t)
     }
 
     /// A tensor with logical `shape` over this tensor's storage (same image or buffer, same
@@ -458,37 +448,6 @@ impl Tensor {
         self.layout.unpack_bytes(bytes, self.precision)
     }
 
-    /// Uploads NCHW `data` now (staging buffer + copy on the compute queue, waits).
-    pub fn upload(&self, data: &[f32]) -> Result<()> {
-        let staging =
-            Buffer::staging_upload(&self.device, "tensor upload staging", self.physical_bytes())?;
-        self.upload_through(data, &staging)
-    }
-
-    /// Uploads NCHW `data` now through the caller's host-visible `staging` buffer (idle; when
-    /// shorter than [`Self::physical_bytes`], in pieces), so repeated uploads allocate nothing
-    /// (waits).
-    pub fn upload_through(&self, data: &[f32], staging: &Buffer) -> Result<()> {
-        let bytes = self.pack_bytes(data)?;
-        if bytes.len() as u64 <= staging.size() {
-            staging.write(0, &bytes)?;
-            let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
-            rec.copy_buffer_to_tensor(staging, 0, self)?;
-            return rec.submit_and_wait();
-        }
-        // A staging buffer smaller than the tensor (it counts against the cap on UMA devices)
-        // carries it in pieces, one copy and wait each.
-        let bpt = self.precision.bytes_per_texel() as u64;
-        for (first, count) in self.copy_chunks(staging.size())? {
-            let range = (first * bpt) as usize..((first + count) * bpt) as usize;
-            staging.write(0, &bytes[range])?;
-            let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
-            rec.copy_buffer_to_tensor_texels(staging, 0, self, (first, count))?;
-            rec.submit_and_wait()?;
-        }
-        Ok(())
-    }
-
     /// Physical texel ranges `(first, count)` of at most `max_bytes` each that cover the tensor
     /// in order, each one copy: whole rows of one layer for images. Fails when one row is
     /// larger than `max_bytes`.
@@ -521,35 +480,5 @@ impl Tensor {
             }
         }
         Ok(chunks)
-    }
-
-    /// Downloads the tensor now as NCHW f32 values (waits).
-    pub fn download(&self) -> Result<Vec<f32>> {
-        let size = self.physical_bytes();
-        let staging = Buffer::staging_download(&self.device, "tensor download staging", size)?;
-        self.download_through(&staging)
-    }
-
-    /// Downloads the tensor now through the caller's host-visible `staging` buffer (idle; when
-    /// shorter than [`Self::physical_bytes`], in pieces) as NCHW f32 values (waits).
-    pub fn download_through(&self, staging: &Buffer) -> Result<Vec<f32>> {
-        let size = self.physical_bytes();
-        if size > staging.size() {
-            let bpt = self.precision.bytes_per_texel() as u64;
-            let mut bytes = vec![0u8; size as usize];
-            for (first, count) in self.copy_chunks(staging.size())? {
-                let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
-                rec.copy_tensor_texels_to_buffer(self, (first, count), staging, 0)?;
-                rec.submit_and_wait()?;
-                let range = (first * bpt) as usize..((first + count) * bpt) as usize;
-                staging.with_mapped(|m| bytes[range.clone()].copy_from_slice(&m[..range.len()]))?;
-            }
-            return Ok(self.unpack_bytes(&bytes));
-        }
-        let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
-        rec.copy_tensor_to_buffer(self, staging, 0)?;
-        rec.submit_and_wait()?;
-        // Straight from the mapped staging memory, without a copy.
-        staging.with_mapped(|m| self.unpack_bytes(&m[..(size as usize).min(m.len())]))
     }
 }

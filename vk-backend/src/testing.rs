@@ -3,7 +3,8 @@
 
 use std::sync::OnceLock;
 
-use crate::device::{Device, DeviceOptions};
+use crate::device::Device;
+use crate::options::DeviceOptions;
 
 /// The shared test device (validation from `TEXSTREAM_VALIDATION`, device from `TEXSTREAM_DEVICE`).
 /// Panics with the error if no device can be opened.

@@ -97,8 +97,7 @@ fn remap_and_unmapped_pages() {
         .all(|&v| v == 0.0));
     // Evict page 3 and map page 2 to its slot without touching contents: page 2 now reads p3's data.
     let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
-    atlas
-        .record_page_table_update(&mut rec, &[(3, None), (2, Some(0))])
+    rec.update_page_table(&atlas, &[(3, None), (2, Some(0))])
         .unwrap();
     rec.submit_and_wait().unwrap();
     assert_eq!(read_weights(&atlas, 2 * tpp as u32, tpp), round(&p3));

@@ -57,7 +57,7 @@ fn cap_rejects_before_vulkan() {
     // A private device so the cap does not disturb other tests.
     let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
         memory_cap: Some(4 << 20),
-        ..Default::default()
+        ..vk_backend::DeviceOptions::from_env()
     })
     .unwrap();
     let t = Tensor::new(&d, "fits", &[1, 4, 256, 256], vk_backend::Precision::F16).unwrap(); // 512 KiB
@@ -151,7 +151,7 @@ fn timeline_semaphores_order_gpu_work() {
 fn bad_selector_is_a_clear_error() {
     let err = vk_backend::Device::new(&vk_backend::DeviceOptions {
         device: Some("no-such-gpu-xyz".into()),
-        ..Default::default()
+        ..vk_backend::DeviceOptions::from_env()
     })
     .unwrap_err();
     assert!(matches!(err, VkError::NoDevice(_)));
@@ -162,8 +162,8 @@ fn bad_selector_is_a_clear_error() {
 fn validation_layer_records_errors() {
     // A private device: the deliberate error must not leak into the shared one.
     let d = match vk_backend::Device::new(&vk_backend::DeviceOptions {
-        validation: Some(true),
-        ..Default::default()
+        validation: true,
+        ..vk_backend::DeviceOptions::from_env()
     }) {
         Ok(d) => d,
         Err(VkError::NoValidationLayer) => return, // layer not installed: nothing to check

@@ -375,7 +375,7 @@ fn conv2d_adds_its_addend_before_the_activation_in_place() {
 fn conv2d_on_block_friendly_folds_matches_reference() {
     let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
         pads_image_rows: Some(true),
-        ..Default::default()
+        ..vk_backend::DeviceOptions::from_env()
     })
     .unwrap();
     let mut rng = Rng::new(31);

@@ -60,10 +60,11 @@ impl PageSource for SyntheticModel {
 /// validation bug") and stalls each such wait for seconds. `plan_errors_are_reported` and the
 /// atlas tests keep validation on for the same commands (copies, page-table updates, dispatch).
 fn open_device(cap: u64, validation: bool) -> Device {
+    let env = DeviceOptions::from_env();
     Device::new(&DeviceOptions {
         memory_cap: Some(cap),
-        validation: if validation { None } else { Some(false) },
-        ..DeviceOptions::from_env()
+        validation: validation && env.validation,
+        ..env
     })
     .expect("open a Vulkan device")
 }

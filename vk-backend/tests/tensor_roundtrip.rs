@@ -56,7 +56,7 @@ fn folding_with_fake_limits_and_buffer_fallback() {
             max_image_dimension_2d: 16,
             max_image_array_layers: 4,
         }),
-        ..Default::default()
+        ..DeviceOptions::from_env()
     })
     .unwrap();
     // W past the limit, H past the limit, layers past the limit.
@@ -97,7 +97,7 @@ fn staging_smaller_than_the_tensor_moves_it_in_pieces() {
             max_image_dimension_2d: 64,
             max_image_array_layers: 8,
         }),
-        ..Default::default()
+        ..DeviceOptions::from_env()
     })
     .unwrap();
     for (i, shape) in [

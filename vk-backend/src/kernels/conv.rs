@@ -3,27 +3,24 @@
 
 use crate::error::Result;
 use crate::kernels::elementwise::UnaryOp;
+use crate::kernels::launch::{kerr, launch, IMAGES_2, IMAGES_3};
 use crate::kernels::push::PushConstants;
-use crate::kernels::window::{check_out, dispatch_3d, kerr, rank4, Window2d};
-use crate::pipeline::{BindingKind, KernelDesc};
+use crate::kernels::window::{check_out, dispatch_3d, rank4, Window2d};
+use crate::pipeline::KernelDesc;
 use crate::recorder::{Arg, Recorder};
 use crate::tensor::Tensor;
 
 const CONV2D: KernelDesc = KernelDesc {
     name: "conv2d",
     // Input, output, addend (bound to the input when there is none).
-    bindings: &[
-        BindingKind::StorageImage,
-        BindingKind::StorageImage,
-        BindingKind::StorageImage,
-    ],
+    bindings: IMAGES_3,
     push_constant_bytes: 112,
     uses_weights: true,
 };
 
 const CONV2D_DW: KernelDesc = KernelDesc {
     name: "conv2d_dw",
-    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    bindings: IMAGES_2,
     push_constant_bytes: 112,
     uses_weights: true,
 };
@@ -71,16 +68,7 @@ pub fn conv2d_output_shape(x: &[usize], p: &Conv2dParams) -> Result<[usize; 4]> 
             ))
         }
     };
-    let g = p.groups;
-    if g == 0 || !c.is_multiple_of(g) || !p.out_channels.is_multiple_of(g) || p.out_channels == 0 {
-        return Err(kerr(
-            "conv2d",
-            format!(
-                "groups {g} must divide input channels {c} and output channels {}",
-                p.out_channels
-            ),
-        ));
-    }
+    check_groups("conv2d", c, p.groups, p.out_channels)?;
     let [oh, ow] = p.window.output_hw("conv2d", [h, w], false)?;
     Ok([n, p.out_channels, oh, ow])
 }
@@ -127,27 +115,10 @@ pub fn conv2d_add_into(
         }
     }
     let aligned = p.groups == 1 || (icg.is_multiple_of(4) && ocg.is_multiple_of(4));
-    let (act, alpha, beta) = p.activation.code();
     let flags =
         if aligned || depthwise { 0 } else { 0x100 } | if addend.is_some() { 0x200 } else { 0 };
-    let w = p.window.words();
-    let pc = PushConstants::new()
-        .tensor(x.desc())
-        .tensor(out.desc())
-        .u32(w[0])
-        .u32(w[1])
-        .u32(w[2])
-        .u32(w[3])
-        .u32(icg as u32)
-        .u32(ocg as u32)
-        .u32(weights.filter)
-        .u32(weights.bias.unwrap_or(NO_BIAS))
-        .u32(act | flags)
-        .f32(alpha)
-        .f32(beta)
-        .pad_to(28);
+    let pc = conv_push_constants(x, out, &p.window, [icg, ocg], weights, p.activation, flags);
     let desc = if depthwise { &CONV2D_DW } else { &CONV2D };
-    let pipeline = rec.device().pipeline(desc, out.precision())?;
     let l = out.layout();
     let groups = dispatch_3d(
         rec.device(),
@@ -164,7 +135,55 @@ pub fn conv2d_add_into(
             Arg::input(addend.unwrap_or(x)),
         ]
     };
-    rec.dispatch(&pipeline, &args, &pc.bytes(), groups)
+    launch(rec, desc, out.precision(), &args, &pc, groups)
+}
+
+/// Groups must divide the input and output channel counts (errors name `kernel`).
+pub(crate) fn check_groups(
+    kernel: &str,
+    in_channels: usize,
+    groups: usize,
+    out_channels: usize,
+) -> Result<()> {
+    let (c, g) = (in_channels, groups);
+    if g == 0 || !c.is_multiple_of(g) || !out_channels.is_multiple_of(g) || out_channels == 0 {
+        return Err(kerr(
+            kernel,
+            format!("groups {g} must divide input channels {c} and output channels {out_channels}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The push-constant block of `conv2d.comp`, `conv2d_dw.comp` and `conv_transpose2d.comp`:
+/// both tensors, the window, channels per group `[in, out]`, the weights' texel offsets, and
+/// the fused activation with the shader's `flags` bits.
+pub(crate) fn conv_push_constants(
+    x: &Tensor,
+    out: &Tensor,
+    window: &Window2d,
+    [icg, ocg]: [usize; 2],
+    weights: ConvWeights,
+    activation: UnaryOp,
+    flags: u32,
+) -> PushConstants {
+    let (act, alpha, beta) = activation.code();
+    let w = window.words();
+    PushConstants::new()
+        .tensor(x.desc())
+        .tensor(out.desc())
+        .u32(w[0])
+        .u32(w[1])
+        .u32(w[2])
+        .u32(w[3])
+        .u32(icg as u32)
+        .u32(ocg as u32)
+        .u32(weights.filter)
+        .u32(weights.bias.unwrap_or(NO_BIAS))
+        .u32(act | flags)
+        .f32(alpha)
+        .f32(beta)
+        .pad_to(28)
 }
 
 /// Allocates the output and records the conv.

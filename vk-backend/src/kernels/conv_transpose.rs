@@ -3,17 +3,17 @@
 //! `fetch_weight`.
 
 use crate::error::Result;
-use crate::kernels::conv::{ConvWeights, NO_BIAS};
+use crate::kernels::conv::{check_groups, conv_push_constants, ConvWeights};
 use crate::kernels::elementwise::UnaryOp;
-use crate::kernels::push::PushConstants;
-use crate::kernels::window::{check_out, dispatch_3d, kerr, rank4, Window2d};
-use crate::pipeline::{BindingKind, KernelDesc};
+use crate::kernels::launch::{kerr, launch, IMAGES_2};
+use crate::kernels::window::{check_out, dispatch_3d, rank4, Window2d};
+use crate::pipeline::KernelDesc;
 use crate::recorder::{Arg, Recorder};
 use crate::tensor::Tensor;
 
 const CONV_TRANSPOSE2D: KernelDesc = KernelDesc {
     name: "conv_transpose2d",
-    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    bindings: IMAGES_2,
     push_constant_bytes: 112,
     uses_weights: true,
 };
@@ -44,16 +44,7 @@ pub fn conv_transpose2d_output_shape(x: &[usize], p: &ConvTranspose2dParams) -> 
             ))
         }
     };
-    let g = p.groups;
-    if g == 0 || !c.is_multiple_of(g) || !p.out_channels.is_multiple_of(g) || p.out_channels == 0 {
-        return Err(kerr(
-            name,
-            format!(
-                "groups {g} must divide input channels {c} and output channels {}",
-                p.out_channels
-            ),
-        ));
-    }
+    check_groups(name, c, p.groups, p.out_channels)?;
     p.window.validate(name)?;
     let wd = &p.window;
     let ext = wd.extent();
@@ -99,24 +90,8 @@ pub fn conv_transpose2d_into(
     check_out("conv_transpose2d", x, out, &want)?;
     let (icg, ocg) = (c / p.groups, p.out_channels / p.groups);
     let aligned = p.groups == 1 || (icg.is_multiple_of(4) && ocg.is_multiple_of(4));
-    let (act, alpha, beta) = p.activation.code();
-    let w = p.window.words();
-    let pc = PushConstants::new()
-        .tensor(x.desc())
-        .tensor(out.desc())
-        .u32(w[0])
-        .u32(w[1])
-        .u32(w[2])
-        .u32(w[3])
-        .u32(icg as u32)
-        .u32(ocg as u32)
-        .u32(weights.filter)
-        .u32(weights.bias.unwrap_or(NO_BIAS))
-        .u32(act | if aligned { 0 } else { 0x100 })
-        .f32(alpha)
-        .f32(beta)
-        .pad_to(28);
-    let pipeline = rec.device().pipeline(&CONV_TRANSPOSE2D, out.precision())?;
+    let flags = if aligned { 0 } else { 0x100 };
+    let pc = conv_push_constants(x, out, &p.window, [icg, ocg], weights, p.activation, flags);
     let l = out.layout();
     let groups = dispatch_3d(
         rec.device(),
@@ -124,12 +99,8 @@ pub fn conv_transpose2d_into(
         [l.w as u64, l.h as u64, l.layers()],
         [8, 8, 1],
     )?;
-    rec.dispatch(
-        &pipeline,
-        &[Arg::input(x), Arg::output(out)],
-        &pc.bytes(),
-        groups,
-    )
+    let args = [Arg::input(x), Arg::output(out)];
+    launch(rec, &CONV_TRANSPOSE2D, out.precision(), &args, &pc, groups)
 }
 
 /// Allocates the output and records the transposed conv.

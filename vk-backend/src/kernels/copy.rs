@@ -7,17 +7,12 @@
 //! 0.0 / 1.0. Constant Gather indices are uploaded as an activation tensor of the data's precision.
 //! Per-dispatch parameters live in a small host-visible storage buffer (too many for push constants).
 
-use ash::vk;
-use gpu_allocator::MemoryLocation;
-
-use crate::error::{Result, VkError};
-use crate::kernels::norm::normalize_axes;
+use crate::error::Result;
+use crate::kernels::launch::{alloc_like, kerr, launch, normalize_axes, params_buffer};
 use crate::kernels::push::{dispatch_1d, PushConstants};
 use crate::layout::{dims6, MAX_RANK};
-use crate::memory::MemoryCategory;
 use crate::pipeline::{BindingKind, KernelDesc};
 use crate::recorder::{Access, Arg, Recorder};
-use crate::resource::Buffer;
 use crate::tensor::Tensor;
 
 const COPY: KernelDesc = KernelDesc {
@@ -31,31 +26,6 @@ const COPY: KernelDesc = KernelDesc {
     push_constant_bytes: 100,
     uses_weights: false,
 };
-
-/// Allocates an output in the same storage kind (image or buffer) as `like`, so the allocating
-/// wrappers work for buffer tensors too (one dispatch binds one kind).
-pub(crate) fn alloc_like(
-    rec: &Recorder,
-    like: &Tensor,
-    name: &str,
-    shape: &[usize],
-) -> Result<Tensor> {
-    Tensor::with_storage(
-        rec.device(),
-        name,
-        shape,
-        like.precision(),
-        MemoryCategory::Activations,
-        like.storage_kind(),
-    )
-}
-
-fn kerr(kernel: &str, reason: String) -> VkError {
-    VkError::Kernel {
-        kernel: kernel.into(),
-        reason,
-    }
-}
 
 /// Row-major element strides of `shape`.
 fn strides(shape: &[usize]) -> Vec<i64> {
@@ -146,35 +116,21 @@ fn record(
     words.push(spec.post);
     words.push(box_c4 as u32);
     words.extend(spec.wrap.iter().map(|&v| v as u32));
-    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-    let params = Buffer::new(
-        rec.device(),
-        "copy params",
-        bytes.len() as u64,
-        vk::BufferUsageFlags::STORAGE_BUFFER,
-        MemoryLocation::CpuToGpu,
-        MemoryCategory::Scratch,
-    )?;
-    params.write(0, &bytes)?;
+    let params = params_buffer(rec, "copy params", &words)?;
     let idx_t = idx.unwrap_or(src);
     let pc = PushConstants::new()
         .tensor(dst.desc())
         .tensor(src.desc())
         .tensor(idx_t.desc())
         .u32(u32::try_from(box_texels).map_err(|_| kerr(kernel, "region too large".into()))?);
-    let pipeline = rec.device().pipeline(&COPY, dst.precision())?;
     let groups = dispatch_1d(rec.device(), box_texels, 64);
-    rec.dispatch(
-        &pipeline,
-        &[
-            Arg::input(src),
-            Arg::input(idx_t),
-            Arg::inout(dst),
-            Arg::buffer(&params, Access::Read),
-        ],
-        &pc.bytes(),
-        groups,
-    )
+    let args = [
+        Arg::input(src),
+        Arg::input(idx_t),
+        Arg::inout(dst),
+        Arg::buffer(&params, Access::Read),
+    ];
+    launch(rec, &COPY, dst.precision(), &args, &pc, groups)
 }
 
 fn check_out(kernel: &str, out: &Tensor, want: &[usize]) -> Result<()> {

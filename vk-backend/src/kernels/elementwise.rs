@@ -1,7 +1,8 @@
 //! Elementwise kernels: binary ops with numpy broadcasting, unary activations, weight copy.
 
 use crate::error::{Result, VkError};
-use crate::kernels::push::{dispatch_1d, PushConstants};
+use crate::kernels::launch::{launch_per_texel, IMAGES_2, IMAGES_3};
+use crate::kernels::push::PushConstants;
 use crate::layout::dims6;
 use crate::pipeline::{BindingKind, KernelDesc};
 use crate::recorder::{Arg, Recorder};
@@ -9,18 +10,14 @@ use crate::tensor::Tensor;
 
 const BINARY: KernelDesc = KernelDesc {
     name: "binary",
-    bindings: &[
-        BindingKind::StorageImage,
-        BindingKind::StorageImage,
-        BindingKind::StorageImage,
-    ],
+    bindings: IMAGES_3,
     push_constant_bytes: 112,
     uses_weights: false,
 };
 
 const UNARY: KernelDesc = KernelDesc {
     name: "unary",
-    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    bindings: IMAGES_2,
     push_constant_bytes: 48,
     uses_weights: false,
 };
@@ -202,13 +199,12 @@ pub fn binary_into(
         .u32(o6[1] as u32)
         .u32(o6[2] as u32)
         .u32(masks);
-    let pipeline = rec.device().pipeline(&BINARY, out.precision())?;
-    let groups = dispatch_1d(rec.device(), out.layout().texels(), 64);
-    rec.dispatch(
-        &pipeline,
+    launch_per_texel(
+        rec,
+        &BINARY,
+        out,
         &[Arg::input(a), Arg::input(b), Arg::output(out)],
-        &pc.bytes(),
-        groups,
+        &pc,
     )
 }
 
@@ -247,14 +243,7 @@ pub fn unary_into(rec: &mut Recorder, op: UnaryOp, x: &Tensor, out: &Tensor) -> 
         .f32(alpha)
         .f32(beta)
         .pad_to(12);
-    let pipeline = rec.device().pipeline(&UNARY, out.precision())?;
-    let groups = dispatch_1d(rec.device(), out.layout().texels(), 64);
-    rec.dispatch(
-        &pipeline,
-        &[Arg::input(x), Arg::output(out)],
-        &pc.bytes(),
-        groups,
-    )
+    launch_per_texel(rec, &UNARY, out, &[Arg::input(x), Arg::output(out)], &pc)
 }
 
 /// Allocates the output and records `op(x)`.
@@ -270,7 +259,5 @@ pub fn weight_copy_into(rec: &mut Recorder, texel_offset: u32, out: &Tensor) -> 
         .tensor(out.desc())
         .u32(texel_offset)
         .pad_to(12);
-    let pipeline = rec.device().pipeline(&WEIGHT_COPY, out.precision())?;
-    let groups = dispatch_1d(rec.device(), out.layout().texels(), 64);
-    rec.dispatch(&pipeline, &[Arg::output(out)], &pc.bytes(), groups)
+    launch_per_texel(rec, &WEIGHT_COPY, out, &[Arg::output(out)], &pc)
 }

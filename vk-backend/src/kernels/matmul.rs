@@ -11,11 +11,11 @@
 //! `matmul_const_tbias.comp` (body in `include/matmul_body.glsl`).
 
 use crate::error::{Result, VkError};
-use crate::kernels::copy::alloc_like;
 use crate::kernels::elementwise::{broadcast_shape, UnaryOp};
+use crate::kernels::launch::{alloc_like, launch, IMAGES_2, IMAGES_3, IMAGES_4};
 use crate::kernels::push::PushConstants;
 use crate::layout::dims6;
-use crate::pipeline::{BindingKind, KernelDesc};
+use crate::pipeline::KernelDesc;
 use crate::recorder::{Arg, Recorder};
 use crate::tensor::Tensor;
 
@@ -23,29 +23,21 @@ const PUSH_BYTES: u32 = 128;
 
 const MATMUL: KernelDesc = KernelDesc {
     name: "matmul",
-    bindings: &[
-        BindingKind::StorageImage,
-        BindingKind::StorageImage,
-        BindingKind::StorageImage,
-    ],
+    bindings: IMAGES_3,
     push_constant_bytes: PUSH_BYTES,
     uses_weights: false,
 };
 
 const MATMUL_BIAS: KernelDesc = KernelDesc {
     name: "matmul_bias",
-    bindings: &[
-        BindingKind::StorageImage,
-        BindingKind::StorageImage,
-        BindingKind::StorageImage,
-    ],
+    bindings: IMAGES_3,
     push_constant_bytes: PUSH_BYTES,
     uses_weights: true,
 };
 
 const MATMUL_CONST: KernelDesc = KernelDesc {
     name: "matmul_const",
-    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    bindings: IMAGES_2,
     push_constant_bytes: PUSH_BYTES,
     uses_weights: true,
 };
@@ -56,30 +48,21 @@ const COOP_TILE: usize = 64;
 /// `matmul_const.comp` on cooperative matrices (see [`uses_cooperative_matrix`]).
 const MATMUL_CONST_COOP: KernelDesc = KernelDesc {
     name: "matmul_const_coop",
-    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    bindings: IMAGES_2,
     push_constant_bytes: PUSH_BYTES,
     uses_weights: true,
 };
 
 const MATMUL_TBIAS: KernelDesc = KernelDesc {
     name: "matmul_tbias",
-    bindings: &[
-        BindingKind::StorageImage,
-        BindingKind::StorageImage,
-        BindingKind::StorageImage,
-        BindingKind::StorageImage,
-    ],
+    bindings: IMAGES_4,
     push_constant_bytes: PUSH_BYTES,
     uses_weights: false,
 };
 
 const MATMUL_CONST_TBIAS: KernelDesc = KernelDesc {
     name: "matmul_const_tbias",
-    bindings: &[
-        BindingKind::StorageImage,
-        BindingKind::StorageImage,
-        BindingKind::StorageImage,
-    ],
+    bindings: IMAGES_3,
     push_constant_bytes: PUSH_BYTES,
     uses_weights: true,
 };
@@ -410,27 +393,22 @@ fn record(
     let groups = [groups[0] as u32, groups[1] as u32, groups[2] as u32];
     match (b, c) {
         (MatRhs::Tensor(bt), Some(c)) => {
-            let pipeline = rec.device().pipeline(&MATMUL_TBIAS, out.precision())?;
-            rec.dispatch(
-                &pipeline,
-                &[
-                    Arg::input(a),
-                    Arg::input(bt),
-                    Arg::input(c),
-                    Arg::output(out),
-                ],
-                &pc.bytes(),
-                groups,
-            )
+            let args = [
+                Arg::input(a),
+                Arg::input(bt),
+                Arg::input(c),
+                Arg::output(out),
+            ];
+            launch(rec, &MATMUL_TBIAS, out.precision(), &args, &pc, groups)
         }
         (MatRhs::Weights { .. }, Some(c)) => {
-            let pipeline = rec
-                .device()
-                .pipeline(&MATMUL_CONST_TBIAS, out.precision())?;
-            rec.dispatch(
-                &pipeline,
-                &[Arg::input(a), Arg::input(c), Arg::output(out)],
-                &pc.bytes(),
+            let args = [Arg::input(a), Arg::input(c), Arg::output(out)];
+            launch(
+                rec,
+                &MATMUL_CONST_TBIAS,
+                out.precision(),
+                &args,
+                &pc,
                 groups,
             )
         }
@@ -440,13 +418,8 @@ fn record(
             } else {
                 &MATMUL
             };
-            let pipeline = rec.device().pipeline(desc, out.precision())?;
-            rec.dispatch(
-                &pipeline,
-                &[Arg::input(a), Arg::input(bt), Arg::output(out)],
-                &pc.bytes(),
-                groups,
-            )
+            let args = [Arg::input(a), Arg::input(bt), Arg::output(out)];
+            launch(rec, desc, out.precision(), &args, &pc, groups)
         }
         (MatRhs::Weights { .. }, None) => {
             let desc = if coop {
@@ -454,13 +427,8 @@ fn record(
             } else {
                 &MATMUL_CONST
             };
-            let pipeline = rec.device().pipeline(desc, out.precision())?;
-            rec.dispatch(
-                &pipeline,
-                &[Arg::input(a), Arg::output(out)],
-                &pc.bytes(),
-                groups,
-            )
+            let args = [Arg::input(a), Arg::output(out)];
+            launch(rec, desc, out.precision(), &args, &pc, groups)
         }
     }
 }

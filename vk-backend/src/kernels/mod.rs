@@ -5,6 +5,7 @@ mod conv;
 mod conv_transpose;
 mod copy;
 mod elementwise;
+mod launch;
 mod lstm;
 mod matmul;
 mod norm;

@@ -4,49 +4,26 @@
 //! through shared memory. Shaders: `softmax.comp`, `layernorm.comp` (`include/rownorm_body.glsl`).
 
 use crate::error::{Result, VkError};
-use crate::kernels::copy::alloc_like;
+use crate::kernels::launch::{alloc_like, launch, normalize_axes, IMAGES_2};
 use crate::kernels::push::{dispatch_1d, PushConstants};
 use crate::layout::dims6;
-use crate::pipeline::{BindingKind, KernelDesc};
+use crate::pipeline::KernelDesc;
 use crate::recorder::{Arg, Recorder};
 use crate::tensor::Tensor;
 
 const SOFTMAX: KernelDesc = KernelDesc {
     name: "softmax",
-    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    bindings: IMAGES_2,
     push_constant_bytes: 64,
     uses_weights: false,
 };
 
 const LAYERNORM: KernelDesc = KernelDesc {
     name: "layernorm",
-    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    bindings: IMAGES_2,
     push_constant_bytes: 64,
     uses_weights: true,
 };
-
-/// Normalizes ONNX axes (negative counts from the end) of a rank-`rank` tensor; errors name `what`.
-pub(crate) fn normalize_axes(what: &str, axes: &[i64], rank: usize) -> Result<Vec<usize>> {
-    let mut out = Vec::with_capacity(axes.len());
-    for &a in axes {
-        let r = rank as i64;
-        let n = if a < 0 { a + r } else { a };
-        if n < 0 || n >= r.max(1) {
-            return Err(VkError::Kernel {
-                kernel: what.into(),
-                reason: format!("axis {a} is out of range for rank {rank}"),
-            });
-        }
-        if out.contains(&(n as usize)) {
-            return Err(VkError::Kernel {
-                kernel: what.into(),
-                reason: format!("axis {a} repeated"),
-            });
-        }
-        out.push(n as usize);
-    }
-    Ok(out)
-}
 
 fn same_layout(what: &str, x: &Tensor, out: &Tensor) -> Result<()> {
     if x.shape() != out.shape() {
@@ -113,14 +90,7 @@ pub fn softmax_into(
     let axes = normalize_axes("softmax", axes, x.shape().len())?;
     let (pc, rows) = row_push(x, &axes, if log { 256 } else { 0 })?;
     let pc = pc.f32(0.0).u32(0).u32(u32::MAX);
-    let pipeline = rec.device().pipeline(&SOFTMAX, out.precision())?;
-    let groups = dispatch_1d(rec.device(), rows * 64, 64);
-    rec.dispatch(
-        &pipeline,
-        &[Arg::input(x), Arg::output(out)],
-        &pc.bytes(),
-        groups,
-    )
+    launch_rows(rec, &SOFTMAX, x, out, &pc, rows)
 }
 
 /// Allocates the output and records Softmax / LogSoftmax.
@@ -157,14 +127,21 @@ pub fn layernorm_into(
         .f32(epsilon)
         .u32(scale_offset)
         .u32(bias_offset.unwrap_or(u32::MAX));
-    let pipeline = rec.device().pipeline(&LAYERNORM, out.precision())?;
+    launch_rows(rec, &LAYERNORM, x, out, &pc, rows)
+}
+
+/// Records row kernel `desc` from `x` into `out`: one 64-wide workgroup per row.
+fn launch_rows(
+    rec: &mut Recorder,
+    desc: &KernelDesc,
+    x: &Tensor,
+    out: &Tensor,
+    pc: &PushConstants,
+    rows: u64,
+) -> Result<()> {
     let groups = dispatch_1d(rec.device(), rows * 64, 64);
-    rec.dispatch(
-        &pipeline,
-        &[Arg::input(x), Arg::output(out)],
-        &pc.bytes(),
-        groups,
-    )
+    let args = [Arg::input(x), Arg::output(out)];
+    launch(rec, desc, out.precision(), &args, pc, groups)
 }
 
 /// Allocates the output and records LayerNormalization.

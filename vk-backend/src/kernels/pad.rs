@@ -1,15 +1,16 @@
 //! Pad on the N, C, H, W dims of a tensor of rank <= 4: constant, reflect or edge.
 
 use crate::error::Result;
-use crate::kernels::push::{dispatch_1d, PushConstants};
-use crate::kernels::window::{check_out, kerr};
-use crate::pipeline::{BindingKind, KernelDesc};
+use crate::kernels::launch::{kerr, launch_per_texel, IMAGES_2};
+use crate::kernels::push::PushConstants;
+use crate::kernels::window::check_out;
+use crate::pipeline::KernelDesc;
 use crate::recorder::{Arg, Recorder};
 use crate::tensor::Tensor;
 
 const PAD: KernelDesc = KernelDesc {
     name: "pad",
-    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    bindings: IMAGES_2,
     push_constant_bytes: 96,
     uses_weights: false,
 };
@@ -85,14 +86,7 @@ pub fn pad_into(rec: &mut Recorder, x: &Tensor, p: &PadParams, out: &Tensor) -> 
         .u32(mode)
         .f32(p.value)
         .pad_to(24);
-    let pipeline = rec.device().pipeline(&PAD, out.precision())?;
-    let groups = dispatch_1d(rec.device(), out.layout().texels(), 64);
-    rec.dispatch(
-        &pipeline,
-        &[Arg::input(x), Arg::output(out)],
-        &pc.bytes(),
-        groups,
-    )
+    launch_per_texel(rec, &PAD, out, &[Arg::input(x), Arg::output(out)], &pc)
 }
 
 /// Allocates the output and records the pad.

@@ -2,22 +2,23 @@
 //! and GlobalAveragePool (workgroup tree reduction).
 
 use crate::error::Result;
+use crate::kernels::launch::{kerr, launch, launch_per_texel, IMAGES_2};
 use crate::kernels::push::{dispatch_1d, PushConstants};
-use crate::kernels::window::{check_out, kerr, rank4, Window2d};
-use crate::pipeline::{BindingKind, KernelDesc};
+use crate::kernels::window::{check_out, rank4, Window2d};
+use crate::pipeline::KernelDesc;
 use crate::recorder::{Arg, Recorder};
 use crate::tensor::Tensor;
 
 const POOL2D: KernelDesc = KernelDesc {
     name: "pool2d",
-    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    bindings: IMAGES_2,
     push_constant_bytes: 96,
     uses_weights: false,
 };
 
 const GLOBAL_AVG_POOL: KernelDesc = KernelDesc {
     name: "global_avg_pool",
-    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    bindings: IMAGES_2,
     push_constant_bytes: 64,
     uses_weights: false,
 };
@@ -81,14 +82,7 @@ pub fn pool2d_into(rec: &mut Recorder, x: &Tensor, p: &Pool2dParams, out: &Tenso
         .u32(pads_end)
         .u32(mode)
         .pad_to(24);
-    let pipeline = rec.device().pipeline(&POOL2D, out.precision())?;
-    let groups = dispatch_1d(rec.device(), out.layout().texels(), 64);
-    rec.dispatch(
-        &pipeline,
-        &[Arg::input(x), Arg::output(out)],
-        &pc.bytes(),
-        groups,
-    )
+    launch_per_texel(rec, &POOL2D, out, &[Arg::input(x), Arg::output(out)], &pc)
 }
 
 /// Allocates the output and records the pool.
@@ -104,15 +98,10 @@ pub fn global_avg_pool_into(rec: &mut Recorder, x: &Tensor, out: &Tensor) -> Res
     let [n, c, _, _] = rank4("global_avg_pool", x)?;
     check_out("global_avg_pool", x, out, &[n, c, 1, 1])?;
     let pc = PushConstants::new().tensor(x.desc()).tensor(out.desc());
-    let pipeline = rec.device().pipeline(&GLOBAL_AVG_POOL, out.precision())?;
     // One 64-wide workgroup per output texel.
     let groups = dispatch_1d(rec.device(), out.layout().texels() * 64, 64);
-    rec.dispatch(
-        &pipeline,
-        &[Arg::input(x), Arg::output(out)],
-        &pc.bytes(),
-        groups,
-    )
+    let args = [Arg::input(x), Arg::output(out)];
+    launch(rec, &GLOBAL_AVG_POOL, out.precision(), &args, &pc, groups)
 }
 
 /// Allocates `[N, C, 1, 1]` and records GlobalAveragePool.

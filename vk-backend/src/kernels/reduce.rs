@@ -5,17 +5,16 @@
 //! exact up to 2048 in fp16 and 2^24 in fp32).
 
 use crate::error::{Result, VkError};
-use crate::kernels::copy::alloc_like;
-use crate::kernels::norm::normalize_axes;
-use crate::kernels::push::{dispatch_1d, PushConstants};
+use crate::kernels::launch::{self, alloc_like, launch_per_texel, normalize_axes, IMAGES_2};
+use crate::kernels::push::PushConstants;
 use crate::layout::dims6;
-use crate::pipeline::{BindingKind, KernelDesc};
+use crate::pipeline::KernelDesc;
 use crate::recorder::{Arg, Recorder};
 use crate::tensor::Tensor;
 
 const REDUCE: KernelDesc = KernelDesc {
     name: "reduce",
-    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    bindings: IMAGES_2,
     push_constant_bytes: 88,
     uses_weights: false,
 };
@@ -45,10 +44,7 @@ impl ReduceOp {
 }
 
 fn kerr(reason: String) -> VkError {
-    VkError::Kernel {
-        kernel: "reduce".into(),
-        reason,
-    }
+    launch::kerr("reduce", reason)
 }
 
 /// Normalized axes; empty `axes` means every axis (ONNX default without noop_with_empty_axes).
@@ -138,14 +134,7 @@ pub fn reduce_into(
         .u32(flags)
         .u32(count as u32)
         .f32(1.0 / count as f32);
-    let pipeline = rec.device().pipeline(&REDUCE, out.precision())?;
-    let groups = dispatch_1d(rec.device(), out.layout().texels(), 64);
-    rec.dispatch(
-        &pipeline,
-        &[Arg::input(x), Arg::output(out)],
-        &pc.bytes(),
-        groups,
-    )
+    launch_per_texel(rec, &REDUCE, out, &[Arg::input(x), Arg::output(out)], &pc)
 }
 
 /// Allocates the output and records the reduction.

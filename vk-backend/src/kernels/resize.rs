@@ -2,16 +2,17 @@
 //! transformation modes. Scales come from the CPU side (ONNX `scales`, or output/input sizes).
 
 use crate::error::Result;
-use crate::kernels::push::{dispatch_1d, PushConstants};
-use crate::kernels::window::{check_out, kerr};
+use crate::kernels::launch::{kerr, launch_per_texel, IMAGES_2};
+use crate::kernels::push::PushConstants;
+use crate::kernels::window::check_out;
 use crate::layout::nchw;
-use crate::pipeline::{BindingKind, KernelDesc};
+use crate::pipeline::KernelDesc;
 use crate::recorder::{Arg, Recorder};
 use crate::tensor::Tensor;
 
 const RESIZE: KernelDesc = KernelDesc {
     name: "resize",
-    bindings: &[BindingKind::StorageImage, BindingKind::StorageImage],
+    bindings: IMAGES_2,
     push_constant_bytes: 80,
     uses_weights: false,
 };
@@ -108,14 +109,7 @@ pub fn resize_into(rec: &mut Recorder, x: &Tensor, p: &ResizeParams, out: &Tenso
         .f32(sh)
         .f32(sw)
         .pad_to(20);
-    let pipeline = rec.device().pipeline(&RESIZE, out.precision())?;
-    let groups = dispatch_1d(rec.device(), out.layout().texels(), 64);
-    rec.dispatch(
-        &pipeline,
-        &[Arg::input(x), Arg::output(out)],
-        &pc.bytes(),
-        groups,
-    )
+    launch_per_texel(rec, &RESIZE, out, &[Arg::input(x), Arg::output(out)], &pc)
 }
 
 /// Allocates the output (input shape with the last two axes set to `out_hw`) and records the

@@ -1,18 +1,13 @@
 //! Where and comparison / logical ops with numpy broadcasting; booleans are 0.0 / 1.0 floats.
 //! Shader: `select.comp`.
 
-use ash::vk;
-use gpu_allocator::MemoryLocation;
-
 use crate::error::{Result, VkError};
-use crate::kernels::copy::alloc_like;
 use crate::kernels::elementwise::broadcast_shape;
-use crate::kernels::push::{dispatch_1d, PushConstants};
+use crate::kernels::launch::{alloc_like, launch_per_texel, params_buffer};
+use crate::kernels::push::PushConstants;
 use crate::layout::dims6;
-use crate::memory::MemoryCategory;
 use crate::pipeline::{BindingKind, KernelDesc};
 use crate::recorder::{Access, Arg, Recorder};
-use crate::resource::Buffer;
 use crate::tensor::Tensor;
 
 const SELECT: KernelDesc = KernelDesc {
@@ -102,36 +97,24 @@ fn record(
     let masks = mask(kernel, ops[0], &o6)?
         | (mask(kernel, ops[1], &o6)? << 8)
         | (mask(kernel, ops[2], &o6)? << 16);
-    let words = [op, o6[1] as u32, o6[2] as u32, masks];
-    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-    let params = Buffer::new(
-        rec.device(),
+    let params = params_buffer(
+        rec,
         "select params",
-        bytes.len() as u64,
-        vk::BufferUsageFlags::STORAGE_BUFFER,
-        MemoryLocation::CpuToGpu,
-        MemoryCategory::Scratch,
+        &[op, o6[1] as u32, o6[2] as u32, masks],
     )?;
-    params.write(0, &bytes)?;
     let pc = PushConstants::new()
         .tensor(out.desc())
         .tensor(ops[0].desc())
         .tensor(ops[1].desc())
         .tensor(ops[2].desc());
-    let pipeline = rec.device().pipeline(&SELECT, out.precision())?;
-    let groups = dispatch_1d(rec.device(), out.layout().texels(), 64);
-    rec.dispatch(
-        &pipeline,
-        &[
-            Arg::input(ops[0]),
-            Arg::input(ops[1]),
-            Arg::input(ops[2]),
-            Arg::output(out),
-            Arg::buffer(&params, Access::Read),
-        ],
-        &pc.bytes(),
-        groups,
-    )
+    let args = [
+        Arg::input(ops[0]),
+        Arg::input(ops[1]),
+        Arg::input(ops[2]),
+        Arg::output(out),
+        Arg::buffer(&params, Access::Read),
+    ];
+    launch_per_texel(rec, &SELECT, out, &args, &pc)
 }
 
 /// Records `out = cond != 0 ? x : y` (numpy broadcasting of all three).

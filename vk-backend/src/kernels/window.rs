@@ -2,7 +2,8 @@
 //! output-size arithmetic, shape checks and 3D dispatch sizing.
 
 use crate::device::Device;
-use crate::error::{Result, VkError};
+use crate::error::Result;
+use crate::kernels::launch::kerr;
 use crate::tensor::Tensor;
 
 /// 2D window geometry shared by Conv, ConvTranspose and pooling (ONNX attribute semantics).
@@ -97,13 +98,6 @@ impl Window2d {
             out[a] = o;
         }
         Ok(out)
-    }
-}
-
-pub(crate) fn kerr(kernel: &str, reason: String) -> VkError {
-    VkError::Kernel {
-        kernel: kernel.to_string(),
-        reason,
     }
 }
 

@@ -319,7 +319,7 @@ impl StreamEngine {
         let global = self.bases[id.0 as usize] + id.1;
         let atlas = self.atlas.clone();
         let b = self.batch()?;
-        atlas.record_page_table_update(&mut b.rec, &[(global, None)])
+        b.rec.update_page_table(&atlas, &[(global, None)])
     }
 
     /// The slot holding `model`'s `page`, if it is resident (loaded or loading).
@@ -407,7 +407,7 @@ impl StreamEngine {
         let atlas = self.atlas.clone();
         let res = self.batch().and_then(|b| {
             if !map.is_empty() {
-                atlas.record_page_table_update(&mut b.rec, &map)?;
+                b.rec.update_page_table(&atlas, &map)?;
             }
             b.wait = b.wait.max(wait);
             record(&mut b.rec)?;

@@ -39,6 +39,7 @@ pub use engine::StreamEngine;
 use std::time::Duration;
 
 use crate::layout::Precision;
+pub use crate::types::StagingMemory;
 
 /// Where one model's weight pages come from (the packed-model reader implements it with pread).
 /// Called from several I/O threads at once.
@@ -57,30 +58,6 @@ pub trait PageSource: Send + Sync {
     /// page numbers.
     fn compensated_pages(&self) -> Vec<u32> {
         Vec::new()
-    }
-}
-
-/// Which memory the staging ring lives in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum StagingMemory {
-    /// Host-cached system memory (gpu-allocator `GpuToCpu`): not device-local on discrete GPUs,
-    /// so it does not use capped VRAM. The default.
-    #[default]
-    System,
-    /// Host-visible memory preferring device-local (`CpuToGpu`: BAR / ReBAR on NVIDIA). Counted
-    /// against the cap as `Staging` when it is device-local.
-    DeviceLocal,
-}
-
-impl StagingMemory {
-    /// Whether a staging buffer in this memory counts against `device`'s cap (it does where
-    /// host-visible memory is device-local: UMA, or the BAR of a discrete GPU).
-    pub fn counts_against_cap(self, device: &crate::Device) -> bool {
-        let location = match self {
-            StagingMemory::System => gpu_allocator::MemoryLocation::GpuToCpu,
-            StagingMemory::DeviceLocal => gpu_allocator::MemoryLocation::CpuToGpu,
-        };
-        device.memory().counts_against_cap(location)
     }
 }
 

@@ -1,14 +1,31 @@
 //! Staging ring: page-sized host-visible buffers, used in ticket order; buffer `(t-1) % n`
 //! serves load `t` and may be refilled once load `t-n` has landed (transfer semaphore >= t-n).
 
-use ash::vk;
-use gpu_allocator::MemoryLocation;
-
 use super::StagingMemory;
+use crate::conv;
 use crate::device::Device;
 use crate::error::Result;
 use crate::memory::MemoryCategory;
 use crate::resource::Buffer;
+
+impl StagingMemory {
+    /// Whether a staging ring in this memory is paid out of `device`'s memory cap (device-local
+    /// memory: BAR on a discrete GPU, any host-visible memory on UMA).
+    pub fn counts_against_cap(self, device: &Device) -> bool {
+        let (_, location) = conv::staging_ring_buffer(self);
+        device.memory().counts_against_cap(location)
+    }
+
+    /// What one ring buffer of `bytes` in this memory costs against `device`'s cap (0 where it
+    /// does not count), from the driver's memory requirements, without allocating.
+    pub fn ring_buffer_cost(self, device: &Device, bytes: u64) -> Result<u64> {
+        if !self.counts_against_cap(device) {
+            return Ok(0);
+        }
+        let (usage, _) = conv::staging_ring_buffer(self);
+        Ok(Buffer::memory_requirements(device, bytes, usage)?.size)
+    }
+}
 
 pub(crate) struct StagingRing {
     buffers: Vec<Buffer>,
@@ -21,20 +38,14 @@ impl StagingRing {
         page_bytes: u64,
         memory: StagingMemory,
     ) -> Result<Self> {
-        // System: host-cached system memory, so the ring does not take capped VRAM on a discrete
-        // GPU. DeviceLocal: gpu-allocator's CpuToGpu prefers BAR memory; the counted allocator
-        // then charges it to the cap as Staging.
-        let location = match memory {
-            StagingMemory::System => MemoryLocation::GpuToCpu,
-            StagingMemory::DeviceLocal => MemoryLocation::CpuToGpu,
-        };
+        let (usage, location) = conv::staging_ring_buffer(memory);
         let buffers = (0..slots)
             .map(|i| {
                 Buffer::new(
                     device,
                     &format!("stream staging {i}"),
                     page_bytes,
-                    vk::BufferUsageFlags::TRANSFER_SRC,
+                    usage,
                     location,
                     MemoryCategory::Staging,
                 )

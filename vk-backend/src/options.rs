@@ -1,0 +1,112 @@
+//! How to open a device ([`DeviceOptions`]) and the one place the environment is read
+//! ([`DeviceOptions::from_env`], in the spirit of wgpu's `InstanceFlags::with_env`). The CLI and
+//! the test harnesses call it; the library itself only takes the options it is given.
+
+use std::path::PathBuf;
+
+use crate::adapter::ImageLimits;
+
+/// Which device to open and how.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceOptions {
+    /// Device selector: an index into the enumeration order, or a case-insensitive name
+    /// substring. `None`: preference order (discrete > integrated > virtual > CPU).
+    pub device: Option<String>,
+    /// Enable the Khronos validation layer and record its messages
+    /// ([`crate::Device::check_validation`]).
+    pub validation: bool,
+    /// Where to load/save the VkPipelineCache; `None` keeps it in memory only.
+    pub pipeline_cache_path: Option<PathBuf>,
+    /// Hard cap on device-local bytes; allocations beyond it fail before Vulkan is called.
+    pub memory_cap: Option<u64>,
+    /// Pretend the device has smaller image limits (tests exercise folding cheaply with this).
+    pub limits_override: Option<ImageLimits>,
+    /// Do not use a dedicated transfer family even if one exists.
+    pub no_transfer_queue: bool,
+    /// Treat images as padded to power-of-two row blocks (`Some(true)`: test the folds that
+    /// avoid it on any device) or not; `None` probes the driver.
+    pub pads_image_rows: Option<bool>,
+    /// Do not enable cooperative-matrix kernels even where the device has them: the portable
+    /// kernels run instead, e.g. to compare the two.
+    pub no_cooperative_matrix: bool,
+}
+
+impl DeviceOptions {
+    /// The defaults with what the environment sets:
+    /// - `TEXSTREAM_DEVICE=<index or name substring>`: [`DeviceOptions::device`];
+    /// - `TEXSTREAM_VALIDATION=1`: [`DeviceOptions::validation`];
+    /// - `TEXSTREAM_NO_TRANSFER_QUEUE=1`: [`DeviceOptions::no_transfer_queue`];
+    /// - `TEXSTREAM_NO_COOPMAT=1`: [`DeviceOptions::no_cooperative_matrix`];
+    /// - `TEXSTREAM_PAD_ROWS=1` (or any other value for "no"): [`DeviceOptions::pads_image_rows`].
+    ///
+    /// Flags take `1`, `true`, `yes` or `on`. Set fields on the result to override them (an
+    /// explicit `--device` flag, a test's own cap).
+    pub fn from_env() -> Self {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
+        let flag = |name: &str| {
+            var(name).is_some_and(|v| {
+                matches!(
+                    v.trim().to_ascii_lowercase().as_str(),
+                    "1" | "true" | "yes" | "on"
+                )
+            })
+        };
+        DeviceOptions {
+            device: var("TEXSTREAM_DEVICE"),
+            validation: flag("TEXSTREAM_VALIDATION"),
+            no_transfer_queue: flag("TEXSTREAM_NO_TRANSFER_QUEUE"),
+            no_cooperative_matrix: flag("TEXSTREAM_NO_COOPMAT"),
+            pads_image_rows: var("TEXSTREAM_PAD_ROWS").map(|v| v == "1"),
+            ..Self::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DeviceOptions;
+
+    fn with(vars: &[(&str, &str)]) -> DeviceOptions {
+        DeviceOptions::from_vars(|name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn nothing_set_is_the_default() {
+        let o = with(&[]);
+        assert_eq!(o.device, None);
+        assert!(!o.validation && !o.no_transfer_queue && !o.no_cooperative_matrix);
+        assert_eq!(o.pads_image_rows, None);
+    }
+
+    #[test]
+    fn every_variable_sets_its_field() {
+        let o = with(&[
+            ("TEXSTREAM_DEVICE", "nvidia"),
+            ("TEXSTREAM_VALIDATION", " Yes "),
+            ("TEXSTREAM_NO_TRANSFER_QUEUE", "1"),
+            ("TEXSTREAM_NO_COOPMAT", "on"),
+            ("TEXSTREAM_PAD_ROWS", "1"),
+        ]);
+        assert_eq!(o.device.as_deref(), Some("nvidia"));
+        assert!(o.validation && o.no_transfer_queue && o.no_cooperative_matrix);
+        assert_eq!(o.pads_image_rows, Some(true));
+    }
+
+    #[test]
+    fn other_values_mean_no() {
+        let o = with(&[
+            ("TEXSTREAM_VALIDATION", "0"),
+            ("TEXSTREAM_NO_COOPMAT", "off"),
+            ("TEXSTREAM_PAD_ROWS", "0"),
+        ]);
+        assert!(!o.validation && !o.no_cooperative_matrix);
+        assert_eq!(o.pads_image_rows, Some(false));
+    }
+}

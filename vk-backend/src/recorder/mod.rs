@@ -1,0 +1,191 @@
+//! Command recorder: many dispatches and copies in one command buffer, barriers inserted only
+//! where a hazard exists, one submit with timeline-semaphore waits/signals, one fence per submit.
+//!
+//! One file per concern, as in wgpu-hal's command encoder:
+//! - `hazard.rs`: which resources were read and written since the last barrier, barriers, and
+//!   the UNDEFINED → GENERAL transition of an image's first use;
+//! - `descriptors.rs`: descriptor pools (recycled) and descriptor-set writes;
+//! - `variant.rs`: which pipeline variant a dispatch's tensors and bound atlas need;
+//! - `dispatch.rs`: compute dispatches and their arguments ([`Arg`]);
+//! - `copy.rs`: buffer, image and tensor copies, in-stream buffer updates and clears;
+//! - `weights.rs`: binding the weight atlas, page uploads and page-table updates;
+//! - `timestamp.rs`: timestamp writes;
+//! - `submit.rs`: ending, submitting, and the in-flight [`Submission`].
+
+mod copy;
+mod descriptors;
+mod dispatch;
+mod hazard;
+mod submit;
+mod timestamp;
+mod variant;
+mod weights;
+
+pub use dispatch::Arg;
+pub use hazard::Access;
+pub use submit::Submission;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use ash::vk;
+
+use crate::atlas::WeightAtlas;
+use crate::device::{Device, QueueKind};
+use crate::error::{Result, VkResultExt};
+use crate::pipeline::Pipeline;
+use crate::resource::{Buffer, Image};
+use crate::sync::TimelineSemaphore;
+use crate::tensor::{Tensor, TensorStorage};
+use crate::timestamps::TimestampQueries;
+use hazard::Hazards;
+
+/// A resource the recorded commands use, held until the submission completes.
+enum Keep {
+    Image(#[allow(dead_code)] Image),
+    Buffer(#[allow(dead_code)] Buffer),
+    Pipeline(#[allow(dead_code)] Arc<Pipeline>),
+    Atlas(#[allow(dead_code)] WeightAtlas),
+    Semaphore(#[allow(dead_code)] TimelineSemaphore),
+    Timestamps(#[allow(dead_code)] TimestampQueries),
+}
+
+/// Records work for one queue. Submit with [`Recorder::submit`] (returns a [`Submission`]) or
+/// [`Recorder::submit_and_wait`]. Resources used are kept alive until the submission completes.
+pub struct Recorder {
+    device: Device,
+    queue: QueueKind,
+    pool: vk::CommandPool,
+    cmd: vk::CommandBuffer,
+    desc_pools: Vec<vk::DescriptorPool>,
+    keep: Vec<Keep>,
+    hazards: Hazards,
+    /// Images transitioned UNDEFINED -> GENERAL in this recorder.
+    initialized: Vec<Image>,
+    init_ids: HashSet<u64>,
+    weights: Option<WeightAtlas>,
+    /// Timestamp pools reset in this command buffer.
+    reset_pools: HashSet<u64>,
+    dispatches: u32,
+    barriers: u32,
+}
+
+impl Recorder {
+    pub fn new(device: &Device, queue: QueueKind) -> Result<Recorder> {
+        let dev = device.raw();
+        let family = device.queue(queue).family;
+        // SAFETY (block): valid create infos; objects destroyed on error.
+        unsafe {
+            let (pool, cmd) = match device.inner.recycler.take_commands(family) {
+                Some(c) => c,
+                None => {
+                    let pool = dev
+                        .create_command_pool(
+                            &vk::CommandPoolCreateInfo::default()
+                                .queue_family_index(family)
+                                .flags(vk::CommandPoolCreateFlags::TRANSIENT),
+                            None,
+                        )
+                        .vk("vkCreateCommandPool")?;
+                    match dev.allocate_command_buffers(
+                        &vk::CommandBufferAllocateInfo::default()
+                            .command_pool(pool)
+                            .level(vk::CommandBufferLevel::PRIMARY)
+                            .command_buffer_count(1),
+                    ) {
+                        Ok(c) => (pool, c[0]),
+                        Err(e) => {
+                            dev.destroy_command_pool(pool, None);
+                            return Err(e).vk("vkAllocateCommandBuffers");
+                        }
+                    }
+                }
+            };
+            if let Err(e) = dev.begin_command_buffer(
+                cmd,
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            ) {
+                dev.destroy_command_pool(pool, None);
+                return Err(e).vk("vkBeginCommandBuffer");
+            }
+            Ok(Recorder {
+                device: device.clone(),
+                queue,
+                pool,
+                cmd,
+                desc_pools: Vec::new(),
+                keep: Vec::new(),
+                hazards: Hazards::default(),
+                initialized: Vec::new(),
+                init_ids: HashSet::new(),
+                weights: None,
+                reset_pools: HashSet::new(),
+                dispatches: 0,
+                barriers: 0,
+            })
+        }
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+    /// The raw command buffer (for kernels needing commands the recorder does not wrap).
+    pub fn command_buffer(&self) -> vk::CommandBuffer {
+        self.cmd
+    }
+    pub fn dispatch_count(&self) -> u32 {
+        self.dispatches
+    }
+    pub fn barrier_count(&self) -> u32 {
+        self.barriers
+    }
+
+    /// Transitions `image` to GENERAL now if no recorder has yet; for images that are later
+    /// written by raw commands on another queue (the stream engine's transfer copies).
+    pub fn init_image(&mut self, image: &Image) {
+        self.keep_image(image);
+    }
+
+    /// Whether this recorder records for a transfer-only queue (no shader stages there).
+    fn on_transfer_only_queue(&self) -> bool {
+        self.queue == QueueKind::Transfer && self.device.has_dedicated_transfer_queue()
+    }
+
+    /// Keeps a tensor's storage alive (initializing an image on first use); returns its id.
+    fn keep_tensor(&mut self, t: &Tensor) -> u64 {
+        match t.storage() {
+            TensorStorage::Image(i) => self.keep_image(i),
+            TensorStorage::Buffer(b) => self.keep_buffer(b),
+        }
+    }
+
+    fn keep_image(&mut self, i: &Image) -> u64 {
+        self.ensure_initialized(i);
+        self.keep.push(Keep::Image(i.clone()));
+        i.id()
+    }
+
+    fn keep_buffer(&mut self, b: &Buffer) -> u64 {
+        self.keep.push(Keep::Buffer(b.clone()));
+        b.id()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // Only reached un-submitted (or after submit moved the pool out).
+        let commands = (self.pool != vk::CommandPool::null()).then_some((self.pool, self.cmd));
+        let family = self.device.queue(self.queue).family;
+        // SAFETY: the command buffer was never submitted.
+        unsafe {
+            self.device.inner.recycler.give_back(
+                self.device.raw(),
+                family,
+                commands,
+                std::mem::take(&mut self.desc_pools),
+                None,
+            );
+        }
+    }
+}
