@@ -160,6 +160,13 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         bail!("give exactly one workload (several only with --quality-table)");
     };
     let pl = prepare(path, args.pipeline.as_deref())?;
+    if pl.pipeline.stages.is_empty() {
+        bail!(
+            "{}: pipeline `{}` runs no model: nothing to plan",
+            path.display(),
+            pl.name
+        );
+    }
     let cap = args.cap.unwrap_or(pl.cap);
     if args.bench {
         return bench(&pl, cap);
@@ -203,6 +210,11 @@ pub fn run(args: &PlanArgs) -> Result<()> {
             format_size(min.activation_bytes)
         );
         println!(
+            "           (the planner's minimum, from the profiles alone; on a device `texstream run` \
+             adds what the engine itself takes there: the page table, staging buffers, each \
+             slot's and activation image's padding; `texstream run W --cap 0` says at least how much, and with a cap near that it names the exact minimum)"
+        );
+        println!(
             "bandwidth  {:.2} GB/s, {} per transfer{}",
             pl.bw.h2d_bytes_per_s / 1e9,
             fmt_time(pl.bw.per_transfer_s),
@@ -223,6 +235,13 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         }
         println!();
         print!("{}", table(&rows));
+    }
+    if rows.iter().all(|(_, r)| r.is_err()) {
+        bail!(
+            "{}: no policy can run under a cap of {}",
+            path.display(),
+            format_size(cap)
+        );
     }
     if let Some(svg_path) = &args.svg {
         let want = args.policy.unwrap_or(pl.policy);

@@ -135,6 +135,37 @@ impl Session {
         let first = &loaded.models[0].1;
         config.precision = crate::runtime::weights::vk_precision(first.header().precision);
         config.page_height = Some((first.header().texels_per_page / 512) as u32);
+        dev.memory().set_cap(Some(cap));
+        dev.memory().reset_peak();
+        let mut predictor = Predictor::new(
+            loaded.graphs.iter().map(|g| g.lookahead).collect(),
+            opts.first_pipeline,
+        );
+        let (first_pipe, expected) = planned_pipeline(&loaded, &mut predictor, Vec::new());
+        // Before anything is allocated: the engine's own bytes (from the driver's memory
+        // requirements) and the packed models' activation peaks bound the minimum from below,
+        // so a cap far too small (even 0) is refused with that bound before any allocation.
+        let total_pages: u32 = loaded
+            .models
+            .iter()
+            .map(|(_, pm)| pm.page_count() as u32)
+            .sum();
+        let cost =
+            measure_engine_cost(dev, &config, total_pages).map_err(dev_err("engine cost"))?;
+        let packed_peak = loaded
+            .models
+            .iter()
+            .map(|(_, pm)| pm.header().peak_activation_bytes)
+            .max()
+            .unwrap_or(0);
+        let (at_least, mc) = min_cap(
+            &with_activation(&loaded.profiles, packed_peak),
+            &first_pipe,
+            &cost,
+        )?;
+        if cap < at_least {
+            return Err(CapError::too_small(cap, at_least, mc, &cost, false).into());
+        }
         let before = dev.memory_stats().current_bytes;
         let mut models = Vec::new();
         let mut base = 0u32;
@@ -163,7 +194,6 @@ impl Session {
             shared = shared.overlay(&layout);
             layouts.push(offsets);
         }
-        let cost = measure_engine_cost(dev, &config, base).map_err(dev_err("engine cost"))?;
         // Inputs go up and outputs come back through host-visible staging kept for the whole
         // session. Where host-visible memory is device memory (UMA) one buffer serves both
         // directions and counts; otherwise the upload buffer counts where the allocator places
@@ -193,11 +223,6 @@ impl Session {
             .map_err(dev_err("staging requirements"))?
             .size;
         let estimate = dev.memory_stats().current_bytes - before + shared.size + io_bytes;
-        let mut predictor = Predictor::new(
-            loaded.graphs.iter().map(|g| g.lookahead).collect(),
-            opts.first_pipeline,
-        );
-        let (first_pipe, expected) = planned_pipeline(&loaded, &mut predictor, Vec::new());
         // A cap below the minimum fails here, before the big allocations (the exact check,
         // with the warm-up's scratch tensors counted, is the plan below).
         let (early_min, mc) = min_cap(
@@ -206,17 +231,7 @@ impl Session {
             &cost,
         )?;
         if cap < early_min {
-            return Err(CapError::TooSmall {
-                cap,
-                min: early_min,
-                model: mc.model,
-                step: mc.step,
-                pages: mc.step_pages,
-                page_bytes: cost.slot_bytes,
-                activation: mc.activation_bytes,
-                fixed: cost.fixed_bytes(),
-            }
-            .into());
+            return Err(CapError::too_small(cap, early_min, mc, &cost, true).into());
         }
         let arena = vk_backend::SharedMemory::new(
             dev,

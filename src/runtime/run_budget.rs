@@ -77,8 +77,61 @@ pub enum CapError {
         activation: u64,
         fixed: u64,
     },
+    /// Found before anything is allocated, from the packed models' own activation peaks: the
+    /// exact minimum (with activations as this device places them) is at least this.
+    #[error(
+        "cap {cap} B is below the minimum feasible cap, which is at least {at_least} B: step \
+         `{step}` of model `{model}` reads {pages} pages ({page_bytes} B each), the models' \
+         activation peak is at least {activation} B, and the engine's page table + staging take \
+         {fixed} B (with a cap of at least that, the exact minimum is named)"
+    )]
+    BelowLowerBound {
+        cap: u64,
+        at_least: u64,
+        model: String,
+        step: String,
+        pages: u32,
+        page_bytes: u64,
+        activation: u64,
+        fixed: u64,
+    },
     #[error(transparent)]
     Plan(#[from] PlanError),
+}
+
+impl CapError {
+    /// `cap` is below `min` (exactly the minimum, or `exact == false`: at least it).
+    pub fn too_small(
+        cap: u64,
+        min: u64,
+        mc: scheduler::MinCap,
+        cost: &EngineCost,
+        exact: bool,
+    ) -> CapError {
+        if exact {
+            CapError::TooSmall {
+                cap,
+                min,
+                model: mc.model,
+                step: mc.step,
+                pages: mc.step_pages,
+                page_bytes: cost.slot_bytes,
+                activation: mc.activation_bytes,
+                fixed: cost.fixed_bytes(),
+            }
+        } else {
+            CapError::BelowLowerBound {
+                cap,
+                at_least: min,
+                model: mc.model,
+                step: mc.step,
+                pages: mc.step_pages,
+                page_bytes: cost.slot_bytes,
+                activation: mc.activation_bytes,
+                fixed: cost.fixed_bytes(),
+            }
+        }
+    }
 }
 
 /// The smallest cap the workload runs under with this engine cost, and what sets it.
@@ -111,16 +164,7 @@ pub fn plan_under_cap(
 ) -> Result<CappedPlan, CapError> {
     let (min, mc) = min_cap(profiles, pipeline, cost)?;
     if cap < min {
-        return Err(CapError::TooSmall {
-            cap,
-            min,
-            model: mc.model,
-            step: mc.step,
-            pages: mc.step_pages,
-            page_bytes: cost.slot_bytes,
-            activation: mc.activation_bytes,
-            fixed: cost.fixed_bytes(),
-        });
+        return Err(CapError::too_small(cap, min, mc, cost, true));
     }
     let page = profiles.first().map_or(1, |p| p.page_bytes.max(1));
     let act = mc.activation_bytes;
