@@ -1,3 +1,7 @@
+//! The `texstream` command line: parses the subcommand and runs it. User errors print their
+//! chain of causes without a backtrace and exit with code 1; panics (bugs) keep Rust's report.
+use std::process::ExitCode;
+
 use clap::Parser;
 
 #[derive(Parser)]
@@ -19,9 +23,46 @@ enum Cli {
     Ocr(texstream::cli::ocr::OcrArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     env_logger::init();
-    match Cli::parse() {
+    // Ctrl-C (and SIGTERM/SIGHUP) remove the packed files being written before exiting. ctrlc's
+    // signal handler only wakes its own thread, which runs this closure outside signal context.
+    if let Err(e) = ctrlc::set_handler(|| {
+        texstream::packed::temp::remove_in_progress();
+        std::process::exit(130);
+    }) {
+        log::warn!("cannot install the interrupt handler: {e}");
+    }
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // The chain of causes on one line (like `{err:#}`); `{err:?}` would add a backtrace
+            // when RUST_BACKTRACE is set, which a user error does not need.
+            eprintln!("error: {}", chain_message(&err));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `outer: cause: root cause`, skipping a cause whose text its parent already shows (many
+/// errors print their source in their own message and also return it from `source()`).
+fn chain_message(err: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if msg.contains(&text) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&text);
+    }
+    msg
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli {
         Cli::Plan(args) => texstream::cli::plan::run(&args),
         Cli::Run(args) => texstream::cli::run::run(&args),
         Cli::Compile(args) => texstream::cli::compile::run(&args),

@@ -69,6 +69,8 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<()> {
         p => bail!("--precision must be f16 or f32, got '{p}'"),
     };
     let page_bytes = parse_size(&args.page_size)?;
+    // Before the import: a page that no atlas layer holds would only fail (or fill RAM) later.
+    crate::packed::format::texels_per_page(page_bytes, precision).context("--page-size")?;
     let mut model = import(&args.model, &opts)?;
     let nodes_in = model.graph.nodes.len();
     let report = optimize(&mut model.graph);

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::workload_run::RunError;
 use crate::ir::passes::optimize;
 use crate::onnx::{import, ImportOptions};
+use crate::packed::format::texels_per_page;
 use crate::packed::{pack_graph, PackOptions, PackedModel, StoredPrecision};
 use crate::workload::profiles::resolve;
 use crate::workload::{load_workload, LoadedWorkload, ModelSource, ModelSpec, Precision};
@@ -92,6 +93,8 @@ fn compile(
         model: spec.name.clone(),
         msg,
     };
+    texels_per_page(page_bytes, stored(spec.precision))
+        .map_err(|e| err(format!("page_size: {e}")))?;
     let mut opts = ImportOptions::default();
     for (name, dims) in &spec.inputs {
         opts.input_shapes
