@@ -20,6 +20,7 @@ use std::path::Path;
 pub use error::{ImportError, SUPPORTED_OPS_LOCATION};
 pub use peek::{read_tensor_pb, summarize_model, ModelSummary};
 pub use supported::SUPPORTED_OPS;
+pub use tensor::{TensorError, TensorProblem};
 
 use crate::ir::{DType, Graph, TensorData};
 
