@@ -380,11 +380,17 @@ impl PackedModel {
             })
     }
 
+    /// The scheduler's load profile ([`PackedHeader::load_profile`]).
+    pub fn load_profile(&self, model: &str, cost: CostModel) -> scheduler::Profile {
+        self.header.load_profile(model, cost)
+    }
+}
+
+impl PackedHeader {
     /// The scheduler's load profile: one step per non-view node, with its pages, roofline
-    /// compute time and live activation bytes.
+    /// compute time and live activation bytes. Page counts fit u32 once the header is checked.
     pub fn load_profile(&self, model: &str, cost: CostModel) -> scheduler::Profile {
         let steps = self
-            .header
             .steps
             .iter()
             .filter(|s| !s.is_view)
@@ -398,8 +404,8 @@ impl PackedModel {
             .collect();
         scheduler::Profile {
             model: model.to_string(),
-            page_bytes: self.header.page_bytes,
-            total_pages: self.header.page_count as u32,
+            page_bytes: self.page_bytes,
+            total_pages: self.page_count as u32,
             steps,
         }
     }
