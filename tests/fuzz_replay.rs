@@ -6,8 +6,11 @@ use std::path::PathBuf;
 
 use texstream::fuzz_entry;
 
+/// A fuzz entry point: whether the input parsed.
+type Entry = fn(&[u8]) -> bool;
+
 /// (target, entry point, mutated inputs to run).
-const TARGETS: &[(&str, fn(&[u8]) -> bool, usize)] = &[
+const TARGETS: &[(&str, Entry, usize)] = &[
     ("import", fuzz_entry::onnx_import, 2000),
     ("npy", fuzz_entry::npy, 4000),
     ("packed_header", fuzz_entry::packed_header, 3000),
@@ -123,7 +126,7 @@ fn fix_packed_checksum(b: &mut [u8]) {
     b[48..52].copy_from_slice(&sum);
 }
 
-fn run_one(target: &str, entry: fn(&[u8]) -> bool, input: &[u8], what: &str) -> bool {
+fn run_one(target: &str, entry: Entry, input: &[u8], what: &str) -> bool {
     match catch_unwind(AssertUnwindSafe(|| entry(input))) {
         Ok(parsed) => parsed,
         Err(_) => {
