@@ -70,7 +70,8 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<()> {
     };
     let page_bytes = parse_size(&args.page_size)?;
     // Before the import: a page that no atlas layer holds would only fail (or fill RAM) later.
-    crate::packed::format::texels_per_page(page_bytes, precision).context("--page-size")?;
+    crate::packed::format::texels_per_page(page_bytes, precision)
+        .map_err(|e| anyhow::anyhow!("--page-size {}: {e}", args.page_size))?;
     let mut model = import(&args.model, &opts)?;
     let nodes_in = model.graph.nodes.len();
     let report = optimize(&mut model.graph);
