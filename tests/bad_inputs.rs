@@ -239,6 +239,7 @@ fn packed_headers_with_valid_checksums_are_checked() {
         with_header(&good, &bad, edit);
         assert_refused(&bad, expect);
     }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -281,6 +282,7 @@ fn packed_preamble_sizes_are_checked_before_allocating() {
     let flipped = dir.join("flipped.tspk");
     std::fs::write(&flipped, b).unwrap();
     assert_refused(&flipped, &["checksum mismatch"]);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 // ---- .npy ----
@@ -333,6 +335,7 @@ fn npy_sizes_are_checked_against_the_file() {
         ]);
         assert_user_error(case, &o, &[path_str(&file), expect]);
     }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 // ---- images ----
@@ -421,6 +424,7 @@ fn images_are_bounded_before_decoding() {
             ],
         );
     }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 // ---- ONNX external data ----
@@ -539,6 +543,7 @@ fn external_data_is_checked_before_allocating_and_stays_in_the_model_dir() {
         let (file, o) = compile(name, model.clone());
         assert_user_error(name, &o, &[&[path_str(&file)], *expect].concat());
     }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 // ---- compile options ----
@@ -568,6 +573,7 @@ fn page_size_must_fit_one_atlas_layer() {
         ]);
         assert_user_error(size, &o, &["--page-size", expect]);
     }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 // ---- temp files of the atomic write ----
@@ -593,6 +599,7 @@ fn stale_temp_files_of_dead_writers_are_removed_at_the_next_compile() {
     std::fs::write(dir.join(&live), b"being written").unwrap();
     tiny_packed(&dir);
     assert_eq!(temp_files(&dir, "tiny.tspk"), vec![live]);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -644,6 +651,7 @@ fn interrupt_during_the_packed_write_removes_the_temp_file() {
             "left behind: {:?}",
             temp_files(&dir, "det.tspk")
         );
+        std::fs::remove_dir_all(&dir).unwrap();
         return;
     }
     panic!("the compile was never caught while writing its temp file");
