@@ -19,6 +19,8 @@
 //! - [`engine`] holds it all open for requests.
 pub mod compile;
 pub mod engine;
+#[doc(hidden)]
+pub mod fuzz_entry;
 pub mod ir;
 pub mod onnx;
 pub mod ops;

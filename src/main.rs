@@ -1,5 +1,8 @@
-//! The `texstream` command line.
+//! The `texstream` command line: parses the subcommand and runs it. User errors print their
+//! chain of causes without a backtrace and exit with code 1; panics (bugs) keep Rust's report.
 mod cli;
+
+use std::process::ExitCode;
 
 use clap::Parser;
 
@@ -22,9 +25,46 @@ enum Cli {
     Ocr(cli::ocr::OcrArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     env_logger::init();
-    match Cli::parse() {
+    // Ctrl-C (and SIGTERM/SIGHUP) remove the packed files being written before exiting. ctrlc's
+    // signal handler only wakes its own thread, which runs this closure outside signal context.
+    if let Err(e) = ctrlc::set_handler(|| {
+        texstream::packed::temp::remove_in_progress();
+        std::process::exit(130);
+    }) {
+        log::warn!("cannot install the interrupt handler: {e}");
+    }
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // The chain of causes on one line (like `{err:#}`); `{err:?}` would add a backtrace
+            // when RUST_BACKTRACE is set, which a user error does not need.
+            eprintln!("error: {}", chain_message(&err));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `outer: cause: root cause`, skipping a cause whose text its parent already shows (many
+/// errors print their source in their own message and also return it from `source()`).
+fn chain_message(err: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if msg.contains(&text) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&text);
+    }
+    msg
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli {
         Cli::Plan(args) => cli::plan::run(&args),
         Cli::Run(args) => cli::run::run(&args),
         Cli::Compile(args) => cli::compile::run(&args),

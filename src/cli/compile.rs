@@ -44,6 +44,9 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<()> {
         bail!("--input {s}: input shapes are given with --shape NAME=DIMS now (--input NAME=FILE gives a file)");
     }
     super::args::check_writable(&args.out)?;
+    // Before the import: a page that no atlas layer holds would only fail (or fill RAM) later.
+    texstream::packed::format::texels_per_page(args.page_size, args.precision)
+        .map_err(|e| anyhow::anyhow!("--page-size {}: {e}", args.page_size))?;
     let mut c = Compiler::new(&args.model)
         .precision(args.precision)
         .page_bytes(args.page_size)

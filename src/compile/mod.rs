@@ -18,7 +18,7 @@ use crate::Precision;
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {
     #[error(transparent)]
-    Import(#[from] ImportError),
+    Import(Box<ImportError>),
     #[error("{path}: {source}")]
     Pack {
         path: PathBuf,
@@ -31,8 +31,14 @@ pub enum CompileError {
     Write {
         path: PathBuf,
         #[source]
-        source: crate::packed::PackedError,
+        source: Box<crate::packed::PackedError>,
     },
+}
+
+impl From<ImportError> for CompileError {
+    fn from(e: ImportError) -> Self {
+        CompileError::Import(Box::new(e))
+    }
 }
 
 /// What a compilation did, for `texstream compile`'s report.
@@ -138,6 +144,10 @@ impl Compiler {
 
     /// Imports, optimizes and packs.
     pub fn compile(self) -> Result<Compiled, CompileError> {
+        // Before the import: a page that no atlas layer holds would only fail (or fill RAM)
+        // later.
+        crate::packed::format::texels_per_page(self.pack.page_bytes, self.pack.precision)
+            .map_err(|e| self.options_error(format!("page size: {e}")))?;
         let mut model = import(&self.path, &self.import)?;
         let nodes_imported = model.graph.nodes.len();
         let passes = crate::ir::passes::optimize(&mut model.graph);
@@ -169,7 +179,7 @@ impl Compiler {
         let c = self.compile()?;
         c.packed.write(out).map_err(|source| CompileError::Write {
             path: out.to_path_buf(),
-            source,
+            source: Box::new(source),
         })?;
         Ok(c)
     }

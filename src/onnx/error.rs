@@ -52,6 +52,12 @@ pub enum ImportError {
         input: String,
         available: String,
     },
+    #[error("{file}: {source}")]
+    Constant {
+        file: PathBuf,
+        #[source]
+        source: super::tensor::TensorError,
+    },
     #[error("{file}: tensor '{tensor}': {reason}")]
     Tensor {
         file: PathBuf,

@@ -30,13 +30,18 @@ pub(super) struct NodeRef<'p> {
 }
 
 impl Ctx<'_> {
-    pub fn node_err(&self, n: &NodeRef, tensor: &str, reason: impl Into<String>) -> ImportError {
+    pub fn node_err(
+        &self,
+        n: &NodeRef,
+        tensor: &str,
+        reason: impl std::fmt::Display,
+    ) -> ImportError {
         ImportError::Node {
             file: self.file.clone(),
             node: n.name.clone(),
             op: n.op.to_string(),
             tensor: tensor.to_string(),
-            reason: reason.into(),
+            reason: reason.to_string(),
         }
     }
 
@@ -52,7 +57,7 @@ impl Ctx<'_> {
     }
 
     /// An error about the node's first output.
-    pub fn output_err(&self, n: &NodeRef, reason: impl Into<String>) -> ImportError {
+    pub fn output_err(&self, n: &NodeRef, reason: impl std::fmt::Display) -> ImportError {
         self.node_err(n, &self.first_output(n), reason)
     }
 
@@ -288,10 +293,9 @@ impl Ctx<'_> {
     fn add_initializer(&mut self, init: &proto::TensorProto) -> Result<(), ImportError> {
         let name = init.name.clone().unwrap_or_default();
         let data =
-            tensor_from_proto(init, self.model_dir).map_err(|reason| ImportError::Tensor {
+            tensor_from_proto(init, self.model_dir).map_err(|source| ImportError::Constant {
                 file: self.file.clone(),
-                tensor: name.clone(),
-                reason,
+                source,
             })?;
         let t = self.g.add_constant(name.clone(), data);
         self.bind(&name, t);
@@ -404,10 +408,10 @@ pub(super) fn run(
         let name = vi.name.clone().unwrap_or_default();
         let ty = vi.r#type.clone().unwrap_or_default();
         let (dims, declared) = describe_dims(&ty);
-        let dtype = dtype_from_onnx(elem_type(&ty)).map_err(|reason| ImportError::Tensor {
+        let dtype = dtype_from_onnx(elem_type(&ty)).map_err(|e| ImportError::Tensor {
             file: file.clone(),
             tensor: name.clone(),
-            reason,
+            reason: e.to_string(),
         })?;
         if let Some(val) = opts.bindings.get(&name) {
             let mut v = val.clone();
@@ -451,11 +455,11 @@ pub(super) fn run(
                 }
             },
         };
-        dims_to_shape(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>()).map_err(|reason| {
+        dims_to_shape(&shape.iter().map(|&d| d as i64).collect::<Vec<_>>()).map_err(|e| {
             ImportError::Tensor {
                 file: file.clone(),
                 tensor: name.clone(),
-                reason,
+                reason: e.to_string(),
             }
         })?;
         let t = ctx.g.add_tensor(name.clone(), shape, dtype);

@@ -19,6 +19,7 @@ use std::path::Path;
 pub use error::{ImportError, SpecError, SUPPORTED_OPS_LOCATION};
 pub use ops::SUPPORTED_OPS;
 pub use peek::{read_tensor_pb, summarize_model, ModelSummary};
+pub use tensor::{TensorError, TensorProblem};
 
 use crate::ir::{DType, Graph, TensorData};
 

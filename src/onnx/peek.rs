@@ -66,10 +66,9 @@ pub fn read_tensor_pb(path: &Path) -> Result<(String, TensorData), ImportError> 
     })?;
     let name = t.name.clone().unwrap_or_default();
     let dir = path.parent().unwrap_or(Path::new("."));
-    let data = tensor_from_proto(&t, dir).map_err(|reason| ImportError::Tensor {
+    let data = tensor_from_proto(&t, dir).map_err(|source| ImportError::Constant {
         file: PathBuf::from(path),
-        tensor: name.clone(),
-        reason,
+        source,
     })?;
     Ok((name, data))
 }

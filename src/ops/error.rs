@@ -13,8 +13,12 @@ pub enum OcrError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{what}: cannot decode image: {msg}")]
-    Decode { what: String, msg: String },
+    #[error("{what}: cannot decode image: {source}")]
+    Decode {
+        what: String,
+        #[source]
+        source: super::image::ImageError,
+    },
     #[error("{what}: tensor shape {shape:?} does not fit: expected {expected}")]
     Shape {
         what: String,

@@ -143,23 +143,62 @@ impl BgrImage {
     }
 }
 
+/// Largest image texstream decodes: 2^26 pixels (64 megapixels, e.g. 8192 x 8192; 256 MiB as
+/// RGBA). The OCR pipeline resizes far below that; the limit is checked against the dimensions
+/// a PNG or JPEG header declares before any pixel buffer is allocated, so a small file that
+/// declares 50000 x 50000 pixels is refused instead of allocating gigabytes.
+pub const MAX_IMAGE_PIXELS: u64 = 1 << 26;
+
+/// Why image bytes could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("not a PNG or JPEG file")]
+    UnknownFormat,
+    #[error("PNG: {0}")]
+    Png(#[from] png::DecodingError),
+    #[error("JPEG: {0}")]
+    Jpeg(#[from] jpeg_decoder::Error),
+    #[error("the image declares {width} x {height} pixels, over the limit of {MAX_IMAGE_PIXELS} pixels (texstream::ops::image::MAX_IMAGE_PIXELS)")]
+    TooLarge { width: u64, height: u64 },
+    #[error("the JPEG has no frame header")]
+    NoJpegHeader,
+    #[error("CMYK JPEG is not supported")]
+    Cmyk,
+    #[error("the PNG palette was not expanded")]
+    Palette,
+    #[error("decoded {got} bytes for a {width} x {height} image, expected {expected}")]
+    PixelCount {
+        width: usize,
+        height: usize,
+        expected: usize,
+        got: usize,
+    },
+}
+
+fn check_dimensions(width: u64, height: u64) -> Result<(), ImageError> {
+    if width.saturating_mul(height) > MAX_IMAGE_PIXELS {
+        return Err(ImageError::TooLarge { width, height });
+    }
+    Ok(())
+}
+
 /// Decodes PNG or JPEG bytes (sniffed by magic number). `what` names the source in errors.
 ///
 /// PNG palettes and bit depths < 8 are expanded and 16-bit samples reduced to their high byte (RapidOCR,
 /// through PIL, would hand OpenCV palette indices or 16-bit values: that is a RapidOCR quirk we do not copy).
-/// EXIF orientation is not applied.
+/// EXIF orientation is not applied. Images over [`MAX_IMAGE_PIXELS`] are refused.
 pub fn decode_image(bytes: &[u8], what: &str) -> Result<BgrImage, OcrError> {
-    let err = |msg: String| OcrError::Decode {
-        what: what.to_string(),
-        msg,
-    };
-    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        decode_png(bytes).map_err(err)
+    let decoded = if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        decode_png(bytes)
     } else if bytes.starts_with(&[0xff, 0xd8]) {
-        decode_jpeg(bytes).map_err(err)
+        decode_jpeg(bytes)
     } else {
-        Err(err("not a PNG or JPEG file".into()))
-    }
+        Err(ImageError::UnknownFormat)
+    };
+    decoded.map_err(|source| OcrError::Decode {
+        what: what.to_string(),
+        source,
+    })
 }
 
 /// Reads and decodes an image file.
@@ -171,43 +210,74 @@ pub fn load_image(path: &Path) -> Result<BgrImage, OcrError> {
     decode_image(&bytes, &path.display().to_string())
 }
 
-fn decode_png(bytes: &[u8]) -> Result<BgrImage, String> {
-    let mut decoder = png::Decoder::new(std::io::Cursor::new(bytes));
-    decoder.set_transformations(png::Transformations::normalize_to_color8());
-    let mut reader = decoder.read_info().map_err(|e| e.to_string())?;
-    let size = reader.output_buffer_size().ok_or("image too large")?;
-    let mut buf = vec![0u8; size];
-    let info = reader.next_frame(&mut buf).map_err(|e| e.to_string())?;
-    let (w, h) = (info.width as usize, info.height as usize);
-    let mut packed = Vec::with_capacity(w * h * 4);
-    let ch = info.color_type.samples();
-    for row in buf.chunks(info.line_size).take(h) {
-        packed.extend_from_slice(&row[..w * ch]);
+/// The image from `pixels` of `width` x `height`, or how many bytes were missing.
+fn assemble(
+    width: usize,
+    height: usize,
+    pixels: &[u8],
+    channels: usize,
+    convert: fn(usize, usize, &[u8]) -> Result<BgrImage, OcrError>,
+) -> Result<BgrImage, ImageError> {
+    let expected = width * height * channels;
+    if pixels.len() != expected {
+        return Err(ImageError::PixelCount {
+            width,
+            height,
+            expected,
+            got: pixels.len(),
+        });
     }
-    let img = match info.color_type {
-        png::ColorType::Grayscale => BgrImage::from_gray(w, h, &packed),
-        png::ColorType::GrayscaleAlpha => BgrImage::from_gray_alpha(w, h, &packed),
-        png::ColorType::Rgb => BgrImage::from_rgb(w, h, &packed),
-        png::ColorType::Rgba => BgrImage::from_rgba(w, h, &packed),
-        png::ColorType::Indexed => return Err("palette not expanded".into()),
-    };
-    img.map_err(|e| e.to_string())
+    // The length matches, so the conversion cannot fail.
+    convert(width, height, pixels).map_err(|_| ImageError::PixelCount {
+        width,
+        height,
+        expected,
+        got: pixels.len(),
+    })
 }
 
-fn decode_jpeg(bytes: &[u8]) -> Result<BgrImage, String> {
+fn decode_png(bytes: &[u8]) -> Result<BgrImage, ImageError> {
+    let mut decoder = png::Decoder::new(std::io::Cursor::new(bytes));
+    decoder.set_transformations(png::Transformations::normalize_to_color8());
+    let mut reader = decoder.read_info()?;
+    let header = reader.info();
+    check_dimensions(header.width.into(), header.height.into())?;
+    let size = reader.output_buffer_size().ok_or(ImageError::TooLarge {
+        width: header.width.into(),
+        height: header.height.into(),
+    })?;
+    let mut buf = vec![0u8; size];
+    let info = reader.next_frame(&mut buf)?;
+    let (w, h) = (info.width as usize, info.height as usize);
+    let ch = info.color_type.samples();
+    let mut packed = Vec::with_capacity(w * h * ch);
+    for row in buf.chunks(info.line_size).take(h) {
+        packed.extend_from_slice(row.get(..w * ch).unwrap_or(row));
+    }
+    match info.color_type {
+        png::ColorType::Grayscale => assemble(w, h, &packed, 1, BgrImage::from_gray),
+        png::ColorType::GrayscaleAlpha => assemble(w, h, &packed, 2, BgrImage::from_gray_alpha),
+        png::ColorType::Rgb => assemble(w, h, &packed, 3, BgrImage::from_rgb),
+        png::ColorType::Rgba => assemble(w, h, &packed, 4, BgrImage::from_rgba),
+        png::ColorType::Indexed => Err(ImageError::Palette),
+    }
+}
+
+fn decode_jpeg(bytes: &[u8]) -> Result<BgrImage, ImageError> {
     let mut decoder = jpeg_decoder::Decoder::new(bytes);
-    let pixels = decoder.decode().map_err(|e| e.to_string())?;
-    let info = decoder.info().ok_or("no JPEG header")?;
+    decoder.read_info()?;
+    let info = decoder.info().ok_or(ImageError::NoJpegHeader)?;
+    check_dimensions(info.width.into(), info.height.into())?;
+    let pixels = decoder.decode()?;
     let (w, h) = (usize::from(info.width), usize::from(info.height));
-    let img = match info.pixel_format {
-        jpeg_decoder::PixelFormat::L8 => BgrImage::from_gray(w, h, &pixels),
+    match info.pixel_format {
+        jpeg_decoder::PixelFormat::L8 => assemble(w, h, &pixels, 1, BgrImage::from_gray),
         jpeg_decoder::PixelFormat::L16 => {
             // Big-endian 16-bit samples: keep the high byte.
             let g: Vec<u8> = pixels.chunks_exact(2).map(|p| p[0]).collect();
-            BgrImage::from_gray(w, h, &g)
+            assemble(w, h, &g, 1, BgrImage::from_gray)
         }
-        jpeg_decoder::PixelFormat::RGB24 => BgrImage::from_rgb(w, h, &pixels),
-        jpeg_decoder::PixelFormat::CMYK32 => return Err("CMYK JPEG is not supported".into()),
-    };
-    img.map_err(|e| e.to_string())
+        jpeg_decoder::PixelFormat::RGB24 => assemble(w, h, &pixels, 3, BgrImage::from_rgb),
+        jpeg_decoder::PixelFormat::CMYK32 => Err(ImageError::Cmyk),
+    }
 }

@@ -23,7 +23,7 @@ pub use det_pre::{
     DetPreprocess, LimitType,
 };
 pub use error::{BoxError, OcrError};
-pub use image::{decode_image, load_image, BgrImage};
+pub use image::{decode_image, load_image, BgrImage, ImageError, MAX_IMAGE_PIXELS};
 pub use pipeline::{
     ocr_pipeline, ocr_pipeline_traced, OcrConfig, OcrStageTimes, OcrTrace, TextLine,
 };

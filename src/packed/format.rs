@@ -37,6 +37,51 @@ pub const PREAMBLE_BYTES: usize = 64;
 pub const DATA_ALIGN: u64 = 4096;
 /// Every page is this many texels wide (the atlas layer width).
 pub const PAGE_WIDTH: u64 = 512;
+/// Most rows of texels one page may have. A page is one layer of the weight atlas, and 4096 is
+/// the `maxImageDimension2D` Vulkan guarantees on every device, so such a page fits any atlas:
+/// 16 MiB at fp16, 32 MiB at fp32.
+pub const MAX_PAGE_ROWS: u64 = 4096;
+
+/// A page size that no atlas layer can hold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PageSizeError {
+    #[error("page size {page_bytes} bytes is not a positive multiple of {row_bytes} (one {PAGE_WIDTH}-texel row at {precision:?})")]
+    NotWholeRows {
+        page_bytes: u64,
+        row_bytes: u64,
+        precision: StoredPrecision,
+    },
+    #[error("page size {page_bytes} bytes is over the {max_bytes}-byte limit at {precision:?}: a page is one atlas layer of {PAGE_WIDTH} texels by at most {MAX_PAGE_ROWS} rows (the image height every Vulkan device supports)")]
+    TooLarge {
+        page_bytes: u64,
+        max_bytes: u64,
+        precision: StoredPrecision,
+    },
+}
+
+/// Texels in one page of `page_bytes` at `precision`, or why no atlas layer can hold such a
+/// page (whole rows of [`PAGE_WIDTH`] texels, at most [`MAX_PAGE_ROWS`] of them). Checked before
+/// anything of that size is allocated.
+pub fn texels_per_page(page_bytes: u64, precision: StoredPrecision) -> Result<u64, PageSizeError> {
+    let bytes_per_texel = precision.bytes_per_texel() as u64;
+    let row_bytes = PAGE_WIDTH * bytes_per_texel;
+    let max_bytes = MAX_PAGE_ROWS * row_bytes;
+    if page_bytes > max_bytes {
+        return Err(PageSizeError::TooLarge {
+            page_bytes,
+            max_bytes,
+            precision,
+        });
+    }
+    if page_bytes == 0 || !page_bytes.is_multiple_of(row_bytes) {
+        return Err(PageSizeError::NotWholeRows {
+            page_bytes,
+            row_bytes,
+            precision,
+        });
+    }
+    Ok(page_bytes / bytes_per_texel)
+}
 
 /// Storage precision of the weight texels (the crate's one precision type).
 pub use crate::precision::Precision as StoredPrecision;

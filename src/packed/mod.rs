@@ -5,15 +5,18 @@ pub mod format;
 pub mod pack;
 pub mod placement;
 pub mod report;
+pub mod temp;
 pub mod texels;
+pub mod validate;
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 pub use format::{PackedHeader, StepInfo, StoredPrecision, WeightEntry, WeightKind};
 pub use pack::{pack_graph, PackError, PackOptions, Packed};
+pub use validate::HeaderError;
 
 use format::*;
 
@@ -30,6 +33,12 @@ pub enum PackedError {
     Version { file: PathBuf, found: u32 },
     #[error("{file}: corrupt packed model: {reason}")]
     Corrupt { file: PathBuf, reason: String },
+    #[error("{file}: corrupt packed model header: {source}")]
+    Header {
+        file: PathBuf,
+        #[source]
+        source: HeaderError,
+    },
     #[error("{file}: checksum mismatch (stored {stored:08x}, computed {computed:08x}): the file is corrupt")]
     Checksum {
         file: PathBuf,
@@ -95,14 +104,10 @@ impl Packed {
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        let fname = path
-            .file_name()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "model".into());
-        // Unique per write: two engines in one process may compile the same model at once.
-        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = dir.join(format!(".{fname}.tmp{}.{n}", std::process::id()));
+        // Temp files of writers that died before they could clean up.
+        temp::remove_stale(path);
+        let tmp = temp::temp_path(path, std::process::id());
+        let _in_progress = temp::InProgress::register(&tmp);
         let result = (|| {
             let mut f = File::create(&tmp)?;
             f.write_all(&pre)?;
@@ -126,6 +131,174 @@ impl Packed {
     }
 }
 
+/// Positioned reads from a whole packed file, on disk or in memory.
+trait ReadAt {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
+}
+
+impl ReadAt for File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.read_exact_at(buf, offset)
+    }
+}
+
+impl ReadAt for [u8] {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let src = usize::try_from(offset)
+            .ok()
+            .and_then(|o| self.get(o..o.checked_add(buf.len())?))
+            .ok_or(std::io::ErrorKind::UnexpectedEof)?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+}
+
+/// The preamble's sizes, checked to add up to the file's length.
+struct Preamble {
+    header_len: u64,
+    data_offset: u64,
+    page_bytes: u64,
+    page_count: u64,
+    crc: u32,
+}
+
+impl Preamble {
+    /// Magic, version, and sizes that add up to `file_len` exactly (checked arithmetic), so
+    /// that nothing later allocates more than the file holds.
+    fn parse(
+        file: &Path,
+        pre: &[u8; PREAMBLE_BYTES],
+        file_len: u64,
+    ) -> Result<Preamble, PackedError> {
+        if &pre[..8] != MAGIC {
+            return Err(PackedError::BadMagic { file: file.into() });
+        }
+        let u32_at = |o: usize| u32::from_le_bytes([pre[o], pre[o + 1], pre[o + 2], pre[o + 3]]);
+        let u64_at = |o: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&pre[o..o + 8]);
+            u64::from_le_bytes(b)
+        };
+        let version = u32_at(8);
+        if version != FORMAT_VERSION {
+            return Err(PackedError::Version {
+                file: file.into(),
+                found: version,
+            });
+        }
+        let p = Preamble {
+            header_len: u64_at(16),
+            data_offset: u64_at(24),
+            page_bytes: u64_at(32),
+            page_count: u64_at(40),
+            crc: u32_at(48),
+        };
+        let header_end = p.header_len.checked_add(PREAMBLE_BYTES as u64);
+        let data_end = p
+            .page_bytes
+            .checked_mul(p.page_count)
+            .and_then(|d| d.checked_add(p.data_offset));
+        let fits = p.data_offset.is_multiple_of(DATA_ALIGN)
+            && header_end.is_some_and(|e| e <= p.data_offset)
+            && data_end == Some(file_len);
+        if !fits {
+            return Err(PackedError::Corrupt {
+                file: file.into(),
+                reason: format!(
+                    "sizes disagree: the file is {file_len} bytes; the preamble says a {}-byte header, data at {} (a multiple of {DATA_ALIGN} past the header), {} pages of {} bytes (truncated?)",
+                    p.header_len, p.data_offset, p.page_count, p.page_bytes
+                ),
+            });
+        }
+        Ok(p)
+    }
+}
+
+/// Reads and verifies a whole packed file of `len` bytes from `source`: preamble, checksum,
+/// header. Returns the header and where the page data starts.
+fn decode<R: ReadAt + ?Sized>(
+    file: &Path,
+    source: &R,
+    len: u64,
+) -> Result<(PackedHeader, u64), PackedError> {
+    let io = |source| PackedError::Io {
+        file: file.to_path_buf(),
+        source,
+    };
+    let mut pre = [0u8; PREAMBLE_BYTES];
+    if len < PREAMBLE_BYTES as u64 {
+        if len >= 8 {
+            source.read_at(&mut pre[..8], 0).map_err(io)?;
+            if &pre[..8] != MAGIC {
+                return Err(PackedError::BadMagic { file: file.into() });
+            }
+        }
+        return Err(PackedError::Corrupt {
+            file: file.into(),
+            reason: format!("file is {len} bytes, shorter than the {PREAMBLE_BYTES}-byte preamble"),
+        });
+    }
+    source.read_at(&mut pre, 0).map_err(io)?;
+    let p = Preamble::parse(file, &pre, len)?;
+    // Bounded by the file length (checked above).
+    let mut header = vec![0u8; p.header_len as usize];
+    source
+        .read_at(&mut header, PREAMBLE_BYTES as u64)
+        .map_err(io)?;
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&pre[..48]);
+    crc.update(&header);
+    let mut buf = vec![0u8; (1 << 20).min(len - p.data_offset) as usize];
+    let mut off = p.data_offset;
+    while off < len {
+        let n = ((len - off) as usize).min(buf.len());
+        source.read_at(&mut buf[..n], off).map_err(io)?;
+        crc.update(&buf[..n]);
+        off += n as u64;
+    }
+    let computed = crc.finalize();
+    if computed != p.crc {
+        return Err(PackedError::Checksum {
+            file: file.into(),
+            stored: p.crc,
+            computed,
+        });
+    }
+    let header = parse_header(file, &header)?;
+    if header.page_bytes != p.page_bytes || header.page_count != p.page_count {
+        return Err(PackedError::Header {
+            file: file.into(),
+            source: HeaderError::PreambleMismatch {
+                header_count: header.page_count,
+                header_bytes: header.page_bytes,
+                preamble_count: p.page_count,
+                preamble_bytes: p.page_bytes,
+            },
+        });
+    }
+    Ok((header, p.data_offset))
+}
+
+/// Parses a header's JSON and checks every index and size in it
+/// ([`validate::check_header`]); `file` names it in errors.
+pub fn parse_header(file: &Path, json: &[u8]) -> Result<PackedHeader, PackedError> {
+    let header: PackedHeader = serde_json::from_slice(json).map_err(|e| PackedError::Corrupt {
+        file: file.into(),
+        reason: format!("bad header: {e}"),
+    })?;
+    validate::check_header(&header).map_err(|source| PackedError::Header {
+        file: file.into(),
+        source,
+    })?;
+    Ok(header)
+}
+
+/// Verifies a whole packed file held in memory (what [`PackedModel::open`] checks) and
+/// returns its header; `file` names it in errors.
+pub fn parse_bytes(file: &Path, bytes: &[u8]) -> Result<PackedHeader, PackedError> {
+    decode(file, bytes, bytes.len() as u64).map(|(header, _)| header)
+}
+
 /// An open packed model. `read_page` takes `&self` and uses positioned reads, so I/O threads can
 /// share one `PackedModel` (e.g. in an `Arc`).
 pub struct PackedModel {
@@ -143,109 +316,17 @@ pub struct CostModel {
 }
 
 impl PackedModel {
-    /// Opens and fully verifies a packed model (magic, version, sizes, checksum, header).
+    /// Opens and fully verifies a packed model: magic, version, sizes against the file length
+    /// (before any allocation of those sizes), checksum, then every index and size of the
+    /// header ([`validate::check_header`]).
     pub fn open(path: &Path) -> Result<PackedModel, PackedError> {
         let file_err = |source| PackedError::Io {
             file: path.to_path_buf(),
             source,
         };
-        let corrupt = |reason: String| PackedError::Corrupt {
-            file: path.to_path_buf(),
-            reason,
-        };
-        let mut file = File::open(path).map_err(file_err)?;
+        let file = File::open(path).map_err(file_err)?;
         let len = file.metadata().map_err(file_err)?.len();
-        let mut pre = [0u8; PREAMBLE_BYTES];
-        if len < PREAMBLE_BYTES as u64 {
-            if len >= 8 {
-                file.read_exact(&mut pre[..8]).map_err(file_err)?;
-                if &pre[..8] != MAGIC {
-                    return Err(PackedError::BadMagic { file: path.into() });
-                }
-            }
-            return Err(corrupt(format!(
-                "file is {len} bytes, shorter than the {PREAMBLE_BYTES}-byte preamble"
-            )));
-        }
-        file.read_exact(&mut pre).map_err(file_err)?;
-        if &pre[..8] != MAGIC {
-            return Err(PackedError::BadMagic { file: path.into() });
-        }
-        let u32_at = |o: usize| u32::from_le_bytes([pre[o], pre[o + 1], pre[o + 2], pre[o + 3]]);
-        let u64_at = |o: usize| u64::from_le_bytes(pre[o..o + 8].try_into().unwrap_or([0; 8]));
-        let version = u32_at(8);
-        if version != FORMAT_VERSION {
-            return Err(PackedError::Version {
-                file: path.into(),
-                found: version,
-            });
-        }
-        let (hl, data_offset, page_bytes, page_count, stored) =
-            (u64_at(16), u64_at(24), u64_at(32), u64_at(40), u32_at(48));
-        let expect = page_bytes
-            .checked_mul(page_count)
-            .and_then(|d| d.checked_add(data_offset));
-        if !data_offset.is_multiple_of(DATA_ALIGN)
-            || data_offset < PREAMBLE_BYTES as u64 + hl
-            || expect != Some(len)
-        {
-            return Err(corrupt(format!(
-                "sizes disagree: file {len} bytes, header {hl}, data at {data_offset}, {page_count} pages of {page_bytes} (truncated?)"
-            )));
-        }
-        let mut header = vec![0u8; hl as usize];
-        file.read_exact(&mut header).map_err(file_err)?;
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&pre[..48]);
-        crc.update(&header);
-        let mut buf = vec![0u8; 1 << 20];
-        let mut off = data_offset;
-        while off < len {
-            let n = ((len - off) as usize).min(buf.len());
-            file.read_exact_at(&mut buf[..n], off).map_err(file_err)?;
-            crc.update(&buf[..n]);
-            off += n as u64;
-        }
-        let computed = crc.finalize();
-        if computed != stored {
-            return Err(PackedError::Checksum {
-                file: path.into(),
-                stored,
-                computed,
-            });
-        }
-        let header: PackedHeader =
-            serde_json::from_slice(&header).map_err(|e| corrupt(format!("bad header: {e}")))?;
-        if header.page_bytes != page_bytes || header.page_count != page_count {
-            return Err(corrupt("header and preamble disagree on pages".into()));
-        }
-        if let Some(p) = header
-            .compensated_pages
-            .iter()
-            .find(|&&p| p as u64 >= page_count)
-        {
-            return Err(corrupt(format!(
-                "compensated page {p} out of range ({page_count} pages)"
-            )));
-        }
-        let g = &header.graph;
-        for port in g.inputs.iter().chain(&g.outputs) {
-            let Some(t) = g.tensors.get(port.tensor) else {
-                return Err(corrupt(format!(
-                    "port `{}` names a missing tensor",
-                    port.name
-                )));
-            };
-            let shown: usize = g.port_shape(port).iter().product();
-            if shown != t.shape.iter().product::<usize>() {
-                return Err(corrupt(format!(
-                    "port `{}` shows {:?} over a tensor of shape {:?}",
-                    port.name,
-                    g.port_shape(port),
-                    t.shape
-                )));
-            }
-        }
+        let (header, data_offset) = decode(path, &file, len)?;
         Ok(PackedModel {
             path: path.to_path_buf(),
             file,
@@ -300,11 +381,17 @@ impl PackedModel {
             })
     }
 
+    /// The scheduler's load profile ([`PackedHeader::load_profile`]).
+    pub fn load_profile(&self, model: &str, cost: CostModel) -> scheduler::Profile {
+        self.header.load_profile(model, cost)
+    }
+}
+
+impl PackedHeader {
     /// The scheduler's load profile: one step per non-view node, with its pages, roofline
-    /// compute time and live activation bytes.
+    /// compute time and live activation bytes. Page counts fit u32 once the header is checked.
     pub fn load_profile(&self, model: &str, cost: CostModel) -> scheduler::Profile {
         let steps = self
-            .header
             .steps
             .iter()
             .filter(|s| !s.is_view)
@@ -318,8 +405,8 @@ impl PackedModel {
             .collect();
         scheduler::Profile {
             model: model.to_string(),
-            page_bytes: self.header.page_bytes,
-            total_pages: self.header.page_count as u32,
+            page_bytes: self.page_bytes,
+            total_pages: self.page_count as u32,
             steps,
         }
     }

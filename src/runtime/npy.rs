@@ -81,7 +81,6 @@ pub fn parse_npy(file: &Path, bytes: &[u8]) -> Result<NpyArray> {
                 .map_err(|_| bad(file, format!("bad shape entry '{d}'")))?,
         );
     }
-    let n: usize = shape.iter().product();
     let body = &bytes[hstart + hlen..];
     let (little, code) = match descr.as_bytes().first() {
         Some(b'<') | Some(b'|') | Some(b'=') => (true, &descr[1..]),
@@ -95,16 +94,23 @@ pub fn parse_npy(file: &Path, bytes: &[u8]) -> Result<NpyArray> {
         "i1" | "u1" | "b1" => 1,
         _ => return Err(bad(file, format!("unsupported dtype '{descr}'"))),
     };
-    if body.len() < n * size {
+    // The size in u128 so that the message gives the real byte count; compared with the file
+    // before anything of that size is allocated.
+    let needed = shape
+        .iter()
+        .try_fold(size as u128, |n, &d| n.checked_mul(d as u128));
+    let Some(needed) = needed.filter(|&b| b <= body.len() as u128) else {
+        let needs = needed.map_or("more than 2^128".to_string(), |b| b.to_string());
         return Err(bad(
             file,
             format!(
-                "data is {} bytes, shape {shape:?} of {descr} needs {}",
-                body.len(),
-                n * size
+                "data is {} bytes, shape {shape:?} of {descr} needs {needs}",
+                body.len()
             ),
         ));
-    }
+    };
+    // Fits: at most the body's length.
+    let n = needed as usize / size;
     let word = |i: usize| -> [u8; 8] {
         let mut w = [0u8; 8];
         let src = &body[i * size..(i + 1) * size];
@@ -217,5 +223,14 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("needs 16"));
+        // Sizes past 2^64 are reported, not wrapped.
+        let header =
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (18446744073709551615, 2), }\n";
+        let mut huge = b"\x93NUMPY\x01\x00".to_vec();
+        huge.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        huge.extend_from_slice(header.as_bytes());
+        huge.extend_from_slice(&[0; 64]);
+        let e = parse_npy(p, &huge).unwrap_err().to_string();
+        assert!(e.contains("needs 147573952589676412920"), "{e}");
     }
 }

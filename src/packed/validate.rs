@@ -1,0 +1,615 @@
+//! Checks a parsed packed header before anything indexes with it. The checksum only catches
+//! accidents (anyone can write a file with a valid one), and the executor, the arena planner and
+//! the scheduler index tables with the header's numbers unchecked. So every tensor id, node,
+//! step, weight and page the header names must be in range, every size must be consistent
+//! (checked arithmetic, bounded by [`MAX_DIM`] and [`MAX_ELEMENTS`]), every attribute must fit
+//! its input's rank, and each node's stored output shapes must be what shape inference gives
+//! for its inputs.
+use std::collections::HashSet;
+
+use super::format::{texels_per_page, PackedHeader, PageSizeError, WeightKind, PAGE_WIDTH};
+use super::texels::texel_count;
+use crate::ir::infer::{infer, Sig};
+use crate::ir::{Graph, Node, Op, TensorLayout, Window};
+
+/// Largest dimension, and largest size-like attribute (kernel, stride, pad, repeat, split...),
+/// a packed graph may hold: 2^31, so that shape inference's sums and products of a few of them
+/// stay far below 2^64.
+pub const MAX_DIM: usize = 1 << 31;
+/// Largest element count of one tensor (2^34, 64 GiB at fp32: beyond any device image).
+pub const MAX_ELEMENTS: u64 = 1 << 34;
+/// Largest page count: steps name pages as u32.
+pub const MAX_PAGES: u64 = u32::MAX as u64;
+
+/// What is wrong with a header.
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderError {
+    #[error("page width {found} (must be {PAGE_WIDTH})")]
+    PageWidth { found: u64 },
+    #[error(transparent)]
+    PageSize(#[from] PageSizeError),
+    #[error("{found} texels per page, but {page_bytes}-byte pages hold {expected}")]
+    TexelsPerPage {
+        found: u64,
+        expected: u64,
+        page_bytes: u64,
+    },
+    #[error("{count} pages (at most {MAX_PAGES})")]
+    PageCount { count: u64 },
+    #[error("the header says {header_count} pages of {header_bytes} bytes, the preamble {preamble_count} of {preamble_bytes}")]
+    PreambleMismatch {
+        header_count: u64,
+        header_bytes: u64,
+        preamble_count: u64,
+        preamble_bytes: u64,
+    },
+    #[error("tensor {id} `{name}`: shape {shape:?} {problem} (limits: dimensions up to {MAX_DIM}, {MAX_ELEMENTS} elements)")]
+    TensorSize {
+        id: usize,
+        name: String,
+        shape: Vec<usize>,
+        problem: &'static str,
+    },
+    #[error("{place} names tensor {id}, but the graph has {count} tensors")]
+    TensorId {
+        place: String,
+        id: usize,
+        count: usize,
+    },
+    #[error("tensor {id} `{name}`: {problem}")]
+    View {
+        id: usize,
+        name: String,
+        problem: String,
+    },
+    #[error("node {node} `{name}` ({op}): {problem}")]
+    Node {
+        node: usize,
+        name: String,
+        op: &'static str,
+        problem: String,
+    },
+    #[error("constant tensor {id} `{name}`: {problem}")]
+    Constant {
+        id: usize,
+        name: String,
+        problem: String,
+    },
+    #[error("port `{name}`: {problem}")]
+    Port { name: String, problem: String },
+    #[error("weight {index} `{name}`: {problem}")]
+    Weight {
+        index: usize,
+        name: String,
+        problem: String,
+    },
+    #[error("step {index} `{name}`: {problem}")]
+    Step {
+        index: usize,
+        name: String,
+        problem: String,
+    },
+    #[error("compensated page {page} is out of range ({count} pages)")]
+    CompensatedPage { page: u32, count: u64 },
+}
+
+type Check = Result<(), HeaderError>;
+
+/// Checks every index and size of `h` (see the module doc).
+pub fn check_header(h: &PackedHeader) -> Check {
+    let tpp = check_geometry(h)?;
+    let g = &h.graph;
+    check_tensors(g)?;
+    check_ports(g)?;
+    check_constants(g)?;
+    let weight_tensors = check_weights(h, tpp)?;
+    check_nodes(g, &weight_tensors)?;
+    check_steps(h, tpp)?;
+    if let Some(&page) = h
+        .compensated_pages
+        .iter()
+        .find(|&&p| u64::from(p) >= h.page_count)
+    {
+        return Err(HeaderError::CompensatedPage {
+            page,
+            count: h.page_count,
+        });
+    }
+    Ok(())
+}
+
+/// Page width, size and count; returns texels per page.
+fn check_geometry(h: &PackedHeader) -> Result<u64, HeaderError> {
+    if h.page_width != PAGE_WIDTH {
+        return Err(HeaderError::PageWidth {
+            found: h.page_width,
+        });
+    }
+    let tpp = texels_per_page(h.page_bytes, h.precision)?;
+    if h.texels_per_page != tpp {
+        return Err(HeaderError::TexelsPerPage {
+            found: h.texels_per_page,
+            expected: tpp,
+            page_bytes: h.page_bytes,
+        });
+    }
+    if h.page_count > MAX_PAGES {
+        return Err(HeaderError::PageCount {
+            count: h.page_count,
+        });
+    }
+    Ok(tpp)
+}
+
+/// Element count of `shape` if every dimension and the product are within the limits.
+fn elements(shape: &[usize]) -> Result<u64, &'static str> {
+    if shape.iter().any(|&d| d > MAX_DIM) {
+        return Err("has a dimension over the limit");
+    }
+    shape
+        .iter()
+        .try_fold(1u64, |n, &d| n.checked_mul(d as u64))
+        .filter(|&n| n <= MAX_ELEMENTS)
+        .ok_or("has more elements than the limit")
+}
+
+fn tensor_id(g: &Graph, id: usize, place: impl FnOnce() -> String) -> Check {
+    if id < g.tensors.len() {
+        Ok(())
+    } else {
+        Err(HeaderError::TensorId {
+            place: place(),
+            id,
+            count: g.tensors.len(),
+        })
+    }
+}
+
+/// Sizes of every tensor; views name an existing root of as many elements, without cycles.
+fn check_tensors(g: &Graph) -> Check {
+    let mut sizes = Vec::with_capacity(g.tensors.len());
+    for (id, t) in g.tensors.iter().enumerate() {
+        let n = elements(&t.shape).map_err(|problem| HeaderError::TensorSize {
+            id,
+            name: t.name.clone(),
+            shape: t.shape.clone(),
+            problem,
+        })?;
+        sizes.push(n);
+    }
+    for (id, t) in g.tensors.iter().enumerate() {
+        let TensorLayout::ViewOf(root) = t.layout else {
+            continue;
+        };
+        let view_err = |problem: String| HeaderError::View {
+            id,
+            name: t.name.clone(),
+            problem,
+        };
+        tensor_id(g, root, || {
+            format!("tensor {id} `{}` (its view root)", t.name)
+        })?;
+        if sizes[root] != sizes[id] {
+            return Err(view_err(format!(
+                "a view of {} elements over tensor {root} of {}",
+                sizes[id], sizes[root]
+            )));
+        }
+        // Follow the chain: it must reach a tensor with its own image.
+        let (mut at, mut hops) = (root, 0);
+        while let TensorLayout::ViewOf(next) = g.tensors[at].layout {
+            hops += 1;
+            if next >= g.tensors.len() || hops > g.tensors.len() {
+                return Err(view_err("its chain of views never reaches an image".into()));
+            }
+            at = next;
+        }
+    }
+    Ok(())
+}
+
+fn check_ports(g: &Graph) -> Check {
+    for (kind, ports) in [("input", &g.inputs), ("output", &g.outputs)] {
+        for p in ports {
+            tensor_id(g, p.tensor, || format!("graph {kind} `{}`", p.name))?;
+            let port_err = |problem: String| HeaderError::Port {
+                name: p.name.clone(),
+                problem,
+            };
+            if let Some(shape) = &p.shape {
+                let t = &g.tensors[p.tensor];
+                let shown =
+                    elements(shape).map_err(|e| port_err(format!("shape {shape:?} {e}")))?;
+                if shown != elements(&t.shape).unwrap_or(0) {
+                    return Err(port_err(format!(
+                        "shows {shape:?} over a tensor of shape {:?}",
+                        t.shape
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_constants(g: &Graph) -> Check {
+    for (&id, d) in &g.constants {
+        tensor_id(g, id, || "a constant".into())?;
+        let t = &g.tensors[id];
+        let err = |problem: String| HeaderError::Constant {
+            id,
+            name: t.name.clone(),
+            problem,
+        };
+        if d.shape != t.shape || d.dtype != t.dtype {
+            return Err(err(format!(
+                "data is {:?} {:?}, the tensor {:?} {:?}",
+                d.dtype, d.shape, t.dtype, t.shape
+            )));
+        }
+        let want = elements(&d.shape).unwrap_or(0);
+        if d.values.len() as u64 != want {
+            return Err(err(format!(
+                "{} values for shape {:?} ({want} elements)",
+                d.values.len(),
+                d.shape
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Values a weight kind describes, if its dimensions are within the limits.
+fn kind_values(kind: &WeightKind) -> Option<u64> {
+    let dims: Vec<usize> = match kind {
+        WeightKind::MatrixKN { k, n } => vec![*k, *n],
+        WeightKind::ConvFilter {
+            o,
+            i_per_group,
+            kh,
+            kw,
+        } => vec![*o, *i_per_group, *kh, *kw],
+        WeightKind::Depthwise { c, kh, kw } => vec![*c, *kh, *kw],
+        WeightKind::Vector { c } => vec![*c],
+        WeightKind::Activation { shape } => shape.clone(),
+    };
+    elements(&dims).ok()
+}
+
+/// Each weight packs an existing tensor with as many values, and its texels lie in the pages.
+/// Returns the packed tensors (their constants are no longer in the graph).
+fn check_weights(h: &PackedHeader, tpp: u64) -> Result<HashSet<usize>, HeaderError> {
+    let g = &h.graph;
+    let space = h.page_count * tpp; // both bounded: page_count <= 2^32, tpp <= 2^21
+    let mut packed = HashSet::new();
+    for (index, w) in h.weights.iter().enumerate() {
+        let err = |problem: String| HeaderError::Weight {
+            index,
+            name: w.name.clone(),
+            problem,
+        };
+        tensor_id(g, w.tensor, || format!("weight {index} `{}`", w.name))?;
+        let t = &g.tensors[w.tensor];
+        let numel = elements(&t.shape).unwrap_or(0);
+        let values =
+            kind_values(&w.kind).ok_or_else(|| err(format!("{:?} is too large", w.kind)))?;
+        // LSTM biases are stored as Wb + Rb: half the tensor's values.
+        let lstm_bias = matches!(w.kind, WeightKind::Vector { .. }) && values * 2 == numel;
+        if values != numel && !lstm_bias {
+            return Err(err(format!(
+                "{:?} describes {values} values, tensor `{}` {:?} has {numel}",
+                w.kind, t.name, t.shape
+            )));
+        }
+        // Cannot overflow: `values` fits the limits and a kind has at most 4x padding.
+        let texels = texel_count(&w.kind) as u64;
+        if w.texels != texels {
+            return Err(err(format!(
+                "{} texels, {:?} packs into {texels}",
+                w.texels, w.kind
+            )));
+        }
+        match w.texel_offset.checked_add(w.texels) {
+            Some(end) if end <= space => {}
+            _ => {
+                return Err(err(format!(
+                    "texels {}..+{} lie outside the {} pages ({space} texels)",
+                    w.texel_offset, w.texels, h.page_count
+                )))
+            }
+        }
+        packed.insert(w.tensor);
+    }
+    Ok(packed)
+}
+
+/// Node inputs and outputs exist, every input is written before it is read, no tensor is
+/// written twice, attributes fit their input's rank, and stored shapes are the inferred ones.
+fn check_nodes(g: &Graph, weight_tensors: &HashSet<usize>) -> Check {
+    let mut available = vec![false; g.tensors.len()];
+    for p in &g.inputs {
+        available[p.tensor] = true;
+    }
+    for &t in g.constants.keys().chain(weight_tensors) {
+        available[t] = true;
+    }
+    for (ni, n) in g.nodes.iter().enumerate() {
+        let err = |problem: String| HeaderError::Node {
+            node: ni,
+            name: n.name.clone(),
+            op: n.op.name(),
+            problem,
+        };
+        for (slot, t) in n.inputs.iter().enumerate() {
+            let Some(t) = *t else { continue };
+            tensor_id(g, t, || format!("node {ni} `{}` input {slot}", n.name))?;
+            if !available[t] {
+                return Err(err(format!(
+                    "reads tensor {t} `{}` before any node writes it",
+                    g.tensors[t].name
+                )));
+            }
+        }
+        for (slot, &t) in n.outputs.iter().enumerate() {
+            tensor_id(g, t, || format!("node {ni} `{}` output {slot}", n.name))?;
+            if std::mem::replace(&mut available[t], true) {
+                return Err(err(format!(
+                    "writes tensor {t} `{}`, which is already an input, a constant or another node's output",
+                    g.tensors[t].name
+                )));
+            }
+        }
+        check_attributes(g, n).map_err(err)?;
+        check_inferred(g, n).map_err(err)?;
+    }
+    for p in &g.outputs {
+        if !available[p.tensor] {
+            return Err(HeaderError::Port {
+                name: p.name.clone(),
+                problem: format!("tensor {} is never written", p.tensor),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn rank_of(g: &Graph, n: &Node) -> Result<usize, String> {
+    n.input(0)
+        .map(|t| g.tensors[t].shape.len())
+        .ok_or_else(|| "input 0 is missing".to_string())
+}
+
+fn bounded(what: &str, values: &[usize]) -> Result<(), String> {
+    match values.iter().find(|&&v| v > MAX_DIM) {
+        Some(v) => Err(format!("{what} {v} is over the limit {MAX_DIM}")),
+        None => Ok(()),
+    }
+}
+
+fn axis_in(what: &str, axis: usize, rank: usize) -> Result<(), String> {
+    if axis < rank {
+        Ok(())
+    } else {
+        Err(format!("{what} {axis} for a rank-{rank} input"))
+    }
+}
+
+fn check_window(w: &Window) -> Result<(), String> {
+    if !matches!(w.spatial_rank, 1 | 2) {
+        return Err(format!("spatial rank {}", w.spatial_rank));
+    }
+    if w.kernel.contains(&0) || w.strides.contains(&0) || w.dilations.contains(&0) {
+        return Err(format!("zero in window {w:?}"));
+    }
+    bounded("window size", &w.kernel)?;
+    bounded("stride", &w.strides)?;
+    bounded("dilation", &w.dilations)?;
+    bounded("pad", &w.pads)
+}
+
+/// Attributes that index into the input's axes or size things: in range and bounded, so that
+/// shape inference and the kernels can use them directly.
+fn check_attributes(g: &Graph, n: &Node) -> Result<(), String> {
+    let rank = rank_of(g, n)?;
+    match &n.op {
+        Op::Conv { window, group, .. } => {
+            check_window(window)?;
+            if *group == 0 || *group > MAX_DIM {
+                return Err(format!("group {group}"));
+            }
+            if let Some(addend) = n.input(3) {
+                let want = n.outputs.first().map(|&t| &g.tensors[t].shape);
+                if want != Some(&g.tensors[addend].shape) {
+                    return Err(format!(
+                        "addend {:?} differs from the output {want:?}",
+                        g.tensors[addend].shape
+                    ));
+                }
+            }
+        }
+        Op::ConvTranspose {
+            window,
+            group,
+            output_padding,
+            ..
+        } => {
+            check_window(window)?;
+            bounded("output padding", output_padding)?;
+            if *group == 0 || *group > MAX_DIM {
+                return Err(format!("group {group}"));
+            }
+        }
+        Op::MaxPool { window, .. } | Op::AveragePool { window, .. } => check_window(window)?,
+        Op::Softmax { axis } | Op::LayerNorm { axis, .. } | Op::ArgMax { axis, .. } => {
+            axis_in("axis", *axis, rank)?
+        }
+        Op::Concat { axis } | Op::Gather { axis } => axis_in("axis", *axis, rank)?,
+        Op::Split { axis, splits } => {
+            axis_in("axis", *axis, rank)?;
+            bounded("split", splits)?;
+            if splits.len() != n.outputs.len() {
+                return Err(format!(
+                    "{} splits for {} outputs",
+                    splits.len(),
+                    n.outputs.len()
+                ));
+            }
+        }
+        Op::Reduce { axes, .. } => {
+            for &a in axes {
+                axis_in("axis", a, rank)?;
+            }
+        }
+        Op::Resize { scales, sizes, .. } => {
+            if scales.len() != rank || sizes.len() != rank {
+                return Err(format!(
+                    "{} scales and {} sizes for a rank-{rank} input",
+                    scales.len(),
+                    sizes.len()
+                ));
+            }
+            bounded("size", sizes)?;
+        }
+        Op::Slice {
+            starts,
+            ends,
+            steps,
+        } => {
+            if starts.len() != rank || ends.len() != rank || steps.len() != rank {
+                return Err(format!(
+                    "slice entries for a rank-{rank} input: {starts:?} {ends:?} {steps:?}"
+                ));
+            }
+            let dim = MAX_DIM as i64;
+            let in_range = |v: &i64| (-1..=dim).contains(v);
+            if !starts.iter().chain(ends).all(in_range)
+                || steps.iter().any(|&s| s == 0 || !(-dim..=dim).contains(&s))
+            {
+                return Err(format!(
+                    "slice {starts:?}..{ends:?} step {steps:?} out of range"
+                ));
+            }
+        }
+        Op::Transpose { perm } => {
+            let mut seen = vec![false; rank];
+            let is_perm = perm.len() == rank
+                && perm
+                    .iter()
+                    .all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
+            if !is_perm {
+                return Err(format!("perm {perm:?} for a rank-{rank} input"));
+            }
+        }
+        Op::Reshape { shape, .. } | Op::Expand { shape } => bounded("dimension", shape)?,
+        Op::Pad { pads, .. } => {
+            bounded("pad", pads)?;
+            if pads.len() != 2 * rank {
+                return Err(format!("{} pads for a rank-{rank} input", pads.len()));
+            }
+        }
+        Op::Tile { repeats } => {
+            bounded("repeat", repeats)?;
+            if repeats.len() != rank {
+                return Err(format!("{} repeats for a rank-{rank} input", repeats.len()));
+            }
+        }
+        Op::Lstm { hidden_size } => bounded("hidden size", &[*hidden_size])?,
+        Op::MatMul { .. }
+        | Op::Gemm { .. }
+        | Op::Binary(_)
+        | Op::Unary(_)
+        | Op::Where
+        | Op::BatchNorm { .. }
+        | Op::GlobalAveragePool
+        | Op::Cast { .. } => {}
+    }
+    Ok(())
+}
+
+/// The node's stored output shapes are what inference gives for its stored input shapes.
+fn check_inferred(g: &Graph, n: &Node) -> Result<(), String> {
+    let ins: Vec<Option<Sig>> = n
+        .inputs
+        .iter()
+        .map(|t| t.map(|t| (g.tensors[t].shape.clone(), g.tensors[t].dtype)))
+        .collect();
+    let inferred = infer(&n.op, &ins).map_err(|e| e.to_string())?;
+    if inferred.len() != n.outputs.len() {
+        return Err(format!(
+            "{} outputs, the op has {}",
+            n.outputs.len(),
+            inferred.len()
+        ));
+    }
+    for (slot, ((shape, _), &t)) in inferred.iter().zip(&n.outputs).enumerate() {
+        if *shape != g.tensors[t].shape {
+            return Err(format!(
+                "output {slot} `{}` is stored as {:?}, its inputs give {shape:?}",
+                g.tensors[t].name, g.tensors[t].shape
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Steps name existing nodes (each at most once) and weights read at the node's slots, and list
+/// exactly the pages those weights touch, ascending.
+fn check_steps(h: &PackedHeader, tpp: u64) -> Check {
+    let g = &h.graph;
+    let mut stepped = vec![false; g.nodes.len()];
+    for (index, s) in h.steps.iter().enumerate() {
+        let err = |problem: String| HeaderError::Step {
+            index,
+            name: s.name.clone(),
+            problem,
+        };
+        if s.node >= g.nodes.len() {
+            return Err(err(format!(
+                "names node {}, the graph has {}",
+                s.node,
+                g.nodes.len()
+            )));
+        }
+        if std::mem::replace(&mut stepped[s.node], true) {
+            return Err(err(format!("node {} has a step already", s.node)));
+        }
+        let n = &g.nodes[s.node];
+        let mut ranges = Vec::new();
+        for &(slot, w) in &s.weights {
+            let Some(entry) = h.weights.get(w) else {
+                return Err(err(format!(
+                    "names weight {w}, the header has {}",
+                    h.weights.len()
+                )));
+            };
+            if n.input(slot) != Some(entry.tensor) {
+                return Err(err(format!(
+                    "weight {w} `{}` is not node `{}`'s input {slot}",
+                    entry.name, n.name
+                )));
+            }
+            if entry.texels > 0 {
+                let first = entry.texel_offset / tpp;
+                ranges.push((first, (entry.texel_offset + entry.texels - 1) / tpp));
+            }
+        }
+        // Compared as merged ranges: a weight may span many pages, the list is in the file.
+        ranges.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for (a, b) in ranges {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 + 1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        let count: u64 = merged.iter().map(|(a, b)| b - a + 1).sum();
+        let listed = s.pages.iter().map(|&p| u64::from(p));
+        if count != s.pages.len() as u64 || !listed.eq(merged.iter().flat_map(|&(a, b)| a..=b)) {
+            return Err(err(format!(
+                "lists pages {:?}, its weights lie in pages {merged:?} (inclusive ranges)",
+                s.pages
+            )));
+        }
+    }
+    Ok(())
+}
