@@ -29,8 +29,8 @@ pub mod runtime;
 pub mod workload;
 
 pub use engine::{
-    Engine, EngineError, EngineOptions, EngineStats, PipelineInfo, RequestError, RequestHandle,
-    Response, SubmitOptions, Values,
+    CancelToken, Engine, EngineError, EngineOptions, EngineStats, PipelineInfo, RequestError,
+    RequestHandle, Response, SubmitOptions, Values,
 };
 pub use pipeline::{Audio, Image, Tensor, TensorData, Value, ValueType};
 pub use precision::Precision;
