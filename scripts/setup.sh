@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what texstream needs on a fresh Debian machine: the Vulkan loader, lavapipe (Mesa's CPU
-# Vulkan driver), glslc, the Khronos validation layer, and a Rust toolchain. Skips what is present.
+# Vulkan driver), glslc, the Khronos validation layer, a C compiler (the C ABI's demo is built and run
+# by the tests; Rust links with it too), and a Rust toolchain. Skips what is present.
 set -euo pipefail
 
 need_pkgs=()
-for pkg in libvulkan1 mesa-vulkan-drivers glslc vulkan-validationlayers python3-venv libonnx-testdata; do
+for pkg in libvulkan1 mesa-vulkan-drivers glslc vulkan-validationlayers python3-venv libonnx-testdata gcc libc6-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then

@@ -31,8 +31,8 @@ pub mod runtime;
 pub mod workload;
 
 pub use engine::{
-    DeviceChoice, Engine, EngineError, EngineOptions, EngineStats, PipelineInfo, RequestError,
-    RequestHandle, Response, SubmitOptions, Values,
+    CancelToken, DeviceChoice, Engine, EngineError, EngineOptions, EngineStats, PipelineInfo,
+    RequestError, RequestHandle, Response, SubmitOptions, Values,
 };
 pub use pipeline::{Audio, Image, Tensor, TensorData, Value, ValueType};
 pub use precision::Precision;

@@ -43,7 +43,7 @@ use scheduler::{Policy, Profile};
 
 pub use error::{EngineError, RequestError};
 pub use loaded::Loaded;
-pub use request::{RequestHandle, Response, SubmitOptions, Values};
+pub use request::{CancelToken, RequestHandle, Response, SubmitOptions, Values};
 pub use stats::{EngineStats, Latency, ReplanCounts};
 pub use worker::PlanSnapshot;
 

@@ -77,4 +77,20 @@ impl RequestHandle {
     pub fn cancel(&self) {
         self.cancel.store(true, Ordering::Relaxed);
     }
+
+    /// A token that cancels this request from another thread while one waits on the handle
+    /// (the waits take the handle by value).
+    pub fn cancel_token(&self) -> CancelToken {
+        CancelToken(self.cancel.clone())
+    }
+}
+
+/// Cancels one request, like [`RequestHandle::cancel`]; cheap to clone and `Send + Sync`.
+#[derive(Clone, Debug)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
