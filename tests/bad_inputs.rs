@@ -207,7 +207,11 @@ fn assert_user_error(what: &str, o: &Output, expect: &[&str]) {
         !stderr.contains("panicked") && !stderr.to_lowercase().contains("backtrace"),
         "{what}: a panic or a backtrace: {stderr}"
     );
-    assert!(stderr.starts_with("error: "), "{what}: {stderr}");
+    // Progress lines (e.g. "compiling model ...") may come first; the error is one line.
+    assert!(
+        stderr.lines().any(|l| l.starts_with("error: ")),
+        "{what}: {stderr}"
+    );
     for e in expect {
         assert!(stderr.contains(e), "{what}: no `{e}` in: {stderr}");
     }
@@ -560,6 +564,12 @@ fn page_size_must_fit_one_atlas_layer() {
             "3000",
             "page size 3000 bytes is not a positive multiple of 4096",
         ),
+        // The size parses (one size syntax everywhere); 384 rows is no atlas layer height.
+        ("1.5MiB", "384 rows of 512 texels"),
+        (
+            "1MB",
+            "page size 1000000 bytes is not a positive multiple of 4096",
+        ),
     ] {
         let o = texstream(&[
             "compile",
@@ -655,4 +665,179 @@ fn interrupt_during_the_packed_write_removes_the_temp_file() {
         return;
     }
     panic!("the compile was never caught while writing its temp file");
+}
+
+// ---- workload files and the command line ----
+
+/// A synthetic workload (no model files needed) with `repeat`, written to `dir/name`.
+fn synthetic_workload(dir: &Path, name: &str, repeat: &str, extra: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(
+        &p,
+        format!(
+            r#"Workload(
+    name: "synthetic",
+    cap: "64MiB",{extra}
+    models: [ModelSpec(name: "m", source: Synthetic(Uniform(layers: 4, bytes_per_layer: "1MiB",
+        compute_per_layer_us: 10.0)))],
+    pipelines: [PipelineSpec(name: "p", repeat: {repeat}, steps: [Run(model: "m")])],
+)"#
+        ),
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn workload_numbers_are_bounded_and_unknown_fields_refused() {
+    let dir = scratch("workload");
+    for (case, repeat, extra, expect) in [
+        (
+            "huge-repeat",
+            "PerFrame(1000000000)",
+            "",
+            "repeat count 1000000000 is over the limit of 10000",
+        ),
+        ("zero-repeat", "PerFrame(0)", "", "repeat count 0"),
+        ("typo", "Once", "\n    capp: \"1MiB\",", "capp"),
+        (
+            "old-inner-name",
+            "Once",
+            "\n    bandwidth: BandwidthSpec(BandwidthSpec(h2d_per_s: \"1GB\")),",
+            "BandwidthSpec",
+        ),
+    ] {
+        let w = synthetic_workload(&dir, &format!("{case}.ron"), repeat, extra);
+        let o = texstream(&["plan", path_str(&w)]);
+        assert_user_error(case, &o, &[path_str(&w), expect]);
+    }
+    // A cap no policy fits, and a pipeline that runs nothing: plan fails.
+    let w = synthetic_workload(&dir, "ok.ron", "Once", "");
+    let o = texstream(&["plan", path_str(&w), "--cap", "1KiB"]);
+    assert_user_error("tiny cap", &o, &["no policy can run under a cap of 1 KiB"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn model_paths_resolve_against_the_workload_file_however_it_is_named() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // From inside workloads/ with a bare file name, the packed models (or the built-in tables)
+    // are found the same way as from the repository root.
+    let from_root = texstream(&["plan", "workloads/camera-ocr.ron", "--policy", "lru"]);
+    let inside = Command::new(BIN)
+        .args(["plan", "camera-ocr.ron", "--policy", "lru"])
+        .current_dir(root.join("workloads"))
+        .output()
+        .unwrap();
+    assert!(
+        from_root.status.success(),
+        "{}",
+        String::from_utf8_lossy(&from_root.stderr)
+    );
+    assert!(
+        inside.status.success(),
+        "{}",
+        String::from_utf8_lossy(&inside.stderr)
+    );
+    let profiles = |o: &Output| -> Vec<String> {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.starts_with("profile"))
+            .map(|l| l.replace("/workloads/../", "/"))
+            .collect()
+    };
+    assert_eq!(profiles(&from_root), profiles(&inside));
+    assert!(!profiles(&inside).is_empty());
+}
+
+#[test]
+fn run_arguments_are_checked_before_any_gpu_work() {
+    let dir = scratch("run-args");
+    let w = synthetic_workload(&dir, "w.ron", "Once", "");
+    for (case, args, expect) in [
+        (
+            "zero",
+            vec!["--iterations", "0"],
+            "--iterations must be 1..=1000000, got 0",
+        ),
+        (
+            "huge",
+            vec!["--iterations", "1000000000"],
+            "--iterations must be 1..=1000000, got 1000000000",
+        ),
+        (
+            "json-folder",
+            vec!["--metrics-json", "/no/such/folder/m.json"],
+            "the folder /no/such/folder does not exist",
+        ),
+    ] {
+        let mut a = vec!["run", path_str(&w)];
+        a.extend(args);
+        let o = texstream(&a);
+        assert_user_error(case, &o, &[expect]);
+    }
+    // Synthetic models have no weights: run says so instead of opening a device.
+    let o = texstream(&["run", path_str(&w)]);
+    assert_user_error(
+        "synthetic",
+        &o,
+        &["synthetic models have no weights to run"],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_cap_of_zero_names_the_minimum_and_unknown_inputs_are_refused() {
+    let dir = scratch("run-cap");
+    let model = fixture("tiny_conv.onnx");
+    let w = dir.join("tiny.ron");
+    std::fs::write(
+        &w,
+        format!(
+            r#"Workload(name: "tiny", cap: "64MiB", page_size: "64KiB",
+    models: [ModelSpec(name: "conv", source: Onnx("{}"), packed: "{}/conv.tspk",
+        inputs: {{"x": [1, 3, 8, 8]}}, precision: F32)],
+    pipelines: [PipelineSpec(name: "p", steps: [Run(model: "conv", inputs: {{"x": "x"}})])])"#,
+            model.display(),
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let npy = dir.join("x.npy");
+    std::fs::write(&npy, npy_with("(1, 3, 8, 8)", 192 * 4)).unwrap();
+    let x = format!("x={}", path_str(&npy));
+    let o = texstream(&["run", path_str(&w), "--input", &x, "--cap", "0"]);
+    assert_user_error(
+        "cap 0",
+        &o,
+        &["cap 0 B is below the minimum feasible cap", "at least"],
+    );
+    let o = texstream(&[
+        "run",
+        path_str(&w),
+        "--input",
+        &format!("y={}", path_str(&npy)),
+    ]);
+    assert_user_error("run --input", &o, &["has no input `y`", "`x`"]);
+    let o = texstream(&[
+        "infer",
+        path_str(&model),
+        "--input",
+        &format!("y={}", path_str(&npy)),
+        "--out",
+        path_str(&dir.join("out")),
+    ]);
+    assert_user_error("infer --input", &o, &["no model input named 'y'"]);
+    let file = dir.join("a-file");
+    std::fs::write(&file, b"").unwrap();
+    let o = texstream(&[
+        "infer",
+        path_str(&model),
+        "--input",
+        &format!("x={}", path_str(&npy)),
+        "--out",
+        path_str(&file),
+    ]);
+    assert_user_error("infer --out", &o, &["exists and is not a folder"]);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use texstream::engine::Loaded;
 use texstream::pipeline::io::{hash_value, read_value, summarize};
-use texstream::workload::{load_workload, LoadedWorkload};
+use texstream::workload::load_workload;
 use texstream::{Engine, EngineOptions, EngineStats, Policy, Values};
 
 use super::args::{parse_named_path, parse_size_arg, Progress};
@@ -64,18 +65,25 @@ struct Outcome {
     costs: Vec<scheduler::Profile>,
 }
 
-/// The pipeline's inputs: demo inputs by name, replaced by `--input`.
-fn request_inputs(
-    w: &LoadedWorkload,
-    engine: &Engine,
-    pipeline: &str,
-    args: &RunArgs,
-) -> Result<Values> {
-    let info = engine
-        .pipelines()
-        .into_iter()
-        .find(|p| p.name == pipeline)
-        .with_context(|| format!("{}: no pipeline `{pipeline}`", w.path.display()))?;
+/// The pipeline's inputs: demo inputs by name, replaced by `--input`; read and checked before
+/// any device is opened.
+fn request_inputs(loaded: &Loaded, pipeline: &str, args: &RunArgs) -> Result<Values> {
+    let w = &loaded.workload;
+    let g = loaded
+        .graph_index(pipeline)
+        .map(|i| &loaded.graphs[i])
+        .with_context(|| {
+            format!(
+                "{}: no pipeline `{pipeline}` (it has {})",
+                w.path.display(),
+                loaded.names()
+            )
+        })?;
+    let inputs: Vec<(&str, String)> = g
+        .inputs
+        .iter()
+        .map(|&i| (g.values[i].name.as_str(), g.values[i].ty.to_string()))
+        .collect();
     let mut files: BTreeMap<String, PathBuf> = w
         .spec
         .demo_inputs
@@ -83,12 +91,12 @@ fn request_inputs(
         .map(|d| (d.name.clone(), w.resolve(&d.path)))
         .collect();
     for (name, path) in &args.inputs {
-        if !info.inputs.iter().any(|i| &i.name == name) {
+        if !inputs.iter().any(|(n, _)| n == name) {
             bail!(
                 "--input {name}=...: pipeline `{pipeline}` has no input `{name}` (its inputs: {})",
-                info.inputs
+                inputs
                     .iter()
-                    .map(|i| format!("`{}` ({})", i.name, i.value_type))
+                    .map(|(n, t)| format!("`{n}` ({t})"))
                     .collect::<Vec<_>>()
                     .join(", ")
             );
@@ -96,40 +104,34 @@ fn request_inputs(
         files.insert(name.clone(), path.clone());
     }
     let mut values = Values::new();
-    for i in &info.inputs {
-        let path = files.get(&i.name).with_context(|| {
+    for (name, ty) in &inputs {
+        let path = files.get(*name).with_context(|| {
             format!(
-                "pipeline `{pipeline}` needs input `{}` ({}): give --input {}=FILE or a demo input",
-                i.name, i.value_type, i.name
+                "pipeline `{pipeline}` needs input `{name}` ({ty}): give --input {name}=FILE or a demo input"
             )
         })?;
-        values.insert(i.name.clone(), read_value(path)?);
+        values.insert(name.to_string(), read_value(path)?);
     }
+    texstream::pipeline::check_inputs(g, &values)?;
     Ok(values)
 }
 
 fn run_one(
-    w: &LoadedWorkload,
-    args: &RunArgs,
+    loaded: &Loaded,
+    pipeline: &str,
+    inputs: &Values,
     opts: EngineOptions,
     iterations: u32,
     progress: &Progress,
     label: &str,
 ) -> Result<Outcome> {
-    let engine = Engine::open_workload(w.clone(), opts, &mut |model, why| {
-        progress.say(&format!("compiling model `{model}` ({why})"))
-    })?;
-    let pipeline = match &args.pipeline {
-        Some(p) => p.clone(),
-        None => engine.pipelines()[0].name.clone(),
-    };
-    let inputs = request_inputs(w, &engine, &pipeline, args)?;
+    let engine = Engine::open_loaded(loaded.clone(), opts)?;
     let mut hash = 0xcbf29ce484222325u64;
     let mut last = Values::new();
     for i in 0..iterations {
         progress.say(&format!("{label}: request {}/{iterations}", i + 1));
         let r = engine
-            .run(&pipeline, inputs.clone())
+            .run(pipeline, inputs.clone())
             .with_context(|| format!("{label}: request {}", i + 1))?;
         for (k, v) in &r.outputs {
             super::args::fnv_str(&mut hash, k);
@@ -180,6 +182,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
         ..EngineOptions::default()
     };
     let progress = Progress::new();
+    let loaded = texstream::engine::loaded::load(w.clone(), None, None, &mut |model, why| {
+        progress.say(&format!("compiling model `{model}` ({why})"))
+    })?;
+    let pipeline = spec.name.clone();
+    let inputs = request_inputs(&loaded, &pipeline, args)?;
     let policies: Vec<Policy> = if args.all_policies {
         Policy::ALL.to_vec()
     } else {
@@ -190,8 +197,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut reference_hash = None;
     if args.resident_reference {
         let o = run_one(
-            &w,
-            args,
+            &loaded,
+            &pipeline,
+            &inputs,
             EngineOptions {
                 cap: Some(RESIDENT_REFERENCE_CAP),
                 policy: Some(Policy::Preload),
@@ -222,7 +230,15 @@ pub fn run(args: &RunArgs) -> Result<()> {
             fixed_costs: fixed.clone(),
             ..base.clone()
         };
-        match run_one(&w, args, opts, iterations, &progress, policy.name()) {
+        match run_one(
+            &loaded,
+            &pipeline,
+            &inputs,
+            opts,
+            iterations,
+            &progress,
+            policy.name(),
+        ) {
             Ok(o) => {
                 match reference_hash {
                     None => {

@@ -17,6 +17,7 @@ use crate::workload::{
 };
 
 /// A checked workload, ready to be placed on a device.
+#[derive(Clone)]
 pub struct Loaded {
     pub workload: LoadedWorkload,
     /// The workload's models in file order, with their packed files.

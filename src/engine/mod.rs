@@ -188,7 +188,21 @@ impl Engine {
         options: EngineOptions,
         on_compile: &mut dyn FnMut(&str, &str),
     ) -> Result<Engine, EngineError> {
-        let loaded = Arc::new(loaded::load(w, options.cap, options.policy, on_compile)?);
+        let loaded = loaded::load(w, options.cap, options.policy, on_compile)?;
+        Self::open_loaded(loaded, options)
+    }
+
+    /// Opens an engine on a workload already checked and compiled ([`loaded::load`]), e.g. one
+    /// loaded once and opened under several policies; `options.cap` and `options.policy`
+    /// override the loaded ones.
+    pub fn open_loaded(mut loaded: Loaded, options: EngineOptions) -> Result<Engine, EngineError> {
+        if let Some(c) = options.cap {
+            loaded.cap = c;
+        }
+        if let Some(p) = options.policy {
+            loaded.policy = p;
+        }
+        let loaded = Arc::new(loaded);
         let dev = vk_backend::Device::new(&options.device.options(loaded.cap))
             .map_err(EngineError::device)?;
         let first_pipeline = match &options.first_pipeline {

@@ -51,6 +51,14 @@ pub enum PageSizeError {
         row_bytes: u64,
         precision: StoredPrecision,
     },
+    #[error("page size {page_bytes} bytes is {rows} rows of {PAGE_WIDTH} texels at {precision:?}; an atlas layer's height must be a power of two (e.g. {lower} or {upper} bytes)")]
+    RowsNotPowerOfTwo {
+        page_bytes: u64,
+        rows: u64,
+        lower: u64,
+        upper: u64,
+        precision: StoredPrecision,
+    },
     #[error("page size {page_bytes} bytes is over the {max_bytes}-byte limit at {precision:?}: a page is one atlas layer of {PAGE_WIDTH} texels by at most {MAX_PAGE_ROWS} rows (the image height every Vulkan device supports)")]
     TooLarge {
         page_bytes: u64,
@@ -60,7 +68,8 @@ pub enum PageSizeError {
 }
 
 /// Texels in one page of `page_bytes` at `precision`, or why no atlas layer can hold such a
-/// page (whole rows of [`PAGE_WIDTH`] texels, at most [`MAX_PAGE_ROWS`] of them). Checked before
+/// page (a power of two of whole rows of [`PAGE_WIDTH`] texels, at most [`MAX_PAGE_ROWS`] of
+/// them). Checked before
 /// anything of that size is allocated.
 pub fn texels_per_page(page_bytes: u64, precision: StoredPrecision) -> Result<u64, PageSizeError> {
     let bytes_per_texel = precision.bytes_per_texel() as u64;
@@ -77,6 +86,17 @@ pub fn texels_per_page(page_bytes: u64, precision: StoredPrecision) -> Result<u6
         return Err(PageSizeError::NotWholeRows {
             page_bytes,
             row_bytes,
+            precision,
+        });
+    }
+    let rows = page_bytes / row_bytes;
+    if !rows.is_power_of_two() {
+        let lower = 1u64 << (63 - rows.leading_zeros());
+        return Err(PageSizeError::RowsNotPowerOfTwo {
+            page_bytes,
+            rows,
+            lower: lower * row_bytes,
+            upper: (lower * 2).min(MAX_PAGE_ROWS) * row_bytes,
             precision,
         });
     }
