@@ -7,9 +7,7 @@ use std::path::PathBuf;
 use texstream::ir::passes::optimize;
 use texstream::ir::{Activation, Op};
 use texstream::onnx::{import, ImportOptions};
-use texstream::packed::{
-    pack_graph, PackOptions, PackedError, PackedModel, StoredPrecision, WeightKind,
-};
+use texstream::packed::{pack_graph, PackOptions, PackedError, PackedModel, Precision, WeightKind};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -25,7 +23,7 @@ fn tmp(name: &str) -> PathBuf {
 
 fn compile(
     batch: usize,
-    precision: StoredPrecision,
+    precision: Precision,
     page_bytes: u64,
     out: &std::path::Path,
 ) -> PackedModel {
@@ -60,11 +58,11 @@ fn weight_space(pm: &PackedModel) -> Vec<f32> {
         bytes.extend_from_slice(&page);
     }
     match pm.header().precision {
-        StoredPrecision::F16 => bytes
+        Precision::F16 => bytes
             .chunks_exact(2)
             .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
             .collect(),
-        StoredPrecision::F32 => bytes
+        Precision::F32 => bytes
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect(),
@@ -91,7 +89,7 @@ fn folded_and_packed_weights_reproduce_onnxruntime() {
         .iter()
         .map(|v| v.as_f64().unwrap())
         .collect();
-    for (precision, tol) in [(StoredPrecision::F32, 1e-5), (StoredPrecision::F16, 3e-3)] {
+    for (precision, tol) in [(Precision::F32, 1e-5), (Precision::F16, 3e-3)] {
         let out = tmp(&format!("tiny_{precision:?}.tspk"));
         let pm = compile(2, precision, 512 * 16 * 8, &out);
         let g = pm.graph();
@@ -180,7 +178,7 @@ fn folded_and_packed_weights_reproduce_onnxruntime() {
 fn round_trip_and_layout() {
     let out = tmp("rt.tspk");
     // Small pages (one 512-texel row of fp16) so weights span several pages.
-    let pm = compile(1, StoredPrecision::F16, 512 * 8, &out);
+    let pm = compile(1, Precision::F16, 512 * 8, &out);
     let h = pm.header();
     assert_eq!(h.page_bytes, 4096);
     assert_eq!(h.texels_per_page, 512);
@@ -295,7 +293,7 @@ fn round_trip_and_layout() {
 #[test]
 fn corruption_is_detected_and_names_the_file() {
     let out = tmp("corrupt.tspk");
-    let _ = compile(1, StoredPrecision::F16, 512 * 8, &out);
+    let _ = compile(1, Precision::F16, 512 * 8, &out);
     let good = std::fs::read(&out).unwrap();
     for (what, bytes) in [
         ("data byte", {
@@ -338,9 +336,9 @@ fn corruption_is_detected_and_names_the_file() {
 #[test]
 fn write_replaces_atomically() {
     let out = tmp("atomic.tspk");
-    let a = compile(1, StoredPrecision::F16, 4096, &out);
+    let a = compile(1, Precision::F16, 4096, &out);
     let ino_before = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&out).unwrap());
-    let b = compile(2, StoredPrecision::F16, 4096, &out);
+    let b = compile(2, Precision::F16, 4096, &out);
     let ino_after = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&out).unwrap());
     assert_ne!(ino_before, ino_after, "rewritten by rename, not in place");
     // The old handle still reads its own (unlinked) file.
@@ -365,7 +363,7 @@ fn write_replaces_atomically() {
 #[test]
 fn inconsistent_headers_are_refused_with_the_reason() {
     let out = tmp("inconsistent.tspk");
-    let pm = compile(1, StoredPrecision::F16, 512 * 8, &out);
+    let pm = compile(1, Precision::F16, 512 * 8, &out);
     let header = pm.header().clone();
     let mut data = Vec::new();
     let mut page = vec![0u8; pm.page_bytes() as usize];

@@ -210,7 +210,7 @@ fn head_graph(
 
 #[test]
 fn batch1_head_runs_with_rows_in_lanes_and_matches_a_reference() {
-    use texstream::packed::{pack_graph, PackOptions, StoredPrecision};
+    use texstream::packed::{pack_graph, PackOptions, Precision};
     use texstream::runtime::{Executable, HostTensor};
     let (t, k, n) = (12usize, 10usize, 2000usize);
     let mut s = 7u64;
@@ -237,7 +237,7 @@ fn batch1_head_runs_with_rows_in_lanes_and_matches_a_reference() {
             "head",
             r,
             Default::default(),
-            PackOptions::new(StoredPrecision::F32),
+            PackOptions::new(Precision::F32),
         )
         .unwrap();
         let mut exe = Executable::new(&device, &packed.header, &packed).unwrap();

@@ -24,7 +24,7 @@ use texstream::onnx::{
     import, read_tensor_pb, summarize_model, ImportError, ImportOptions, Model, ModelSummary,
     SUPPORTED_OPS,
 };
-use texstream::packed::{pack_graph, PackOptions, StoredPrecision};
+use texstream::packed::{pack_graph, PackOptions, Precision};
 use texstream::runtime::{Executable, HostTensor};
 use vk_backend::{Device, DeviceOptions};
 
@@ -391,7 +391,7 @@ impl VkRunner {
             "conformance",
             report,
             meta,
-            PackOptions::new(StoredPrecision::F32),
+            PackOptions::new(Precision::F32),
         )
         .map_err(|e| format!("pack: {e}"))?;
         let mut exe =

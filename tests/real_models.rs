@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use texstream::compile::Compiler;
-use texstream::packed::StoredPrecision;
+use texstream::packed::Precision;
 use texstream::runtime::npy::read_npy;
 use texstream::runtime::{Executable, HostTensor};
 
@@ -108,7 +108,7 @@ fn rel_err(got: &[f32], want: &[f32]) -> f64 {
 }
 
 /// Compiles `r.model` at `precision`, runs it and checks every output; returns the executor.
-fn check(case: &str, r: &Reference, precision: StoredPrecision) -> Executable {
+fn check(case: &str, r: &Reference, precision: Precision) -> Executable {
     check_with(case, r, precision, None)
 }
 
@@ -116,7 +116,7 @@ fn check(case: &str, r: &Reference, precision: StoredPrecision) -> Executable {
 fn check_with(
     case: &str,
     r: &Reference,
-    precision: StoredPrecision,
+    precision: Precision,
     activations: Option<vk_backend::Precision>,
 ) -> Executable {
     let device = vk_backend::testing::device();
@@ -133,7 +133,7 @@ fn check_with(
     }
     .expect("build executable");
     let acts = exe.activation_precision();
-    let pure_fp16 = precision == StoredPrecision::F16 && acts == vk_backend::Precision::F16;
+    let pure_fp16 = precision == Precision::F16 && acts == vk_backend::Precision::F16;
     let build = t0.elapsed();
     let feeds: Vec<_> = r
         .inputs
@@ -145,8 +145,8 @@ fn check_with(
     let outs = exe.run(&feeds).expect("run");
     let run = t1.elapsed();
     let tol = match precision {
-        StoredPrecision::F16 => 1e-2,
-        StoredPrecision::F32 => 1e-4,
+        Precision::F16 => 1e-2,
+        Precision::F32 => 1e-4,
     };
     for (name, want) in &r.outputs {
         let (_, got) = outs
@@ -231,8 +231,8 @@ fn cls_matches_ort() {
     let Some(r) = reference("cls", "models/ocr/cls.onnx") else {
         return;
     };
-    check("cls", &r, StoredPrecision::F16);
-    check("cls", &r, StoredPrecision::F32);
+    check("cls", &r, Precision::F16);
+    check("cls", &r, Precision::F32);
 }
 
 #[test]
@@ -240,7 +240,7 @@ fn rec_matches_ort() {
     let Some(r) = reference("rec", "models/ocr/rec.onnx") else {
         return;
     };
-    for p in [StoredPrecision::F16, StoredPrecision::F32] {
+    for p in [Precision::F16, Precision::F32] {
         let mut exe = check("rec", &r, p);
         let (_, want) = &r.outputs[0];
         let classes = *want.shape.last().expect("rank");
@@ -260,19 +260,14 @@ fn det_matches_ort() {
     // 1e-2) and with fp16 activations (a known, bounded deviation), and at 384x768 (camera-ocr's
     // workload); fp32 at 320x320 to keep lavapipe time down.
     if let Some(r) = reference("det", "models/ocr/det.onnx") {
-        check_with(
-            "det",
-            &r,
-            StoredPrecision::F16,
-            Some(vk_backend::Precision::F32),
-        );
-        check("det", &r, StoredPrecision::F16);
+        check_with("det", &r, Precision::F16, Some(vk_backend::Precision::F32));
+        check("det", &r, Precision::F16);
     }
     if let Some(r) = reference("det384x768", "models/ocr/det.onnx") {
-        check("det384x768", &r, StoredPrecision::F16);
+        check("det384x768", &r, Precision::F16);
     }
     if let Some(r) = reference("det320", "models/ocr/det.onnx") {
-        check("det320", &r, StoredPrecision::F32);
+        check("det320", &r, Precision::F32);
     }
 }
 
@@ -281,8 +276,8 @@ fn vad_matches_ort() {
     let Some(r) = reference("vad", "models/vad/silero_vad.onnx") else {
         return;
     };
-    check("vad", &r, StoredPrecision::F16);
-    check("vad", &r, StoredPrecision::F32);
+    check("vad", &r, Precision::F16);
+    check("vad", &r, Precision::F32);
 }
 
 /// `texstream ocr`: the whole PP-OCR pipeline (the built-in workload, through the engine and

@@ -49,7 +49,7 @@ pub enum PageSizeError {
     NotWholeRows {
         page_bytes: u64,
         row_bytes: u64,
-        precision: StoredPrecision,
+        precision: Precision,
     },
     #[error("page size {page_bytes} bytes is {rows} rows of {PAGE_WIDTH} texels at {precision:?}; an atlas layer's height must be a power of two (e.g. {lower} or {upper} bytes)")]
     RowsNotPowerOfTwo {
@@ -57,13 +57,13 @@ pub enum PageSizeError {
         rows: u64,
         lower: u64,
         upper: u64,
-        precision: StoredPrecision,
+        precision: Precision,
     },
     #[error("page size {page_bytes} bytes is over the {max_bytes}-byte limit at {precision:?}: a page is one atlas layer of {PAGE_WIDTH} texels by at most {MAX_PAGE_ROWS} rows (the image height every Vulkan device supports)")]
     TooLarge {
         page_bytes: u64,
         max_bytes: u64,
-        precision: StoredPrecision,
+        precision: Precision,
     },
 }
 
@@ -71,7 +71,7 @@ pub enum PageSizeError {
 /// page (a power of two of whole rows of [`PAGE_WIDTH`] texels, at most [`MAX_PAGE_ROWS`] of
 /// them). Checked before
 /// anything of that size is allocated.
-pub fn texels_per_page(page_bytes: u64, precision: StoredPrecision) -> Result<u64, PageSizeError> {
+pub fn texels_per_page(page_bytes: u64, precision: Precision) -> Result<u64, PageSizeError> {
     let bytes_per_texel = precision.bytes_per_texel() as u64;
     let row_bytes = PAGE_WIDTH * bytes_per_texel;
     let max_bytes = MAX_PAGE_ROWS * row_bytes;
@@ -104,7 +104,7 @@ pub fn texels_per_page(page_bytes: u64, precision: StoredPrecision) -> Result<u6
 }
 
 /// Storage precision of the weight texels (the crate's one precision type).
-pub use crate::precision::Precision as StoredPrecision;
+pub use crate::precision::Precision;
 
 /// How a weight tensor's values are ordered into texels (see the shared texel conventions).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -170,7 +170,7 @@ fn first_revision() -> u32 {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PackedHeader {
     pub source: String,
-    pub precision: StoredPrecision,
+    pub precision: Precision,
     pub page_bytes: u64,
     pub page_width: u64,
     pub texels_per_page: u64,

@@ -14,7 +14,7 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-pub use format::{PackedHeader, StepInfo, StoredPrecision, WeightEntry, WeightKind};
+pub use format::{PackedHeader, Precision, StepInfo, WeightEntry, WeightKind};
 pub use pack::{pack_graph, PackError, PackOptions, Packed};
 pub use validate::HeaderError;
 

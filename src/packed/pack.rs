@@ -11,7 +11,7 @@ use crate::ir::{Graph, Op};
 /// Compile-time choices.
 #[derive(Clone, Copy, Debug)]
 pub struct PackOptions {
-    pub precision: StoredPrecision,
+    pub precision: Precision,
     pub page_bytes: u64,
     /// fp16 only: weight tensors of at most this many values are stored compensated (hi + lo
     /// fp16 pairs, see [`super::placement`]); 0 turns it off.
@@ -23,7 +23,7 @@ pub const DEFAULT_COMPENSATE_MAX_VALUES: usize = 1024;
 
 impl PackOptions {
     /// `precision` with 1 MiB pages and the default compensation.
-    pub fn new(precision: StoredPrecision) -> PackOptions {
+    pub fn new(precision: Precision) -> PackOptions {
         PackOptions {
             precision,
             page_bytes: 1 << 20,
@@ -34,7 +34,7 @@ impl PackOptions {
 
 impl Default for PackOptions {
     fn default() -> Self {
-        PackOptions::new(StoredPrecision::F16)
+        PackOptions::new(Precision::F16)
     }
 }
 
@@ -191,8 +191,8 @@ pub fn pack_graph(
     }
     let tpp = opts.page_bytes / bpt;
     let compensate = match opts.precision {
-        StoredPrecision::F16 => opts.compensate_max_values,
-        StoredPrecision::F32 => 0,
+        Precision::F16 => opts.compensate_max_values,
+        Precision::F32 => 0,
     };
     let mut weights: Vec<WeightEntry> = Vec::new();
     let mut placement = super::placement::Placement::new(tpp);
@@ -280,12 +280,12 @@ pub fn pack_graph(
     }
     let mut data = Vec::with_capacity((page_count * opts.page_bytes) as usize);
     match opts.precision {
-        StoredPrecision::F16 => data.extend(
+        Precision::F16 => data.extend(
             texel_data
                 .iter()
                 .flat_map(|&v| half::f16::from_f32(v).to_le_bytes()),
         ),
-        StoredPrecision::F32 => data.extend(texel_data.iter().flat_map(|&v| v.to_le_bytes())),
+        Precision::F32 => data.extend(texel_data.iter().flat_map(|&v| v.to_le_bytes())),
     }
     data.resize((page_count * opts.page_bytes) as usize, 0);
     let layout_transforms = graph.layout_transform_count();

@@ -37,8 +37,8 @@ pub enum RuntimeError {
     ActivationPrecision(String),
     #[error("model precision {model:?} differs from the requested {requested:?}")]
     Precision {
-        model: crate::packed::StoredPrecision,
-        requested: crate::packed::StoredPrecision,
+        model: crate::packed::Precision,
+        requested: crate::packed::Precision,
     },
 }
 

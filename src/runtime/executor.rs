@@ -12,9 +12,7 @@ use super::arena::{self, ArenaPlan, PoolKey};
 use super::error::{vk, Result, RuntimeError};
 use super::weights::{vk_precision, WeightResidency};
 use crate::ir::{DType, Graph, TensorId};
-use crate::packed::{
-    PackedHeader, PackedModel, StepInfo, StoredPrecision, WeightEntry, WeightKind,
-};
+use crate::packed::{PackedHeader, PackedModel, Precision, StepInfo, WeightEntry, WeightKind};
 
 pub use super::npy::NpyArray as HostTensor;
 
@@ -52,7 +50,7 @@ impl Default for BuildOptions {
 pub struct Executable {
     pub(crate) device: Device,
     pub(crate) header: PackedHeader,
-    pub(crate) precision: StoredPrecision,
+    pub(crate) precision: Precision,
     /// Precision of activation images: the weights' unless built with
     /// [`Executable::with_activations`] (fp32 activations over fp16 weights).
     pub(crate) activations: vk_backend::Precision,
@@ -133,7 +131,7 @@ impl Executable {
     ) -> Result<Executable> {
         let precision = header.precision;
         let activations = activations.unwrap_or(vk_precision(precision));
-        if activations == vk_backend::Precision::F16 && precision == StoredPrecision::F32 {
+        if activations == vk_backend::Precision::F16 && precision == Precision::F32 {
             return Err(RuntimeError::ActivationPrecision(
                 "fp16 activations over fp32 weights are not supported (use fp16 weights, or fp32 \
                  activations)"
@@ -186,7 +184,7 @@ impl Executable {
     pub fn device(&self) -> &Device {
         &self.device
     }
-    pub fn precision(&self) -> StoredPrecision {
+    pub fn precision(&self) -> Precision {
         self.precision
     }
     /// Precision of the activation images.

@@ -1,14 +1,15 @@
 //! Weight residency for preloaded runs: every page of the model's weight space is read once into a
 //! weight atlas whose page table maps logical page i -> slot i.
-use vk_backend::{AtlasConfig, Device, PageSource, Precision, WeightAtlas};
+use vk_backend::{AtlasConfig, Device, PageSource, WeightAtlas};
 
 use super::error::{vk, Result, RuntimeError};
-use crate::packed::StoredPrecision;
+use crate::Precision;
 
-pub fn vk_precision(p: StoredPrecision) -> Precision {
+/// The backend's texel format for a precision (the one conversion between the two enums).
+pub fn vk_precision(p: Precision) -> vk_backend::Precision {
     match p {
-        StoredPrecision::F16 => Precision::F16,
-        StoredPrecision::F32 => Precision::F32,
+        Precision::F16 => vk_backend::Precision::F16,
+        Precision::F32 => vk_backend::Precision::F32,
     }
 }
 
@@ -24,7 +25,7 @@ impl WeightResidency {
     pub fn preload(
         device: &Device,
         src: &dyn PageSource,
-        precision: StoredPrecision,
+        precision: Precision,
     ) -> Result<WeightResidency> {
         let pages = src.page_count() as u64;
         let page_bytes = src.page_bytes() as u64;
