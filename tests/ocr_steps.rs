@@ -454,7 +454,11 @@ fn pipeline_with_reference_model_outputs_reproduces_rapidocr() {
     let det_shape = shape(&rec["det_input"]["shape"]);
     let (h, w) = (det_shape[2], det_shape[3]);
     let text = format!(
-        r#"Workload(name: "ocr-replay", cap: "1GiB", models: [], pipelines: [PipelineSpec(name: "ocr", steps: [
+        r#"Workload(name: "ocr-replay", cap: "1GiB", models: [
+            ModelSpec(name: "det", source: Synthetic(Uniform(layers: 1, bytes_per_layer: "4KiB", compute_per_layer_us: 1.0))),
+            ModelSpec(name: "cls", source: Synthetic(Uniform(layers: 1, bytes_per_layer: "4KiB", compute_per_layer_us: 1.0))),
+            ModelSpec(name: "rec", source: Synthetic(Uniform(layers: 1, bytes_per_layer: "4KiB", compute_per_layer_us: 1.0))),
+        ], pipelines: [PipelineSpec(name: "ocr", steps: [
             ImageLoad(output: "frame", source: "image"),
             Normalize(input: "frame", output: "det_in", mean: [0.5, 0.5, 0.5], std: [0.5, 0.5, 0.5]),
             Run(model: "det", inputs: {{"x": "det_in"}}, outputs: {{"y": "prob"}}),

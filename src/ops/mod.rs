@@ -1,8 +1,9 @@
 //! Built-in CPU pipeline steps around the networks: the PP-OCR pre/post-processing, matching RapidOCR 3.10.0.
 //!
 //! Images are 8-bit BGR (the order RapidOCR/OpenCV keep them in); network tensors are plain f32 NCHW
-//! [`Tensor`]s. The GPU runtime plugs its model runs into [`ocr_pipeline`] as closures.
+//! [`Tensor`]s. The pipeline executor's OCR steps (`pipeline::steps::ocr`) are built from these.
 
+pub mod config;
 pub mod crop;
 pub mod ctc;
 pub mod db;
@@ -10,11 +11,11 @@ pub mod det_pre;
 pub mod error;
 pub mod geometry;
 pub mod image;
-pub mod pipeline;
 pub mod resize;
 pub mod tensor;
 pub mod textline;
 
+pub use config::{OcrConfig, TextLine};
 pub use crop::{get_rotate_crop_image, rotate_crop};
 pub use ctc::{dict_from_metadata, CtcDecoder};
 pub use db::{db_postprocess, sort_boxes, DbParams, DetBox};
@@ -24,9 +25,6 @@ pub use det_pre::{
 };
 pub use error::{BoxError, OcrError};
 pub use image::{decode_image, load_image, BgrImage, ImageError, MAX_IMAGE_PIXELS};
-pub use pipeline::{
-    ocr_pipeline, ocr_pipeline_traced, OcrConfig, OcrStageTimes, OcrTrace, TextLine,
-};
 pub use resize::resize_linear;
 pub use tensor::Tensor;
 pub use textline::{
