@@ -20,11 +20,23 @@ enum Cli {
     Infer(cli::infer::InferArgs),
     /// Read the text in an image (PP-OCR detector, classifier and recognizer on the GPU).
     Ocr(cli::ocr::OcrArgs),
+    /// Serve the workload over HTTP (KServe v2 inference, /metrics, status page, hot reload).
+    Serve(cli::serve::ServeArgs),
+    /// Load-test a running `texstream serve`: C clients x N requests; throughput, p50/p99.
+    Loadgen(cli::loadgen::LoadgenArgs),
 }
 
 fn main() -> anyhow::Result<()> {
-    env_logger::init();
-    match Cli::parse() {
+    let cli = Cli::parse();
+    // A service reports reloads and shutdown in its log: show those by default.
+    let default_level = if matches!(cli, Cli::Serve(_)) {
+        "warn,texstream=info"
+    } else {
+        "error"
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_level))
+        .init();
+    match cli {
         Cli::Plan(args) => cli::plan::run(&args),
         Cli::Run(args) => cli::run::run(&args),
         Cli::Compile(args) => cli::compile::run(&args),
@@ -32,5 +44,7 @@ fn main() -> anyhow::Result<()> {
         Cli::Bench(args) => cli::bench::run(&args),
         Cli::Infer(args) => cli::infer::run(&args),
         Cli::Ocr(args) => cli::ocr::run(&args),
+        Cli::Serve(args) => cli::serve::run(&args),
+        Cli::Loadgen(args) => cli::loadgen::run(&args),
     }
 }
