@@ -24,10 +24,12 @@ pub mod status;
 pub mod tensors;
 
 use std::future::Future;
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::Router;
@@ -115,15 +117,35 @@ impl Server {
                 }
             }
         });
+        let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel::<()>();
         let stopping = async move {
             shutdown.await;
             app.ready.store(false, Ordering::Relaxed);
             log::info!("stopping: finishing the requests in flight");
+            let _ = stopped_tx.send(());
         };
-        let r = axum::serve(self.listener, self.router)
+        let serving = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(stopping)
-            .await
-            .map_err(ServeError::Http);
+            .into_future();
+        // In-flight requests end by their deadline; a client that stalls mid-request must not
+        // hold the process past that.
+        let drain = self.app.options.timeout + routes::DEADLINE_GRACE + Duration::from_secs(1);
+        let r = tokio::select! {
+            r = serving => r.map_err(ServeError::Http),
+            _ = async {
+                if stopped_rx.await.is_ok() {
+                    tokio::time::sleep(drain).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            } => {
+                log::warn!(
+                    "stopping: connections still open {:.1} s after the signal; closing them",
+                    drain.as_secs_f64()
+                );
+                Ok(())
+            }
+        };
         upkeep.abort();
         r
     }

@@ -24,7 +24,7 @@ use crate::engine::{PipelineInfo, SubmitOptions, Values};
 
 /// How long past its deadline a request may still take before the client is answered 504
 /// (the engine checks deadlines between steps, so a step in progress finishes first).
-const DEADLINE_GRACE: Duration = Duration::from_secs(2);
+pub const DEADLINE_GRACE: Duration = Duration::from_secs(2);
 
 /// The `/v2` routes.
 pub fn kserve() -> Router<Arc<App>> {

@@ -119,7 +119,8 @@ pub fn render_page(s: &Status, plan: Option<&PlanSnapshot>) -> String {
           <meta http-equiv=\"refresh\" content=\"10\">\
           <style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}\
           td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}\
-          .ok{color:#060}.failed{color:#a00}</style></head><body>\n";
+          .ok{color:#060}.failed{color:#a00}#residency svg{max-width:100%;height:auto}\
+          </style></head><body>\n";
     o += &format!(
         "<h1>texstream: {}</h1>\n<p id=\"workload\">{}</p>\n",
         esc(&st.workload),

@@ -135,7 +135,13 @@ fn tensor(t: WireTensor) -> Result<Tensor, String> {
         WireData::U8(v) => TensorData::F32(v.into_iter().map(f32::from).collect()),
         WireData::Bytes(_) => return Err("a tensor cannot be BYTES (use FP32)".into()),
     };
-    Tensor::new(t.shape, data).map_err(|e| e.to_string())
+    let t = Tensor::new(t.shape, data).map_err(|e| e.to_string())?;
+    // Integers the device cannot hold exactly are the caller's mistake: say so here, not as a
+    // failed model run.
+    if let TensorData::I64(_) = t.data() {
+        t.to_f32().map_err(|e| e.to_string())?;
+    }
+    Ok(t)
 }
 
 fn rgb_image(t: WireTensor) -> Result<Image, String> {
@@ -360,6 +366,8 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.message.contains("cannot be BYTES"), "{e}");
+        let e = to_value(&p, wire("x", vec![1, 2], WireData::I64(vec![1, 1 << 30]))).unwrap_err();
+        assert!(e.message.contains("cannot be represented exactly"), "{e}");
     }
 
     #[test]
