@@ -16,6 +16,20 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
 
+# The service tests: promtool (Debian's `prometheus`) checks the /metrics text, headless Chromium
+# renders the status page. Without recommends that is about 20 + 115 MB of packages (a minute or two
+# here); the tests say SKIPPED where either is missing.
+svc_pkgs=()
+command -v promtool >/dev/null 2>&1 || svc_pkgs+=(prometheus)
+command -v chromium >/dev/null 2>&1 || svc_pkgs+=(chromium)
+if [ ${#svc_pkgs[@]} -gt 0 ]; then
+  echo "setup: installing ${svc_pkgs[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  [ ${#need_pkgs[@]} -gt 0 ] || $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${svc_pkgs[@]}" >/dev/null
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then
     export PATH="$HOME/.cargo/bin:$PATH"
@@ -26,14 +40,16 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 # Python side: ONNX Runtime is the independent numerical reference, onnx gives the conformance data,
-# Pillow decodes the test images for the reference inputs, and pip fetches the default models. Kept in a project-local venv so the system Python stays clean.
+# Pillow decodes the test images for the reference inputs, pip fetches the default models, and
+# Triton's HTTP client (tritonclient) talks to `texstream serve` in tests/serve.rs. Kept in a
+# project-local venv so the system Python stays clean.
 TEXSTREAM_VENV="${TEXSTREAM_VENV:-$PWD/.venv}"
 if [ ! -x "$TEXSTREAM_VENV/bin/python" ]; then
   python3 -m venv "$TEXSTREAM_VENV"
 fi
-if ! "$TEXSTREAM_VENV/bin/python" -c 'import onnxruntime, onnx, numpy, PIL' >/dev/null 2>&1; then
-  echo "setup: installing onnxruntime, onnx, numpy and pillow into $TEXSTREAM_VENV"
-  "$TEXSTREAM_VENV/bin/pip" install -q --disable-pip-version-check onnxruntime==1.32.0 onnx==1.23.2 numpy==2.3.5 pillow==12.0.0
+if ! "$TEXSTREAM_VENV/bin/python" -c 'import onnxruntime, onnx, numpy, PIL, tritonclient.http' >/dev/null 2>&1; then
+  echo "setup: installing onnxruntime, onnx, numpy, pillow and tritonclient[http] into $TEXSTREAM_VENV"
+  "$TEXSTREAM_VENV/bin/pip" install -q --disable-pip-version-check onnxruntime==1.32.0 onnx==1.23.2 numpy==2.3.5 pillow==12.0.0 'tritonclient[http]==2.73.0'
 fi
 export TEXSTREAM_PYTHON="$TEXSTREAM_VENV/bin/python"
 export PATH="$TEXSTREAM_VENV/bin:$PATH"

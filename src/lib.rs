@@ -16,7 +16,7 @@
 //!   runs them (built-in steps on the CPU, model runs on the GPU);
 //! - [`runtime`] runs packed models on the Vulkan backend (executor, activation arena,
 //!   streaming under the scheduler's plan);
-//! - [`engine`] holds it all open for requests.
+//! - [`engine`] holds it all open for requests; [`serve`] serves it over HTTP (KServe v2).
 pub mod compile;
 pub mod engine;
 #[doc(hidden)]
@@ -28,6 +28,7 @@ pub mod packed;
 pub mod pipeline;
 pub mod precision;
 pub mod runtime;
+pub mod serve;
 pub mod workload;
 
 pub use engine::{

@@ -23,19 +23,34 @@ enum Cli {
     Infer(cli::infer::InferArgs),
     /// Read the text in an image (PP-OCR detector, classifier and recognizer on the GPU).
     Ocr(cli::ocr::OcrArgs),
+    /// Serve the workload over HTTP (KServe v2 inference, /metrics, status page, hot reload).
+    Serve(cli::serve::ServeArgs),
+    /// Load-test a running `texstream serve`: C clients x N requests; throughput, p50/p99.
+    Loadgen(cli::loadgen::LoadgenArgs),
 }
 
 fn main() -> ExitCode {
-    env_logger::init();
+    let cli = Cli::parse();
+    // A service reports reloads and shutdown in its log: show those by default.
+    let default_level = if matches!(cli, Cli::Serve(_)) {
+        "warn,texstream=info"
+    } else {
+        "error"
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_level))
+        .init();
     // Ctrl-C (and SIGTERM/SIGHUP) remove the packed files being written before exiting. ctrlc's
     // signal handler only wakes its own thread, which runs this closure outside signal context.
-    if let Err(e) = ctrlc::set_handler(|| {
-        texstream::packed::temp::remove_in_progress();
-        std::process::exit(130);
-    }) {
-        log::warn!("cannot install the interrupt handler: {e}");
+    // `serve` handles the signals itself: it stops accepting and finishes what is in flight.
+    if !matches!(cli, Cli::Serve(_)) {
+        if let Err(e) = ctrlc::set_handler(|| {
+            texstream::packed::temp::remove_in_progress();
+            std::process::exit(130);
+        }) {
+            log::warn!("cannot install the interrupt handler: {e}");
+        }
     }
-    match run(Cli::parse()) {
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             // The chain of causes on one line (like `{err:#}`); `{err:?}` would add a backtrace
@@ -72,5 +87,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cli::Bench(args) => cli::bench::run(&args),
         Cli::Infer(args) => cli::infer::run(&args),
         Cli::Ocr(args) => cli::ocr::run(&args),
+        Cli::Serve(args) => cli::serve::run(&args),
+        Cli::Loadgen(args) => cli::loadgen::run(&args),
     }
 }

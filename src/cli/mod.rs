@@ -5,6 +5,8 @@ pub mod bench;
 pub mod compile;
 pub mod devices;
 pub mod infer;
+pub mod loadgen;
 pub mod ocr;
 pub mod plan;
 pub mod run;
+pub mod serve;

@@ -158,6 +158,9 @@ pub struct PortInfo {
     pub name: String,
     pub value_type: String,
     pub shape: Option<Vec<usize>>,
+    /// The value type itself (what `value_type` spells), for callers that convert values.
+    #[serde(skip)]
+    pub ty: ValueType,
 }
 
 /// A running engine; cheap to share (`Send + Sync`), every method takes `&self`.
@@ -476,6 +479,7 @@ fn describe(l: &Loaded, g: &PipelineGraph, single_model: bool) -> PipelineInfo {
         name: g.values[*id].name.clone(),
         value_type: g.values[*id].ty.to_string(),
         shape: shape_of(*id),
+        ty: g.values[*id].ty.clone(),
     };
     PipelineInfo {
         name: g.name.clone(),

@@ -18,9 +18,11 @@ pub mod names {
     pub const BYTES_STREAMED: &str = "texstream_bytes_streamed_total";
     pub const PAGES_LOADED: &str = "texstream_pages_loaded_total";
     pub const EVICTIONS: &str = "texstream_evictions_total";
-    pub const STALL: &str = "texstream_gpu_stall_seconds_total";
-    pub const TRANSFER_BUSY: &str = "texstream_transfer_busy_seconds_total";
-    pub const COMPUTE_BUSY: &str = "texstream_compute_busy_seconds_total";
+    // Seconds summed over finished sessions, sent as gauges (the facade's counters are
+    // integers), so without the `_total` that Prometheus reserves for counters.
+    pub const STALL: &str = "texstream_gpu_stall_seconds";
+    pub const TRANSFER_BUSY: &str = "texstream_transfer_busy_seconds";
+    pub const COMPUTE_BUSY: &str = "texstream_compute_busy_seconds";
     pub const RESIDENT_BYTES: &str = "texstream_resident_bytes";
     pub const CAP_BYTES: &str = "texstream_cap_bytes";
     pub const DEVICE_BYTES: &str = "texstream_device_bytes";

@@ -126,6 +126,20 @@ impl LoadedWorkload {
         }
     }
 
+    /// An error about step `step` of pipeline `pipeline`, at its line and column where the
+    /// text shows them.
+    fn invalid_at(&self, pipeline: &str, step: usize, msg: String) -> WorkloadError {
+        match locate::step_position(&self.text, pipeline, step) {
+            Some(at) => WorkloadError::Parse {
+                path: self.path.clone(),
+                line: at.line,
+                col: at.col,
+                msg,
+            },
+            None => self.invalid(msg),
+        }
+    }
+
     /// The directory relative paths in the workload are resolved against: the file's own.
     pub fn dir(&self) -> &Path {
         self.path.parent().unwrap_or(Path::new("/"))
@@ -188,22 +202,23 @@ impl LoadedWorkload {
             }
             for (k, st) in p.steps.iter().enumerate() {
                 if let PipelineStep::Run(r) = st {
+                    let at_step = |msg: String| self.invalid_at(&p.name, k, msg);
                     if !s.models.iter().any(|m| m.name == r.model) {
-                        return Err(self.invalid(format!(
+                        return Err(at_step(format!(
                             "pipeline `{}` step {k} runs unknown model `{}`",
                             p.name, r.model
                         )));
                     }
                     if let FanOut::PerItem(pi) = &r.fan_out {
                         if pi.expected == 0 || pi.max.is_some_and(|m| m < pi.expected) {
-                            return Err(self.invalid(format!(
+                            return Err(at_step(format!(
                                 "pipeline `{}` step {k}: fan-out expected {} must be ≥ 1 and ≤ max",
                                 p.name, pi.expected
                             )));
                         }
                         let most = pi.max.unwrap_or(pi.expected);
                         if most > MAX_FAN_OUT || pi.expected > MAX_FAN_OUT {
-                            return Err(self.invalid(format!(
+                            return Err(at_step(format!(
                                 "pipeline `{}` step {k}: fan-out of {most} is over the limit of \
                                  {MAX_FAN_OUT} runs per request",
                                 p.name
@@ -324,6 +339,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("w.ron:3:"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_model_is_named_at_its_step() {
+        let text = "Workload(name: \"x\", cap: \"1MiB\", models: [\n  ModelSpec(name: \"m\", \
+            source: Synthetic(Uniform(layers: 2, bytes_per_layer: \"1MiB\", \
+            compute_per_layer_us: 1.0)))],\n  pipelines: [PipelineSpec(name: \"p\", steps: [\n    \
+            Run(model: \"m\"),\n    Run(model: \"nope\")])])";
+        let e = parse_workload(text, Path::new("w.ron"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("w.ron:5:5: ") && e.contains("`nope`"), "{e}");
     }
 
     #[test]

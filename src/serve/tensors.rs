@@ -1,0 +1,453 @@
+//! KServe tensors to pipeline values and back, and what the metadata says about each port.
+//!
+//! A pipeline's ports are typed values; on the wire they are tensors:
+//! - a tensor is FP32 (FP16, INT64, INT32 and UINT8 are accepted and converted), its shape
+//!   checked against the model's;
+//! - an image is a BYTES tensor of shape `[1]` holding the encoded PNG or JPEG file (or a
+//!   UINT8 `[height, width, 3]` tensor of RGB pixels); audio the WAV file's bytes (decoded with
+//!   `hound`, channels averaged to mono); text its UTF-8 bytes;
+//! - a list is one tensor whose first axis counts the items (tensors stacked, files and texts
+//!   one BYTES element each);
+//! - outputs: boxes come back as FP32 `[n, 4, 2]` (corners in image pixels); recognized text
+//!   lines `NAME` as three tensors, `NAME` (BYTES `[n]`, the texts), `NAME_scores` (FP32 `[n]`)
+//!   and `NAME_boxes` (FP32 `[n, 4, 2]`); an image as UINT8 `[height, width, 3]`; audio as
+//!   FP32 `[samples]` plus `NAME_sample_rate` (INT64 `[1]`).
+use std::io::Cursor;
+use std::sync::Arc;
+
+use super::error::ApiError;
+use super::protocol::{TensorMetadata, WireData, WireTensor};
+use crate::engine::PortInfo;
+use crate::ops::TextLine;
+use crate::pipeline::{Audio, Image, Tensor, TensorData, Value, ValueType};
+
+/// Suffixes of the extra tensors of a text-lines output.
+pub const SCORES_SUFFIX: &str = "_scores";
+pub const BOXES_SUFFIX: &str = "_boxes";
+/// Suffix of an audio output's sample-rate tensor.
+pub const SAMPLE_RATE_SUFFIX: &str = "_sample_rate";
+
+fn meta(name: &str, datatype: &'static str, shape: Vec<i64>) -> TensorMetadata {
+    TensorMetadata {
+        name: name.into(),
+        datatype,
+        shape,
+    }
+}
+
+fn known_shape(port: &PortInfo) -> Vec<i64> {
+    port.shape
+        .as_ref()
+        .map_or(vec![-1], |s| s.iter().map(|&d| d as i64).collect())
+}
+
+/// How an input port appears in the model metadata.
+pub fn input_metadata(port: &PortInfo) -> TensorMetadata {
+    match &port.ty {
+        ValueType::Tensor => meta(&port.name, "FP32", known_shape(port)),
+        ValueType::List(t) if **t == ValueType::Tensor => meta(&port.name, "FP32", vec![-1]),
+        ValueType::List(_) => meta(&port.name, "BYTES", vec![-1]),
+        _ => meta(&port.name, "BYTES", vec![1]),
+    }
+}
+
+/// How an output port appears in the model metadata (text lines and audio give more than one
+/// tensor).
+pub fn output_metadata(port: &PortInfo) -> Vec<TensorMetadata> {
+    let n = &port.name;
+    match &port.ty {
+        ValueType::Tensor => vec![meta(n, "FP32", known_shape(port))],
+        ValueType::Text => vec![meta(n, "BYTES", vec![1])],
+        ValueType::Image => vec![meta(n, "UINT8", vec![-1, -1, 3])],
+        ValueType::Audio => vec![
+            meta(n, "FP32", vec![-1]),
+            meta(&format!("{n}{SAMPLE_RATE_SUFFIX}"), "INT64", vec![1]),
+        ],
+        ValueType::Boxes => vec![meta(n, "FP32", vec![-1, 4, 2])],
+        ValueType::TextLines => vec![
+            meta(n, "BYTES", vec![-1]),
+            meta(&format!("{n}{SCORES_SUFFIX}"), "FP32", vec![-1]),
+            meta(&format!("{n}{BOXES_SUFFIX}"), "FP32", vec![-1, 4, 2]),
+        ],
+        ValueType::List(t) if **t == ValueType::Tensor => vec![meta(n, "FP32", vec![-1])],
+        _ => vec![meta(n, "BYTES", vec![-1])],
+    }
+}
+
+/// The request tensor for `port` as the value the pipeline takes.
+pub fn to_value(port: &PortInfo, t: WireTensor) -> Result<Value, ApiError> {
+    let name = &port.name;
+    let bad = |msg: String| ApiError::bad_request(format!("input `{name}`: {msg}"));
+    match &port.ty {
+        ValueType::Tensor => {
+            if let Some(want) = &port.shape {
+                if &t.shape != want {
+                    return Err(bad(format!(
+                        "shape {:?}, the model takes {want:?}",
+                        t.shape
+                    )));
+                }
+            }
+            tensor(t).map(Value::Tensor).map_err(bad)
+        }
+        ValueType::List(elem) => list(elem, t).map(Value::List).map_err(bad),
+        ty => {
+            if let (WireData::U8(_), ValueType::Image) = (&t.data, ty) {
+                return rgb_image(t).map(Value::Image).map_err(bad);
+            }
+            let WireData::Bytes(mut items) = t.data else {
+                return Err(bad(format!(
+                    "a {ty} is given as a BYTES tensor of shape [1], not {}",
+                    t.data.datatype()
+                )));
+            };
+            if items.len() != 1 {
+                return Err(bad(format!(
+                    "a {ty} is one BYTES element, the tensor has {}",
+                    items.len()
+                )));
+            }
+            from_bytes(ty, items.remove(0)).map_err(bad)
+        }
+    }
+}
+
+/// One BYTES element as a value of type `ty`.
+fn from_bytes(ty: &ValueType, bytes: Vec<u8>) -> Result<Value, String> {
+    match ty {
+        ValueType::Image => Image::decode(&bytes)
+            .map(Value::Image)
+            .map_err(|e| format!("not a PNG or JPEG image the decoder takes: {e}")),
+        ValueType::Audio => decode_wav(&bytes).map(Value::Audio),
+        ValueType::Text => String::from_utf8(bytes)
+            .map(Value::Text)
+            .map_err(|_| "text must be UTF-8".into()),
+        other => Err(format!("a {other} cannot be given over HTTP")),
+    }
+}
+
+/// A tensor from wire data (integers and bytes as the engine takes them).
+fn tensor(t: WireTensor) -> Result<Tensor, String> {
+    let data = match t.data {
+        WireData::F32(v) => TensorData::F32(v),
+        WireData::F16(v) => TensorData::F16(v),
+        WireData::I64(v) => TensorData::I64(v),
+        WireData::U8(v) => TensorData::F32(v.into_iter().map(f32::from).collect()),
+        WireData::Bytes(_) => return Err("a tensor cannot be BYTES (use FP32)".into()),
+    };
+    let t = Tensor::new(t.shape, data).map_err(|e| e.to_string())?;
+    // Integers the device cannot hold exactly are the caller's mistake: say so here, not as a
+    // failed model run.
+    if let TensorData::I64(_) = t.data() {
+        t.to_f32().map_err(|e| e.to_string())?;
+    }
+    Ok(t)
+}
+
+fn rgb_image(t: WireTensor) -> Result<Image, String> {
+    let WireData::U8(px) = &t.data else {
+        return Err("RGB pixels must be UINT8".into());
+    };
+    match t.shape[..] {
+        [h, w, 3] => Image::from_rgb8(w, h, px).map_err(|e| e.to_string()),
+        _ => Err(format!(
+            "UINT8 pixels must be [height, width, 3], not {:?}",
+            t.shape
+        )),
+    }
+}
+
+/// A list value: the first axis counts the items.
+fn list(elem: &ValueType, t: WireTensor) -> Result<Vec<Value>, String> {
+    match (elem, t.data) {
+        (ValueType::Tensor, data) => {
+            let Some((&n, item_shape)) = t.shape.split_first() else {
+                return Err("a list of tensors needs a first axis that counts them".into());
+            };
+            let per: usize = item_shape.iter().product();
+            let chunk = |i: usize| i * per..(i + 1) * per;
+            (0..n)
+                .map(|i| {
+                    let data = match &data {
+                        WireData::F32(v) => WireData::F32(v[chunk(i)].to_vec()),
+                        WireData::F16(v) => WireData::F16(v[chunk(i)].to_vec()),
+                        WireData::I64(v) => WireData::I64(v[chunk(i)].to_vec()),
+                        WireData::U8(v) => WireData::U8(v[chunk(i)].to_vec()),
+                        WireData::Bytes(_) => return Err("a tensor cannot be BYTES".into()),
+                    };
+                    tensor(WireTensor {
+                        name: String::new(),
+                        shape: item_shape.to_vec(),
+                        data,
+                    })
+                    .map(Value::Tensor)
+                })
+                .collect()
+        }
+        (ty, WireData::Bytes(items)) => items.into_iter().map(|b| from_bytes(ty, b)).collect(),
+        (ty, d) => Err(format!(
+            "a list of {ty} is a BYTES tensor, not {}",
+            d.datatype()
+        )),
+    }
+}
+
+/// Largest WAV accepted, in samples (an hour of 48 kHz stereo), so a forged header cannot
+/// make the decoder allocate without bound.
+const MAX_WAV_SAMPLES: u32 = 48_000 * 3600 * 2;
+
+/// A WAV file's samples as mono f32 in [-1, 1] (channels averaged).
+pub fn decode_wav(bytes: &[u8]) -> Result<Audio, String> {
+    let mut r = hound::WavReader::new(Cursor::new(bytes)).map_err(|e| format!("WAV: {e}"))?;
+    let spec = r.spec();
+    if r.len() > MAX_WAV_SAMPLES {
+        return Err(format!(
+            "WAV: {} samples, more than {MAX_WAV_SAMPLES}",
+            r.len()
+        ));
+    }
+    let samples: Vec<f32> = match spec.sample_format {
+        hound::SampleFormat::Float => r
+            .samples::<f32>()
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("WAV: {e}"))?,
+        hound::SampleFormat::Int => {
+            let scale = 1.0 / (1u64 << (spec.bits_per_sample.clamp(1, 32) - 1)) as f32;
+            r.samples::<i32>()
+                .map(|s| s.map(|s| s as f32 * scale))
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("WAV: {e}"))?
+        }
+    };
+    let ch = spec.channels.max(1) as usize;
+    let mono = samples
+        .chunks(ch)
+        .map(|c| c.iter().sum::<f32>() / c.len() as f32)
+        .collect();
+    Ok(Audio {
+        samples: Arc::new(mono),
+        sample_rate: spec.sample_rate,
+    })
+}
+
+fn wire(name: &str, shape: Vec<usize>, data: WireData) -> WireTensor {
+    WireTensor {
+        name: name.into(),
+        shape,
+        data,
+    }
+}
+
+fn tensor_data(t: &Tensor) -> WireData {
+    match t.data() {
+        TensorData::F32(v) => WireData::F32(v.clone()),
+        TensorData::F16(v) => WireData::F16(v.clone()),
+        TensorData::I64(v) => WireData::I64(v.clone()),
+    }
+}
+
+fn corners(points: impl Iterator<Item = [[f32; 2]; 4]>) -> Vec<f32> {
+    points.flat_map(|b| b.into_iter().flatten()).collect()
+}
+
+/// An output value as the tensors that carry it (see the module docs for the naming).
+pub fn from_value(name: &str, v: &Value) -> Result<Vec<WireTensor>, ApiError> {
+    let bad = |what: &str| {
+        ApiError::internal(format!(
+            "output `{name}`: {what} cannot be returned over HTTP"
+        ))
+    };
+    Ok(match v {
+        Value::Tensor(t) => vec![wire(name, t.shape().to_vec(), tensor_data(t))],
+        Value::Text(s) => vec![wire(
+            name,
+            vec![1],
+            WireData::Bytes(vec![s.clone().into_bytes()]),
+        )],
+        Value::Image(img) => vec![wire(
+            name,
+            vec![img.height(), img.width(), 3],
+            WireData::U8(img.to_rgb8()),
+        )],
+        Value::Audio(a) => vec![
+            wire(
+                name,
+                vec![a.samples.len()],
+                WireData::F32(a.samples.to_vec()),
+            ),
+            wire(
+                &format!("{name}{SAMPLE_RATE_SUFFIX}"),
+                vec![1],
+                WireData::I64(vec![a.sample_rate as i64]),
+            ),
+        ],
+        Value::Boxes(b) => vec![wire(
+            name,
+            vec![b.len(), 4, 2],
+            WireData::F32(corners(b.points().into_iter())),
+        )],
+        Value::TextLines(lines) => text_lines(name, lines),
+        Value::List(items) => match items.first() {
+            None => vec![wire(name, vec![0], WireData::F32(Vec::new()))],
+            Some(Value::Tensor(first)) => {
+                let mut shape = vec![items.len()];
+                shape.extend_from_slice(first.shape());
+                let mut data = Vec::with_capacity(items.len() * first.data().len());
+                for it in items {
+                    match it {
+                        Value::Tensor(t) if t.shape() == first.shape() => data
+                            .extend(t.to_f32().map_err(|e| {
+                                ApiError::internal(format!("output `{name}`: {e}"))
+                            })?),
+                        _ => return Err(bad("a list of tensors of differing shapes")),
+                    }
+                }
+                vec![wire(name, shape, WireData::F32(data))]
+            }
+            Some(Value::Text(_)) => {
+                let texts = items
+                    .iter()
+                    .map(|it| match it {
+                        Value::Text(s) => Ok(s.clone().into_bytes()),
+                        _ => Err(bad("a mixed list")),
+                    })
+                    .collect::<Result<_, _>>()?;
+                vec![wire(name, vec![items.len()], WireData::Bytes(texts))]
+            }
+            Some(other) => return Err(bad(&format!("a list of {}", other.value_type()))),
+        },
+    })
+}
+
+fn text_lines(name: &str, lines: &[TextLine]) -> Vec<WireTensor> {
+    let n = lines.len();
+    vec![
+        wire(
+            name,
+            vec![n],
+            WireData::Bytes(lines.iter().map(|l| l.text.clone().into_bytes()).collect()),
+        ),
+        wire(
+            &format!("{name}{SCORES_SUFFIX}"),
+            vec![n],
+            WireData::F32(lines.iter().map(|l| l.score as f32).collect()),
+        ),
+        wire(
+            &format!("{name}{BOXES_SUFFIX}"),
+            vec![n, 4, 2],
+            WireData::F32(corners(lines.iter().map(|l| l.points))),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn port(name: &str, ty: ValueType, shape: Option<Vec<usize>>) -> PortInfo {
+        PortInfo {
+            name: name.into(),
+            value_type: ty.to_string(),
+            shape,
+            ty,
+        }
+    }
+
+    #[test]
+    fn tensor_inputs_check_their_shape() {
+        let p = port("x", ValueType::Tensor, Some(vec![1, 2]));
+        let ok = wire("x", vec![1, 2], WireData::F32(vec![1.0, 2.0]));
+        assert!(matches!(to_value(&p, ok), Ok(Value::Tensor(_))));
+        let e = to_value(&p, wire("x", vec![2, 1], WireData::F32(vec![1.0, 2.0]))).unwrap_err();
+        assert!(e.message.contains("the model takes [1, 2]"), "{e}");
+        let e = to_value(
+            &p,
+            wire("x", vec![1, 2], WireData::Bytes(vec![vec![], vec![]])),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("cannot be BYTES"), "{e}");
+        let e = to_value(&p, wire("x", vec![1, 2], WireData::I64(vec![1, 1 << 30]))).unwrap_err();
+        assert!(e.message.contains("cannot be represented exactly"), "{e}");
+    }
+
+    #[test]
+    fn images_come_as_encoded_files() {
+        let p = port("camera", ValueType::Image, None);
+        let png = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/ocr/tiny_rgba.png"
+        ))
+        .unwrap();
+        let v = to_value(&p, wire("camera", vec![1], WireData::Bytes(vec![png]))).unwrap();
+        assert!(matches!(v, Value::Image(_)));
+        let e = to_value(
+            &p,
+            wire("camera", vec![1], WireData::Bytes(vec![b"nope".to_vec()])),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("not a PNG or JPEG"), "{e}");
+        let rgb = to_value(&p, wire("camera", vec![1, 2, 3], WireData::U8(vec![9; 6]))).unwrap();
+        let Value::Image(img) = rgb else { panic!() };
+        assert_eq!((img.width(), img.height()), (2, 1));
+    }
+
+    #[test]
+    fn wav_files_decode_to_mono() {
+        let mut buf = Cursor::new(Vec::new());
+        let spec = hound::WavSpec {
+            channels: 2,
+            sample_rate: 16000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let mut w = hound::WavWriter::new(&mut buf, spec).unwrap();
+        for s in [16384i16, 0, -32768, -32768] {
+            w.write_sample(s).unwrap();
+        }
+        w.finalize().unwrap();
+        let a = decode_wav(buf.get_ref()).unwrap();
+        assert_eq!(a.sample_rate, 16000);
+        assert_eq!(*a.samples, vec![0.25, -1.0]);
+        assert!(decode_wav(b"RIFF....").unwrap_err().starts_with("WAV"));
+    }
+
+    #[test]
+    fn text_lines_come_back_as_three_tensors() {
+        let lines = vec![TextLine {
+            points: [[0.0, 1.0], [2.0, 1.0], [2.0, 3.0], [0.0, 3.0]],
+            text: "héllo".into(),
+            score: 0.5,
+        }];
+        let t = from_value("text", &Value::TextLines(lines)).unwrap();
+        let names: Vec<&str> = t.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["text", "text_scores", "text_boxes"]);
+        assert_eq!(
+            t[0].data,
+            WireData::Bytes(vec!["héllo".as_bytes().to_vec()])
+        );
+        assert_eq!(t[1].data, WireData::F32(vec![0.5]));
+        assert_eq!(t[2].shape, vec![1, 4, 2]);
+        let meta = output_metadata(&port("text", ValueType::TextLines, None));
+        assert_eq!(
+            meta.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(),
+            names
+        );
+    }
+
+    #[test]
+    fn tensor_lists_stack_and_split_on_the_first_axis() {
+        let p = port("xs", ValueType::list_of(ValueType::Tensor), None);
+        let v = to_value(
+            &p,
+            wire(
+                "xs",
+                vec![2, 3],
+                WireData::F32(vec![1., 2., 3., 4., 5., 6.]),
+            ),
+        )
+        .unwrap();
+        let t = from_value("xs", &v).unwrap();
+        assert_eq!(t[0].shape, vec![2, 3]);
+        assert_eq!(t[0].data, WireData::F32(vec![1., 2., 3., 4., 5., 6.]));
+    }
+}
