@@ -17,6 +17,11 @@ pub enum BenchWhat {
     /// MatMul/Conv2d/elementwise GFLOP/s with tensors in images vs. storage buffers, and
     /// staging -> image / buffer upload bandwidth vs. device copy bandwidth.
     Kernels(KernelBenchArgs),
+    /// An open request stream: pipelines of one workload submitted concurrently (a fixed
+    /// period, seeded random times) under one cap, each policy on a fresh engine.
+    Stream(super::bench_stream::StreamArgs),
+    /// Reloads under load: N reloads of the workload (every k-th invalid) while a client runs.
+    Reloads(super::bench_reload::ReloadArgs),
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +63,8 @@ pub struct KernelBenchArgs {
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     match &args.what {
+        BenchWhat::Stream(a) => super::bench_stream::run(a),
+        BenchWhat::Reloads(a) => super::bench_reload::run(a),
         BenchWhat::Kernels(a) => run_kernels(a),
     }
 }

@@ -2,6 +2,8 @@
 //! library, and what they share in [`args`].
 pub mod args;
 pub mod bench;
+pub mod bench_reload;
+pub mod bench_stream;
 pub mod compile;
 pub mod devices;
 pub mod infer;

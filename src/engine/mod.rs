@@ -240,6 +240,8 @@ impl Engine {
             profiling_s: 0.0,
             measured_s: 0.0,
             settled_prediction: (0.0, 0.0),
+            settled_replans: Default::default(),
+            settled_kept: 0,
         };
         worker.start_session(loaded)?;
         let handle = std::thread::Builder::new()

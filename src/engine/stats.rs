@@ -106,6 +106,15 @@ pub struct ReplanCounts {
 }
 
 impl ReplanCounts {
+    /// Adds another session's counts.
+    pub fn add(&mut self, o: &ReplanCounts) {
+        self.horizon += o.horizon;
+        self.unpredicted_request += o.unpredicted_request;
+        self.fan_out += o.fan_out;
+        self.mix += o.mix;
+        self.calibration += o.calibration;
+    }
+
     pub fn total(&self) -> u64 {
         self.horizon + self.unpredicted_request + self.fan_out + self.mix + self.calibration
     }

@@ -105,6 +105,9 @@ pub(crate) struct Worker {
     pub measured_s: f64,
     /// Predicted and LB of sessions that ended after calibration.
     pub settled_prediction: (f64, f64),
+    /// Re-plans and kept pages of sessions that ended.
+    pub settled_replans: super::stats::ReplanCounts,
+    pub settled_kept: u64,
 }
 
 fn now_unix() -> f64 {
@@ -314,6 +317,8 @@ impl Worker {
     /// Folds a finished session's counters and GPU times into the totals.
     fn end_session(&mut self, s: Session) {
         let calibrated = s.calibrated;
+        self.settled_replans.add(&s.replans);
+        self.settled_kept += s.kept_pages();
         let (p, lb) = (s.predicted_s(), s.lower_bound_s());
         let counters = s.counters();
         let stats = match s.finish() {
@@ -474,8 +479,9 @@ impl Worker {
             st.min_cap_bytes = s.min_cap;
             st.slots = s.slots;
             st.page_bytes = s.loaded.page_bytes;
-            st.replans = s.replans;
-            st.kept_pages = s.kept_pages();
+            st.replans = self.settled_replans;
+            st.replans.add(&s.replans);
+            st.kept_pages = self.settled_kept + s.kept_pages();
             st.calibrated = s.calibrated;
             st.predicted_s = self.settled_prediction.0 + s.predicted_s();
             st.lower_bound_s = self.settled_prediction.1 + s.lower_bound_s();
