@@ -87,7 +87,7 @@ fn workload_text(dir: &Path, det: &Path, steps_extra: &str) -> String {
                 TextlineTensors(input: "upright", output: "rec_in", kind: Recognizer, height: 48, width: 320),
                 Run(model: "rec", inputs: {{"x": "rec_in"}}, outputs: {{"fetch_name_0": "logits"}},
                     fan_out: PerItem(over: "rec_in", expected: 8, max: 64)),
-                CtcDecode(input: "logits", boxes: "boxes", output: "text", dict: "{r}/models/ocr/dict.txt"),
+                CtcDecode(input: "logits", boxes: "boxes", output: "text"),
             ],
         ),
     ],

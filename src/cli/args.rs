@@ -7,15 +7,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 
 /// `--cap 24MiB`, `--page-size 1.5MiB`, `12MB`, `1048576`: the one size syntax.
-pub fn parse_size_arg(s: &str) -> Result<u64, String> {
-    scheduler::parse_size(s).map_err(|e| e.to_string())
+pub fn parse_size_arg(s: &str) -> Result<u64, scheduler::PlanError> {
+    scheduler::parse_size(s)
 }
 
 /// `NAME=PATH`.
-pub fn parse_named_path(s: &str) -> Result<(String, PathBuf), String> {
+pub fn parse_named_path(s: &str) -> Result<(String, PathBuf)> {
     match s.split_once('=') {
         Some((n, p)) if !n.is_empty() && !p.is_empty() => Ok((n.into(), PathBuf::from(p))),
-        _ => Err(format!("`{s}` is not NAME=FILE")),
+        _ => bail!("`{s}` is not NAME=FILE"),
     }
 }
 
@@ -44,14 +44,6 @@ pub fn check_output_dir(dir: &Path) -> Result<()> {
         bail!("{}: exists and is not a folder", dir.display());
     }
     Ok(())
-}
-
-/// Folds a string into an FNV-1a hash (see `pipeline::io::hash_value`).
-pub fn fnv_str(h: &mut u64, s: &str) {
-    for &b in s.as_bytes() {
-        *h ^= b as u64;
-        *h = h.wrapping_mul(0x100000001b3);
-    }
 }
 
 /// Says what a long command is doing: a spinner line on a terminal, one plain line per change

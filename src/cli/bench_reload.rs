@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use texstream::pipeline::io::{hash_value, read_value};
+use texstream::pipeline::io::{hash_values, read_value};
 use texstream::{Engine, EngineOptions, Values};
 
 #[derive(clap::Args, Debug)]
@@ -23,7 +23,7 @@ pub struct ReloadArgs {
     /// Reloads in all.
     #[arg(long, default_value_t = 100)]
     pub reloads: u32,
-    /// Every this many reloads is an invalid one (5 → 20 of 100).
+    /// Every this many reloads is an invalid one (the default 4 makes 25 of 100).
     #[arg(long, default_value_t = 4)]
     pub invalid_every: u32,
     /// Scratch folder (default: a new one under the system temp folder).
@@ -44,12 +44,7 @@ const BREAKAGES: [&str; 5] = [
 ];
 
 fn values_hash(v: &Values) -> u64 {
-    let mut h = 0xcbf29ce484222325u64;
-    for (k, x) in v {
-        super::args::fnv_str(&mut h, k);
-        hash_value(x, &mut h);
-    }
-    h
+    hash_values(v)
 }
 
 /// The workload text with `cap: "..."` replaced.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use texstream::engine::Loaded;
-use texstream::pipeline::io::{hash_value, read_value};
+use texstream::pipeline::io::{hash_values, read_value};
 use texstream::workload::load_workload;
 use texstream::{Engine, EngineOptions, EngineStats, Policy, SubmitOptions, Values};
 
@@ -122,12 +122,7 @@ fn next_uniform(state: &mut u64) -> f64 {
 }
 
 fn values_hash(v: &Values) -> u64 {
-    let mut h = 0xcbf29ce484222325u64;
-    for (k, x) in v {
-        super::args::fnv_str(&mut h, k);
-        hash_value(x, &mut h);
-    }
-    h
+    hash_values(v)
 }
 
 fn run_policy(

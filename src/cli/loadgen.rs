@@ -118,11 +118,8 @@ struct Sample {
 }
 
 fn fnv(bytes: &[u8]) -> u64 {
-    let mut h = 0xcbf29ce484222325u64;
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    }
+    let mut h = texstream::pipeline::io::HASH_SEED;
+    texstream::pipeline::io::hash_bytes(&mut h, bytes);
     h
 }
 

@@ -3,8 +3,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use scheduler::{
-    format_size, min_feasible_cap, parse_size, plan, svg, Bandwidth, Pipeline, Plan, Policy,
-    Profile,
+    format_size, min_feasible_cap, plan, svg, Bandwidth, Pipeline, Plan, Policy, Profile,
 };
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -18,7 +17,7 @@ pub struct PlanArgs {
     #[arg(required = true)]
     pub workloads: Vec<PathBuf>,
     /// Memory cap, e.g. 24MiB, 1.5GiB or bytes (default: the workload's).
-    #[arg(long, value_parser = parse_cap)]
+    #[arg(long, value_parser = super::args::parse_size_arg)]
     pub cap: Option<u64>,
     /// Only this policy: preload, reload-per-model, on-demand, lru, planned.
     #[arg(long)]
@@ -38,10 +37,6 @@ pub struct PlanArgs {
     /// Time the planner on the workload (each policy, several runs) instead of printing the table.
     #[arg(long)]
     pub bench: bool,
-}
-
-fn parse_cap(s: &str) -> Result<u64, String> {
-    parse_size(s).map_err(|e| e.to_string())
 }
 
 /// A loaded workload ready to plan.

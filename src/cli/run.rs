@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use texstream::engine::Loaded;
-use texstream::pipeline::io::{hash_value, read_value, summarize};
+use texstream::pipeline::io::{hash_bytes, hash_value, read_value, summarize, HASH_SEED};
 use texstream::workload::load_workload;
 use texstream::{Engine, EngineOptions, EngineStats, Policy, Values};
 
@@ -126,7 +126,7 @@ fn run_one(
     label: &str,
 ) -> Result<Outcome> {
     let engine = Engine::open_loaded(loaded.clone(), opts)?;
-    let mut hash = 0xcbf29ce484222325u64;
+    let mut hash = HASH_SEED;
     let mut last = Values::new();
     for i in 0..iterations {
         progress.say(&format!("{label}: request {}/{iterations}", i + 1));
@@ -134,7 +134,7 @@ fn run_one(
             .run(pipeline, inputs.clone())
             .with_context(|| format!("{label}: request {}", i + 1))?;
         for (k, v) in &r.outputs {
-            super::args::fnv_str(&mut hash, k);
+            hash_bytes(&mut hash, k.as_bytes());
             hash_value(v, &mut hash);
         }
         last = r.outputs;

@@ -55,12 +55,6 @@ impl Loaded {
     }
 }
 
-/// Compile-time cost model for the first plan (replaced by measured times once calibrated).
-const NOMINAL: CostModel = CostModel {
-    flops_per_s: 1e12,
-    bytes_per_s: 200e9,
-};
-
 /// Loads `w`: compiles stale ONNX models (`on_compile(model, why)` before each), opens and
 /// verifies every packed model, checks every pipeline. `cap` and `policy` override the file's.
 pub fn load(
@@ -100,7 +94,7 @@ pub fn load(
                 pm.page_bytes()
             )));
         }
-        profiles.push(pm.load_profile(&m.name, NOMINAL));
+        profiles.push(pm.load_profile(&m.name, CostModel::NOMINAL));
         models.push((m.name.clone(), Arc::new(pm)));
     }
     if models.is_empty() {

@@ -242,6 +242,7 @@ impl Engine {
             settled_prediction: (0.0, 0.0),
             settled_replans: Default::default(),
             settled_kept: 0,
+            settled_timing: Default::default(),
         };
         worker.start_session(loaded)?;
         let handle = std::thread::Builder::new()

@@ -59,6 +59,18 @@ pub struct SessionTiming {
     pub phases: HostPhases,
 }
 
+impl SessionTiming {
+    /// Adds `other`'s times to these (sessions end at reloads and settles; totals span them).
+    pub fn add(&mut self, other: &SessionTiming) {
+        self.model_s += other.model_s;
+        let (a, b) = (&mut self.phases, &other.phases);
+        a.upload_s += b.upload_s;
+        a.record_s += b.record_s;
+        a.wait_s += b.wait_s;
+        a.download_s += b.download_s;
+    }
+}
+
 /// Why the next model run re-plans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Replan {

@@ -108,6 +108,8 @@ pub(crate) struct Worker {
     /// Re-plans and kept pages of sessions that ended.
     pub settled_replans: super::stats::ReplanCounts,
     pub settled_kept: u64,
+    /// Model-run timing of sessions that ended after calibration.
+    pub settled_timing: super::session::SessionTiming,
 }
 
 fn now_unix() -> f64 {
@@ -320,6 +322,7 @@ impl Worker {
         self.settled_replans.add(&s.replans);
         self.settled_kept += s.kept_pages();
         let (p, lb) = (s.predicted_s(), s.lower_bound_s());
+        let timing = s.timing;
         let counters = s.counters();
         let stats = match s.finish() {
             Ok(st) => st,
@@ -338,6 +341,7 @@ impl Worker {
         if calibrated {
             self.settled_prediction.0 += p;
             self.settled_prediction.1 += lb;
+            self.settled_timing.add(&timing);
         }
     }
 
@@ -485,8 +489,10 @@ impl Worker {
             st.calibrated = s.calibrated;
             st.predicted_s = self.settled_prediction.0 + s.predicted_s();
             st.lower_bound_s = self.settled_prediction.1 + s.lower_bound_s();
-            st.model_s = s.timing.model_s;
-            st.model_phases = s.timing.phases;
+            let mut t = self.settled_timing;
+            t.add(&s.timing);
+            st.model_s = t.model_s;
+            st.model_phases = t.phases;
             st.resident_bytes = s.resident_bytes();
         }
         st.pages_loaded = loaded;

@@ -315,6 +315,15 @@ pub struct CostModel {
     pub bytes_per_s: f64,
 }
 
+impl CostModel {
+    /// The compile-time guess for plans made before any run is measured (replaced by
+    /// measured times once the engine calibrates).
+    pub const NOMINAL: CostModel = CostModel {
+        flops_per_s: 1e12,
+        bytes_per_s: 200e9,
+    };
+}
+
 impl PackedModel {
     /// Opens and fully verifies a packed model: magic, version, sizes against the file length
     /// (before any allocation of those sizes), checksum, then every index and size of the

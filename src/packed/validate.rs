@@ -67,7 +67,7 @@ pub enum HeaderError {
         node: usize,
         name: String,
         op: &'static str,
-        problem: String,
+        problem: Box<NodeProblem>,
     },
     #[error("constant tensor {id} `{name}`: {problem}")]
     Constant {
@@ -91,6 +91,35 @@ pub enum HeaderError {
     },
     #[error("compensated page {page} is out of range ({count} pages)")]
     CompensatedPage { page: u32, count: u64 },
+}
+
+/// What is wrong with one node of a packed graph.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeProblem {
+    #[error("input 0 is missing")]
+    MissingInput,
+    #[error("{what} {value} is over the limit {max}", max = MAX_DIM)]
+    OverLimit { what: &'static str, value: usize },
+    #[error("{what} {axis} for a rank-{rank} input")]
+    Axis {
+        what: &'static str,
+        axis: usize,
+        rank: usize,
+    },
+    #[error("its stored shapes do not infer: {0}")]
+    Inference(String),
+    #[error("{stored} outputs, the op has {op}")]
+    OutputCount { stored: usize, op: usize },
+    #[error("output {slot} `{name}` is stored as {stored:?}, its inputs give {inferred:?}")]
+    OutputShape {
+        slot: usize,
+        name: String,
+        stored: Vec<usize>,
+        inferred: Vec<usize>,
+    },
+    /// An attribute or a dataflow link that does not hold (the text says which).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 type Check = Result<(), HeaderError>;
@@ -334,29 +363,29 @@ fn check_nodes(g: &Graph, weight_tensors: &HashSet<usize>) -> Check {
         available[t] = true;
     }
     for (ni, n) in g.nodes.iter().enumerate() {
-        let err = |problem: String| HeaderError::Node {
+        let err = |problem: NodeProblem| HeaderError::Node {
             node: ni,
             name: n.name.clone(),
             op: n.op.name(),
-            problem,
+            problem: Box::new(problem),
         };
         for (slot, t) in n.inputs.iter().enumerate() {
             let Some(t) = *t else { continue };
             tensor_id(g, t, || format!("node {ni} `{}` input {slot}", n.name))?;
             if !available[t] {
-                return Err(err(format!(
+                return Err(err(NodeProblem::Invalid(format!(
                     "reads tensor {t} `{}` before any node writes it",
                     g.tensors[t].name
-                )));
+                ))));
             }
         }
         for (slot, &t) in n.outputs.iter().enumerate() {
             tensor_id(g, t, || format!("node {ni} `{}` output {slot}", n.name))?;
             if std::mem::replace(&mut available[t], true) {
-                return Err(err(format!(
+                return Err(err(NodeProblem::Invalid(format!(
                     "writes tensor {t} `{}`, which is already an input, a constant or another node's output",
                     g.tensors[t].name
-                )));
+                ))));
             }
         }
         check_attributes(g, n).map_err(err)?;
@@ -373,33 +402,36 @@ fn check_nodes(g: &Graph, weight_tensors: &HashSet<usize>) -> Check {
     Ok(())
 }
 
-fn rank_of(g: &Graph, n: &Node) -> Result<usize, String> {
+fn rank_of(g: &Graph, n: &Node) -> Result<usize, NodeProblem> {
     n.input(0)
         .map(|t| g.tensors[t].shape.len())
-        .ok_or_else(|| "input 0 is missing".to_string())
+        .ok_or(NodeProblem::MissingInput)
 }
 
-fn bounded(what: &str, values: &[usize]) -> Result<(), String> {
+fn bounded(what: &'static str, values: &[usize]) -> Result<(), NodeProblem> {
     match values.iter().find(|&&v| v > MAX_DIM) {
-        Some(v) => Err(format!("{what} {v} is over the limit {MAX_DIM}")),
+        Some(&value) => Err(NodeProblem::OverLimit { what, value }),
         None => Ok(()),
     }
 }
 
-fn axis_in(what: &str, axis: usize, rank: usize) -> Result<(), String> {
+fn axis_in(what: &'static str, axis: usize, rank: usize) -> Result<(), NodeProblem> {
     if axis < rank {
         Ok(())
     } else {
-        Err(format!("{what} {axis} for a rank-{rank} input"))
+        Err(NodeProblem::Axis { what, axis, rank })
     }
 }
 
-fn check_window(w: &Window) -> Result<(), String> {
+fn check_window(w: &Window) -> Result<(), NodeProblem> {
     if !matches!(w.spatial_rank, 1 | 2) {
-        return Err(format!("spatial rank {}", w.spatial_rank));
+        return Err(NodeProblem::Invalid(format!(
+            "spatial rank {}",
+            w.spatial_rank
+        )));
     }
     if w.kernel.contains(&0) || w.strides.contains(&0) || w.dilations.contains(&0) {
-        return Err(format!("zero in window {w:?}"));
+        return Err(NodeProblem::Invalid(format!("zero in window {w:?}")));
     }
     bounded("window size", &w.kernel)?;
     bounded("stride", &w.strides)?;
@@ -409,21 +441,21 @@ fn check_window(w: &Window) -> Result<(), String> {
 
 /// Attributes that index into the input's axes or size things: in range and bounded, so that
 /// shape inference and the kernels can use them directly.
-fn check_attributes(g: &Graph, n: &Node) -> Result<(), String> {
+fn check_attributes(g: &Graph, n: &Node) -> Result<(), NodeProblem> {
     let rank = rank_of(g, n)?;
     match &n.op {
         Op::Conv { window, group, .. } => {
             check_window(window)?;
             if *group == 0 || *group > MAX_DIM {
-                return Err(format!("group {group}"));
+                return Err(NodeProblem::Invalid(format!("group {group}")));
             }
             if let Some(addend) = n.input(3) {
                 let want = n.outputs.first().map(|&t| &g.tensors[t].shape);
                 if want != Some(&g.tensors[addend].shape) {
-                    return Err(format!(
+                    return Err(NodeProblem::Invalid(format!(
                         "addend {:?} differs from the output {want:?}",
                         g.tensors[addend].shape
-                    ));
+                    )));
                 }
             }
         }
@@ -436,7 +468,7 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), String> {
             check_window(window)?;
             bounded("output padding", output_padding)?;
             if *group == 0 || *group > MAX_DIM {
-                return Err(format!("group {group}"));
+                return Err(NodeProblem::Invalid(format!("group {group}")));
             }
         }
         Op::MaxPool { window, .. } | Op::AveragePool { window, .. } => check_window(window)?,
@@ -448,11 +480,11 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), String> {
             axis_in("axis", *axis, rank)?;
             bounded("split", splits)?;
             if splits.len() != n.outputs.len() {
-                return Err(format!(
+                return Err(NodeProblem::Invalid(format!(
                     "{} splits for {} outputs",
                     splits.len(),
                     n.outputs.len()
-                ));
+                )));
             }
         }
         Op::Reduce { axes, .. } => {
@@ -462,11 +494,11 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), String> {
         }
         Op::Resize { scales, sizes, .. } => {
             if scales.len() != rank || sizes.len() != rank {
-                return Err(format!(
+                return Err(NodeProblem::Invalid(format!(
                     "{} scales and {} sizes for a rank-{rank} input",
                     scales.len(),
                     sizes.len()
-                ));
+                )));
             }
             bounded("size", sizes)?;
         }
@@ -476,18 +508,18 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), String> {
             steps,
         } => {
             if starts.len() != rank || ends.len() != rank || steps.len() != rank {
-                return Err(format!(
+                return Err(NodeProblem::Invalid(format!(
                     "slice entries for a rank-{rank} input: {starts:?} {ends:?} {steps:?}"
-                ));
+                )));
             }
             let dim = MAX_DIM as i64;
             let in_range = |v: &i64| (-1..=dim).contains(v);
             if !starts.iter().chain(ends).all(in_range)
                 || steps.iter().any(|&s| s == 0 || !(-dim..=dim).contains(&s))
             {
-                return Err(format!(
+                return Err(NodeProblem::Invalid(format!(
                     "slice {starts:?}..{ends:?} step {steps:?} out of range"
-                ));
+                )));
             }
         }
         Op::Transpose { perm } => {
@@ -497,20 +529,28 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), String> {
                     .iter()
                     .all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
             if !is_perm {
-                return Err(format!("perm {perm:?} for a rank-{rank} input"));
+                return Err(NodeProblem::Invalid(format!(
+                    "perm {perm:?} for a rank-{rank} input"
+                )));
             }
         }
         Op::Reshape { shape, .. } | Op::Expand { shape } => bounded("dimension", shape)?,
         Op::Pad { pads, .. } => {
             bounded("pad", pads)?;
             if pads.len() != 2 * rank {
-                return Err(format!("{} pads for a rank-{rank} input", pads.len()));
+                return Err(NodeProblem::Invalid(format!(
+                    "{} pads for a rank-{rank} input",
+                    pads.len()
+                )));
             }
         }
         Op::Tile { repeats } => {
             bounded("repeat", repeats)?;
             if repeats.len() != rank {
-                return Err(format!("{} repeats for a rank-{rank} input", repeats.len()));
+                return Err(NodeProblem::Invalid(format!(
+                    "{} repeats for a rank-{rank} input",
+                    repeats.len()
+                )));
             }
         }
         Op::Lstm { hidden_size } => bounded("hidden size", &[*hidden_size])?,
@@ -527,26 +567,27 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), String> {
 }
 
 /// The node's stored output shapes are what inference gives for its stored input shapes.
-fn check_inferred(g: &Graph, n: &Node) -> Result<(), String> {
+fn check_inferred(g: &Graph, n: &Node) -> Result<(), NodeProblem> {
     let ins: Vec<Option<Sig>> = n
         .inputs
         .iter()
         .map(|t| t.map(|t| (g.tensors[t].shape.clone(), g.tensors[t].dtype)))
         .collect();
-    let inferred = infer(&n.op, &ins).map_err(|e| e.to_string())?;
+    let inferred = infer(&n.op, &ins).map_err(|e| NodeProblem::Inference(e.to_string()))?;
     if inferred.len() != n.outputs.len() {
-        return Err(format!(
-            "{} outputs, the op has {}",
-            n.outputs.len(),
-            inferred.len()
-        ));
+        return Err(NodeProblem::OutputCount {
+            stored: n.outputs.len(),
+            op: inferred.len(),
+        });
     }
     for (slot, ((shape, _), &t)) in inferred.iter().zip(&n.outputs).enumerate() {
         if *shape != g.tensors[t].shape {
-            return Err(format!(
-                "output {slot} `{}` is stored as {:?}, its inputs give {shape:?}",
-                g.tensors[t].name, g.tensors[t].shape
-            ));
+            return Err(NodeProblem::OutputShape {
+                slot,
+                name: g.tensors[t].name.clone(),
+                stored: g.tensors[t].shape.clone(),
+                inferred: shape.clone(),
+            });
         }
     }
     Ok(())

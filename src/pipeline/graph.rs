@@ -445,13 +445,7 @@ impl Builder<'_> {
         };
         Ok(match st {
             PipelineStep::ImageLoad(l) => {
-                let src = l.source.clone().ok_or_else(|| {
-                    self.err(
-                        index,
-                        "ImageLoad",
-                        "needs `source`: the request input that holds the image".into(),
-                    )
-                })?;
+                let src = l.source.clone();
                 if src == l.output {
                     return Err(self.err(
                         index,
@@ -544,7 +538,15 @@ impl Builder<'_> {
                         ),
                     ));
                 }
-                let batch = t.batch.unwrap_or(6).clamp(1, 1024) as usize;
+                let batch = t.batch.unwrap_or(6);
+                if !(1..=1024).contains(&batch) {
+                    return Err(self.err(
+                        index,
+                        "TextlineTensors",
+                        format!("batch must be 1..=1024, got {batch}"),
+                    ));
+                }
+                let batch = batch as usize;
                 let mut p = one(
                     "TextlineTensors",
                     StepKind::TextlineTensors {
@@ -640,7 +642,7 @@ impl Builder<'_> {
                 Some(Fan {
                     over: 0,
                     expected: pi.expected,
-                    max: pi.max.unwrap_or(pi.expected.max(64)),
+                    max: pi.max_runs(),
                 })
             }
         };
@@ -709,11 +711,18 @@ impl Builder<'_> {
         index: usize,
         c: &crate::workload::CtcDecode,
     ) -> Result<Vec<String>, GraphError> {
-        let file = c.dict.as_deref().map(|d| self.w.resolve(d));
-        if let Some(f) = &file {
-            if let Ok(t) = std::fs::read_to_string(f) {
-                return Ok(crate::ops::dict_from_metadata(&t));
-            }
+        // A dictionary the user names must be readable: falling back to the metadata would
+        // decode with a different alphabet than the one asked for.
+        if let Some(d) = c.dict.as_deref() {
+            let f = self.w.resolve(d);
+            return match std::fs::read_to_string(&f) {
+                Ok(t) => Ok(crate::ops::dict_from_metadata(&t)),
+                Err(e) => Err(self.err(
+                    index,
+                    "CtcDecode",
+                    format!("dictionary {} cannot be read: {e}", f.display()),
+                )),
+            };
         }
         // The model whose output the step decodes.
         let from_model = self.spec.steps.iter().find_map(|st| match st {
@@ -729,14 +738,7 @@ impl Builder<'_> {
             None => Err(self.err(
                 index,
                 "CtcDecode",
-                match file {
-                    Some(f) => format!(
-                        "dictionary {} cannot be read and the recognizer has no `character` \
-                         metadata",
-                        f.display()
-                    ),
-                    None => "no `dict` given and the recognizer has no `character` metadata".into(),
-                },
+                "no `dict` given and the recognizer has no `character` metadata".into(),
             )),
         }
     }

@@ -86,6 +86,25 @@ pub fn summarize(name: &str, v: &Value) -> String {
     }
 }
 
+/// The FNV-1a offset basis: the start value of every content hash.
+pub const HASH_SEED: u64 = 0xcbf29ce484222325;
+
+/// Folds bytes into a 64-bit FNV-1a hash.
+pub fn hash_bytes(h: &mut u64, bytes: &[u8]) {
+    fnv(h, bytes)
+}
+
+/// The hash of named values (names and contents, in the map's order): how outputs are
+/// compared across runs, policies and reloads.
+pub fn hash_values<'a>(values: impl IntoIterator<Item = (&'a String, &'a Value)>) -> u64 {
+    let mut h = HASH_SEED;
+    for (k, v) in values {
+        fnv(&mut h, k.as_bytes());
+        hash_value(v, &mut h);
+    }
+    h
+}
+
 fn fnv(h: &mut u64, bytes: &[u8]) {
     for &b in bytes {
         *h ^= b as u64;

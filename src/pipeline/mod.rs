@@ -9,4 +9,6 @@ pub mod value;
 
 pub use exec::{check_inputs, execute, ExecError, Execution, ModelCall, ModelRunner, Stop};
 pub use graph::{GraphError, ModelPorts, PipelineGraph, StepKind, StepNode};
-pub use value::{Audio, Boxes, Image, Tensor, TensorData, TensorError, Value, ValueType};
+pub use value::{
+    Audio, AudioError, Boxes, Image, Tensor, TensorData, TensorError, Value, ValueType,
+};

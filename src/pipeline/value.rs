@@ -215,6 +215,51 @@ pub struct Audio {
     pub sample_rate: u32,
 }
 
+/// Why bytes are not a WAV file the engine takes.
+#[derive(Debug, thiserror::Error)]
+pub enum AudioError {
+    #[error("WAV: {0}")]
+    Wav(#[from] hound::Error),
+    #[error("WAV: {samples} samples, more than {max}")]
+    TooLong { samples: u32, max: u32 },
+}
+
+/// Largest WAV accepted, in samples (an hour of 48 kHz stereo), so a forged header cannot
+/// make the decoder allocate without bound.
+pub const MAX_WAV_SAMPLES: u32 = 48_000 * 3600 * 2;
+
+impl Audio {
+    /// A WAV file's samples as mono f32 in [-1, 1] (channels averaged), decoded by `hound`.
+    pub fn decode_wav(bytes: &[u8]) -> Result<Audio, AudioError> {
+        let mut r = hound::WavReader::new(std::io::Cursor::new(bytes))?;
+        let spec = r.spec();
+        if r.len() > MAX_WAV_SAMPLES {
+            return Err(AudioError::TooLong {
+                samples: r.len(),
+                max: MAX_WAV_SAMPLES,
+            });
+        }
+        let samples: Vec<f32> = match spec.sample_format {
+            hound::SampleFormat::Float => r.samples::<f32>().collect::<Result<_, _>>()?,
+            hound::SampleFormat::Int => {
+                let scale = 1.0 / (1u64 << (spec.bits_per_sample.clamp(1, 32) - 1)) as f32;
+                r.samples::<i32>()
+                    .map(|s| s.map(|s| s as f32 * scale))
+                    .collect::<Result<_, _>>()?
+            }
+        };
+        let ch = spec.channels.max(1) as usize;
+        let mono = samples
+            .chunks(ch)
+            .map(|c| c.iter().sum::<f32>() / c.len() as f32)
+            .collect();
+        Ok(Audio {
+            samples: Arc::new(mono),
+            sample_rate: spec.sample_rate,
+        })
+    }
+}
+
 /// Text boxes found on one image, in reading order, with the frame they refer to.
 #[derive(Clone, Debug)]
 pub struct Boxes {

@@ -69,9 +69,10 @@ pub struct StreamExec {
     /// Compute value of the newest recorded step.
     last_value: u64,
     replans: u32,
-    /// Sum of the predicted makespans / lower bounds of the executed plan parts.
-    predicted_s: f64,
-    lower_bound_s: f64,
+    /// Predicted time / lower bound of the parts of replaced plans that ran (the current plan's
+    /// executed part is added on read, so a prediction never counts steps that did not run).
+    done_predicted_s: f64,
+    done_lower_bound_s: f64,
     /// Plan slot label → physical atlas slot.
     slot_map: Vec<u32>,
     /// Per plan op: a load of a page already resident in its (mapped) slot.
@@ -92,7 +93,6 @@ impl StreamExec {
         check_sources(&plan, &sources)?;
         config.slots = plan.slots.max(1);
         let engine = StreamEngine::new(device, config, sources)?;
-        let (p, lb) = (plan.stats.predicted_s, plan.stats.lower_bound.bound_s);
         let slot_map = (0..config.slots).collect();
         let skip = vec![false; plan.schedule.ops.len()];
         Ok(StreamExec {
@@ -105,8 +105,8 @@ impl StreamExec {
             next_step: 0,
             last_value: 0,
             replans: 0,
-            predicted_s: p,
-            lower_bound_s: lb,
+            done_predicted_s: 0.0,
+            done_lower_bound_s: 0.0,
         })
     }
 
@@ -120,14 +120,26 @@ impl StreamExec {
     pub fn replans(&self) -> u32 {
         self.replans
     }
-    /// Predicted time of the executed plan parts (the first plan's whole makespan plus every
-    /// re-plan's makespan minus the part of the plan it replaced that had not run).
+    /// Predicted time of the plan steps that ran: for every plan in turn (the first and each
+    /// re-plan), its simulated timeline up to the last step executed on it.
     pub fn predicted_s(&self) -> f64 {
-        self.predicted_s
+        self.done_predicted_s + self.ran_part().0
     }
-    /// Lower bound, summed the same way as [`Self::predicted_s`].
+    /// Lower bound of the same steps, pro rata of each plan's bound by its executed share.
     pub fn lower_bound_s(&self) -> f64 {
-        self.lower_bound_s
+        self.done_lower_bound_s + self.ran_part().1
+    }
+
+    /// (predicted, lower bound) of the current plan's executed steps.
+    fn ran_part(&self) -> (f64, f64) {
+        let plan = &self.plan;
+        if self.next_step == 0 || plan.sim.step_end.is_empty() {
+            return (0.0, 0.0);
+        }
+        let i = (self.next_step - 1).min(plan.sim.step_end.len() - 1);
+        let ran = plan.sim.step_end[i].min(plan.stats.predicted_s);
+        let frac = ran / plan.stats.predicted_s.max(1e-12);
+        (ran, plan.stats.lower_bound.bound_s * frac)
     }
 
     /// The next step of the plan, if any.
@@ -280,21 +292,11 @@ impl StreamExec {
                 "re-plan changes the models or the page size".into(),
             ));
         }
-        // The replaced plan's unrun part no longer counts towards the prediction.
-        let old = &self.plan;
-        if self.next_step < old.trace.steps.len() {
-            let from = if self.next_step == 0 {
-                0.0
-            } else {
-                old.sim.step_end[self.next_step - 1]
-            };
-            self.predicted_s -= (old.stats.predicted_s - from).max(0.0);
-            let frac = (old.stats.predicted_s - from).max(0.0) / old.stats.predicted_s.max(1e-12);
-            self.lower_bound_s -= old.stats.lower_bound.bound_s * frac;
-        }
         self.keep_resident(&plan, slots)?;
-        self.predicted_s += plan.stats.predicted_s;
-        self.lower_bound_s += plan.stats.lower_bound.bound_s;
+        // Only the replaced plan's executed part counts towards the prediction.
+        let (p, lb) = self.ran_part();
+        self.done_predicted_s += p;
+        self.done_lower_bound_s += lb;
         self.plan = plan;
         self.next_op = 0;
         self.next_step = 0;
@@ -304,8 +306,8 @@ impl StreamExec {
 
     /// Counts predictions from the current plan on (after a calibration re-plan).
     pub fn restart_prediction(&mut self) {
-        self.predicted_s = self.plan.stats.predicted_s;
-        self.lower_bound_s = self.plan.stats.lower_bound.bound_s;
+        self.done_predicted_s = 0.0;
+        self.done_lower_bound_s = 0.0;
     }
 
     /// Loads the switches to new plans skipped because the page was already in place.

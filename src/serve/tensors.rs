@@ -12,8 +12,6 @@
 //!   lines `NAME` as three tensors, `NAME` (BYTES `[n]`, the texts), `NAME_scores` (FP32 `[n]`)
 //!   and `NAME_boxes` (FP32 `[n, 4, 2]`); an image as UINT8 `[height, width, 3]`; audio as
 //!   FP32 `[samples]` plus `NAME_sample_rate` (INT64 `[1]`).
-use std::io::Cursor;
-use std::sync::Arc;
 
 use super::error::ApiError;
 use super::protocol::{TensorMetadata, WireData, WireTensor};
@@ -78,6 +76,7 @@ pub fn output_metadata(port: &PortInfo) -> Vec<TensorMetadata> {
 pub fn to_value(port: &PortInfo, t: WireTensor) -> Result<Value, ApiError> {
     let name = &port.name;
     let bad = |msg: String| ApiError::bad_request(format!("input `{name}`: {msg}"));
+    let bad_value = |e: WireValueError| bad(e.to_string());
     match &port.ty {
         ValueType::Tensor => {
             if let Some(want) = &port.shape {
@@ -88,12 +87,12 @@ pub fn to_value(port: &PortInfo, t: WireTensor) -> Result<Value, ApiError> {
                     )));
                 }
             }
-            tensor(t).map(Value::Tensor).map_err(bad)
+            tensor(t).map(Value::Tensor).map_err(bad_value)
         }
-        ValueType::List(elem) => list(elem, t).map(Value::List).map_err(bad),
+        ValueType::List(elem) => list(elem, t).map(Value::List).map_err(bad_value),
         ty => {
             if let (WireData::U8(_), ValueType::Image) = (&t.data, ty) {
-                return rgb_image(t).map(Value::Image).map_err(bad);
+                return rgb_image(t).map(Value::Image).map_err(bad_value);
             }
             let WireData::Bytes(mut items) = t.data else {
                 return Err(bad(format!(
@@ -107,62 +106,89 @@ pub fn to_value(port: &PortInfo, t: WireTensor) -> Result<Value, ApiError> {
                     items.len()
                 )));
             }
-            from_bytes(ty, items.remove(0)).map_err(bad)
+            from_bytes(ty, items.remove(0)).map_err(bad_value)
         }
     }
 }
 
+/// Why a request tensor is not the value its port takes.
+#[derive(Debug, thiserror::Error)]
+pub enum WireValueError {
+    #[error("not a PNG or JPEG image the decoder takes: {0}")]
+    Image(crate::ops::OcrError),
+    #[error(transparent)]
+    Audio(#[from] crate::pipeline::AudioError),
+    #[error("text must be UTF-8")]
+    NotUtf8,
+    #[error("a {0} cannot be given over HTTP")]
+    NotOverHttp(ValueType),
+    #[error("a tensor cannot be BYTES (use FP32)")]
+    BytesTensor,
+    #[error(transparent)]
+    Tensor(#[from] crate::pipeline::TensorError),
+    #[error("RGB pixels must be UINT8")]
+    RgbNotU8,
+    #[error("UINT8 pixels must be [height, width, 3], not {0:?}")]
+    RgbShape(Vec<usize>),
+    #[error("RGB pixels: {0}")]
+    Rgb(crate::ops::OcrError),
+    #[error("a list of tensors needs a first axis that counts them")]
+    ListAxis,
+    #[error("a list of {ty} is a BYTES tensor, not {datatype}")]
+    ListDatatype {
+        ty: ValueType,
+        datatype: &'static str,
+    },
+}
+
 /// One BYTES element as a value of type `ty`.
-fn from_bytes(ty: &ValueType, bytes: Vec<u8>) -> Result<Value, String> {
+fn from_bytes(ty: &ValueType, bytes: Vec<u8>) -> Result<Value, WireValueError> {
     match ty {
         ValueType::Image => Image::decode(&bytes)
             .map(Value::Image)
-            .map_err(|e| format!("not a PNG or JPEG image the decoder takes: {e}")),
-        ValueType::Audio => decode_wav(&bytes).map(Value::Audio),
+            .map_err(WireValueError::Image),
+        ValueType::Audio => Ok(Value::Audio(Audio::decode_wav(&bytes)?)),
         ValueType::Text => String::from_utf8(bytes)
             .map(Value::Text)
-            .map_err(|_| "text must be UTF-8".into()),
-        other => Err(format!("a {other} cannot be given over HTTP")),
+            .map_err(|_| WireValueError::NotUtf8),
+        other => Err(WireValueError::NotOverHttp(other.clone())),
     }
 }
 
 /// A tensor from wire data (integers and bytes as the engine takes them).
-fn tensor(t: WireTensor) -> Result<Tensor, String> {
+fn tensor(t: WireTensor) -> Result<Tensor, WireValueError> {
     let data = match t.data {
         WireData::F32(v) => TensorData::F32(v),
         WireData::F16(v) => TensorData::F16(v),
         WireData::I64(v) => TensorData::I64(v),
         WireData::U8(v) => TensorData::F32(v.into_iter().map(f32::from).collect()),
-        WireData::Bytes(_) => return Err("a tensor cannot be BYTES (use FP32)".into()),
+        WireData::Bytes(_) => return Err(WireValueError::BytesTensor),
     };
-    let t = Tensor::new(t.shape, data).map_err(|e| e.to_string())?;
+    let t = Tensor::new(t.shape, data)?;
     // Integers the device cannot hold exactly are the caller's mistake: say so here, not as a
     // failed model run.
     if let TensorData::I64(_) = t.data() {
-        t.to_f32().map_err(|e| e.to_string())?;
+        t.to_f32()?;
     }
     Ok(t)
 }
 
-fn rgb_image(t: WireTensor) -> Result<Image, String> {
+fn rgb_image(t: WireTensor) -> Result<Image, WireValueError> {
     let WireData::U8(px) = &t.data else {
-        return Err("RGB pixels must be UINT8".into());
+        return Err(WireValueError::RgbNotU8);
     };
     match t.shape[..] {
-        [h, w, 3] => Image::from_rgb8(w, h, px).map_err(|e| e.to_string()),
-        _ => Err(format!(
-            "UINT8 pixels must be [height, width, 3], not {:?}",
-            t.shape
-        )),
+        [h, w, 3] => Image::from_rgb8(w, h, px).map_err(WireValueError::Rgb),
+        _ => Err(WireValueError::RgbShape(t.shape.clone())),
     }
 }
 
 /// A list value: the first axis counts the items.
-fn list(elem: &ValueType, t: WireTensor) -> Result<Vec<Value>, String> {
+fn list(elem: &ValueType, t: WireTensor) -> Result<Vec<Value>, WireValueError> {
     match (elem, t.data) {
         (ValueType::Tensor, data) => {
             let Some((&n, item_shape)) = t.shape.split_first() else {
-                return Err("a list of tensors needs a first axis that counts them".into());
+                return Err(WireValueError::ListAxis);
             };
             let per: usize = item_shape.iter().product();
             let chunk = |i: usize| i * per..(i + 1) * per;
@@ -173,7 +199,7 @@ fn list(elem: &ValueType, t: WireTensor) -> Result<Vec<Value>, String> {
                         WireData::F16(v) => WireData::F16(v[chunk(i)].to_vec()),
                         WireData::I64(v) => WireData::I64(v[chunk(i)].to_vec()),
                         WireData::U8(v) => WireData::U8(v[chunk(i)].to_vec()),
-                        WireData::Bytes(_) => return Err("a tensor cannot be BYTES".into()),
+                        WireData::Bytes(_) => return Err(WireValueError::BytesTensor),
                     };
                     tensor(WireTensor {
                         name: String::new(),
@@ -185,49 +211,11 @@ fn list(elem: &ValueType, t: WireTensor) -> Result<Vec<Value>, String> {
                 .collect()
         }
         (ty, WireData::Bytes(items)) => items.into_iter().map(|b| from_bytes(ty, b)).collect(),
-        (ty, d) => Err(format!(
-            "a list of {ty} is a BYTES tensor, not {}",
-            d.datatype()
-        )),
+        (ty, d) => Err(WireValueError::ListDatatype {
+            ty: ty.clone(),
+            datatype: d.datatype(),
+        }),
     }
-}
-
-/// Largest WAV accepted, in samples (an hour of 48 kHz stereo), so a forged header cannot
-/// make the decoder allocate without bound.
-const MAX_WAV_SAMPLES: u32 = 48_000 * 3600 * 2;
-
-/// A WAV file's samples as mono f32 in [-1, 1] (channels averaged).
-pub fn decode_wav(bytes: &[u8]) -> Result<Audio, String> {
-    let mut r = hound::WavReader::new(Cursor::new(bytes)).map_err(|e| format!("WAV: {e}"))?;
-    let spec = r.spec();
-    if r.len() > MAX_WAV_SAMPLES {
-        return Err(format!(
-            "WAV: {} samples, more than {MAX_WAV_SAMPLES}",
-            r.len()
-        ));
-    }
-    let samples: Vec<f32> = match spec.sample_format {
-        hound::SampleFormat::Float => r
-            .samples::<f32>()
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("WAV: {e}"))?,
-        hound::SampleFormat::Int => {
-            let scale = 1.0 / (1u64 << (spec.bits_per_sample.clamp(1, 32) - 1)) as f32;
-            r.samples::<i32>()
-                .map(|s| s.map(|s| s as f32 * scale))
-                .collect::<Result<_, _>>()
-                .map_err(|e| format!("WAV: {e}"))?
-        }
-    };
-    let ch = spec.channels.max(1) as usize;
-    let mono = samples
-        .chunks(ch)
-        .map(|c| c.iter().sum::<f32>() / c.len() as f32)
-        .collect();
-    Ok(Audio {
-        samples: Arc::new(mono),
-        sample_rate: spec.sample_rate,
-    })
 }
 
 fn wire(name: &str, shape: Vec<usize>, data: WireData) -> WireTensor {
@@ -343,6 +331,7 @@ fn text_lines(name: &str, lines: &[TextLine]) -> Vec<WireTensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Cursor;
 
     fn port(name: &str, ty: ValueType, shape: Option<Vec<usize>>) -> PortInfo {
         PortInfo {
@@ -405,10 +394,11 @@ mod tests {
             w.write_sample(s).unwrap();
         }
         w.finalize().unwrap();
-        let a = decode_wav(buf.get_ref()).unwrap();
+        let a = Audio::decode_wav(buf.get_ref()).unwrap();
         assert_eq!(a.sample_rate, 16000);
         assert_eq!(*a.samples, vec![0.25, -1.0]);
-        assert!(decode_wav(b"RIFF....").unwrap_err().starts_with("WAV"));
+        let e = Audio::decode_wav(b"RIFF....").unwrap_err().to_string();
+        assert!(e.starts_with("WAV"), "{e}");
     }
 
     #[test]

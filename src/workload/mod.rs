@@ -216,7 +216,7 @@ impl LoadedWorkload {
                                 p.name, pi.expected
                             )));
                         }
-                        let most = pi.max.unwrap_or(pi.expected);
+                        let most = pi.max_runs();
                         if most > MAX_FAN_OUT || pi.expected > MAX_FAN_OUT {
                             return Err(at_step(format!(
                                 "pipeline `{}` step {k}: fan-out of {most} is over the limit of \

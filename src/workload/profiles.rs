@@ -47,11 +47,7 @@ pub fn packed_profile(
     };
     let m = crate::packed::PackedModel::open(path)
         .map_err(|e| invalid(format!("model `{name}`: {e}")))?;
-    let cost = crate::packed::CostModel {
-        flops_per_s: 1e12,
-        bytes_per_s: 200e9,
-    };
-    let prof = m.load_profile(name, cost);
+    let prof = m.load_profile(name, crate::packed::CostModel::NOMINAL);
     if prof.page_bytes != page_bytes {
         return Err(invalid(format!(
             "model `{name}`: {} has {}-byte pages but the workload's page_size is {page_bytes}",

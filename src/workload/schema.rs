@@ -143,9 +143,9 @@ pub enum PipelineStep {
 #[serde(deny_unknown_fields)]
 pub struct ImageLoad {
     pub output: String,
-    /// The request input holding the image (encoded PNG/JPEG or RGB8); default: `output`.
-    #[serde(default)]
-    pub source: Option<String>,
+    /// The request input holding the image (encoded PNG/JPEG or RGB8); another name than
+    /// `output`.
+    pub source: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -192,8 +192,16 @@ pub struct PerItem {
     pub over: String,
     /// Expected item count, used for planning.
     pub expected: u32,
+    /// Most runs per request; default: the larger of `expected` and 64 (see [`Self::max_runs`]).
     #[serde(default)]
     pub max: Option<u32>,
+}
+
+impl PerItem {
+    /// The most runs one request may make: `max`, else the larger of `expected` and 64.
+    pub fn max_runs(&self) -> u32 {
+        self.max.unwrap_or(self.expected.max(64))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
