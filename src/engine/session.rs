@@ -372,7 +372,10 @@ impl Session {
             for (m, p) in self.profiles.iter_mut().enumerate() {
                 let times = &mut self.run_times[m];
                 times.sort_by(f64::total_cmp);
-                let (t, est) = (times.get(times.len() / 2).copied(), p.compute_s());
+                // The lower median: with two profiling runs it is the warm one, not the
+                // first run that also created pipelines and touched every page.
+                let mid = times.len().saturating_sub(1) / 2;
+                let (t, est) = (times.get(mid).copied(), p.compute_s());
                 if let (Some(t), true) = (t, est > 0.0) {
                     let k = t / est;
                     for s in &mut p.steps {
