@@ -276,6 +276,9 @@ fn an_unpredictable_mix_replans_but_never_changes_an_output() {
             ("full", &full)
         };
         assert_eq!(&probs(&engine.run(p, inputs(dir)).expect(p)), want, "{p}");
+        // Idle time between requests, as a service has: the planner thread prepares the
+        // plans of the likely next requests in it.
+        std::thread::sleep(std::time::Duration::from_millis(150));
     }
     // One model on its own, by its name.
     let mut x = Values::new();
@@ -292,6 +295,11 @@ fn an_unpredictable_mix_replans_but_never_changes_an_output() {
         s.peak_device_bytes
     );
     assert!(s.replans.unpredicted_request > 0, "{:?}", s.replans);
+    assert!(
+        s.replans.prepared > 0,
+        "no re-plan found its plan made ahead: {:?}",
+        s.replans
+    );
     assert!(s.evictions > 0, "a cap at the minimum must evict");
     eprintln!(
         "mix at the minimum cap {min}: {} requests, re-plans {:?}, {} B streamed",

@@ -355,7 +355,7 @@ fn print_table(rows: &[PolicyRow]) {
     }
     println!();
     println!(
-        "{:<12} {:>10} {:>13} {:>8} {:>9} {:>8} {:>8} {:>8} {:>16}",
+        "{:<12} {:>10} {:>13} {:>8} {:>9} {:>8} {:>8} {:>8} {:>9} {:>16}",
         "policy",
         "stall ms",
         "streamed MiB",
@@ -364,13 +364,14 @@ fn print_table(rows: &[PolicyRow]) {
         "fan-out",
         "horizon",
         "mix",
+        "ahead",
         "peak/cap MiB"
     );
     for r in rows {
         let s = &r.stats;
         let mib = |b: u64| b as f64 / 1048576.0;
         println!(
-            "{:<12} {:>10.2} {:>13.1} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8.2}/{:<7.2}",
+            "{:<12} {:>10.2} {:>13.1} {:>8} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8.2}/{:<7.2}",
             r.policy,
             s.stall_s * 1e3,
             mib(s.bytes_streamed),
@@ -379,6 +380,7 @@ fn print_table(rows: &[PolicyRow]) {
             s.replans.fan_out,
             s.replans.horizon,
             s.replans.mix,
+            s.replans.prepared,
             mib(s.peak_device_bytes),
             mib(s.cap_bytes)
         );

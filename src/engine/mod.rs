@@ -26,6 +26,7 @@
 //! run in arrival order, and the plan follows the observed request mix ([`predict`]).
 pub mod error;
 pub mod loaded;
+pub mod plan_ahead;
 pub mod predict;
 pub mod request;
 pub mod session;

@@ -15,6 +15,7 @@ use vk_backend::{Device, PageSource, StreamConfig};
 
 use super::error::EngineError;
 use super::loaded::Loaded;
+use super::plan_ahead::{key_of, PlanAhead, PlanBasis};
 use super::predict::Predictor;
 use super::stats::{HostPhases, ReplanCounts};
 use crate::pipeline::{ModelCall, ModelRunner, Tensor};
@@ -110,6 +111,9 @@ pub struct Session {
     pub timing: SessionTiming,
     /// Model runs per model and their wall times, for the caller's statistics.
     pub model_runs: Vec<Vec<f64>>,
+    /// Plans made ahead for the likely next requests, and what they are made from.
+    ahead: PlanAhead,
+    basis: Arc<PlanBasis>,
 }
 
 fn dev_err(what: &str) -> impl Fn(vk_backend::VkError) -> EngineError + '_ {
@@ -300,7 +304,17 @@ impl Session {
             m.attach(ex.engine());
         }
         let n = models.len();
+        let basis = Arc::new(PlanBasis {
+            profiles: Arc::new(profiles.clone()),
+            cap: loaded.cap,
+            bandwidth: loaded.bandwidth,
+            policy: loaded.policy,
+            cost,
+            generation: 0,
+        });
         Ok(Session {
+            ahead: PlanAhead::new(),
+            basis,
             dev: dev.clone(),
             ex,
             models,
@@ -385,8 +399,42 @@ impl Session {
             }
         }
         self.calibrated = true;
+        let generation = self.basis.generation + 1;
+        self.basis = Arc::new(PlanBasis {
+            profiles: Arc::new(self.profiles.clone()),
+            generation,
+            ..PlanBasis::clone(&self.basis)
+        });
+        self.ahead.invalidate(generation);
         self.pending = Some(Replan::Calibration);
         self.timing = SessionTiming::default();
+    }
+
+    /// Asks the planner thread for the plan each pipeline's request would need if it came
+    /// next (the predicted one first), so the re-plan at its first model run finds it made.
+    pub fn prepare_next(&mut self) {
+        // The predicted requests first, then the workload's own pipelines (a model called
+        // alone is a pipeline too, but rarely the one that arrives).
+        let n = self.loaded.graphs.len();
+        let mut order: Vec<usize> = self.predictor.clone().predict();
+        order.truncate(1);
+        order.extend(0..self.loaded.pipelines.min(n));
+        let mut seen = vec![false; n];
+        for p in order {
+            if p >= n || std::mem::replace(&mut seen[p], true) {
+                continue;
+            }
+            let mut pr = self.predictor.clone();
+            pr.arrived(p);
+            let g = &self.loaded.graphs[p];
+            let rest: Vec<Stage> = g
+                .stages(|st, f| pr.count(p, st.index).map_or(f.expected, |c| c.min(f.max)))
+                .into_iter()
+                .filter(|s| s.count > 0)
+                .collect();
+            let (pipe, _) = planned_pipeline(&self.loaded, &mut pr, rest);
+            self.ahead.prepare(pipe, self.basis.clone());
+        }
     }
 
     /// The profiles the session plans with (calibrated once calibration ran).
@@ -503,15 +551,27 @@ impl Session {
         }
         let (pipe, expected) = planned_pipeline(&self.loaded, &mut self.predictor, rest);
         self.expected = expected.into();
-        let plan = plan_under_cap(
-            &self.profiles,
-            &pipe,
-            self.loaded.cap,
-            &self.loaded.bandwidth,
-            self.loaded.policy,
-            &self.cost,
-        )?
-        .plan;
+        let key = key_of(&pipe.stages);
+        let generation = self.basis.generation;
+        let plan = match self.ahead.take(&key, generation) {
+            Some(plan) => {
+                self.replans.prepared += 1;
+                plan
+            }
+            None => {
+                let plan = plan_under_cap(
+                    &self.profiles,
+                    &pipe,
+                    self.loaded.cap,
+                    &self.loaded.bandwidth,
+                    self.loaded.policy,
+                    &self.cost,
+                )?
+                .plan;
+                self.ahead.keep(key, &plan, generation);
+                plan
+            }
+        };
         self.ex
             .replan(plan)
             .map_err(|e| EngineError::Device(format!("re-plan: {e}")))?;
@@ -589,6 +649,12 @@ impl ModelRunner for Session {
     ) -> Result<Vec<Tensor>, Box<dyn std::error::Error + Send + Sync>> {
         self.run_one(call)
     }
+
+    /// The count the pipeline's last request had at that step (camera frames look alike).
+    fn fan_out_hint(&self, step: usize) -> Option<u32> {
+        let (p, _) = self.current?;
+        self.predictor.count(p, step)
+    }
 }
 
 /// `rest` of the current request followed by the predicted requests, as planner stages (each
@@ -603,7 +669,11 @@ fn planned_pipeline(
     let next = predictor.predict();
     for &p in &next {
         let g = &loaded.graphs[p];
-        stages.extend(g.stages(|st, f| predictor.count(p, st.index).unwrap_or(f.expected)));
+        stages.extend(g.stages(|st, f| {
+            predictor
+                .count(p, st.index)
+                .map_or(f.expected, |c| c.min(f.max))
+        }));
     }
     (
         Pipeline {

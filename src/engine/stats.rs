@@ -103,6 +103,9 @@ pub struct ReplanCounts {
     pub mix: u64,
     /// Step costs were calibrated on measured runs.
     pub calibration: u64,
+    /// Re-plans (of those above) that took a plan the planner thread had made ahead, off the
+    /// request path.
+    pub prepared: u64,
 }
 
 impl ReplanCounts {
@@ -113,6 +116,7 @@ impl ReplanCounts {
         self.fan_out += o.fan_out;
         self.mix += o.mix;
         self.calibration += o.calibration;
+        self.prepared += o.prepared;
     }
 
     pub fn total(&self) -> u64 {
@@ -231,7 +235,7 @@ impl EngineStats {
         let mut o = String::new();
         o += &format!(
             "workload {}  policy {}  requests {}  slots {}  re-plans {} (look-ahead {}, \
-             unpredicted requests {}, fan-out counts {}, mix {}, calibration {})\n",
+             unpredicted requests {}, fan-out counts {}, mix {}, calibration {}; {} made ahead)\n",
             self.workload,
             self.policy,
             self.requests_ok,
@@ -241,7 +245,8 @@ impl EngineStats {
             r.unpredicted_request,
             r.fan_out,
             r.mix,
-            r.calibration
+            r.calibration,
+            r.prepared
         );
         o += &format!(
             "{:<24} {:>8} {:>10} {:>10} {:>10}\n",

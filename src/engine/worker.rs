@@ -224,6 +224,7 @@ impl Worker {
             Ok(ex) => {
                 let was_calibrated = session.calibrated;
                 let profiled = session.end_request(ex.fan_counts.clone());
+                session.prepare_next();
                 if was_calibrated {
                     self.measured_s += dt;
                 } else {

@@ -70,6 +70,12 @@ pub trait ModelRunner {
         &mut self,
         call: ModelCall<'_>,
     ) -> Result<Vec<Tensor>, Box<dyn std::error::Error + Send + Sync>>;
+
+    /// The fan-out count to assume for step `step` (its index in the workload file) of the
+    /// running request while its list is not computed yet; `None`: the workload's expected.
+    fn fan_out_hint(&self, _step: usize) -> Option<u32> {
+        None
+    }
 }
 
 /// What a request produced.
@@ -213,7 +219,8 @@ pub fn execute(
                         .collect::<Result<_, ExecError>>()?;
                     // A run keeps its input's frame, so boxes on its output map to the image.
                     let frame = ins.iter().find_map(|(_, t)| t.frame().cloned());
-                    let rest = rest_of_request(g, &values, k, runs - i);
+                    let rest =
+                        rest_of_request(g, &values, k, runs - i, &|j| runner.fan_out_hint(j));
                     let outs = runner
                         .run_model(ModelCall {
                             model: *model,
@@ -261,12 +268,14 @@ pub fn execute(
 
 /// The model runs left in the request when step `k` is about to make the first of its
 /// `left` remaining runs: later fan-outs count the items of their list where it exists (or
-/// of the value its length follows), else what the workload expects.
+/// of the value its length follows), else the runner's hint (at most the fan-out's maximum),
+/// else what the workload expects.
 fn rest_of_request(
     g: &PipelineGraph,
     values: &[Option<Value>],
     k: usize,
     left: usize,
+    hint: &dyn Fn(usize) -> Option<u32>,
 ) -> Vec<Stage> {
     let mut rest = Vec::new();
     for (j, st) in g.steps.iter().enumerate().skip(k) {
@@ -278,7 +287,9 @@ fn rest_of_request(
         } else {
             match fan {
                 None => 1,
-                Some(f) => known_len(g, values, f.over).unwrap_or(f.expected),
+                Some(f) => known_len(g, values, f.over)
+                    .or_else(|| hint(st.index).map(|h| h.min(f.max)))
+                    .unwrap_or(f.expected),
             }
         };
         if count > 0 {

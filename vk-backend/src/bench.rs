@@ -383,16 +383,7 @@ pub fn run_case(device: &Device, cfg: &BenchConfig, case: &Case) -> Result<Kerne
 }
 
 fn storage_buffer(device: &Device, name: &str, bytes: u64) -> Result<Buffer> {
-    Buffer::new(
-        device,
-        name,
-        bytes,
-        vk::BufferUsageFlags::STORAGE_BUFFER
-            | vk::BufferUsageFlags::TRANSFER_SRC
-            | vk::BufferUsageFlags::TRANSFER_DST,
-        MemoryLocation::GpuOnly,
-        MemoryCategory::Scratch,
-    )
+    Buffer::storage(device, name, bytes, MemoryCategory::Scratch)
 }
 
 /// Fills a host-visible staging buffer with small finite fp16/fp32 bit patterns; returns whether

@@ -67,6 +67,25 @@ impl StagingDirection {
 }
 
 impl Buffer {
+    /// A device-local storage buffer that copies may read and write (tensor storage, scratch).
+    pub fn storage(
+        device: &Device,
+        name: &str,
+        size: u64,
+        category: MemoryCategory,
+    ) -> Result<Buffer> {
+        Buffer::new(
+            device,
+            name,
+            size,
+            vk::BufferUsageFlags::STORAGE_BUFFER
+                | vk::BufferUsageFlags::TRANSFER_SRC
+                | vk::BufferUsageFlags::TRANSFER_DST,
+            MemoryLocation::GpuOnly,
+            category,
+        )
+    }
+
     /// Creates a buffer. `location` picks the memory (GpuOnly, CpuToGpu for staging uploads,
     /// GpuToCpu for readback); the allocation is counted under `category`.
     pub fn new(

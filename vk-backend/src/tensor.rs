@@ -11,9 +11,6 @@
 
 use std::sync::Arc;
 
-use ash::vk;
-use gpu_allocator::MemoryLocation;
-
 use crate::device::Device;
 use crate::error::{Result, VkError};
 use crate::layout::{self, FoldLayout, Precision};
@@ -306,16 +303,7 @@ impl Tensor {
                 ),
             });
         }
-        Buffer::new(
-            device,
-            name,
-            bytes,
-            vk::BufferUsageFlags::STORAGE_BUFFER
-                | vk::BufferUsageFlags::TRANSFER_SRC
-                | vk::BufferUsageFlags::TRANSFER_DST,
-            MemoryLocation::GpuOnly,
-            category,
-        )
+        Buffer::storage(device, name, bytes, category)
     }
 
     /// A tensor with logical `shape` over this tensor's storage (same image or buffer, same

@@ -1,0 +1,185 @@
+//! Plans made ahead of need, off the request path. When a request arrives that the current plan
+//! did not predict, the session re-plans before its first model run, and that planning sat on
+//! the request's critical path. After each request the session asks a planner thread for the
+//! plan each likely next request would need ("the next request is pipeline P"); a re-plan whose
+//! look-ahead equals a prepared one takes it instead of planning. Plans do not depend on what is
+//! resident (the executor keeps pages that are already in place), only on the stages planned,
+//! the step costs and the cap, so a prepared plan is exactly the one the re-plan would make.
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+use scheduler::{Bandwidth, Pipeline, Plan, Policy, Profile, Stage};
+
+use crate::runtime::run_budget::{plan_under_cap, EngineCost};
+
+/// Prepared plans kept (the oldest goes first); a few pipelines times a few mixes.
+const KEPT: usize = 8;
+/// Requests the planner thread may have waiting (older ones are dropped: they are stale).
+const QUEUED: usize = 4;
+
+/// What a plan is made from besides its stages; fixed for one session until calibration.
+#[derive(Debug, Clone)]
+pub struct PlanBasis {
+    pub profiles: Arc<Vec<Profile>>,
+    pub cap: u64,
+    pub bandwidth: Bandwidth,
+    pub policy: Policy,
+    pub cost: EngineCost,
+    /// Bumped when the step costs change; plans of an older basis are never handed out.
+    pub generation: u64,
+}
+
+/// A plan's identity: the stages it covers (runs of zero left out).
+pub type PlanKey = Vec<(usize, u32)>;
+
+pub fn key_of(stages: &[Stage]) -> PlanKey {
+    stages
+        .iter()
+        .filter(|s| s.count > 0)
+        .map(|s| (s.model, s.count))
+        .collect()
+}
+
+#[derive(Default)]
+struct Shelf {
+    generation: u64,
+    plans: VecDeque<(PlanKey, Arc<Plan>)>,
+    in_flight: HashSet<PlanKey>,
+}
+
+impl Shelf {
+    fn put(&mut self, key: PlanKey, plan: Arc<Plan>) {
+        self.plans.retain(|(k, _)| k != &key);
+        if self.plans.len() == KEPT {
+            self.plans.pop_front();
+        }
+        self.plans.push_back((key, plan));
+    }
+}
+
+struct Job {
+    key: PlanKey,
+    pipeline: Pipeline,
+    basis: Arc<PlanBasis>,
+}
+
+/// The shelf of prepared plans and the thread that fills it.
+pub struct PlanAhead {
+    shelf: Arc<Mutex<Shelf>>,
+    jobs: Option<Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+    /// Re-plans that took a prepared plan.
+    pub hits: u64,
+}
+
+impl PlanAhead {
+    /// Starts the planner thread (none when it cannot be spawned: every re-plan then plans
+    /// on the request path, as it would without this).
+    pub fn new() -> PlanAhead {
+        let shelf = Arc::new(Mutex::new(Shelf::default()));
+        let (tx, rx) = crossbeam_channel::bounded::<Job>(QUEUED);
+        let s = shelf.clone();
+        let thread = std::thread::Builder::new()
+            .name("texstream-planner".into())
+            .spawn(move || planner(rx, s))
+            .ok();
+        PlanAhead {
+            shelf,
+            jobs: thread.as_ref().map(|_| tx),
+            thread,
+            hits: 0,
+        }
+    }
+
+    fn shelf(&self) -> std::sync::MutexGuard<'_, Shelf> {
+        self.shelf.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forgets every prepared plan (the step costs changed).
+    pub fn invalidate(&mut self, generation: u64) {
+        let mut s = self.shelf();
+        s.generation = generation;
+        s.plans.clear();
+    }
+
+    /// The prepared plan for `key` made on `generation`'s basis, if there is one.
+    pub fn take(&mut self, key: &PlanKey, generation: u64) -> Option<Plan> {
+        let s = self.shelf();
+        if s.generation != generation {
+            return None;
+        }
+        let plan = s
+            .plans
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, p)| Plan::clone(p));
+        drop(s);
+        if plan.is_some() {
+            self.hits += 1;
+        }
+        plan
+    }
+
+    /// Keeps a plan made on the request path, so the next time it is needed it is ready.
+    pub fn keep(&mut self, key: PlanKey, plan: &Plan, generation: u64) {
+        let mut s = self.shelf();
+        if s.generation == generation {
+            s.put(key, Arc::new(plan.clone()));
+        }
+    }
+
+    /// Asks the planner thread for `pipeline`'s plan unless it is prepared or being made; a
+    /// full queue drops the request (the re-plan then plans itself).
+    pub fn prepare(&mut self, pipeline: Pipeline, basis: Arc<PlanBasis>) {
+        let Some(tx) = &self.jobs else { return };
+        let key = key_of(&pipeline.stages);
+        {
+            let mut s = self.shelf();
+            if s.generation != basis.generation
+                || s.in_flight.contains(&key)
+                || s.plans.iter().any(|(k, _)| k == &key)
+            {
+                return;
+            }
+            s.in_flight.insert(key.clone());
+        }
+        if let Err(e) = tx.try_send(Job {
+            key,
+            pipeline,
+            basis,
+        }) {
+            self.shelf().in_flight.remove(&e.into_inner().key);
+        }
+    }
+}
+
+impl Drop for PlanAhead {
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn planner(jobs: Receiver<Job>, shelf: Arc<Mutex<Shelf>>) {
+    while let Ok(job) = jobs.recv() {
+        let b = &job.basis;
+        let made = plan_under_cap(
+            &b.profiles,
+            &job.pipeline,
+            b.cap,
+            &b.bandwidth,
+            b.policy,
+            &b.cost,
+        );
+        let mut s = shelf.lock().unwrap_or_else(|e| e.into_inner());
+        s.in_flight.remove(&job.key);
+        // A plan that fails here fails on the request path too, with its error; keep nothing.
+        if let (Ok(c), true) = (made, s.generation == b.generation) {
+            s.put(job.key, Arc::new(c.plan));
+        }
+    }
+}
