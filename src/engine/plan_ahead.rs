@@ -77,7 +77,7 @@ pub struct PlanAhead {
 impl PlanAhead {
     /// Starts the planner thread (none when it cannot be spawned: every re-plan then plans
     /// on the request path, as it would without this).
-    pub fn new() -> PlanAhead {
+    pub fn start() -> PlanAhead {
         let shelf = Arc::new(Mutex::new(Shelf::default()));
         let (tx, rx) = crossbeam_channel::bounded::<Job>(QUEUED);
         let s = shelf.clone();

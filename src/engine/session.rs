@@ -313,7 +313,7 @@ impl Session {
             generation: 0,
         });
         Ok(Session {
-            ahead: PlanAhead::new(),
+            ahead: PlanAhead::start(),
             basis,
             dev: dev.clone(),
             ex,
