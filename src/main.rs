@@ -11,6 +11,9 @@ use clap::Parser;
 enum Cli {
     /// Plan a workload's weight streaming under a memory cap and compare policies.
     Plan(cli::plan::PlanArgs),
+    /// Check a workload without a GPU (models compiled and verified, pipelines checked) and
+    /// print each pipeline's DAG.
+    Check(cli::check::CheckArgs),
     /// Run a workload's pipeline with its models streamed under the cap; print outputs and metrics.
     Run(cli::run::RunArgs),
     /// Import an ONNX model, optimize it and write a packed model (.tspk).
@@ -81,6 +84,7 @@ fn chain_message(err: &anyhow::Error) -> String {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli {
         Cli::Plan(args) => cli::plan::run(&args),
+        Cli::Check(args) => cli::check::run(&args),
         Cli::Run(args) => cli::run::run(&args),
         Cli::Compile(args) => cli::compile::run(&args),
         Cli::Devices(args) => cli::devices::run(&args),

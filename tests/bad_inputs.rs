@@ -841,3 +841,62 @@ fn a_cap_of_zero_names_the_minimum_and_unknown_inputs_are_refused() {
     assert_user_error("infer --out", &o, &["exists and is not a folder"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn check_validates_a_workload_without_a_device_and_prints_its_dag() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let good = root.join("tests/data/serve/tiny.ron");
+    // No Vulkan driver is reachable: `check` must not need one.
+    let o = Command::new(BIN)
+        .args(["check", path_str(&good)])
+        .env("VK_DRIVER_FILES", "/nonexistent/icd.json")
+        .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for want in [
+        "pipeline `classify`",
+        "camera: image -> image: image",
+        "Run(conv)",
+        "feat: tensor -> probs: tensor",
+        "minimum cap for one request",
+        "ok: no device was opened",
+    ] {
+        assert!(out.contains(want), "missing `{want}` in:\n{out}");
+    }
+    // A step that reads an image where its model takes a tensor: refused with its location.
+    let dir = scratch("check");
+    for f in ["conv.onnx", "mlp.onnx"] {
+        std::fs::copy(root.join("tests/data/serve").join(f), dir.join(f)).unwrap();
+    }
+    let text = std::fs::read_to_string(&good).unwrap().replace(
+        r#"inputs: {"x": "feat"}, outputs: {"y": "probs"}),
+            ],
+        ),
+        PipelineSpec(
+            name: "chain","#,
+        r#"inputs: {"x": "image"}, outputs: {"y": "probs"}),
+            ],
+        ),
+        PipelineSpec(
+            name: "chain","#,
+    );
+    assert!(
+        text.contains(r#"{"x": "image"}"#),
+        "the fixture changed: update this test"
+    );
+    let bad = dir.join("bad.ron");
+    std::fs::write(&bad, text).unwrap();
+    let o = texstream(&["check", path_str(&bad)]);
+    assert_user_error(
+        "mistyped value",
+        &o,
+        &[&format!("{}:", path_str(&bad)), "image"],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

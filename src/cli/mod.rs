@@ -4,6 +4,7 @@ pub mod args;
 pub mod bench;
 pub mod bench_reload;
 pub mod bench_stream;
+pub mod check;
 pub mod compile;
 pub mod devices;
 pub mod infer;
