@@ -30,9 +30,16 @@ pub struct StreamArgs {
         required = true
     )]
     pub arrivals: Vec<String>,
-    /// Seconds each policy is measured (after one warm-up request of each pipeline).
+    /// Seconds each policy is measured (after one warm-up request of each pipeline), split
+    /// evenly over the rounds.
     #[arg(long, default_value_t = 20.0)]
     pub duration: f64,
+    /// Rounds: each round runs every policy in turn on a fresh engine (round k's arrivals are
+    /// seeded alike for every policy), and each policy's latencies are pooled over the rounds,
+    /// so drift of the machine over time and the spread between engine instances fall on every
+    /// policy alike.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: u32,
     /// Device memory cap; default: the workload's.
     #[arg(long, value_parser = parse_size_arg)]
     pub cap: Option<u64>,
@@ -98,14 +105,73 @@ struct PipelineRow {
     #[serde(skip)]
     hash: Option<u64>,
     distinct_answers: usize,
+    /// The latencies (seconds), pooled over rounds before the percentiles are taken.
+    #[serde(skip)]
+    latencies: Vec<f64>,
+    #[serde(skip)]
+    hashes: BTreeMap<u64, usize>,
 }
 
-/// One policy's run.
+/// One policy's run (its rounds pooled).
 #[derive(Debug, Clone, serde::Serialize)]
 struct PolicyRow {
     policy: String,
     pipelines: Vec<PipelineRow>,
+    /// The engine's statistics of the first round (one engine per round).
     stats: EngineStats,
+    /// Summed over the rounds: GPU stall, bytes streamed, re-plans; the peak is the largest.
+    totals: RoundTotals,
+    /// Every round's statistics.
+    rounds: Vec<EngineStats>,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+struct RoundTotals {
+    stall_s: f64,
+    /// GPU time in kernels (timestamps): the same kernels under every policy, so its spread
+    /// between policies is the machine's, not the policy's.
+    compute_busy_s: f64,
+    bytes_streamed: u64,
+    replans: texstream::engine::stats::ReplanCounts,
+    peak_device_bytes: u64,
+    cap_bytes: u64,
+}
+
+impl PolicyRow {
+    /// Adds another round of the same policy.
+    fn pool(&mut self, other: PolicyRow) {
+        for (a, b) in self.pipelines.iter_mut().zip(other.pipelines) {
+            a.latencies.extend(b.latencies);
+            a.errors += b.errors;
+            for (h, n) in b.hashes {
+                *a.hashes.entry(h).or_default() += n;
+            }
+        }
+        self.totals.add(&other.stats);
+        self.rounds.extend(other.rounds);
+    }
+
+    /// Percentiles and answer counts from the pooled latencies.
+    fn finish(&mut self) {
+        for p in &mut self.pipelines {
+            p.requests = p.latencies.len();
+            p.p50_ms = percentile_ms(&mut p.latencies, 50.0);
+            p.p99_ms = percentile_ms(&mut p.latencies, 99.0);
+            p.distinct_answers = p.hashes.len();
+            p.hash = (p.hashes.len() == 1).then(|| *p.hashes.keys().next().unwrap_or(&0));
+        }
+    }
+}
+
+impl RoundTotals {
+    fn add(&mut self, s: &EngineStats) {
+        self.stall_s += s.stall_s;
+        self.compute_busy_s += s.compute_busy_s;
+        self.bytes_streamed += s.bytes_streamed;
+        self.replans.add(&s.replans);
+        self.peak_device_bytes = self.peak_device_bytes.max(s.peak_device_bytes);
+        self.cap_bytes = s.cap_bytes;
+    }
 }
 
 fn percentile_ms(v: &mut [f64], p: f64) -> f64 {
@@ -129,6 +195,7 @@ fn run_policy(
     loaded: &Loaded,
     policy: Policy,
     args: &StreamArgs,
+    round: u32,
     streams: &[(String, Arrival, Values)],
     base: &EngineOptions,
 ) -> Result<PolicyRow> {
@@ -148,11 +215,15 @@ fn run_policy(
             .with_context(|| format!("{policy}: warm-up request of `{name}`"))?;
     }
     let start = Instant::now() + Duration::from_millis(50);
-    let end = start + Duration::from_secs_f64(args.duration);
+    let end = start + Duration::from_secs_f64(args.duration / args.rounds as f64);
     let mut threads = Vec::new();
     for (i, (name, arrival, inputs)) in streams.iter().cloned().enumerate() {
         let engine = engine.clone();
-        let seed = args.seed.wrapping_add(i as u64 * 0x9e37_79b9) | 1;
+        let seed = args
+            .seed
+            .wrapping_add(i as u64 * 0x9e37_79b9)
+            .wrapping_add(round as u64 * 0x2545_f491_4f6c_dd1d)
+            | 1;
         threads.push(std::thread::spawn(move || {
             let (tx, rx) = crossbeam_channel::unbounded::<(Instant, texstream::RequestHandle)>();
             // Answers are collected on their own thread so that arrivals stay on time.
@@ -204,32 +275,41 @@ fn run_policy(
     }
     let mut pipelines = Vec::new();
     for t in threads {
-        let (name, mut lat, errors, hashes) = t
+        let (name, lat, errors, hashes) = t
             .join()
             .map_err(|_| anyhow::anyhow!("a client thread panicked"))?;
         pipelines.push(PipelineRow {
             pipeline: name,
-            requests: lat.len(),
+            requests: 0,
             errors,
-            p50_ms: percentile_ms(&mut lat, 50.0),
-            p99_ms: percentile_ms(&mut lat, 99.0),
-            hash: (hashes.len() == 1).then(|| *hashes.keys().next().unwrap_or(&0)),
-            distinct_answers: hashes.len(),
+            p50_ms: 0.0,
+            p99_ms: 0.0,
+            hash: None,
+            distinct_answers: 0,
+            latencies: lat,
+            hashes,
         });
     }
     // End the streaming session so its GPU times are counted.
     engine.settle()?;
     let stats = engine.stats();
+    let mut totals = RoundTotals::default();
+    totals.add(&stats);
     Ok(PolicyRow {
         policy: policy.name().into(),
         pipelines,
+        rounds: vec![stats.clone()],
         stats,
+        totals,
     })
 }
 
 pub fn run(args: &StreamArgs) -> Result<()> {
     if !(args.duration > 0.0 && args.duration <= 3600.0) {
         bail!("--duration must be in (0, 3600] seconds");
+    }
+    if !(1..=100).contains(&args.rounds) {
+        bail!("--rounds must be 1..=100");
     }
     if let Some(p) = &args.json {
         super::args::check_writable(p)?;
@@ -289,14 +369,33 @@ pub fn run(args: &StreamArgs) -> Result<()> {
         queue_depth: 4096,
         ..env
     };
-    let mut rows = Vec::new();
-    for &p in &policies {
-        eprintln!("{p}: {} s of requests", args.duration);
-        match run_policy(&loaded, p, args, &streams, &base) {
-            Ok(r) => rows.push(r),
-            Err(e) => eprintln!("{p}: not run: {e:#}"),
+    let mut rows: Vec<PolicyRow> = Vec::new();
+    let mut failed: Vec<Policy> = Vec::new();
+    for round in 0..args.rounds {
+        for &p in &policies {
+            if failed.contains(&p) {
+                continue;
+            }
+            eprintln!(
+                "{p}: round {}/{}: {:.1} s of requests",
+                round + 1,
+                args.rounds,
+                args.duration / args.rounds as f64
+            );
+            match run_policy(&loaded, p, args, round, &streams, &base) {
+                Ok(r) => match rows.iter_mut().find(|x| x.policy == r.policy) {
+                    Some(row) => row.pool(r),
+                    None => rows.push(r),
+                },
+                Err(e) => {
+                    eprintln!("{p}: not run: {e:#}");
+                    failed.push(p);
+                    rows.retain(|x| x.policy != p.name());
+                }
+            }
         }
     }
+    rows.iter_mut().for_each(PolicyRow::finish);
     print_table(&rows);
     // The same inputs must give the same bits under every policy.
     let mut want: BTreeMap<&str, u64> = BTreeMap::new();
@@ -324,12 +423,12 @@ pub fn run(args: &StreamArgs) -> Result<()> {
                 _ => {}
             }
         }
-        if r.stats.peak_device_bytes > r.stats.cap_bytes {
+        if r.totals.peak_device_bytes > r.totals.cap_bytes {
             bail!(
                 "{}: peak device bytes {} over the cap {}",
                 r.policy,
-                r.stats.peak_device_bytes,
-                r.stats.cap_bytes
+                r.totals.peak_device_bytes,
+                r.totals.cap_bytes
             );
         }
     }
@@ -355,9 +454,10 @@ fn print_table(rows: &[PolicyRow]) {
     }
     println!();
     println!(
-        "{:<12} {:>10} {:>13} {:>8} {:>9} {:>8} {:>8} {:>8} {:>9} {:>16}",
+        "{:<12} {:>10} {:>11} {:>13} {:>8} {:>9} {:>8} {:>8} {:>8} {:>9} {:>16}",
         "policy",
         "stall ms",
+        "compute s",
         "streamed MiB",
         "re-plans",
         "unpred.",
@@ -368,12 +468,13 @@ fn print_table(rows: &[PolicyRow]) {
         "peak/cap MiB"
     );
     for r in rows {
-        let s = &r.stats;
+        let s = &r.totals;
         let mib = |b: u64| b as f64 / 1048576.0;
         println!(
-            "{:<12} {:>10.2} {:>13.1} {:>8} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8.2}/{:<7.2}",
+            "{:<12} {:>10.2} {:>11.2} {:>13.1} {:>8} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8.2}/{:<7.2}",
             r.policy,
             s.stall_s * 1e3,
+            s.compute_busy_s,
             mib(s.bytes_streamed),
             s.replans.total(),
             s.replans.unpredicted_request,
