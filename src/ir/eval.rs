@@ -151,6 +151,7 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             | Op::Split { .. }
             | Op::Slice { .. }
             | Op::Gather { .. }
+            | Op::GatherElements { .. }
             | Op::Cast { .. }
             | Op::Expand { .. }
             | Op::Tile { .. }
@@ -327,6 +328,34 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             }
             vec![gather_by(x, oshape, &idx)]
         }
+        Op::GatherElements { axis } => {
+            let ind = input(ins, 1)?;
+            let (ist, ost) = (row_major_strides(&x.shape), row_major_strides(&oshape));
+            let d = x.shape[*axis] as i64;
+            let mut idx = Vec::with_capacity(n);
+            for lin in 0..n {
+                let raw = ind.values.get_i(lin);
+                let j = if raw < 0 { raw + d } else { raw };
+                if j < 0 || j >= d {
+                    return Err(EvalError::GatherIndex {
+                        index: raw,
+                        size: d,
+                    });
+                }
+                let off: usize = (0..oshape.len())
+                    .map(|a| {
+                        let i = if a == *axis {
+                            j as usize
+                        } else {
+                            (lin / ost[a]) % oshape[a]
+                        };
+                        i * ist[a]
+                    })
+                    .sum();
+                idx.push(off);
+            }
+            vec![gather_by(x, oshape, &idx)]
+        }
         Op::Concat { axis } => {
             let outer: usize = oshape[..*axis].iter().product();
             let parts: Vec<&TensorData> = ins.iter().flatten().copied().collect();
@@ -438,5 +467,15 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(y[0].as_f32(), [3.0, 1.0]);
+    }
+
+    #[test]
+    fn gather_elements_folds_along_its_axis() {
+        let x = TensorData::from_i64(vec![2, 2], vec![1, 2, 3, 4]);
+        let i = TensorData::from_i64(vec![2, 2], vec![0, 0, 1, -2]);
+        let y = eval(&Op::GatherElements { axis: 1 }, &[Some(&x), Some(&i)])
+            .unwrap()
+            .unwrap();
+        assert_eq!(y[0].as_i64(), [1, 1, 4, 3]);
     }
 }

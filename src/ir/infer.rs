@@ -75,6 +75,12 @@ pub enum InferError {
     Reshape { from: Vec<usize>, to: Vec<usize> },
     #[error("Pad has {pads} pads for rank {rank}")]
     PadRank { pads: usize, rank: usize },
+    #[error("GatherElements indices {indices:?} do not fit data {data:?} on axis {axis}")]
+    GatherElements {
+        data: Vec<usize>,
+        indices: Vec<usize>,
+        axis: usize,
+    },
     #[error("LSTM input must be [seq, batch, input], got {0:?}")]
     LstmInput(Vec<usize>),
 }
@@ -422,6 +428,25 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
             out.extend_from_slice(&xs[axis + 1..]);
             vec![(out, xt)]
         }
+        Op::GatherElements { axis } => {
+            let idx = &need(ins, 1)?.0;
+            // Off the gathered axis an index position is also a data position.
+            let fits = idx.len() == xs.len()
+                && *axis < xs.len()
+                && idx
+                    .iter()
+                    .zip(xs)
+                    .enumerate()
+                    .all(|(a, (&i, &d))| a == *axis || i <= d);
+            if !fits {
+                return Err(InferError::GatherElements {
+                    data: xs.clone(),
+                    indices: idx.clone(),
+                    axis: *axis,
+                });
+            }
+            vec![(idx.clone(), xt)]
+        }
         Op::Cast { to } => vec![(xs.clone(), *to)],
         Op::Expand { shape } => vec![(broadcast(xs, shape)?, xt)],
         Op::Tile { repeats } => vec![(xs.iter().zip(repeats).map(|(a, b)| a * b).collect(), xt)],
@@ -519,6 +544,22 @@ mod tests {
         assert!(matches!(
             infer(&pool, &[f32s(&[1, 3, 7])]),
             Err(InferError::WindowRank { rank: 4, .. })
+        ));
+    }
+
+    #[test]
+    fn gather_elements_takes_the_indices_shape() {
+        let op = Op::GatherElements { axis: 1 };
+        let i64s = |s: &[usize]| Some((s.to_vec(), DType::I64));
+        let out = infer(&op, &[f32s(&[3, 3]), i64s(&[2, 5])]).unwrap();
+        assert_eq!(out, vec![(vec![2, 5], DType::F32)]);
+        assert!(matches!(
+            infer(&op, &[f32s(&[3, 3]), i64s(&[4, 1])]),
+            Err(InferError::GatherElements { .. })
+        ));
+        assert!(matches!(
+            infer(&op, &[f32s(&[3, 3]), i64s(&[3])]),
+            Err(InferError::GatherElements { .. })
         ));
     }
 }

@@ -248,6 +248,10 @@ pub enum Op {
     Gather {
         axis: usize,
     },
+    /// inputs: data, indices (data's rank); the output has the indices' shape.
+    GatherElements {
+        axis: usize,
+    },
     Cast {
         to: super::DType,
     },
@@ -291,6 +295,7 @@ impl Op {
             Op::Reshape { .. } => "Reshape",
             Op::Pad { .. } => "Pad",
             Op::Gather { .. } => "Gather",
+            Op::GatherElements { .. } => "GatherElements",
             Op::Cast { .. } => "Cast",
             Op::Expand { .. } => "Expand",
             Op::Tile { .. } => "Tile",

@@ -168,6 +168,7 @@ impl Executable {
             Op::Transpose { .. }
             | Op::Reshape { .. }
             | Op::Gather { .. }
+            | Op::GatherElements { .. }
             | Op::Cast { .. }
             | Op::Expand { .. }
             | Op::Tile { .. } => self.record_copy_op(rec, &n),
@@ -537,7 +538,8 @@ impl Executable {
         r.map_err(kernel_error(n))
     }
 
-    /// One-input copy ops: Transpose, Reshape, Gather (indices as input 1), Cast, Expand, Tile.
+    /// One-input copy ops: Transpose, Reshape, Gather and GatherElements (indices as input 1), Cast,
+    /// Expand, Tile.
     fn record_copy_op(&mut self, rec: &mut Recorder, n: &Node) -> Result<()> {
         let x = self.input(n, 0)?;
         let y = self.output(n, 0)?;
@@ -545,6 +547,9 @@ impl Executable {
             Op::Transpose { perm } => k::transpose_into(rec, &x, perm, &y),
             Op::Reshape { .. } => k::reshape_into(rec, &x, &y),
             Op::Gather { axis } => k::gather_into(rec, &x, &self.input(n, 1)?, *axis as i64, &y),
+            Op::GatherElements { axis } => {
+                k::gather_elements_into(rec, &x, &self.input(n, 1)?, *axis as i64, &y)
+            }
             Op::Cast { to } => {
                 let to = match to {
                     DType::F32 | DType::F16 | DType::F64 => k::CastTo::Float,

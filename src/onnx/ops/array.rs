@@ -1,6 +1,6 @@
 //! Shape and data-movement converters: Concat, Split, Slice, Transpose, the reshapes (Reshape,
 //! Flatten, Squeeze, Unsqueeze all become [`Op::Reshape`] to a concrete shape), Pad, Gather,
-//! Expand and Tile.
+//! GatherElements, Expand and Tile.
 use super::args::{axes_of, norm_axes, norm_axis, usizes};
 use super::R;
 use crate::ir::{Op, PadMode, ReshapeKind, TensorId};
@@ -265,6 +265,13 @@ pub(super) fn gather(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
     let (x, i) = (ctx.need_input(n, 0)?, ctx.need_input(n, 1)?);
     let axis = norm_axis(ctx, n, Attrs(n.proto).int_or("axis", 0), ctx.shape(x).len())?;
     ctx.emit(n, Op::Gather { axis }, vec![Some(x), Some(i)])?;
+    Ok(())
+}
+
+pub(super) fn gather_elements(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
+    let (x, i) = (ctx.need_input(n, 0)?, ctx.need_input(n, 1)?);
+    let axis = norm_axis(ctx, n, Attrs(n.proto).int_or("axis", 0), ctx.shape(x).len())?;
+    ctx.emit(n, Op::GatherElements { axis }, vec![Some(x), Some(i)])?;
     Ok(())
 }
 

@@ -49,6 +49,7 @@ const REGISTRY: &[(&str, Converter)] = &[
     ("Expand", array::expand),
     ("Flatten", array::flatten),
     ("Gather", array::gather),
+    ("GatherElements", array::gather_elements),
     ("Gelu", elementwise::gelu),
     ("Gemm", linalg::gemm),
     ("GlobalAveragePool", nn::global_average_pool),
