@@ -95,6 +95,15 @@ fn binary(op: BinaryOp, a: f64, b: f64) -> f64 {
                 a
             }
         }
+        BinaryOp::FMod => a % b,
+        BinaryOp::Mod => {
+            let r = a % b;
+            if r != 0.0 && (r < 0.0) != (b < 0.0) {
+                r + b
+            } else {
+                r
+            }
+        }
     }
 }
 
@@ -184,12 +193,23 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             let int_math = !x.dtype.is_float() && !y.dtype.is_float();
             let vals = (0..n).map(|i| {
                 let (a, c) = (x.values.get_f(ia[i]), y.values.get_f(ib[i]));
-                if int_math && *b == BinaryOp::Div {
+                if int_math && matches!(b, BinaryOp::Div | BinaryOp::Mod | BinaryOp::FMod) {
                     let (p, q) = (x.values.get_i(ia[i]), y.values.get_i(ib[i]));
                     if q == 0 {
                         0.0
                     } else {
-                        p.div_euclid(q) as f64
+                        match b {
+                            BinaryOp::Div => p.div_euclid(q) as f64,
+                            BinaryOp::FMod => p.wrapping_rem(q) as f64,
+                            _ => {
+                                let r = p.wrapping_rem(q);
+                                (if r != 0 && (r < 0) != (q < 0) {
+                                    r + q
+                                } else {
+                                    r
+                                }) as f64
+                            }
+                        }
                     }
                 } else {
                     binary(*b, a, c)
@@ -467,6 +487,19 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(y[0].as_f32(), [3.0, 1.0]);
+    }
+
+    #[test]
+    fn mod_takes_the_divisor_sign_and_fmod_the_dividend_sign() {
+        let a = TensorData::from_i64(vec![4], vec![-7, 7, -7, 7]);
+        let b = TensorData::from_i64(vec![4], vec![3, -3, -3, 3]);
+        let run = |op| {
+            eval(&Op::Binary(op), &[Some(&a), Some(&b)])
+                .unwrap()
+                .unwrap()
+        };
+        assert_eq!(run(BinaryOp::Mod)[0].as_i64(), [2, -2, -1, 1]);
+        assert_eq!(run(BinaryOp::FMod)[0].as_i64(), [-1, 1, -1, 1]);
     }
 
     #[test]

@@ -44,6 +44,10 @@ pub enum BinaryOp {
     Or,
     /// PRelu(x, slope).
     PRelu,
+    /// ONNX Mod with `fmod = 0`: the remainder takes the divisor's sign (integer tensors only).
+    Mod,
+    /// ONNX Mod with `fmod = 1`: the remainder takes the dividend's sign, as C `fmod`.
+    FMod,
 }
 
 /// Elementwise unary ops.

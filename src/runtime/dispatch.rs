@@ -381,6 +381,8 @@ impl Executable {
             BinaryOp::Pow if int_out => arith(k::BinaryOp::IntPow),
             BinaryOp::Pow => arith(k::BinaryOp::Pow),
             BinaryOp::PRelu => arith(k::BinaryOp::PRelu),
+            BinaryOp::Mod => arith(k::BinaryOp::IntMod),
+            BinaryOp::FMod => arith(k::BinaryOp::FMod),
             BinaryOp::Equal => k::compare_into(rec, k::CompareOp::Equal, &a, &bb, &y),
             BinaryOp::Less => k::compare_into(rec, k::CompareOp::Less, &a, &bb, &y),
             BinaryOp::Greater => k::compare_into(rec, k::CompareOp::Greater, &a, &bb, &y),

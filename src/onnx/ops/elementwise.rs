@@ -1,4 +1,5 @@
-//! Elementwise converters: unary math and activations, broadcasting binary ops, Where and Cast.
+//! Elementwise converters: unary math and activations, broadcasting binary ops (Mod too), Where
+//! and Cast.
 use super::R;
 use crate::ir::{BinaryOp, Op, UnaryOp};
 use crate::onnx::attrs::Attrs;
@@ -49,6 +50,19 @@ pub(super) fn binary(ctx: &mut Ctx, n: &NodeRef, op: BinaryOp) -> R<()> {
     let (x, y) = (ctx.need_input(n, 0)?, ctx.need_input(n, 1)?);
     ctx.emit(n, Op::Binary(op), vec![Some(x), Some(y)])?;
     Ok(())
+}
+
+/// Mod: `fmod = 0` (the divisor's sign) is defined for integer tensors only.
+pub(super) fn modulo(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
+    let x = ctx.need_input(n, 0)?;
+    let op = if Attrs(n.proto).int_or("fmod", 0) != 0 {
+        BinaryOp::FMod
+    } else if ctx.g.tensors[x].dtype.is_float() {
+        return Err(ctx.output_err(n, "Mod of floats needs fmod = 1"));
+    } else {
+        BinaryOp::Mod
+    };
+    binary(ctx, n, op)
 }
 
 pub(super) fn where_(ctx: &mut Ctx, n: &NodeRef) -> R<()> {

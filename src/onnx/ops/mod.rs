@@ -65,6 +65,7 @@ const REGISTRY: &[(&str, Converter)] = &[
     ("LSTM", recurrent::lstm),
     ("MatMul", linalg::matmul),
     ("MaxPool", nn::max_pool),
+    ("Mod", elementwise::modulo),
     ("Mul", |c, n| binary(c, n, BinaryOp::Mul)),
     ("Neg", |c, n| unary(c, n, UnaryOp::Neg)),
     ("Not", |c, n| unary(c, n, UnaryOp::Not)),
