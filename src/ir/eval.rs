@@ -162,6 +162,7 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             | Op::Gather { .. }
             | Op::GatherElements { .. }
             | Op::Cast { .. }
+            | Op::CumSum { .. }
             | Op::Expand { .. }
             | Op::Tile { .. }
             | Op::Reduce { .. }
@@ -376,6 +377,27 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             }
             vec![gather_by(x, oshape, &idx)]
         }
+        Op::CumSum {
+            axis,
+            exclusive,
+            reverse,
+        } => {
+            let st = row_major_strides(&x.shape);
+            let (len, step) = (x.shape[*axis], st[*axis]);
+            let mut vals = vec![0.0f64; n];
+            for (lin, v) in vals.iter_mut().enumerate() {
+                let at = (lin / step) % len;
+                let (lo, hi) = match (*reverse, *exclusive) {
+                    (false, false) => (0, at + 1),
+                    (false, true) => (0, at),
+                    (true, false) => (at, len),
+                    (true, true) => (at + 1, len),
+                };
+                let base = lin - at * step;
+                *v = (lo..hi).map(|j| x.values.get_f(base + j * step)).sum();
+            }
+            vec![TensorData::from_f64s(odt, oshape, vals.into_iter())]
+        }
         Op::Concat { axis } => {
             let outer: usize = oshape[..*axis].iter().product();
             let parts: Vec<&TensorData> = ins.iter().flatten().copied().collect();
@@ -500,6 +522,23 @@ mod tests {
         };
         assert_eq!(run(BinaryOp::Mod)[0].as_i64(), [2, -2, -1, 1]);
         assert_eq!(run(BinaryOp::FMod)[0].as_i64(), [-1, 1, -1, 1]);
+    }
+
+    #[test]
+    fn cumsum_folds_each_variant() {
+        let x = TensorData::from_i64(vec![2, 3], vec![1, 2, 3, 4, 5, 6]);
+        let run = |axis, exclusive, reverse| {
+            let op = Op::CumSum {
+                axis,
+                exclusive,
+                reverse,
+            };
+            eval(&op, &[Some(&x)]).unwrap().unwrap()[0].as_i64()
+        };
+        assert_eq!(run(1, false, false), [1, 3, 6, 4, 9, 15]);
+        assert_eq!(run(1, true, false), [0, 1, 3, 0, 4, 9]);
+        assert_eq!(run(1, false, true), [6, 5, 3, 15, 11, 6]);
+        assert_eq!(run(0, true, true), [4, 5, 6, 0, 0, 0]);
     }
 
     #[test]

@@ -290,7 +290,9 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
             let b = need(ins, 2)?;
             vec![(broadcast(&broadcast(xs, &a.0)?, &b.0)?, a.1)]
         }
-        Op::Softmax { .. } | Op::LayerNorm { .. } | Op::BatchNorm { .. } => vec![(xs.clone(), xt)],
+        Op::Softmax { .. } | Op::LayerNorm { .. } | Op::BatchNorm { .. } | Op::CumSum { .. } => {
+            vec![(xs.clone(), xt)]
+        }
         Op::Reduce { axes, keepdims, .. } => {
             let mut out = Vec::new();
             for (i, &d) in xs.iter().enumerate() {

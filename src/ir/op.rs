@@ -259,6 +259,12 @@ pub enum Op {
     Cast {
         to: super::DType,
     },
+    /// Prefix sums along `axis` (ONNX CumSum with a constant axis).
+    CumSum {
+        axis: usize,
+        exclusive: bool,
+        reverse: bool,
+    },
     /// Broadcast X to `shape` (already broadcast against X's shape).
     Expand {
         shape: Vec<usize>,
@@ -301,6 +307,7 @@ impl Op {
             Op::Gather { .. } => "Gather",
             Op::GatherElements { .. } => "GatherElements",
             Op::Cast { .. } => "Cast",
+            Op::CumSum { .. } => "CumSum",
             Op::Expand { .. } => "Expand",
             Op::Tile { .. } => "Tile",
             Op::Lstm { .. } => "LSTM",

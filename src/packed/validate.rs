@@ -475,9 +475,10 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), NodeProblem> {
         Op::Softmax { axis } | Op::LayerNorm { axis, .. } | Op::ArgMax { axis, .. } => {
             axis_in("axis", *axis, rank)?
         }
-        Op::Concat { axis } | Op::Gather { axis } | Op::GatherElements { axis } => {
-            axis_in("axis", *axis, rank)?
-        }
+        Op::Concat { axis }
+        | Op::Gather { axis }
+        | Op::GatherElements { axis }
+        | Op::CumSum { axis, .. } => axis_in("axis", *axis, rank)?,
         Op::Split { axis, splits } => {
             axis_in("axis", *axis, rank)?;
             bounded("split", splits)?;

@@ -159,6 +159,18 @@ impl Executable {
             Op::Where => self.record_where(rec, &n),
             Op::Softmax { .. } | Op::LayerNorm { .. } => self.record_row_norm(rec, ni, &n),
             Op::Reduce { .. } | Op::ArgMax { .. } => self.record_reduce(rec, &n),
+            Op::CumSum {
+                axis,
+                exclusive,
+                reverse,
+            } => {
+                let (x, y) = (self.input(&n, 0)?, self.output(&n, 0)?);
+                let p = k::CumSumParams {
+                    exclusive: *exclusive,
+                    reverse: *reverse,
+                };
+                k::cumsum_into(rec, &x, *axis as i64, p, &y).map_err(kernel_error(&n))
+            }
             Op::MaxPool { .. } | Op::AveragePool { .. } | Op::GlobalAveragePool => {
                 self.record_pool(rec, ni, &n)
             }

@@ -41,6 +41,7 @@ const REGISTRY: &[(&str, Converter)] = &[
     ("Conv", nn::conv),
     ("ConvTranspose", nn::conv_transpose),
     ("Cos", |c, n| unary(c, n, UnaryOp::Cos)),
+    ("CumSum", reduce::cumsum),
     ("Div", |c, n| binary(c, n, BinaryOp::Div)),
     ("Dropout", control::dropout),
     ("Equal", |c, n| binary(c, n, BinaryOp::Equal)),

@@ -14,6 +14,7 @@ mod pool;
 mod push;
 mod reduce;
 mod resize;
+mod scan;
 mod select;
 mod window;
 
@@ -47,5 +48,6 @@ pub use pool::{
 pub use push::{dispatch_1d, PushConstants};
 pub use reduce::{reduce, reduce_into, reduce_shape, ReduceOp};
 pub use resize::{resize, resize_into, CoordMode, NearestMode, ResizeMode, ResizeParams};
+pub use scan::{cumsum, cumsum_into, CumSumParams};
 pub use select::{compare, compare_into, where_into, where_select, CompareOp};
 pub use window::Window2d;
