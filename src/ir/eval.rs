@@ -163,6 +163,7 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             | Op::GatherElements { .. }
             | Op::Cast { .. }
             | Op::CumSum { .. }
+            | Op::Trilu { .. }
             | Op::Expand { .. }
             | Op::Tile { .. }
             | Op::Reduce { .. }
@@ -398,6 +399,20 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             }
             vec![TensorData::from_f64s(odt, oshape, vals.into_iter())]
         }
+        Op::Trilu { upper, k } => {
+            let r = oshape.len();
+            let (h, w) = (oshape[r - 2], oshape[r - 1]);
+            let vals = (0..n).map(|lin| {
+                let d = (lin % w) as i64 - ((lin / w) % h) as i64;
+                let keep = if *upper { d >= *k } else { d <= *k };
+                if keep {
+                    x.values.get_f(lin)
+                } else {
+                    0.0
+                }
+            });
+            vec![TensorData::from_f64s(odt, oshape, vals)]
+        }
         Op::Concat { axis } => {
             let outer: usize = oshape[..*axis].iter().product();
             let parts: Vec<&TensorData> = ins.iter().flatten().copied().collect();
@@ -539,6 +554,14 @@ mod tests {
         assert_eq!(run(1, true, false), [0, 1, 3, 0, 4, 9]);
         assert_eq!(run(1, false, true), [6, 5, 3, 15, 11, 6]);
         assert_eq!(run(0, true, true), [4, 5, 6, 0, 0, 0]);
+    }
+
+    #[test]
+    fn trilu_folds_both_triangles() {
+        let x = TensorData::from_i64(vec![2, 3], vec![1, 2, 3, 4, 5, 6]);
+        let run = |upper, k| eval(&Op::Trilu { upper, k }, &[Some(&x)]).unwrap().unwrap();
+        assert_eq!(run(true, 0)[0].as_i64(), [1, 2, 3, 0, 5, 6]);
+        assert_eq!(run(false, -1)[0].as_i64(), [0, 0, 0, 4, 0, 0]);
     }
 
     #[test]

@@ -81,6 +81,8 @@ pub enum InferError {
         indices: Vec<usize>,
         axis: usize,
     },
+    #[error("Trilu needs rank >= 2, got {0:?}")]
+    TriluRank(Vec<usize>),
     #[error("LSTM input must be [seq, batch, input], got {0:?}")]
     LstmInput(Vec<usize>),
 }
@@ -449,6 +451,12 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
             }
             vec![(idx.clone(), xt)]
         }
+        Op::Trilu { .. } => {
+            if xs.len() < 2 {
+                return Err(InferError::TriluRank(xs.clone()));
+            }
+            vec![(xs.clone(), xt)]
+        }
         Op::Cast { to } => vec![(xs.clone(), *to)],
         Op::Expand { shape } => vec![(broadcast(xs, shape)?, xt)],
         Op::Tile { repeats } => vec![(xs.iter().zip(repeats).map(|(a, b)| a * b).collect(), xt)],
@@ -547,6 +555,16 @@ mod tests {
             infer(&pool, &[f32s(&[1, 3, 7])]),
             Err(InferError::WindowRank { rank: 4, .. })
         ));
+    }
+
+    #[test]
+    fn trilu_needs_a_matrix() {
+        let op = Op::Trilu { upper: true, k: 0 };
+        assert_eq!(infer(&op, &[f32s(&[2, 3, 4])]).unwrap()[0].0, [2, 3, 4]);
+        assert_eq!(
+            infer(&op, &[f32s(&[4])]),
+            Err(InferError::TriluRank(vec![4]))
+        );
     }
 
     #[test]

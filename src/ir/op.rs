@@ -259,6 +259,11 @@ pub enum Op {
     Cast {
         to: super::DType,
     },
+    /// ONNX Trilu on the last two axes: `upper` keeps `col - row >= k`, else `col - row <= k`.
+    Trilu {
+        upper: bool,
+        k: i64,
+    },
     /// Prefix sums along `axis` (ONNX CumSum with a constant axis).
     CumSum {
         axis: usize,
@@ -308,6 +313,7 @@ impl Op {
             Op::GatherElements { .. } => "GatherElements",
             Op::Cast { .. } => "Cast",
             Op::CumSum { .. } => "CumSum",
+            Op::Trilu { .. } => "Trilu",
             Op::Expand { .. } => "Expand",
             Op::Tile { .. } => "Tile",
             Op::Lstm { .. } => "LSTM",

@@ -472,6 +472,13 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), NodeProblem> {
             }
         }
         Op::MaxPool { window, .. } | Op::AveragePool { window, .. } => check_window(window)?,
+        Op::Trilu { k, .. } => {
+            if rank < 2 || k.unsigned_abs() > MAX_DIM as u64 {
+                return Err(NodeProblem::Invalid(format!(
+                    "Trilu k {k} on a rank-{rank} input"
+                )));
+            }
+        }
         Op::Softmax { axis } | Op::LayerNorm { axis, .. } | Op::ArgMax { axis, .. } => {
             axis_in("axis", *axis, rank)?
         }

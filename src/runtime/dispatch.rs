@@ -157,6 +157,10 @@ impl Executable {
             Op::Binary(b) => self.record_binary(rec, &n, *b),
             Op::Unary(u) => self.record_unary(rec, ni, &n, *u),
             Op::Where => self.record_where(rec, &n),
+            Op::Trilu { upper, k } => {
+                let (x, y) = (self.input(&n, 0)?, self.output(&n, 0)?);
+                k::trilu_into(rec, &x, *k, *upper, &y).map_err(kernel_error(&n))
+            }
             Op::Softmax { .. } | Op::LayerNorm { .. } => self.record_row_norm(rec, ni, &n),
             Op::Reduce { .. } | Op::ArgMax { .. } => self.record_reduce(rec, &n),
             Op::CumSum {

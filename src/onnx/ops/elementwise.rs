@@ -1,5 +1,5 @@
-//! Elementwise converters: unary math and activations, broadcasting binary ops (Mod too), Where
-//! and Cast.
+//! Elementwise converters: unary math and activations, broadcasting binary ops (Mod too), Where,
+//! Trilu and Cast.
 use super::R;
 use crate::ir::{BinaryOp, Op, UnaryOp};
 use crate::onnx::attrs::Attrs;
@@ -63,6 +63,19 @@ pub(super) fn modulo(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
         BinaryOp::Mod
     };
     binary(ctx, n, op)
+}
+
+/// Trilu with its diagonal offset from constant input 1 (0 when absent).
+pub(super) fn trilu(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
+    let x = ctx.need_input(n, 0)?;
+    let k = match ctx.const_input(n, 1, "k")? {
+        Some(t) if t.numel() == 1 => t.values.get_i(0),
+        Some(_) => return Err(ctx.output_err(n, "Trilu k must be a scalar")),
+        None => 0,
+    };
+    let upper = Attrs(n.proto).int_or("upper", 1) != 0;
+    ctx.emit(n, Op::Trilu { upper, k }, vec![Some(x)])?;
+    Ok(())
 }
 
 pub(super) fn where_(ctx: &mut Ctx, n: &NodeRef) -> R<()> {

@@ -96,6 +96,7 @@ const REGISTRY: &[(&str, Converter)] = &[
     ("Tanh", |c, n| unary(c, n, UnaryOp::Tanh)),
     ("Tile", array::tile),
     ("Transpose", array::transpose),
+    ("Trilu", elementwise::trilu),
     ("Unsqueeze", array::unsqueeze),
     ("Where", elementwise::where_),
 ];

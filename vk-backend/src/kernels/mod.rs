@@ -49,5 +49,5 @@ pub use push::{dispatch_1d, PushConstants};
 pub use reduce::{reduce, reduce_into, reduce_shape, ReduceOp};
 pub use resize::{resize, resize_into, CoordMode, NearestMode, ResizeMode, ResizeParams};
 pub use scan::{cumsum, cumsum_into, CumSumParams};
-pub use select::{compare, compare_into, where_into, where_select, CompareOp};
+pub use select::{compare, compare_into, trilu, trilu_into, where_into, where_select, CompareOp};
 pub use window::Window2d;
