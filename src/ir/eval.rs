@@ -164,6 +164,7 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             | Op::Cast { .. }
             | Op::CumSum { .. }
             | Op::Trilu { .. }
+            | Op::ScatterNd { .. }
             | Op::Expand { .. }
             | Op::Tile { .. }
             | Op::Reduce { .. }
@@ -399,6 +400,38 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             }
             vec![TensorData::from_f64s(odt, oshape, vals.into_iter())]
         }
+        Op::ScatterNd { reduction } => {
+            let (ind, upd) = (input(ins, 1)?, input(ins, 2)?);
+            let k = ind.shape.last().copied().unwrap_or(0);
+            let st = row_major_strides(&x.shape);
+            let inner: usize = x.shape[k..].iter().product();
+            let mut vals: Vec<f64> = (0..n).map(|i| x.values.get_f(i)).collect();
+            for row in 0..ind.numel() / k.max(1) {
+                let mut base = 0;
+                for (a, (&dim, &stride)) in x.shape.iter().zip(&st).take(k).enumerate() {
+                    let raw = ind.values.get_i(row * k + a);
+                    let d = dim as i64;
+                    let j = if raw < 0 { raw + d } else { raw };
+                    if j < 0 || j >= d {
+                        return Err(EvalError::GatherIndex {
+                            index: raw,
+                            size: d,
+                        });
+                    }
+                    base += j as usize * stride;
+                }
+                for e in 0..inner {
+                    let w = upd.values.get_f(row * inner + e);
+                    let v = &mut vals[base + e];
+                    *v = match reduction {
+                        ScatterReduction::None => w,
+                        ScatterReduction::Add => *v + w,
+                        ScatterReduction::Mul => *v * w,
+                    };
+                }
+            }
+            vec![TensorData::from_f64s(odt, oshape, vals.into_iter())]
+        }
         Op::Trilu { upper, k } => {
             let r = oshape.len();
             let (h, w) = (oshape[r - 2], oshape[r - 1]);
@@ -554,6 +587,19 @@ mod tests {
         assert_eq!(run(1, true, false), [0, 1, 3, 0, 4, 9]);
         assert_eq!(run(1, false, true), [6, 5, 3, 15, 11, 6]);
         assert_eq!(run(0, true, true), [4, 5, 6, 0, 0, 0]);
+    }
+
+    #[test]
+    fn scatter_nd_folds_in_index_order() {
+        let x = TensorData::from_i64(vec![2, 2], vec![1, 2, 3, 4]);
+        let i = TensorData::from_i64(vec![2, 1], vec![-1, 1]);
+        let u = TensorData::from_i64(vec![2, 2], vec![5, 6, 7, 8]);
+        let run = |reduction| {
+            let op = Op::ScatterNd { reduction };
+            eval(&op, &[Some(&x), Some(&i), Some(&u)]).unwrap().unwrap()[0].as_i64()
+        };
+        assert_eq!(run(ScatterReduction::None), [1, 2, 7, 8]);
+        assert_eq!(run(ScatterReduction::Add), [1, 2, 15, 18]);
     }
 
     #[test]

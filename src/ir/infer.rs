@@ -81,6 +81,12 @@ pub enum InferError {
         indices: Vec<usize>,
         axis: usize,
     },
+    #[error("ScatterND data {data:?}, indices {indices:?} and updates {updates:?} do not fit")]
+    ScatterNd {
+        data: Vec<usize>,
+        indices: Vec<usize>,
+        updates: Vec<usize>,
+    },
     #[error("Trilu needs rank >= 2, got {0:?}")]
     TriluRank(Vec<usize>),
     #[error("LSTM input must be [seq, batch, input], got {0:?}")]
@@ -451,6 +457,26 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
             }
             vec![(idx.clone(), xt)]
         }
+        Op::ScatterNd { .. } => {
+            let (is, us) = (&need(ins, 1)?.0, &need(ins, 2)?.0);
+            // updates = indices[:-1] + data[k:], with k the index tuple length.
+            let fits = match is.split_last() {
+                Some((&k, rows)) if k >= 1 && k <= xs.len() => {
+                    us.len() == rows.len() + xs.len() - k
+                        && us[..rows.len()] == *rows
+                        && us[rows.len()..] == xs[k..]
+                }
+                _ => false,
+            };
+            if !fits {
+                return Err(InferError::ScatterNd {
+                    data: xs.clone(),
+                    indices: is.clone(),
+                    updates: us.clone(),
+                });
+            }
+            vec![(xs.clone(), xt)]
+        }
         Op::Trilu { .. } => {
             if xs.len() < 2 {
                 return Err(InferError::TriluRank(xs.clone()));
@@ -554,6 +580,24 @@ mod tests {
         assert!(matches!(
             infer(&pool, &[f32s(&[1, 3, 7])]),
             Err(InferError::WindowRank { rank: 4, .. })
+        ));
+    }
+
+    #[test]
+    fn scatter_nd_updates_fit_indices_and_data() {
+        let op = Op::ScatterNd {
+            reduction: ScatterReduction::None,
+        };
+        let i64s = |s: &[usize]| Some((s.to_vec(), DType::I64));
+        let out = infer(&op, &[f32s(&[4, 4, 4]), i64s(&[2, 1]), f32s(&[2, 4, 4])]).unwrap();
+        assert_eq!(out[0].0, [4, 4, 4]);
+        assert!(matches!(
+            infer(&op, &[f32s(&[4, 4, 4]), i64s(&[2, 1]), f32s(&[2, 4])]),
+            Err(InferError::ScatterNd { .. })
+        ));
+        assert!(matches!(
+            infer(&op, &[f32s(&[4]), i64s(&[2, 2]), f32s(&[2])]),
+            Err(InferError::ScatterNd { .. })
         ));
     }
 

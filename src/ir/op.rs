@@ -112,6 +112,14 @@ pub enum PadMode {
     Edge,
 }
 
+/// How ScatterND combines an update with the value it lands on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScatterReduction {
+    None,
+    Add,
+    Mul,
+}
+
 /// Which ONNX op a [`Op::Reshape`] came from (kept for reporting; semantics are identical).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ReshapeKind {
@@ -264,6 +272,10 @@ pub enum Op {
         upper: bool,
         k: i64,
     },
+    /// inputs: data, indices (last axis = index tuple), updates. The output has data's shape.
+    ScatterNd {
+        reduction: ScatterReduction,
+    },
     /// Prefix sums along `axis` (ONNX CumSum with a constant axis).
     CumSum {
         axis: usize,
@@ -314,6 +326,7 @@ impl Op {
             Op::Cast { .. } => "Cast",
             Op::CumSum { .. } => "CumSum",
             Op::Trilu { .. } => "Trilu",
+            Op::ScatterNd { .. } => "ScatterND",
             Op::Expand { .. } => "Expand",
             Op::Tile { .. } => "Tile",
             Op::Lstm { .. } => "LSTM",

@@ -571,6 +571,8 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), NodeProblem> {
         | Op::Where
         | Op::BatchNorm { .. }
         | Op::GlobalAveragePool
+        // Its reduction is a closed enum; the operand shapes are checked by inference.
+        | Op::ScatterNd { .. }
         | Op::Cast { .. } => {}
     }
     Ok(())

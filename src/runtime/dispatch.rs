@@ -6,7 +6,7 @@ use super::error::{Result, RuntimeError};
 use super::executor::Executable;
 use crate::ir::{
     Activation, BinaryOp, CoordMode, DType, NearestMode, Node, Op, PadMode, ReduceOp, ResizeMode,
-    TensorLayout, UnaryOp, Window,
+    ScatterReduction, TensorLayout, UnaryOp, Window,
 };
 use crate::packed::WeightKind;
 
@@ -157,6 +157,16 @@ impl Executable {
             Op::Binary(b) => self.record_binary(rec, &n, *b),
             Op::Unary(u) => self.record_unary(rec, ni, &n, *u),
             Op::Where => self.record_where(rec, &n),
+            Op::ScatterNd { reduction } => {
+                let (x, y) = (self.input(&n, 0)?, self.output(&n, 0)?);
+                let (i, u) = (self.input(&n, 1)?, self.input(&n, 2)?);
+                let r = match reduction {
+                    ScatterReduction::None => k::ScatterReduction::None,
+                    ScatterReduction::Add => k::ScatterReduction::Add,
+                    ScatterReduction::Mul => k::ScatterReduction::Mul,
+                };
+                k::scatter_nd_into(rec, &x, &i, &u, r, &y).map_err(kernel_error(&n))
+            }
             Op::Trilu { upper, k } => {
                 let (x, y) = (self.input(&n, 0)?, self.output(&n, 0)?);
                 k::trilu_into(rec, &x, *k, *upper, &y).map_err(kernel_error(&n))

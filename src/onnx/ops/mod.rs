@@ -83,6 +83,7 @@ const REGISTRY: &[(&str, Converter)] = &[
     ("Relu", |c, n| unary(c, n, UnaryOp::Relu)),
     ("Reshape", array::reshape),
     ("Resize", resize::resize),
+    ("ScatterND", array::scatter_nd),
     ("Shape", constant::shape),
     ("Sigmoid", |c, n| unary(c, n, UnaryOp::Sigmoid)),
     ("Sin", |c, n| unary(c, n, UnaryOp::Sin)),

@@ -15,6 +15,7 @@ mod push;
 mod reduce;
 mod resize;
 mod scan;
+mod scatter;
 mod select;
 mod window;
 
@@ -49,5 +50,6 @@ pub use push::{dispatch_1d, PushConstants};
 pub use reduce::{reduce, reduce_into, reduce_shape, ReduceOp};
 pub use resize::{resize, resize_into, CoordMode, NearestMode, ResizeMode, ResizeParams};
 pub use scan::{cumsum, cumsum_into, CumSumParams};
+pub use scatter::{scatter_nd_into, ScatterReduction};
 pub use select::{compare, compare_into, trilu, trilu_into, where_into, where_select, CompareOp};
 pub use window::Window2d;
