@@ -45,6 +45,18 @@ vec4 int_div(vec4 a, vec4 b) {
     return mix(q, -q, notEqual(lessThan(a, vec4(0.0)), lessThan(b, vec4(0.0))));
 }
 
+// Remainder with the dividend's sign, from the corrected truncated quotient.
+vec4 fmod_trunc(vec4 a, vec4 b) {
+    return a - int_div(a, b) * b;
+}
+
+// Remainder with the divisor's sign.
+vec4 mod_floor(vec4 a, vec4 b) {
+    vec4 r = fmod_trunc(a, b);
+    bvec4 flip = bvec4(vec4(notEqual(r, vec4(0.0))) * vec4(notEqual(lessThan(r, vec4(0.0)), lessThan(b, vec4(0.0)))));
+    return mix(r, r + b, flip);
+}
+
 vec4 apply(vec4 a, vec4 b) {
     switch (pc.op) {
         case 0u: return a + b;
@@ -57,6 +69,8 @@ vec4 apply(vec4 a, vec4 b) {
         case 7u: return min(a, b);
         case 8u: return int_div(a, b);
         case 9u: return roundEven(vec4(pow_onnx(a.x, b.x), pow_onnx(a.y, b.y), pow_onnx(a.z, b.z), pow_onnx(a.w, b.w)));
+        case 10u: return fmod_trunc(a, b);
+        case 11u: return mod_floor(a, b);
         default: return vec4(NAN);
     }
 }

@@ -7,6 +7,8 @@
 //                    coordinate modulo wrap[k] when that is non-zero (Tile), else keeps it
 //   mode 1 (gather): same, but dims [qs, qs+qr) are replaced by idx_value * axis_stride, where
 //                    idx_value is read from the index tensor at those coordinates (negative wraps)
+//   mode 2 (gather elements): dim qs is replaced by idx_value * axis_stride, where idx_value is
+//                    read from the index tensor (destination-shaped) at the same coordinates
 // The src linear index is decomposed over the src's 6-dim shape to find the texel and lane.
 // Lanes outside the region keep the destination's current value (the image is read-write), so
 // several dispatches can fill one tensor (Concat). post: 0 copy, 1 trunc (cast to int), 2 x != 0.
@@ -56,7 +58,8 @@ float load_src(int lin) {
 
 float load_idx(uint r[6]) {
     uint c[6] = uint[6](0u, 0u, 0u, 0u, 0u, 0u);
-    for (uint j = 0u; j < prm.qr; j++) c[6u - prm.qr + j] = r[prm.qs + j];
+    if (prm.mode == 2u) c = r;
+    else for (uint j = 0u; j < prm.qr; j++) c[6u - prm.qr + j] = r[prm.qs + j];
     uint layer = ((c[0] * prm.idx_dims[1] + c[1]) * prm.idx_dims[2] + c[2]) * pc.idx_t.c4 + c[3] / 4u;
     return LOAD_TEXEL(img_idx, pc.idx_t, texel_index(pc.idx_t, layer, c[4], c[5]))[c[3] % 4u];
 }
@@ -90,11 +93,11 @@ void main() {
         uint r[6] = uint[6](r0, r1, r2, ch - prm.lo[3], ry, rx);
         int lin = prm.base;
         for (uint k = 0u; k < 6u; k++) {
-            if (prm.mode == 1u && k >= prm.qs && k < prm.qs + prm.qr) continue;
+            if (prm.mode != 0u && k >= prm.qs && k < prm.qs + prm.qr) continue;
             uint rk = prm.wrap[k] != 0u ? r[k] % prm.wrap[k] : r[k];
             lin += int(rk) * prm.stride[k];
         }
-        if (prm.mode == 1u) {
+        if (prm.mode != 0u) {
             int q = int(load_idx(r));
             if (q < 0) q += prm.axis_size;
             q = clamp(q, 0, prm.axis_size - 1);

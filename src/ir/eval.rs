@@ -95,6 +95,15 @@ fn binary(op: BinaryOp, a: f64, b: f64) -> f64 {
                 a
             }
         }
+        BinaryOp::FMod => a % b,
+        BinaryOp::Mod => {
+            let r = a % b;
+            if r != 0.0 && (r < 0.0) != (b < 0.0) {
+                r + b
+            } else {
+                r
+            }
+        }
     }
 }
 
@@ -151,7 +160,11 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             | Op::Split { .. }
             | Op::Slice { .. }
             | Op::Gather { .. }
+            | Op::GatherElements { .. }
             | Op::Cast { .. }
+            | Op::CumSum { .. }
+            | Op::Trilu { .. }
+            | Op::ScatterNd { .. }
             | Op::Expand { .. }
             | Op::Tile { .. }
             | Op::Reduce { .. }
@@ -183,12 +196,23 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             let int_math = !x.dtype.is_float() && !y.dtype.is_float();
             let vals = (0..n).map(|i| {
                 let (a, c) = (x.values.get_f(ia[i]), y.values.get_f(ib[i]));
-                if int_math && *b == BinaryOp::Div {
+                if int_math && matches!(b, BinaryOp::Div | BinaryOp::Mod | BinaryOp::FMod) {
                     let (p, q) = (x.values.get_i(ia[i]), y.values.get_i(ib[i]));
                     if q == 0 {
                         0.0
                     } else {
-                        p.div_euclid(q) as f64
+                        match b {
+                            BinaryOp::Div => p.div_euclid(q) as f64,
+                            BinaryOp::FMod => p.wrapping_rem(q) as f64,
+                            _ => {
+                                let r = p.wrapping_rem(q);
+                                (if r != 0 && (r < 0) != (q < 0) {
+                                    r + q
+                                } else {
+                                    r
+                                }) as f64
+                            }
+                        }
                     }
                 } else {
                     binary(*b, a, c)
@@ -327,6 +351,101 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             }
             vec![gather_by(x, oshape, &idx)]
         }
+        Op::GatherElements { axis } => {
+            let ind = input(ins, 1)?;
+            let (ist, ost) = (row_major_strides(&x.shape), row_major_strides(&oshape));
+            let d = x.shape[*axis] as i64;
+            let mut idx = Vec::with_capacity(n);
+            for lin in 0..n {
+                let raw = ind.values.get_i(lin);
+                let j = if raw < 0 { raw + d } else { raw };
+                if j < 0 || j >= d {
+                    return Err(EvalError::GatherIndex {
+                        index: raw,
+                        size: d,
+                    });
+                }
+                let off: usize = (0..oshape.len())
+                    .map(|a| {
+                        let i = if a == *axis {
+                            j as usize
+                        } else {
+                            (lin / ost[a]) % oshape[a]
+                        };
+                        i * ist[a]
+                    })
+                    .sum();
+                idx.push(off);
+            }
+            vec![gather_by(x, oshape, &idx)]
+        }
+        Op::CumSum {
+            axis,
+            exclusive,
+            reverse,
+        } => {
+            let st = row_major_strides(&x.shape);
+            let (len, step) = (x.shape[*axis], st[*axis]);
+            let mut vals = vec![0.0f64; n];
+            for (lin, v) in vals.iter_mut().enumerate() {
+                let at = (lin / step) % len;
+                let (lo, hi) = match (*reverse, *exclusive) {
+                    (false, false) => (0, at + 1),
+                    (false, true) => (0, at),
+                    (true, false) => (at, len),
+                    (true, true) => (at + 1, len),
+                };
+                let base = lin - at * step;
+                *v = (lo..hi).map(|j| x.values.get_f(base + j * step)).sum();
+            }
+            vec![TensorData::from_f64s(odt, oshape, vals.into_iter())]
+        }
+        Op::ScatterNd { reduction } => {
+            let (ind, upd) = (input(ins, 1)?, input(ins, 2)?);
+            let k = ind.shape.last().copied().unwrap_or(0);
+            let st = row_major_strides(&x.shape);
+            let inner: usize = x.shape[k..].iter().product();
+            let mut vals: Vec<f64> = (0..n).map(|i| x.values.get_f(i)).collect();
+            for row in 0..ind.numel() / k.max(1) {
+                let mut base = 0;
+                for (a, (&dim, &stride)) in x.shape.iter().zip(&st).take(k).enumerate() {
+                    let raw = ind.values.get_i(row * k + a);
+                    let d = dim as i64;
+                    let j = if raw < 0 { raw + d } else { raw };
+                    if j < 0 || j >= d {
+                        return Err(EvalError::GatherIndex {
+                            index: raw,
+                            size: d,
+                        });
+                    }
+                    base += j as usize * stride;
+                }
+                for e in 0..inner {
+                    let w = upd.values.get_f(row * inner + e);
+                    let v = &mut vals[base + e];
+                    *v = match reduction {
+                        ScatterReduction::None => w,
+                        ScatterReduction::Add => *v + w,
+                        ScatterReduction::Mul => *v * w,
+                    };
+                }
+            }
+            vec![TensorData::from_f64s(odt, oshape, vals.into_iter())]
+        }
+        Op::Trilu { upper, k } => {
+            let r = oshape.len();
+            let (h, w) = (oshape[r - 2], oshape[r - 1]);
+            let vals = (0..n).map(|lin| {
+                let d = (lin % w) as i64 - ((lin / w) % h) as i64;
+                let keep = if *upper { d >= *k } else { d <= *k };
+                if keep {
+                    x.values.get_f(lin)
+                } else {
+                    0.0
+                }
+            });
+            vec![TensorData::from_f64s(odt, oshape, vals)]
+        }
         Op::Concat { axis } => {
             let outer: usize = oshape[..*axis].iter().product();
             let parts: Vec<&TensorData> = ins.iter().flatten().copied().collect();
@@ -438,5 +557,66 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(y[0].as_f32(), [3.0, 1.0]);
+    }
+
+    #[test]
+    fn mod_takes_the_divisor_sign_and_fmod_the_dividend_sign() {
+        let a = TensorData::from_i64(vec![4], vec![-7, 7, -7, 7]);
+        let b = TensorData::from_i64(vec![4], vec![3, -3, -3, 3]);
+        let run = |op| {
+            eval(&Op::Binary(op), &[Some(&a), Some(&b)])
+                .unwrap()
+                .unwrap()
+        };
+        assert_eq!(run(BinaryOp::Mod)[0].as_i64(), [2, -2, -1, 1]);
+        assert_eq!(run(BinaryOp::FMod)[0].as_i64(), [-1, 1, -1, 1]);
+    }
+
+    #[test]
+    fn cumsum_folds_each_variant() {
+        let x = TensorData::from_i64(vec![2, 3], vec![1, 2, 3, 4, 5, 6]);
+        let run = |axis, exclusive, reverse| {
+            let op = Op::CumSum {
+                axis,
+                exclusive,
+                reverse,
+            };
+            eval(&op, &[Some(&x)]).unwrap().unwrap()[0].as_i64()
+        };
+        assert_eq!(run(1, false, false), [1, 3, 6, 4, 9, 15]);
+        assert_eq!(run(1, true, false), [0, 1, 3, 0, 4, 9]);
+        assert_eq!(run(1, false, true), [6, 5, 3, 15, 11, 6]);
+        assert_eq!(run(0, true, true), [4, 5, 6, 0, 0, 0]);
+    }
+
+    #[test]
+    fn scatter_nd_folds_in_index_order() {
+        let x = TensorData::from_i64(vec![2, 2], vec![1, 2, 3, 4]);
+        let i = TensorData::from_i64(vec![2, 1], vec![-1, 1]);
+        let u = TensorData::from_i64(vec![2, 2], vec![5, 6, 7, 8]);
+        let run = |reduction| {
+            let op = Op::ScatterNd { reduction };
+            eval(&op, &[Some(&x), Some(&i), Some(&u)]).unwrap().unwrap()[0].as_i64()
+        };
+        assert_eq!(run(ScatterReduction::None), [1, 2, 7, 8]);
+        assert_eq!(run(ScatterReduction::Add), [1, 2, 15, 18]);
+    }
+
+    #[test]
+    fn trilu_folds_both_triangles() {
+        let x = TensorData::from_i64(vec![2, 3], vec![1, 2, 3, 4, 5, 6]);
+        let run = |upper, k| eval(&Op::Trilu { upper, k }, &[Some(&x)]).unwrap().unwrap();
+        assert_eq!(run(true, 0)[0].as_i64(), [1, 2, 3, 0, 5, 6]);
+        assert_eq!(run(false, -1)[0].as_i64(), [0, 0, 0, 4, 0, 0]);
+    }
+
+    #[test]
+    fn gather_elements_folds_along_its_axis() {
+        let x = TensorData::from_i64(vec![2, 2], vec![1, 2, 3, 4]);
+        let i = TensorData::from_i64(vec![2, 2], vec![0, 0, 1, -2]);
+        let y = eval(&Op::GatherElements { axis: 1 }, &[Some(&x), Some(&i)])
+            .unwrap()
+            .unwrap();
+        assert_eq!(y[0].as_i64(), [1, 1, 4, 3]);
     }
 }

@@ -75,6 +75,20 @@ pub enum InferError {
     Reshape { from: Vec<usize>, to: Vec<usize> },
     #[error("Pad has {pads} pads for rank {rank}")]
     PadRank { pads: usize, rank: usize },
+    #[error("GatherElements indices {indices:?} do not fit data {data:?} on axis {axis}")]
+    GatherElements {
+        data: Vec<usize>,
+        indices: Vec<usize>,
+        axis: usize,
+    },
+    #[error("ScatterND data {data:?}, indices {indices:?} and updates {updates:?} do not fit")]
+    ScatterNd {
+        data: Vec<usize>,
+        indices: Vec<usize>,
+        updates: Vec<usize>,
+    },
+    #[error("Trilu needs rank >= 2, got {0:?}")]
+    TriluRank(Vec<usize>),
     #[error("LSTM input must be [seq, batch, input], got {0:?}")]
     LstmInput(Vec<usize>),
 }
@@ -284,7 +298,9 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
             let b = need(ins, 2)?;
             vec![(broadcast(&broadcast(xs, &a.0)?, &b.0)?, a.1)]
         }
-        Op::Softmax { .. } | Op::LayerNorm { .. } | Op::BatchNorm { .. } => vec![(xs.clone(), xt)],
+        Op::Softmax { .. } | Op::LayerNorm { .. } | Op::BatchNorm { .. } | Op::CumSum { .. } => {
+            vec![(xs.clone(), xt)]
+        }
         Op::Reduce { axes, keepdims, .. } => {
             let mut out = Vec::new();
             for (i, &d) in xs.iter().enumerate() {
@@ -422,6 +438,51 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
             out.extend_from_slice(&xs[axis + 1..]);
             vec![(out, xt)]
         }
+        Op::GatherElements { axis } => {
+            let idx = &need(ins, 1)?.0;
+            // Off the gathered axis an index position is also a data position.
+            let fits = idx.len() == xs.len()
+                && *axis < xs.len()
+                && idx
+                    .iter()
+                    .zip(xs)
+                    .enumerate()
+                    .all(|(a, (&i, &d))| a == *axis || i <= d);
+            if !fits {
+                return Err(InferError::GatherElements {
+                    data: xs.clone(),
+                    indices: idx.clone(),
+                    axis: *axis,
+                });
+            }
+            vec![(idx.clone(), xt)]
+        }
+        Op::ScatterNd { .. } => {
+            let (is, us) = (&need(ins, 1)?.0, &need(ins, 2)?.0);
+            // updates = indices[:-1] + data[k:], with k the index tuple length.
+            let fits = match is.split_last() {
+                Some((&k, rows)) if k >= 1 && k <= xs.len() => {
+                    us.len() == rows.len() + xs.len() - k
+                        && us[..rows.len()] == *rows
+                        && us[rows.len()..] == xs[k..]
+                }
+                _ => false,
+            };
+            if !fits {
+                return Err(InferError::ScatterNd {
+                    data: xs.clone(),
+                    indices: is.clone(),
+                    updates: us.clone(),
+                });
+            }
+            vec![(xs.clone(), xt)]
+        }
+        Op::Trilu { .. } => {
+            if xs.len() < 2 {
+                return Err(InferError::TriluRank(xs.clone()));
+            }
+            vec![(xs.clone(), xt)]
+        }
         Op::Cast { to } => vec![(xs.clone(), *to)],
         Op::Expand { shape } => vec![(broadcast(xs, shape)?, xt)],
         Op::Tile { repeats } => vec![(xs.iter().zip(repeats).map(|(a, b)| a * b).collect(), xt)],
@@ -519,6 +580,50 @@ mod tests {
         assert!(matches!(
             infer(&pool, &[f32s(&[1, 3, 7])]),
             Err(InferError::WindowRank { rank: 4, .. })
+        ));
+    }
+
+    #[test]
+    fn scatter_nd_updates_fit_indices_and_data() {
+        let op = Op::ScatterNd {
+            reduction: ScatterReduction::None,
+        };
+        let i64s = |s: &[usize]| Some((s.to_vec(), DType::I64));
+        let out = infer(&op, &[f32s(&[4, 4, 4]), i64s(&[2, 1]), f32s(&[2, 4, 4])]).unwrap();
+        assert_eq!(out[0].0, [4, 4, 4]);
+        assert!(matches!(
+            infer(&op, &[f32s(&[4, 4, 4]), i64s(&[2, 1]), f32s(&[2, 4])]),
+            Err(InferError::ScatterNd { .. })
+        ));
+        assert!(matches!(
+            infer(&op, &[f32s(&[4]), i64s(&[2, 2]), f32s(&[2])]),
+            Err(InferError::ScatterNd { .. })
+        ));
+    }
+
+    #[test]
+    fn trilu_needs_a_matrix() {
+        let op = Op::Trilu { upper: true, k: 0 };
+        assert_eq!(infer(&op, &[f32s(&[2, 3, 4])]).unwrap()[0].0, [2, 3, 4]);
+        assert_eq!(
+            infer(&op, &[f32s(&[4])]),
+            Err(InferError::TriluRank(vec![4]))
+        );
+    }
+
+    #[test]
+    fn gather_elements_takes_the_indices_shape() {
+        let op = Op::GatherElements { axis: 1 };
+        let i64s = |s: &[usize]| Some((s.to_vec(), DType::I64));
+        let out = infer(&op, &[f32s(&[3, 3]), i64s(&[2, 5])]).unwrap();
+        assert_eq!(out, vec![(vec![2, 5], DType::F32)]);
+        assert!(matches!(
+            infer(&op, &[f32s(&[3, 3]), i64s(&[4, 1])]),
+            Err(InferError::GatherElements { .. })
+        ));
+        assert!(matches!(
+            infer(&op, &[f32s(&[3, 3]), i64s(&[3])]),
+            Err(InferError::GatherElements { .. })
         ));
     }
 }

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 pub use op::{
     Activation, BinaryOp, CoordMode, NearestMode, Op, PadMode, ReduceOp, ReshapeKind, ResizeMode,
-    UnaryOp, Window,
+    ScatterReduction, UnaryOp, Window,
 };
 pub use tensor::{c4_bytes, nchw, DType, TensorData, TensorInfo, TensorLayout, Values};
 

@@ -44,6 +44,10 @@ pub enum BinaryOp {
     Or,
     /// PRelu(x, slope).
     PRelu,
+    /// ONNX Mod with `fmod = 0`: the remainder takes the divisor's sign (integer tensors only).
+    Mod,
+    /// ONNX Mod with `fmod = 1`: the remainder takes the dividend's sign, as C `fmod`.
+    FMod,
 }
 
 /// Elementwise unary ops.
@@ -106,6 +110,14 @@ pub enum PadMode {
     Constant,
     Reflect,
     Edge,
+}
+
+/// How ScatterND combines an update with the value it lands on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScatterReduction {
+    None,
+    Add,
+    Mul,
 }
 
 /// Which ONNX op a [`Op::Reshape`] came from (kept for reporting; semantics are identical).
@@ -248,8 +260,27 @@ pub enum Op {
     Gather {
         axis: usize,
     },
+    /// inputs: data, indices (data's rank); the output has the indices' shape.
+    GatherElements {
+        axis: usize,
+    },
     Cast {
         to: super::DType,
+    },
+    /// ONNX Trilu on the last two axes: `upper` keeps `col - row >= k`, else `col - row <= k`.
+    Trilu {
+        upper: bool,
+        k: i64,
+    },
+    /// inputs: data, indices (last axis = index tuple), updates. The output has data's shape.
+    ScatterNd {
+        reduction: ScatterReduction,
+    },
+    /// Prefix sums along `axis` (ONNX CumSum with a constant axis).
+    CumSum {
+        axis: usize,
+        exclusive: bool,
+        reverse: bool,
     },
     /// Broadcast X to `shape` (already broadcast against X's shape).
     Expand {
@@ -291,7 +322,11 @@ impl Op {
             Op::Reshape { .. } => "Reshape",
             Op::Pad { .. } => "Pad",
             Op::Gather { .. } => "Gather",
+            Op::GatherElements { .. } => "GatherElements",
             Op::Cast { .. } => "Cast",
+            Op::CumSum { .. } => "CumSum",
+            Op::Trilu { .. } => "Trilu",
+            Op::ScatterNd { .. } => "ScatterND",
             Op::Expand { .. } => "Expand",
             Op::Tile { .. } => "Tile",
             Op::Lstm { .. } => "LSTM",

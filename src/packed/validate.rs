@@ -472,10 +472,20 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), NodeProblem> {
             }
         }
         Op::MaxPool { window, .. } | Op::AveragePool { window, .. } => check_window(window)?,
+        Op::Trilu { k, .. } => {
+            if rank < 2 || k.unsigned_abs() > MAX_DIM as u64 {
+                return Err(NodeProblem::Invalid(format!(
+                    "Trilu k {k} on a rank-{rank} input"
+                )));
+            }
+        }
         Op::Softmax { axis } | Op::LayerNorm { axis, .. } | Op::ArgMax { axis, .. } => {
             axis_in("axis", *axis, rank)?
         }
-        Op::Concat { axis } | Op::Gather { axis } => axis_in("axis", *axis, rank)?,
+        Op::Concat { axis }
+        | Op::Gather { axis }
+        | Op::GatherElements { axis }
+        | Op::CumSum { axis, .. } => axis_in("axis", *axis, rank)?,
         Op::Split { axis, splits } => {
             axis_in("axis", *axis, rank)?;
             bounded("split", splits)?;
@@ -561,6 +571,8 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), NodeProblem> {
         | Op::Where
         | Op::BatchNorm { .. }
         | Op::GlobalAveragePool
+        // Its reduction is a closed enum; the operand shapes are checked by inference.
+        | Op::ScatterNd { .. }
         | Op::Cast { .. } => {}
     }
     Ok(())

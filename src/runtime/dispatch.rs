@@ -6,7 +6,7 @@ use super::error::{Result, RuntimeError};
 use super::executor::Executable;
 use crate::ir::{
     Activation, BinaryOp, CoordMode, DType, NearestMode, Node, Op, PadMode, ReduceOp, ResizeMode,
-    TensorLayout, UnaryOp, Window,
+    ScatterReduction, TensorLayout, UnaryOp, Window,
 };
 use crate::packed::WeightKind;
 
@@ -157,8 +157,34 @@ impl Executable {
             Op::Binary(b) => self.record_binary(rec, &n, *b),
             Op::Unary(u) => self.record_unary(rec, ni, &n, *u),
             Op::Where => self.record_where(rec, &n),
+            Op::ScatterNd { reduction } => {
+                let (x, y) = (self.input(&n, 0)?, self.output(&n, 0)?);
+                let (i, u) = (self.input(&n, 1)?, self.input(&n, 2)?);
+                let r = match reduction {
+                    ScatterReduction::None => k::ScatterReduction::None,
+                    ScatterReduction::Add => k::ScatterReduction::Add,
+                    ScatterReduction::Mul => k::ScatterReduction::Mul,
+                };
+                k::scatter_nd_into(rec, &x, &i, &u, r, &y).map_err(kernel_error(&n))
+            }
+            Op::Trilu { upper, k } => {
+                let (x, y) = (self.input(&n, 0)?, self.output(&n, 0)?);
+                k::trilu_into(rec, &x, *k, *upper, &y).map_err(kernel_error(&n))
+            }
             Op::Softmax { .. } | Op::LayerNorm { .. } => self.record_row_norm(rec, ni, &n),
             Op::Reduce { .. } | Op::ArgMax { .. } => self.record_reduce(rec, &n),
+            Op::CumSum {
+                axis,
+                exclusive,
+                reverse,
+            } => {
+                let (x, y) = (self.input(&n, 0)?, self.output(&n, 0)?);
+                let p = k::CumSumParams {
+                    exclusive: *exclusive,
+                    reverse: *reverse,
+                };
+                k::cumsum_into(rec, &x, *axis as i64, p, &y).map_err(kernel_error(&n))
+            }
             Op::MaxPool { .. } | Op::AveragePool { .. } | Op::GlobalAveragePool => {
                 self.record_pool(rec, ni, &n)
             }
@@ -168,6 +194,7 @@ impl Executable {
             Op::Transpose { .. }
             | Op::Reshape { .. }
             | Op::Gather { .. }
+            | Op::GatherElements { .. }
             | Op::Cast { .. }
             | Op::Expand { .. }
             | Op::Tile { .. } => self.record_copy_op(rec, &n),
@@ -380,6 +407,8 @@ impl Executable {
             BinaryOp::Pow if int_out => arith(k::BinaryOp::IntPow),
             BinaryOp::Pow => arith(k::BinaryOp::Pow),
             BinaryOp::PRelu => arith(k::BinaryOp::PRelu),
+            BinaryOp::Mod => arith(k::BinaryOp::IntMod),
+            BinaryOp::FMod => arith(k::BinaryOp::FMod),
             BinaryOp::Equal => k::compare_into(rec, k::CompareOp::Equal, &a, &bb, &y),
             BinaryOp::Less => k::compare_into(rec, k::CompareOp::Less, &a, &bb, &y),
             BinaryOp::Greater => k::compare_into(rec, k::CompareOp::Greater, &a, &bb, &y),
@@ -537,7 +566,8 @@ impl Executable {
         r.map_err(kernel_error(n))
     }
 
-    /// One-input copy ops: Transpose, Reshape, Gather (indices as input 1), Cast, Expand, Tile.
+    /// One-input copy ops: Transpose, Reshape, Gather and GatherElements (indices as input 1), Cast,
+    /// Expand, Tile.
     fn record_copy_op(&mut self, rec: &mut Recorder, n: &Node) -> Result<()> {
         let x = self.input(n, 0)?;
         let y = self.output(n, 0)?;
@@ -545,6 +575,9 @@ impl Executable {
             Op::Transpose { perm } => k::transpose_into(rec, &x, perm, &y),
             Op::Reshape { .. } => k::reshape_into(rec, &x, &y),
             Op::Gather { axis } => k::gather_into(rec, &x, &self.input(n, 1)?, *axis as i64, &y),
+            Op::GatherElements { axis } => {
+                k::gather_elements_into(rec, &x, &self.input(n, 1)?, *axis as i64, &y)
+            }
             Op::Cast { to } => {
                 let to = match to {
                     DType::F32 | DType::F16 | DType::F64 => k::CastTo::Float,

@@ -67,6 +67,18 @@ fn binary_ref(op: BinaryOp, a: f64, b: f64) -> f64 {
         BinaryOp::Min => a.min(b),
         BinaryOp::IntDiv => (a / b).trunc(),
         BinaryOp::IntPow => pow_ref(a, b).round(),
+        BinaryOp::FMod => a % b,
+        BinaryOp::IntMod => floor_mod(a, b),
+    }
+}
+
+/// The remainder with the divisor's sign.
+fn floor_mod(a: f64, b: f64) -> f64 {
+    let r = a % b;
+    if r != 0.0 && (r < 0.0) != (b < 0.0) {
+        r + b
+    } else {
+        r
     }
 }
 
@@ -197,9 +209,15 @@ fn integer_div_and_pow_are_exact() {
     let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
     let q = binary(&mut rec, BinaryOp::IntDiv, &a, &b, "q").unwrap();
     let p = binary(&mut rec, BinaryOp::IntPow, &base, &exp, "p").unwrap();
+    let fm = binary(&mut rec, BinaryOp::FMod, &a, &b, "fmod").unwrap();
+    let im = binary(&mut rec, BinaryOp::IntMod, &a, &b, "mod").unwrap();
     rec.submit_and_wait().unwrap();
     let (q, p) = (q.download().unwrap(), p.download().unwrap());
+    let (fm, im) = (fm.download().unwrap(), im.download().unwrap());
     for i in 0..n {
+        let (x, y) = (av[i] as f64, bv[i] as f64);
+        assert_eq!(fm[i] as f64, x % y, "fmod({x}, {y})");
+        assert_eq!(im[i] as f64, floor_mod(x, y), "mod({x}, {y})");
         let want = (av[i] as f64 / bv[i] as f64).trunc();
         assert_eq!(q[i] as f64, want, "{} / {}", av[i], bv[i]);
         let want = (pa[i] as f64).powf(pb[i] as f64);

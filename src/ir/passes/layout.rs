@@ -200,6 +200,8 @@ pub fn elementwise_in_place(g: &mut Graph) -> usize {
                     | BinaryOp::Div
                     | BinaryOp::Pow
                     | BinaryOp::PRelu
+                    | BinaryOp::Mod
+                    | BinaryOp::FMod
             ),
             _ => false,
         };

@@ -1,9 +1,9 @@
 //! Shape and data-movement converters: Concat, Split, Slice, Transpose, the reshapes (Reshape,
 //! Flatten, Squeeze, Unsqueeze all become [`Op::Reshape`] to a concrete shape), Pad, Gather,
-//! Expand and Tile.
+//! GatherElements, ScatterND, Expand and Tile.
 use super::args::{axes_of, norm_axes, norm_axis, usizes};
 use super::R;
-use crate::ir::{Op, PadMode, ReshapeKind, TensorId};
+use crate::ir::{Op, PadMode, ReshapeKind, ScatterReduction, TensorId};
 use crate::onnx::attrs::Attrs;
 use crate::onnx::import::{Ctx, NodeRef};
 
@@ -265,6 +265,30 @@ pub(super) fn gather(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
     let (x, i) = (ctx.need_input(n, 0)?, ctx.need_input(n, 1)?);
     let axis = norm_axis(ctx, n, Attrs(n.proto).int_or("axis", 0), ctx.shape(x).len())?;
     ctx.emit(n, Op::Gather { axis }, vec![Some(x), Some(i)])?;
+    Ok(())
+}
+
+pub(super) fn gather_elements(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
+    let (x, i) = (ctx.need_input(n, 0)?, ctx.need_input(n, 1)?);
+    let axis = norm_axis(ctx, n, Attrs(n.proto).int_or("axis", 0), ctx.shape(x).len())?;
+    ctx.emit(n, Op::GatherElements { axis }, vec![Some(x), Some(i)])?;
+    Ok(())
+}
+
+/// ScatterND with reduction none, add or mul (opset 18's max/min are not supported).
+pub(super) fn scatter_nd(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
+    let ins = vec![
+        Some(ctx.need_input(n, 0)?),
+        Some(ctx.need_input(n, 1)?),
+        Some(ctx.need_input(n, 2)?),
+    ];
+    let reduction = match Attrs(n.proto).string_or("reduction", "none").as_str() {
+        "none" => ScatterReduction::None,
+        "add" => ScatterReduction::Add,
+        "mul" => ScatterReduction::Mul,
+        r => return Err(ctx.output_err(n, format!("ScatterND reduction '{r}' is not supported"))),
+    };
+    ctx.emit(n, Op::ScatterNd { reduction }, ins)?;
     Ok(())
 }
 

@@ -1,4 +1,5 @@
-//! Elementwise converters: unary math and activations, broadcasting binary ops, Where and Cast.
+//! Elementwise converters: unary math and activations, broadcasting binary ops (Mod too), Where,
+//! Trilu and Cast.
 use super::R;
 use crate::ir::{BinaryOp, Op, UnaryOp};
 use crate::onnx::attrs::Attrs;
@@ -48,6 +49,32 @@ pub(super) fn clip(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
 pub(super) fn binary(ctx: &mut Ctx, n: &NodeRef, op: BinaryOp) -> R<()> {
     let (x, y) = (ctx.need_input(n, 0)?, ctx.need_input(n, 1)?);
     ctx.emit(n, Op::Binary(op), vec![Some(x), Some(y)])?;
+    Ok(())
+}
+
+/// Mod: `fmod = 0` (the divisor's sign) is defined for integer tensors only.
+pub(super) fn modulo(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
+    let x = ctx.need_input(n, 0)?;
+    let op = if Attrs(n.proto).int_or("fmod", 0) != 0 {
+        BinaryOp::FMod
+    } else if ctx.g.tensors[x].dtype.is_float() {
+        return Err(ctx.output_err(n, "Mod of floats needs fmod = 1"));
+    } else {
+        BinaryOp::Mod
+    };
+    binary(ctx, n, op)
+}
+
+/// Trilu with its diagonal offset from constant input 1 (0 when absent).
+pub(super) fn trilu(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
+    let x = ctx.need_input(n, 0)?;
+    let k = match ctx.const_input(n, 1, "k")? {
+        Some(t) if t.numel() == 1 => t.values.get_i(0),
+        Some(_) => return Err(ctx.output_err(n, "Trilu k must be a scalar")),
+        None => 0,
+    };
+    let upper = Attrs(n.proto).int_or("upper", 1) != 0;
+    ctx.emit(n, Op::Trilu { upper, k }, vec![Some(x)])?;
     Ok(())
 }
 

@@ -1,4 +1,4 @@
-//! Reduction converters: ReduceMean/Sum/Max/Min (axes as attribute or input) and ArgMax.
+//! Reduction converters: ReduceMean/Sum/Max/Min (axes as attribute or input), ArgMax and CumSum.
 use super::args::{axes_of, norm_axes, norm_axis};
 use super::R;
 use crate::ir::{Op, ReduceOp};
@@ -37,6 +37,24 @@ pub(super) fn arg_max(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
         axis,
         keepdims: a.int_or("keepdims", 1) != 0,
         select_last_index: a.int_or("select_last_index", 0) != 0,
+    };
+    ctx.emit(n, op, vec![Some(x)])?;
+    Ok(())
+}
+
+/// CumSum with its axis from constant input 1.
+pub(super) fn cumsum(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
+    let x = ctx.need_input(n, 0)?;
+    let axis = ctx.need_const_input(n, 1, "axis")?;
+    if axis.numel() != 1 {
+        return Err(ctx.output_err(n, "CumSum axis must be a scalar"));
+    }
+    let axis = norm_axis(ctx, n, axis.values.get_i(0), ctx.shape(x).len())?;
+    let a = Attrs(n.proto);
+    let op = Op::CumSum {
+        axis,
+        exclusive: a.int_or("exclusive", 0) != 0,
+        reverse: a.int_or("reverse", 0) != 0,
     };
     ctx.emit(n, op, vec![Some(x)])?;
     Ok(())

@@ -1,6 +1,6 @@
 //! Data movement through one generic strided N-d copy / gather kernel (`copy.comp`): Transpose,
 //! Reshape (Flatten / Squeeze / Unsqueeze), Slice (negative steps too), Concat, Split, Expand,
-//! Tile, Gather (indices from a tensor) and Cast.
+//! Tile, Gather and GatherElements (indices from a tensor) and Cast.
 //!
 //! Integer tensors are float-valued activations: an int value is stored as the float with that
 //! value, exact up to 2^11 = 2048 in fp16 and 2^24 in fp32 storage (larger ints round). Bool is
@@ -43,6 +43,8 @@ struct Spec {
     lo: [usize; 6],
     size: [usize; 6],
     gather: Option<(usize, usize, i64, i64)>, // (qs, qr, axis_stride, axis_size)
+    /// Gather reads the index at the destination's own coordinates (GatherElements).
+    elements: bool,
     post: u32,
     /// Per destination axis: region coordinates are taken modulo this (0 = no wrap); Tile.
     wrap: [usize; 6],
@@ -61,6 +63,7 @@ impl Spec {
             lo: [0; 6],
             size: d6,
             gather: None,
+            elements: false,
             post: 0,
             wrap: [0; 6],
         })
@@ -110,7 +113,11 @@ fn record(
     words.push(spec.base as i32 as u32);
     words.extend(spec.lo.iter().map(|&v| v as u32));
     words.extend(spec.size.iter().map(|&v| v as u32));
-    words.push(u32::from(spec.gather.is_some()));
+    words.push(match (spec.gather.is_some(), spec.elements) {
+        (false, _) => 0,
+        (true, false) => 1,
+        (true, true) => 2,
+    });
     words.extend([qs as u32, qr as u32, ast as i32 as u32, asz as i32 as u32]);
     words.extend(i6.iter().map(|&v| v as u32));
     words.push(spec.post);
@@ -550,6 +557,36 @@ pub fn gather(
     let out = alloc_like(rec, data, name, &shape)?;
     gather_into(rec, data, indices, axis, &out)?;
     Ok(out)
+}
+
+/// Records ONNX GatherElements along `axis`: `out[i] = data[i with i[axis] = indices[i]]`, where
+/// `indices` and `out` share a shape of `data`'s rank. Indices wrap and clamp as in [`gather_into`].
+pub fn gather_elements_into(
+    rec: &mut Recorder,
+    data: &Tensor,
+    indices: &Tensor,
+    axis: i64,
+    out: &Tensor,
+) -> Result<()> {
+    let r = data.shape().len();
+    let a = normalize_axes("gather_elements", &[axis], r)?[0];
+    if indices.shape().len() != r {
+        return Err(kerr(
+            "gather_elements",
+            format!(
+                "indices {:?} and data {:?} differ in rank",
+                indices.shape(),
+                data.shape()
+            ),
+        ));
+    }
+    check_out("gather_elements", out, indices.shape())?;
+    let mut st = strides(data.shape());
+    let axis_stride = std::mem::replace(&mut st[a], 0);
+    let mut spec = Spec::whole(out.shape(), &st, 0)?;
+    spec.gather = Some((6 - r + a, 1, axis_stride, data.shape()[a] as i64));
+    spec.elements = true;
+    record(rec, "gather_elements", data, Some(indices), out, &spec)
 }
 
 /// Target of a Cast (all values stay floats; see the module docs for the int range).

@@ -47,6 +47,10 @@ pub enum BinaryOp {
     IntDiv,
     /// Integer Pow: [`BinaryOp::Pow`] rounded to the nearest integer.
     IntPow,
+    /// C `fmod`: `a - trunc(a / b) * b`, the dividend's sign (exact for integers up to 2^24).
+    FMod,
+    /// Integer modulo with the divisor's sign (ONNX Mod, `fmod = 0`).
+    IntMod,
 }
 
 impl BinaryOp {
@@ -62,6 +66,8 @@ impl BinaryOp {
             BinaryOp::Min => 7,
             BinaryOp::IntDiv => 8,
             BinaryOp::IntPow => 9,
+            BinaryOp::FMod => 10,
+            BinaryOp::IntMod => 11,
         }
     }
 }

@@ -14,6 +14,8 @@ mod pool;
 mod push;
 mod reduce;
 mod resize;
+mod scan;
+mod scatter;
 mod select;
 mod window;
 
@@ -25,9 +27,10 @@ pub use conv_transpose::{
     conv_transpose2d, conv_transpose2d_into, conv_transpose2d_output_shape, ConvTranspose2dParams,
 };
 pub use copy::{
-    cast, cast_into, concat, concat_into, concat_shape, expand_into, gather, gather_into,
-    gather_shape, reshape, reshape_into, reshape_needs_copy, slice, slice_into, slice_shape, split,
-    split_into, tile, tile_into, tile_shape, transpose, transpose_into, transpose_shape, CastTo,
+    cast, cast_into, concat, concat_into, concat_shape, expand_into, gather, gather_elements_into,
+    gather_into, gather_shape, reshape, reshape_into, reshape_needs_copy, slice, slice_into,
+    slice_shape, split, split_into, tile, tile_into, tile_shape, transpose, transpose_into,
+    transpose_shape, CastTo,
 };
 pub use elementwise::{
     binary, binary_into, unary, unary_into, weight_copy_into, BinaryOp, UnaryOp,
@@ -46,5 +49,7 @@ pub use pool::{
 pub use push::{dispatch_1d, PushConstants};
 pub use reduce::{reduce, reduce_into, reduce_shape, ReduceOp};
 pub use resize::{resize, resize_into, CoordMode, NearestMode, ResizeMode, ResizeParams};
-pub use select::{compare, compare_into, where_into, where_select, CompareOp};
+pub use scan::{cumsum, cumsum_into, CumSumParams};
+pub use scatter::{scatter_nd_into, ScatterReduction};
+pub use select::{compare, compare_into, trilu, trilu_into, where_into, where_select, CompareOp};
 pub use window::Window2d;

@@ -1,5 +1,5 @@
 //! Where and comparison / logical ops with numpy broadcasting; booleans are 0.0 / 1.0 floats.
-//! Shader: `select.comp`.
+//! Shader: `select.comp`. Trilu (a selection by position) is `trilu.comp`.
 
 use crate::error::{Result, VkError};
 use crate::kernels::elementwise::broadcast_shape;
@@ -164,5 +164,44 @@ pub fn compare(
     let shape = broadcast_shape(a.shape(), b.shape())?;
     let out = alloc_like(rec, a, name, &shape)?;
     compare_into(rec, op, a, b, &out)?;
+    Ok(out)
+}
+
+const TRILU: KernelDesc = KernelDesc {
+    name: "trilu",
+    bindings: crate::kernels::launch::IMAGES_2,
+    push_constant_bytes: 72,
+    uses_weights: false,
+};
+
+/// Records ONNX Trilu: `x` on the kept side of diagonal `k` of its last two axes, zero elsewhere
+/// (`upper`: Triu keeps `col - row >= k`, else Tril keeps `col - row <= k`).
+pub fn trilu_into(rec: &mut Recorder, x: &Tensor, k: i64, upper: bool, out: &Tensor) -> Result<()> {
+    let bad = |reason: String| VkError::Kernel {
+        kernel: "trilu".into(),
+        reason,
+    };
+    if x.shape().len() < 2 || out.shape() != x.shape() {
+        return Err(bad(format!(
+            "input {:?} (rank >= 2) and output {:?} must share a shape",
+            x.shape(),
+            out.shape()
+        )));
+    }
+    // Diagonals beyond the matrix act like the nearest one past its edge.
+    let limit = x.shape().iter().rev().take(2).sum::<usize>() as i64;
+    let k = k.clamp(-limit, limit) as i32;
+    let pc = PushConstants::new()
+        .tensor(out.desc())
+        .tensor(x.desc())
+        .i32(k)
+        .u32(u32::from(upper));
+    launch_per_texel(rec, &TRILU, out, &[Arg::input(x), Arg::output(out)], &pc)
+}
+
+/// Allocates the output and records Trilu.
+pub fn trilu(rec: &mut Recorder, x: &Tensor, k: i64, upper: bool, name: &str) -> Result<Tensor> {
+    let out = alloc_like(rec, x, name, x.shape())?;
+    trilu_into(rec, x, k, upper, &out)?;
     Ok(out)
 }
