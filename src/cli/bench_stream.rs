@@ -117,8 +117,6 @@ struct PipelineRow {
 struct PolicyRow {
     policy: String,
     pipelines: Vec<PipelineRow>,
-    /// The engine's statistics of the first round (one engine per round).
-    stats: EngineStats,
     /// Summed over the rounds: GPU stall, bytes streamed, re-plans; the peak is the largest.
     totals: RoundTotals,
     /// Every round's statistics.
@@ -147,7 +145,9 @@ impl PolicyRow {
                 *a.hashes.entry(h).or_default() += n;
             }
         }
-        self.totals.add(&other.stats);
+        for r in &other.rounds {
+            self.totals.add(r);
+        }
         self.rounds.extend(other.rounds);
     }
 
@@ -298,8 +298,7 @@ fn run_policy(
     Ok(PolicyRow {
         policy: policy.name().into(),
         pipelines,
-        rounds: vec![stats.clone()],
-        stats,
+        rounds: vec![stats],
         totals,
     })
 }

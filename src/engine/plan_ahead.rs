@@ -122,14 +122,6 @@ impl PlanAhead {
         plan
     }
 
-    /// Keeps a plan made on the request path, so the next time it is needed it is ready.
-    pub fn keep(&mut self, key: PlanKey, plan: &Plan, generation: u64) {
-        let mut s = self.shelf();
-        if s.generation == generation {
-            s.put(key, Arc::new(plan.clone()));
-        }
-    }
-
     /// Asks the planner thread for `pipeline`'s plan unless it is prepared or being made; a
     /// full queue drops the request (the re-plan then plans itself).
     pub fn prepare(&mut self, pipeline: Pipeline, basis: Arc<PlanBasis>) {

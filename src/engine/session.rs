@@ -426,9 +426,7 @@ impl Session {
             }
             let mut pr = self.predictor.clone();
             pr.arrived(p);
-            let g = &self.loaded.graphs[p];
-            let rest: Vec<Stage> = g
-                .stages(|st, f| pr.count(p, st.index).map_or(f.expected, |c| c.min(f.max)))
+            let rest: Vec<Stage> = predicted_stages(&self.loaded, &pr, p)
                 .into_iter()
                 .filter(|s| s.count > 0)
                 .collect();
@@ -559,7 +557,7 @@ impl Session {
                 plan
             }
             None => {
-                let plan = plan_under_cap(
+                plan_under_cap(
                     &self.profiles,
                     &pipe,
                     self.loaded.cap,
@@ -567,9 +565,7 @@ impl Session {
                     self.loaded.policy,
                     &self.cost,
                 )?
-                .plan;
-                self.ahead.keep(key, &plan, generation);
-                plan
+                .plan
             }
         };
         self.ex
@@ -660,6 +656,16 @@ impl ModelRunner for Session {
 /// `rest` of the current request followed by the predicted requests, as planner stages (each
 /// fan-out at its pipeline's last observed count, else the workload's expected one), and the
 /// predicted requests' pipelines. Before any request, the first predicted one is planned whole.
+/// One request of pipeline `p` as planner stages, each fan-out at the pipeline's last observed
+/// count (at most its maximum), else the workload's expected one.
+fn predicted_stages(loaded: &Loaded, predictor: &Predictor, p: usize) -> Vec<Stage> {
+    loaded.graphs[p].stages(|st, f| {
+        predictor
+            .count(p, st.index)
+            .map_or(f.expected, |c| c.min(f.max))
+    })
+}
+
 fn planned_pipeline(
     loaded: &Loaded,
     predictor: &mut Predictor,
@@ -668,12 +674,7 @@ fn planned_pipeline(
     let mut stages = rest;
     let next = predictor.predict();
     for &p in &next {
-        let g = &loaded.graphs[p];
-        stages.extend(g.stages(|st, f| {
-            predictor
-                .count(p, st.index)
-                .map_or(f.expected, |c| c.min(f.max))
-        }));
+        stages.extend(predicted_stages(loaded, predictor, p));
     }
     (
         Pipeline {
