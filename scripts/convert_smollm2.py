@@ -438,6 +438,8 @@ def main():
     ap.add_argument("out_dir")
     ap.add_argument("--tiny", action="store_true", help="random weights, tiny config (CI model)")
     ap.add_argument("--seed", type=int, default=0, help="numpy seed for --tiny")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="keep only the first N layers of the real model (smaller test models)")
     args = ap.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
     onnx_path = os.path.join(args.out_dir, "decoder.onnx")
@@ -453,6 +455,12 @@ def main():
             cfg, weights, reader = load_gguf(gguf_path)
             tok = tokenizer_json(reader)
             del reader
+        if args.layers is not None and args.layers < cfg["layers"]:
+            cfg["layers"] = args.layers
+            cfg["name"] = f"{cfg.get('name', 'SmolLM2')} (first {args.layers} layers)"
+            weights = {k: v for k, v in weights.items()
+                       if not k.startswith("model.layers.")
+                       or int(k.split(".")[2]) < args.layers}
         with open(os.path.join(args.out_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
             json.dump(tok, f, ensure_ascii=False)
 

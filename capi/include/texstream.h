@@ -131,6 +131,10 @@ typedef enum TsValueKind {
    * A list of values (no reader yet).
    */
   TS_VALUE_KIND_LIST = 6,
+  /**
+   * Token ids (no reader yet).
+   */
+  TS_VALUE_KIND_TOKENS = 7,
 } TsValueKind;
 
 /**

@@ -32,6 +32,8 @@ pub enum TsValueKind {
     TextLines = 5,
     /// A list of values (no reader yet).
     List = 6,
+    /// Token ids (no reader yet).
+    Tokens = 7,
 }
 
 /// Named values (an opaque handle). Not thread-safe: one thread at a time may use a
@@ -156,6 +158,7 @@ fn kind_of(v: &Value) -> TsValueKind {
         Value::Boxes(_) => TsValueKind::Boxes,
         Value::TextLines(_) => TsValueKind::TextLines,
         Value::List(_) => TsValueKind::List,
+        Value::Tokens(_) => TsValueKind::Tokens,
     }
 }
 

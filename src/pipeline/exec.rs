@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use scheduler::Stage;
 
+use super::generate::{generate, GenerateCall, GenerateError};
 use super::graph::{PipelineGraph, StepKind, StepNode, ValueId};
 use super::steps::{run_builtin, StepError};
 use super::value::{Tensor, Value};
@@ -247,6 +248,80 @@ pub fn execute(
                     per_output.into_iter().flatten().collect()
                 }
             }
+            StepKind::Generate {
+                model,
+                inputs,
+                fan,
+                max_tokens,
+                stop: stop_tokens,
+                sampling,
+                ports,
+                cache_len,
+            } => {
+                let prompt = match reads.first() {
+                    Some(Value::Tokens(t)) => t.as_slice(),
+                    _ => {
+                        return Err(step_err(StepError::Invalid(
+                            "the prompt is not token ids".into(),
+                        )))
+                    }
+                };
+                let fixed: Vec<(&str, &Tensor)> = inputs
+                    .iter()
+                    .map(|(port, id)| {
+                        values[*id]
+                            .as_ref()
+                            .and_then(Value::as_tensor)
+                            .map(|t| (port.as_str(), t))
+                            .ok_or_else(|| {
+                                step_err(StepError::Invalid(format!(
+                                    "value `{}` is not a tensor",
+                                    g.values[*id].name
+                                )))
+                            })
+                    })
+                    .collect::<Result<_, _>>()?;
+                // Runs the planner assumes: the last request's, else the workload's.
+                let expected_runs = runner
+                    .fan_out_hint(st.index)
+                    .map_or(fan.expected, |h| h.min(fan.max));
+                let later = later_stages(g, &values, k + 1, &|j| runner.fan_out_hint(j));
+                let call = GenerateCall {
+                    model: *model,
+                    prompt,
+                    fixed,
+                    max_tokens: *max_tokens,
+                    expected_runs,
+                    stop: stop_tokens,
+                    sampling,
+                    ports,
+                    cache_len: *cache_len,
+                };
+                let halted = std::cell::Cell::new(None);
+                let reply = generate(
+                    &call,
+                    &later,
+                    &mut |c| runner.run_model(c).map_err(GenerateError::Model),
+                    &|| {
+                        halted.set(stop());
+                        halted.get().is_some()
+                    },
+                );
+                if let Some(s) = halted.get() {
+                    return Err(ExecError::stop(s));
+                }
+                let reply = reply.map_err(|e| match e {
+                    GenerateError::Model(source) => ExecError::Model {
+                        pipeline: g.name.clone(),
+                        step: st.index,
+                        label: st.label.clone(),
+                        source,
+                    },
+                    e => step_err(StepError::Invalid(e.to_string())),
+                })?;
+                ex.fan_counts.push((st.index, reply.runs));
+                vec![Value::Tokens(reply.tokens)]
+            }
             kind => {
                 let t0 = Instant::now();
                 let w = run_builtin(kind, &reads).map_err(step_err)?;
@@ -278,25 +353,47 @@ fn rest_of_request(
     hint: &dyn Fn(usize) -> Option<u32>,
 ) -> Vec<Stage> {
     let mut rest = Vec::new();
-    for (j, st) in g.steps.iter().enumerate().skip(k) {
-        let StepKind::Run { model, fan, .. } = &st.kind else {
-            continue;
-        };
-        let count = if j == k {
-            left as u32
-        } else {
-            match fan {
-                None => 1,
-                Some(f) => known_len(g, values, f.over)
-                    .or_else(|| hint(st.index).map(|h| h.min(f.max)))
-                    .unwrap_or(f.expected),
-            }
-        };
-        if count > 0 {
+    if let Some(StepKind::Run { model, .. }) = g.steps.get(k).map(|s| &s.kind) {
+        if left > 0 {
             rest.push(Stage {
                 model: *model,
-                count,
+                count: left as u32,
             });
+        }
+    }
+    rest.extend(later_stages(g, values, k + 1, hint));
+    rest
+}
+
+/// The model runs of steps `from..`: fan-outs at the items of their list where it exists (or
+/// of the value its length follows), else the runner's hint (at most the maximum), else what
+/// the workload expects; a `Generate` at the hint or its expected runs.
+fn later_stages(
+    g: &PipelineGraph,
+    values: &[Option<Value>],
+    from: usize,
+    hint: &dyn Fn(usize) -> Option<u32>,
+) -> Vec<Stage> {
+    let mut rest = Vec::new();
+    for st in g.steps.iter().skip(from) {
+        let (model, count) = match &st.kind {
+            StepKind::Run { model, fan, .. } => (
+                *model,
+                match fan {
+                    None => 1,
+                    Some(f) => known_len(g, values, f.over)
+                        .or_else(|| hint(st.index).map(|h| h.min(f.max)))
+                        .unwrap_or(f.expected),
+                },
+            ),
+            StepKind::Generate { model, fan, .. } => (
+                *model,
+                hint(st.index).map_or(fan.expected, |h| h.min(fan.max)),
+            ),
+            _ => continue,
+        };
+        if count > 0 {
+            rest.push(Stage { model, count });
         }
     }
     rest

@@ -21,6 +21,8 @@ pub struct ModelPorts {
     pub outputs: Vec<(String, Vec<usize>)>,
     /// The model's metadata (the OCR recognizer's `character` dictionary).
     pub metadata: BTreeMap<String, String>,
+    /// Positions its key/value cache holds, when it keeps one.
+    pub cache_len: Option<usize>,
 }
 
 /// A pipeline that failed its checks: where, and why.
@@ -86,6 +88,20 @@ pub enum StepKind {
     CtcDecode {
         decoder: Arc<CtcDecoder>,
         text_score: f64,
+    },
+    /// Autoregressive decoding (see [`crate::workload::Generate`]); reads the prompt first,
+    /// then `inputs`' values; `fan` counts its model runs (`over` is the prompt).
+    Generate {
+        model: usize,
+        /// (model input, value) given to every call.
+        inputs: Vec<(String, ValueId)>,
+        fan: Fan,
+        max_tokens: u32,
+        stop: Vec<u32>,
+        sampling: crate::workload::Sampling,
+        ports: crate::workload::DecoderPorts,
+        /// The model's cache positions (prompt plus reply must fit).
+        cache_len: usize,
     },
 }
 
@@ -158,6 +174,10 @@ impl PipelineGraph {
                     model: *model,
                     count: fan.as_ref().map_or(1, |f| count(s, f)),
                 }),
+                StepKind::Generate { model, fan, .. } => Some(Stage {
+                    model: *model,
+                    count: count(s, fan),
+                }),
                 _ => None,
             })
             .collect()
@@ -189,6 +209,12 @@ impl PipelineGraph {
                 StepKind::Run { fan: Some(f), .. } => format!(
                     "  (per item of `{}`, expected {}, at most {})",
                     self.values[f.over].name, f.expected, f.max
+                ),
+                StepKind::Generate {
+                    fan, max_tokens, ..
+                } => format!(
+                    "  (one run per token: expected {} runs, at most {}; reply at most {} tokens)",
+                    fan.expected, fan.max, max_tokens
                 ),
                 _ => String::new(),
             };
@@ -362,6 +388,15 @@ impl Builder<'_> {
                     f.over = reads[f.over];
                 }
             }
+            if let StepKind::Generate {
+                inputs: ins, fan, ..
+            } = &mut kind
+            {
+                for (_, v) in ins.iter_mut() {
+                    *v = reads[*v];
+                }
+                fan.over = reads[fan.over];
+            }
             steps.push(StepNode {
                 index: p.index,
                 label: p.label.clone(),
@@ -495,6 +530,7 @@ impl Builder<'_> {
                 )
             }
             PipelineStep::Run(r) => self.run_step(index, r)?,
+            PipelineStep::Generate(gen) => self.generate_step(index, gen)?,
             PipelineStep::OcrBoxes(b) => {
                 let mut p = DbParams::default();
                 if let Some(t) = b.thresh {
@@ -702,6 +738,153 @@ impl Builder<'_> {
             reads,
             writes,
             len_from,
+        })
+    }
+
+    fn generate_step(
+        &self,
+        index: usize,
+        gen: &crate::workload::Generate,
+    ) -> Result<Pending, GraphError> {
+        let label = format!("Generate({})", gen.model);
+        let err = |m: String| self.err(index, &label, m);
+        let model = self
+            .models
+            .iter()
+            .position(|m| m.name == gen.model)
+            .ok_or_else(|| err(format!("unknown model `{}`", gen.model)))?;
+        let m = &self.models[model];
+        let cache_len = m.cache_len.ok_or_else(|| {
+            err(format!(
+                "model `{}` keeps no key/value cache; give it `kv_cache: KvCacheSpec(max_len: ..)` \
+                 (a decoder exported with past keys and values)",
+                gen.model
+            ))
+        })?;
+        let ports = gen.ports.clone().unwrap_or_default();
+        let input = |name: &str| m.inputs.iter().find(|(n, _)| n == name).map(|(_, s)| s);
+        for (what, name, want) in [
+            ("token", &ports.input_ids, vec![1, 1]),
+            ("position", &ports.position_ids, vec![1, 1]),
+            ("mask", &ports.attention_mask, vec![1, cache_len]),
+        ] {
+            match input(name) {
+                Some(s) if *s == want => {}
+                Some(s) => {
+                    return Err(err(format!(
+                        "the {what} input `{name}` of model `{}` is {s:?}; decoding one token per \
+                         call needs {want:?} (set it in the model's `inputs`)",
+                        gen.model
+                    )))
+                }
+                None => {
+                    return Err(err(format!(
+                    "model `{}` has no {what} input `{name}` (its inputs: {}); name it in `ports`",
+                    gen.model,
+                    port_names(&m.inputs)
+                )))
+                }
+            }
+        }
+        let vocab = match m.outputs.iter().find(|(n, _)| n == &ports.logits) {
+            Some((_, s)) => s.last().copied().unwrap_or(0),
+            None => {
+                return Err(err(format!(
+                    "model `{}` has no logits output `{}` (its outputs: {})",
+                    gen.model,
+                    ports.logits,
+                    port_names(&m.outputs)
+                )))
+            }
+        };
+        let own = [&ports.input_ids, &ports.position_ids, &ports.attention_mask];
+        for (name, _) in &m.inputs {
+            if !own.contains(&name) && !gen.inputs.contains_key(name) {
+                return Err(err(format!(
+                    "model `{}` input `{name}` is not given a value (list it in `inputs`)",
+                    gen.model
+                )));
+            }
+        }
+        for name in gen.inputs.keys() {
+            if own.contains(&name) || !m.inputs.iter().any(|(n, _)| n == name) {
+                return Err(err(format!(
+                    "`inputs` gives `{name}`, which is not a model input the step leaves to you \
+                     (model `{}` inputs: {})",
+                    gen.model,
+                    port_names(&m.inputs)
+                )));
+            }
+        }
+        if gen.max_tokens == 0 || gen.max_tokens as usize >= cache_len {
+            return Err(err(format!(
+                "max_tokens {} must be at least 1 and below the cache's {cache_len} positions",
+                gen.max_tokens
+            )));
+        }
+        let expected_tokens = gen.expected_tokens.unwrap_or(gen.max_tokens);
+        if expected_tokens == 0 || expected_tokens > gen.max_tokens {
+            return Err(err(format!(
+                "expected_tokens {expected_tokens} must be within 1..=max_tokens ({})",
+                gen.max_tokens
+            )));
+        }
+        let expected_prompt = gen.expected_prompt.unwrap_or(16);
+        if expected_prompt == 0 || expected_prompt as usize + gen.max_tokens as usize > cache_len {
+            return Err(err(format!(
+                "expected_prompt {expected_prompt} plus max_tokens {} must fit the cache's \
+                 {cache_len} positions",
+                gen.max_tokens
+            )));
+        }
+        if let Some(t) = gen.stop.iter().find(|&&t| t as usize >= vocab) {
+            return Err(err(format!(
+                "stop token {t} is past the vocabulary of {vocab}"
+            )));
+        }
+        if let crate::workload::Sampling::Sample {
+            temperature, top_k, ..
+        } = gen.sampling
+        {
+            if !(temperature.is_finite() && temperature > 0.0) || top_k == 0 {
+                return Err(err(format!(
+                    "sampling needs a temperature above 0 and top_k at least 1 (got {temperature} \
+                     and {top_k})"
+                )));
+            }
+        }
+        let mut reads = vec![(gen.prompt.clone(), ValueType::Tokens)];
+        let mut inputs = Vec::new();
+        for (port, value) in &gen.inputs {
+            let k = match reads.iter().position(|(n, _)| n == value) {
+                Some(k) => k,
+                None => {
+                    reads.push((value.clone(), ValueType::Tensor));
+                    reads.len() - 1
+                }
+            };
+            inputs.push((port.clone(), k));
+        }
+        Ok(Pending {
+            index,
+            label,
+            kind: StepKind::Generate {
+                model,
+                inputs,
+                fan: Fan {
+                    over: 0,
+                    expected: expected_prompt + expected_tokens - 1,
+                    max: cache_len as u32,
+                },
+                max_tokens: gen.max_tokens,
+                stop: gen.stop.clone(),
+                sampling: gen.sampling.clone(),
+                ports,
+                cache_len,
+            },
+            reads,
+            writes: vec![(gen.output.clone(), ValueType::Tokens)],
+            len_from: vec![None],
         })
     }
 

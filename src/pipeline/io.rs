@@ -136,6 +136,7 @@ pub fn hash_value(v: &Value, h: &mut u64) {
             }
         }
         Value::Text(t) => fnv(h, t.as_bytes()),
+        Value::Tokens(t) => t.iter().for_each(|v| fnv(h, &v.to_le_bytes())),
         Value::Image(i) => fnv(h, &i.to_rgb8()),
         Value::Audio(a) => a
             .samples

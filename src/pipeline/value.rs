@@ -311,6 +311,8 @@ pub enum Value {
     Boxes(Boxes),
     /// Recognized text lines: text, score and box (original-image pixels).
     TextLines(Vec<TextLine>),
+    /// Token ids (a tokenizer's output, a language model's reply).
+    Tokens(Vec<u32>),
     List(Vec<Value>),
 }
 
@@ -325,6 +327,7 @@ impl Value {
             Value::Text(_) => ValueType::Text,
             Value::Boxes(_) => ValueType::Boxes,
             Value::TextLines(_) => ValueType::TextLines,
+            Value::Tokens(_) => ValueType::Tokens,
             Value::List(v) => ValueType::List(Box::new(
                 v.first().map_or(ValueType::Any, Value::value_type),
             )),
@@ -340,6 +343,7 @@ impl Value {
             (Value::Text(a), Value::Text(b)) => a == b,
             (Value::Boxes(a), Value::Boxes(b)) => a.points() == b.points(),
             (Value::TextLines(a), Value::TextLines(b)) => a == b,
+            (Value::Tokens(a), Value::Tokens(b)) => a == b,
             (Value::List(a), Value::List(b)) => {
                 a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.bit_eq(y))
             }
@@ -371,6 +375,7 @@ pub enum ValueType {
     Text,
     Boxes,
     TextLines,
+    Tokens,
     List(Box<ValueType>),
     /// Only as the element type of an empty list.
     Any,
@@ -400,6 +405,7 @@ impl fmt::Display for ValueType {
             ValueType::Text => f.write_str("text"),
             ValueType::Boxes => f.write_str("boxes"),
             ValueType::TextLines => f.write_str("text lines"),
+            ValueType::Tokens => f.write_str("token ids"),
             ValueType::List(t) => write!(f, "list of {t}"),
             ValueType::Any => f.write_str("anything"),
         }

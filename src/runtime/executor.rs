@@ -500,8 +500,9 @@ impl Executable {
         device: &Device,
         header: &PackedHeader,
         pages: &dyn PageSource,
+        activations: Option<vk_backend::Precision>,
     ) -> Result<Executable> {
-        Self::build(device, header, pages, None, None)
+        Self::build(device, header, pages, None, activations)
     }
 
     /// Places the arena planned by [`Executable::new_unplaced`] at `offsets` (from

@@ -62,6 +62,7 @@ pub fn output_metadata(port: &PortInfo) -> Vec<TensorMetadata> {
             meta(&format!("{n}{SAMPLE_RATE_SUFFIX}"), "INT64", vec![1]),
         ],
         ValueType::Boxes => vec![meta(n, "FP32", vec![-1, 4, 2])],
+        ValueType::Tokens => vec![meta(n, "INT64", vec![-1])],
         ValueType::TextLines => vec![
             meta(n, "BYTES", vec![-1]),
             meta(&format!("{n}{SCORES_SUFFIX}"), "FP32", vec![-1]),
@@ -275,6 +276,11 @@ pub fn from_value(name: &str, v: &Value) -> Result<Vec<WireTensor>, ApiError> {
             WireData::F32(corners(b.points().into_iter())),
         )],
         Value::TextLines(lines) => text_lines(name, lines),
+        Value::Tokens(t) => vec![wire(
+            name,
+            vec![t.len()],
+            WireData::I64(t.iter().map(|&v| v as i64).collect()),
+        )],
         Value::List(items) => match items.first() {
             None => vec![wire(name, vec![0], WireData::F32(Vec::new()))],
             Some(Value::Tensor(first)) => {

@@ -82,7 +82,7 @@ pub fn run_builtin(kind: &StepKind, reads: &[&Value]) -> Result<Vec<Value>, Step
                 *text_score,
             )?)]
         }
-        StepKind::Run { .. } => {
+        StepKind::Run { .. } | StepKind::Generate { .. } => {
             return Err(StepError::Invalid(
                 "a model run is not a built-in step".into(),
             ))
