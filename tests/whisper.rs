@@ -157,6 +157,10 @@ fn whisper_tiny_en_transcribes_a_real_recording_like_onnx_runtime() {
         return;
     };
     eprintln!("ORT: {:?}", r.text);
-    let got = transcribe(&dir, &r, 32, 64, Precision::F16);
+    let precision = match std::env::var("TEXSTREAM_WHISPER_PRECISION").as_deref() {
+        Ok("f32") => Precision::F32,
+        _ => Precision::F16,
+    };
+    let got = transcribe(&dir, &r, 32, 64, precision);
     assert_eq!(got, r.generated, "texstream (left) vs ONNX Runtime (right)");
 }

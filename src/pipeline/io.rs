@@ -1,5 +1,6 @@
 //! Pipeline values from files and to text: what `texstream run --input NAME=FILE` and a
-//! workload's demo inputs read (`.png`/`.jpg` images, `.npy` tensors, `.txt` text), and the
+//! workload's demo inputs read (`.png`/`.jpg` images, `.npy` tensors, `.txt` text, `.tokens`
+//! token ids separated by commas or spaces), and the
 //! short summaries the CLI prints.
 use std::path::{Path, PathBuf};
 
@@ -52,9 +53,22 @@ pub fn read_value(path: &Path) -> Result<Value, ValueFileError> {
         "txt" => {
             Value::Text(String::from_utf8(bytes()?).map_err(|_| invalid("not UTF-8 text".into()))?)
         }
+        "tokens" => {
+            let text =
+                String::from_utf8(bytes()?).map_err(|_| invalid("not UTF-8 text".into()))?;
+            let ids = text
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|s| !s.is_empty())
+                .map(|s| {
+                    s.parse::<u32>()
+                        .map_err(|_| invalid(format!("`{s}` is not a token id")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Value::Tokens(ids)
+        }
         _ => {
             return Err(invalid(
-                "unknown kind of input (use .png, .jpg, .npy or .txt)".into(),
+                "unknown kind of input (use .png, .jpg, .npy, .txt or .tokens)".into(),
             ))
         }
     })
@@ -81,6 +95,10 @@ pub fn summarize(name: &str, v: &Value) -> String {
             )
         }
         Value::Text(t) => format!("`{name}`: {t}"),
+        Value::Tokens(t) => {
+            let ids: Vec<String> = t.iter().map(u32::to_string).collect();
+            format!("`{name}`: {} token ids [{}]", t.len(), ids.join(", "))
+        }
         Value::List(items) => format!("`{name}`: list of {} ({})", items.len(), v.value_type()),
         other => format!("`{name}`: {}", other.value_type()),
     }
