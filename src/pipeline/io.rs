@@ -81,6 +81,15 @@ pub fn summarize(name: &str, v: &Value) -> String {
             )
         }
         Value::Text(t) => format!("`{name}`: {t}"),
+        Value::Tokens(ids) => {
+            let head: Vec<String> = ids.iter().take(8).map(u32::to_string).collect();
+            let more = if ids.len() > 8 { ", ..." } else { "" };
+            format!(
+                "`{name}`: {} token ids [{}{more}]",
+                ids.len(),
+                head.join(", ")
+            )
+        }
         Value::List(items) => format!("`{name}`: list of {} ({})", items.len(), v.value_type()),
         other => format!("`{name}`: {}", other.value_type()),
     }
@@ -136,6 +145,10 @@ pub fn hash_value(v: &Value, h: &mut u64) {
             }
         }
         Value::Text(t) => fnv(h, t.as_bytes()),
+        Value::Tokens(ids) => {
+            fnv(h, &(ids.len() as u64).to_le_bytes());
+            ids.iter().for_each(|v| fnv(h, &v.to_le_bytes()));
+        }
         Value::Image(i) => fnv(h, &i.to_rgb8()),
         Value::Audio(a) => a
             .samples

@@ -1,6 +1,6 @@
 //! The typed values that flow between pipeline steps and through the engine's API: tensors
-//! (shape plus f32, f16 or i64 data), images, audio, text, detected text boxes, recognized text
-//! lines, and lists of these.
+//! (shape plus f32, f16 or i64 data), images, audio, text, token ids, detected text boxes,
+//! recognized text lines, and lists of these.
 use std::fmt;
 use std::sync::Arc;
 
@@ -308,6 +308,8 @@ pub enum Value {
     Image(Image),
     Audio(Audio),
     Text(String),
+    /// Token ids of a tokenizer's vocabulary (what `Tokenize` writes and a text model reads).
+    Tokens(Vec<u32>),
     Boxes(Boxes),
     /// Recognized text lines: text, score and box (original-image pixels).
     TextLines(Vec<TextLine>),
@@ -323,6 +325,7 @@ impl Value {
             Value::Image(_) => ValueType::Image,
             Value::Audio(_) => ValueType::Audio,
             Value::Text(_) => ValueType::Text,
+            Value::Tokens(_) => ValueType::Tokens,
             Value::Boxes(_) => ValueType::Boxes,
             Value::TextLines(_) => ValueType::TextLines,
             Value::List(v) => ValueType::List(Box::new(
@@ -338,6 +341,7 @@ impl Value {
             (Value::Image(a), Value::Image(b)) => a == b,
             (Value::Audio(a), Value::Audio(b)) => a == b,
             (Value::Text(a), Value::Text(b)) => a == b,
+            (Value::Tokens(a), Value::Tokens(b)) => a == b,
             (Value::Boxes(a), Value::Boxes(b)) => a.points() == b.points(),
             (Value::TextLines(a), Value::TextLines(b)) => a == b,
             (Value::List(a), Value::List(b)) => {
@@ -369,6 +373,8 @@ pub enum ValueType {
     Image,
     Audio,
     Text,
+    /// Token ids ([`Value::Tokens`]).
+    Tokens,
     Boxes,
     TextLines,
     List(Box<ValueType>),
@@ -398,6 +404,7 @@ impl fmt::Display for ValueType {
             ValueType::Image => f.write_str("image"),
             ValueType::Audio => f.write_str("audio"),
             ValueType::Text => f.write_str("text"),
+            ValueType::Tokens => f.write_str("token ids"),
             ValueType::Boxes => f.write_str("boxes"),
             ValueType::TextLines => f.write_str("text lines"),
             ValueType::List(t) => write!(f, "list of {t}"),
