@@ -25,13 +25,42 @@ pub struct ModelPorts {
 
 /// A pipeline that failed its checks: where, and why.
 #[derive(Debug, thiserror::Error)]
-#[error("{location}: pipeline `{pipeline}` step {step} ({kind}): {msg}")]
+#[error("{location}: pipeline `{pipeline}` {}: {msg}", self.place())]
 pub struct GraphError {
     pub location: String,
     pub pipeline: String,
     pub step: usize,
+    /// The step's label (`Run(det)`), or the pipeline field the error is about (`inputs`,
+    /// `outputs`, `steps`), which is lowercase.
     pub kind: String,
     pub msg: String,
+}
+
+impl GraphError {
+    /// `step 3 (Run(det))`, or `` `inputs` `` for an error about a pipeline field.
+    fn place(&self) -> String {
+        if self.kind.starts_with(char::is_lowercase) {
+            format!("`{}`", self.kind)
+        } else {
+            format!("step {} ({})", self.step, self.kind)
+        }
+    }
+}
+
+/// The name among `known` that `name` is most likely a misspelling of, as ` (did you mean
+/// `x`?)`, or nothing.
+fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+    let best = known
+        .into_iter()
+        .filter(|k| *k != name)
+        .map(|k| (strsim::levenshtein(name, k), k))
+        .min();
+    match best {
+        Some((d, k)) if d <= 2 || d * 3 <= name.chars().count() => {
+            format!(" (did you mean `{k}`?)")
+        }
+        _ => String::new(),
+    }
 }
 
 /// One named value of the pipeline.
@@ -236,6 +265,81 @@ impl Builder<'_> {
         }
     }
 
+    /// An error about element `n` of the pipeline's list field `field` (`inputs`, `outputs`).
+    fn field_err(&self, field: &str, n: usize, msg: String) -> GraphError {
+        GraphError {
+            location: self.w.field_location(&self.spec.name, field, n),
+            pipeline: self.spec.name.clone(),
+            step: 0,
+            kind: field.into(),
+            msg,
+        }
+    }
+
+    /// With declared `inputs`: every read is written by a step or declared, every declared
+    /// input is read and written by no step.
+    fn check_declared_inputs(
+        &self,
+        declared: &[String],
+        pending: &[Pending],
+        writer: &BTreeMap<&str, usize>,
+    ) -> Result<(), GraphError> {
+        let known = || {
+            writer
+                .keys()
+                .copied()
+                .chain(declared.iter().map(String::as_str))
+        };
+        for p in pending {
+            for (name, _) in &p.reads {
+                if !writer.contains_key(name.as_str()) && !declared.contains(name) {
+                    return Err(self.err(
+                        p.index,
+                        &p.label,
+                        format!(
+                            "undefined value `{name}`{} (no step writes it and the pipeline's                              `inputs` do not declare it)",
+                            did_you_mean(name, known())
+                        ),
+                    ));
+                }
+            }
+        }
+        for (i, name) in declared.iter().enumerate() {
+            if declared[..i].contains(name) {
+                return Err(self.field_err("inputs", i, format!("`{name}` is declared twice")));
+            }
+            if let Some(&k) = writer.get(name.as_str()) {
+                return Err(self.field_err(
+                    "inputs",
+                    i,
+                    format!(
+                        "`{name}` is declared an input, but step {} ({}) writes it",
+                        pending[k].index, pending[k].label
+                    ),
+                ));
+            }
+            if !pending
+                .iter()
+                .any(|p| p.reads.iter().any(|(r, _)| r == name))
+            {
+                let readers: Vec<&str> = pending
+                    .iter()
+                    .flat_map(|p| p.reads.iter().map(|(r, _)| r.as_str()))
+                    .filter(|r| !writer.contains_key(r))
+                    .collect();
+                return Err(self.field_err(
+                    "inputs",
+                    i,
+                    format!(
+                        "declared input `{name}` is not read by any step{}",
+                        did_you_mean(name, readers)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn build(mut self) -> Result<PipelineGraph, GraphError> {
         let spec = self.spec;
         if spec.steps.is_empty() {
@@ -243,7 +347,7 @@ impl Builder<'_> {
                 location: self.w.path.display().to_string(),
                 pipeline: spec.name.clone(),
                 step: 0,
-                kind: "pipeline".into(),
+                kind: "steps".into(),
                 msg: "the pipeline has no steps".into(),
             });
         }
@@ -267,6 +371,9 @@ impl Builder<'_> {
                 }
                 writer.insert(name, k);
             }
+        }
+        if let Some(declared) = &spec.inputs {
+            self.check_declared_inputs(declared, &pending, &writer)?;
         }
         // Order: Kahn's algorithm, taking the earliest ready step in file order.
         let deps: Vec<BTreeSet<usize>> = pending
@@ -374,13 +481,16 @@ impl Builder<'_> {
         let outputs = match &spec.outputs {
             Some(names) => {
                 let mut outs = Vec::new();
-                for n in names {
-                    let id = self.by_name.get(n).copied().ok_or_else(|| GraphError {
-                        location: self.w.path.display().to_string(),
-                        pipeline: spec.name.clone(),
-                        step: 0,
-                        kind: "outputs".into(),
-                        msg: format!("output `{n}` is not a value of the pipeline"),
+                for (i, n) in names.iter().enumerate() {
+                    let id = self.by_name.get(n).copied().ok_or_else(|| {
+                        self.field_err(
+                            "outputs",
+                            i,
+                            format!(
+                                "output `{n}` is not a value of the pipeline{}",
+                                did_you_mean(n, self.by_name.keys().map(String::as_str))
+                            ),
+                        )
                     })?;
                     outs.push(id);
                 }
@@ -404,6 +514,13 @@ impl Builder<'_> {
                 .filter(|id| self.values[*id].producer.is_some() && !read.contains(id))
                 .collect(),
         };
+        // Declared inputs come in their declared order.
+        if let Some(declared) = &spec.inputs {
+            inputs = declared
+                .iter()
+                .filter_map(|n| self.by_name.get(n).copied())
+                .collect();
+        }
         let lookahead = match spec.repeat {
             Repeat::Once => 1,
             Repeat::Times(n) | Repeat::PerFrame(n) => n,

@@ -154,6 +154,15 @@ impl LoadedWorkload {
         }
     }
 
+    /// `file:line:col` of element `n` of pipeline `pipeline`'s list field `field` (`inputs`,
+    /// `outputs`); just the file where the text does not show it.
+    pub fn field_location(&self, pipeline: &str, field: &str, n: usize) -> String {
+        match locate::field_element_position(&self.text, pipeline, field, n) {
+            Some(p) => format!("{}:{p}", self.path.display()),
+            None => self.path.display().to_string(),
+        }
+    }
+
     /// A path written in the workload, resolved against its directory.
     pub fn resolve(&self, p: &str) -> PathBuf {
         self.dir().join(p)

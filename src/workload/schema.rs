@@ -110,6 +110,11 @@ pub struct PipelineSpec {
     #[serde(default)]
     pub repeat: Repeat,
     pub steps: Vec<PipelineStep>,
+    /// The values a request gives. Default: every value that a step reads and no step writes.
+    /// When given, a read of a value that no step writes and that is not listed here is an
+    /// error, and so is a listed value that no step reads.
+    #[serde(default)]
+    pub inputs: Option<Vec<String>>,
     /// The values a request returns. Default: every value that no step reads. When given, a
     /// value that is neither read nor listed here is an error.
     #[serde(default)]
