@@ -116,6 +116,13 @@ pub enum StepKind {
         decoder: Arc<CtcDecoder>,
         text_score: f64,
     },
+    AudioLoad,
+    Resample {
+        to_hz: u32,
+    },
+    LogMel {
+        n_mels: usize,
+    },
 }
 
 /// One step of the checked pipeline.
@@ -612,6 +619,57 @@ impl Builder<'_> {
                 )
             }
             PipelineStep::Run(r) => self.run_step(index, r)?,
+            PipelineStep::AudioLoad(l) => {
+                if l.source == l.output {
+                    return Err(self.err(
+                        index,
+                        "AudioLoad",
+                        format!(
+                            "reads and writes `{}`: give the audio value another name",
+                            l.source
+                        ),
+                    ));
+                }
+                one(
+                    "AudioLoad",
+                    StepKind::AudioLoad,
+                    Reads(vec![(l.source.clone(), ValueType::Audio)]),
+                    vec![(l.output.clone(), ValueType::Audio)],
+                )
+            }
+            PipelineStep::Resample(r) => {
+                if !(1..=384_000).contains(&r.to_hz) {
+                    return Err(self.err(
+                        index,
+                        "Resample",
+                        format!("to_hz must be 1..=384000, got {}", r.to_hz),
+                    ));
+                }
+                one(
+                    "Resample",
+                    StepKind::Resample { to_hz: r.to_hz },
+                    Reads(vec![(r.input.clone(), ValueType::Audio)]),
+                    vec![(r.output.clone(), ValueType::Audio)],
+                )
+            }
+            PipelineStep::LogMel(m) => {
+                let n_mels = m.n_mels.unwrap_or(80);
+                if n_mels != 80 && n_mels != 128 {
+                    return Err(self.err(
+                        index,
+                        "LogMel",
+                        format!("n_mels must be 80 or 128 (Whisper's models), got {n_mels}"),
+                    ));
+                }
+                one(
+                    "LogMel",
+                    StepKind::LogMel {
+                        n_mels: n_mels as usize,
+                    },
+                    Reads(vec![(m.input.clone(), ValueType::Audio)]),
+                    vec![(m.output.clone(), ValueType::Tensor)],
+                )
+            }
             PipelineStep::OcrBoxes(b) => {
                 let mut p = DbParams::default();
                 if let Some(t) = b.thresh {

@@ -1,9 +1,9 @@
 //! Pipeline values from files and to text: what `texstream run --input NAME=FILE` and a
-//! workload's demo inputs read (`.png`/`.jpg` images, `.npy` tensors, `.txt` text), and the
-//! short summaries the CLI prints.
+//! workload's demo inputs read (`.png`/`.jpg` images, `.npy` tensors, `.txt` text, `.wav`
+//! audio), and the short summaries the CLI prints.
 use std::path::{Path, PathBuf};
 
-use super::value::{Image, Tensor, TensorData, Value};
+use super::value::{Audio, Image, Tensor, TensorData, Value};
 
 /// A file that does not give a value.
 #[derive(Debug, thiserror::Error)]
@@ -49,12 +49,13 @@ pub fn read_value(path: &Path) -> Result<Value, ValueFileError> {
             };
             Value::Tensor(Tensor::new(a.shape, data).map_err(|e| invalid(e.to_string()))?)
         }
+        "wav" => Value::Audio(Audio::decode_wav(&bytes()?).map_err(|e| invalid(e.to_string()))?),
         "txt" => {
             Value::Text(String::from_utf8(bytes()?).map_err(|_| invalid("not UTF-8 text".into()))?)
         }
         _ => {
             return Err(invalid(
-                "unknown kind of input (use .png, .jpg, .npy or .txt)".into(),
+                "unknown kind of input (use .png, .jpg, .npy, .txt or .wav)".into(),
             ))
         }
     })

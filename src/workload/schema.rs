@@ -142,6 +142,9 @@ pub enum PipelineStep {
     TextlineTensors(TextlineTensors),
     AngleFix(AngleFix),
     CtcDecode(CtcDecode),
+    AudioLoad(AudioLoad),
+    Resample(Resample),
+    LogMel(LogMel),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -280,6 +283,37 @@ pub struct CtcDecode {
     /// Lines scoring below this are dropped (RapidOCR: 0.5).
     #[serde(default)]
     pub text_score: Option<f64>,
+}
+
+/// A request's audio (a WAV file on the wire, or samples) as the pipeline's audio value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AudioLoad {
+    pub output: String,
+    /// The request input holding the audio; another name than `output`.
+    pub source: String,
+}
+
+/// Audio converted to another sample rate (rubato's sinc resampler).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resample {
+    pub input: String,
+    pub output: String,
+    /// The rate to convert to, 1..=384000 Hz.
+    pub to_hz: u32,
+}
+
+/// Whisper's log-mel front end: 16 kHz audio padded or trimmed to 30 s → tensor
+/// `[1, n_mels, 3000]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogMel {
+    pub input: String,
+    pub output: String,
+    /// Mel bands: 80 (default; Whisper up to large-v2) or 128 (large-v3).
+    #[serde(default)]
+    pub n_mels: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
