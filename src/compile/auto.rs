@@ -73,6 +73,28 @@ fn stale_reason(onnx: &Path, packed: &Path, spec: &ModelSpec, page_bytes: u64) -
             pm.page_bytes()
         ));
     }
+    let meta = &pm.header().metadata;
+    for (name, v) in &spec.bind {
+        let want = v.to_string();
+        match meta.get(&super::bind_key(name)) {
+            Some(got) if *got == want => {}
+            Some(got) => {
+                return Some(format!(
+                    "input `{name}` was bound to {got}, the workload binds {want}"
+                ))
+            }
+            None => return Some(format!("input `{name}` was not bound")),
+        }
+    }
+    if let Some(k) = meta.keys().find(|k| {
+        k.strip_prefix("texstream.bind.")
+            .is_some_and(|n| !spec.bind.contains_key(n))
+    }) {
+        return Some(format!(
+            "input `{}` was bound, the workload does not bind it",
+            &k["texstream.bind.".len()..]
+        ));
+    }
     let g = pm.graph();
     for (name, dims) in &spec.inputs {
         let want: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
@@ -137,6 +159,9 @@ pub fn ensure_packed(
                     .page_bytes(page_bytes);
                 for (name, dims) in &spec.inputs {
                     c = c.input_shape(name, dims.iter().map(|&d| d as usize).collect());
+                }
+                for (name, &v) in &spec.bind {
+                    c = c.bind(name, crate::ir::TensorData::from_i64(vec![], vec![v]));
                 }
                 c.compile_to(&packed)
                     .map_err(|source| AutoCompileError::Compile {

@@ -75,12 +75,57 @@ pub struct ValueInfo {
     pub len_root: ValueId,
 }
 
-/// A model run's fan-out.
+/// A model run's fan-out: how many times a step runs its model in one request.
 #[derive(Clone, Debug)]
 pub struct Fan {
+    /// The value the count follows.
     pub over: ValueId,
     pub expected: u32,
     pub max: u32,
+    /// How the count follows it.
+    pub per: Per,
+}
+
+/// What one run of a fan-out takes from the value it follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Per {
+    /// One run per list item (or box).
+    Item,
+    /// One run per this many audio samples (the last chunk padded).
+    Chunk(usize),
+}
+
+impl Fan {
+    /// The run count for `v`, the value the fan-out follows (or one of the same length).
+    pub fn count_for(&self, v: &super::value::Value) -> Option<u32> {
+        use super::value::Value;
+        let n = match (self.per, v) {
+            (Per::Item, Value::List(l)) => l.len(),
+            (Per::Item, Value::Boxes(b)) => b.len(),
+            (Per::Chunk(c), Value::Audio(a)) => a.samples.len().div_ceil(c.max(1)),
+            _ => return None,
+        };
+        Some(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+}
+
+/// A stateful model run over audio chunks, resolved (see [`crate::workload::StreamChunks`]).
+#[derive(Clone, Debug)]
+pub struct Stream {
+    pub model: usize,
+    /// The model input taking the samples, and its shape (`[1, context + chunk]`).
+    pub input: (String, Vec<usize>),
+    pub chunk: usize,
+    pub context: usize,
+    pub sample_rate: Option<u32>,
+    /// (output, input, shape) carried between runs, zeros first.
+    pub state: Vec<(String, String, Vec<usize>)>,
+    /// (model input, value) given the same tensor every run.
+    pub inputs: Vec<(String, ValueId)>,
+    /// (model output, its shape, value) stacked over the runs.
+    pub outputs: Vec<(String, Vec<usize>, ValueId)>,
+    /// Over the audio value, in chunks.
+    pub fan: Fan,
 }
 
 /// What a step does, with its parameters resolved.
@@ -123,6 +168,18 @@ pub enum StepKind {
     LogMel {
         n_mels: usize,
     },
+    StreamChunks(Box<Stream>),
+}
+
+impl StepKind {
+    /// The model a step runs and its fan-out (`None`: one run), for steps that run one.
+    pub fn model_runs(&self) -> Option<(usize, Option<&Fan>)> {
+        match self {
+            StepKind::Run { model, fan, .. } => Some((*model, fan.as_ref())),
+            StepKind::StreamChunks(s) => Some((s.model, Some(&s.fan))),
+            _ => None,
+        }
+    }
 }
 
 /// One step of the checked pipeline.
@@ -189,12 +246,12 @@ impl PipelineGraph {
     pub fn stages(&self, mut count: impl FnMut(&StepNode, &Fan) -> u32) -> Vec<Stage> {
         self.steps
             .iter()
-            .filter_map(|s| match &s.kind {
-                StepKind::Run { model, fan, .. } => Some(Stage {
-                    model: *model,
-                    count: fan.as_ref().map_or(1, |f| count(s, f)),
-                }),
-                _ => None,
+            .filter_map(|s| {
+                let (model, fan) = s.kind.model_runs()?;
+                Some(Stage {
+                    model,
+                    count: fan.map_or(1, |f| count(s, f)),
+                })
             })
             .collect()
     }
@@ -221,11 +278,17 @@ impl PipelineGraph {
         for st in &self.steps {
             let r: Vec<String> = st.reads.iter().map(name).collect();
             let w: Vec<String> = st.writes.iter().map(name).collect();
-            let fan = match &st.kind {
-                StepKind::Run { fan: Some(f), .. } => format!(
-                    "  (per item of `{}`, expected {}, at most {})",
-                    self.values[f.over].name, f.expected, f.max
-                ),
+            let fan = match st.kind.model_runs() {
+                Some((_, Some(f))) => {
+                    let per = match f.per {
+                        Per::Item => "item".to_string(),
+                        Per::Chunk(c) => format!("{c}-sample chunk"),
+                    };
+                    format!(
+                        "  (per {per} of `{}`, expected {}, at most {})",
+                        self.values[f.over].name, f.expected, f.max
+                    )
+                }
                 _ => String::new(),
             };
             s += &format!(
@@ -476,6 +539,15 @@ impl Builder<'_> {
                     f.over = reads[f.over];
                 }
             }
+            if let StepKind::StreamChunks(st) = &mut kind {
+                st.fan.over = reads[st.fan.over];
+                for (_, v) in st.inputs.iter_mut() {
+                    *v = reads[*v];
+                }
+                for (_, _, v) in st.outputs.iter_mut() {
+                    *v = writes[*v];
+                }
+            }
             steps.push(StepNode {
                 index: p.index,
                 label: p.label.clone(),
@@ -619,6 +691,7 @@ impl Builder<'_> {
                 )
             }
             PipelineStep::Run(r) => self.run_step(index, r)?,
+            PipelineStep::StreamChunks(c) => self.stream_step(index, c)?,
             PipelineStep::AudioLoad(l) => {
                 if l.source == l.output {
                     return Err(self.err(
@@ -818,6 +891,7 @@ impl Builder<'_> {
                     over: 0,
                     expected: pi.expected,
                     max: pi.max_runs(),
+                    per: Per::Item,
                 })
             }
         };
@@ -877,6 +951,123 @@ impl Builder<'_> {
             reads,
             writes,
             len_from,
+        })
+    }
+
+    fn stream_step(
+        &self,
+        index: usize,
+        c: &crate::workload::StreamChunks,
+    ) -> Result<Pending, GraphError> {
+        let label = format!("StreamChunks({})", c.model);
+        let err = |m: String| self.err(index, &label, m);
+        let model = self
+            .models
+            .iter()
+            .position(|m| m.name == c.model)
+            .ok_or_else(|| err(format!("unknown model `{}`", c.model)))?;
+        let ports = &self.models[model];
+        let input_shape = |name: &str| ports.inputs.iter().find(|(n, _)| n == name).map(|(_, s)| s);
+        let output_shape = |name: &str| {
+            ports
+                .outputs
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, s)| s)
+        };
+        let no_input = |name: &str| {
+            err(format!(
+                "model `{}` has no input `{name}` (its inputs: {})",
+                c.model,
+                port_names(&ports.inputs)
+            ))
+        };
+        let no_output = |name: &str| {
+            err(format!(
+                "model `{}` has no output `{name}` (its outputs: {})",
+                c.model,
+                port_names(&ports.outputs)
+            ))
+        };
+        let (chunk, context) = (c.chunk as usize, c.context.unwrap_or(0) as usize);
+        if chunk == 0 {
+            return Err(err("chunk must be at least 1 sample".into()));
+        }
+        let shape = input_shape(&c.input).ok_or_else(|| no_input(&c.input))?;
+        if shape.iter().product::<usize>() != context + chunk
+            || shape.last() != Some(&(context + chunk))
+        {
+            return Err(err(format!(
+                "model input `{}` is {shape:?}; context + chunk is {} samples, so it must be \
+                 [1, {}]",
+                c.input,
+                context + chunk,
+                context + chunk
+            )));
+        }
+        let mut state = Vec::new();
+        for (out, inp) in &c.state {
+            let so = output_shape(out).ok_or_else(|| no_output(out))?;
+            let si = input_shape(inp).ok_or_else(|| no_input(inp))?;
+            if so != si {
+                return Err(err(format!(
+                    "state output `{out}` is {so:?} but input `{inp}` is {si:?}"
+                )));
+            }
+            state.push((out.clone(), inp.clone(), si.clone()));
+        }
+        let mut reads = vec![(c.audio.clone(), ValueType::Audio)];
+        let mut inputs = Vec::new();
+        for (port, value) in &c.inputs {
+            input_shape(port).ok_or_else(|| no_input(port))?;
+            inputs.push((port.clone(), reads.len()));
+            reads.push((value.clone(), ValueType::Tensor));
+        }
+        for (port, _) in &ports.inputs {
+            let given = *port == c.input
+                || c.state.values().any(|i| i == port)
+                || c.inputs.contains_key(port);
+            if !given {
+                return Err(err(format!(
+                    "model `{}` input `{port}` is not given a value (the chunk input, a state \
+                     input or `inputs`)",
+                    c.model
+                )));
+            }
+        }
+        let mut outputs = Vec::new();
+        let mut writes = Vec::new();
+        for (port, value) in &c.outputs {
+            let so = output_shape(port).ok_or_else(|| no_output(port))?;
+            outputs.push((port.clone(), so.clone(), writes.len()));
+            writes.push((value.clone(), ValueType::Tensor));
+        }
+        if outputs.is_empty() {
+            return Err(err("`outputs` names no model output to keep".into()));
+        }
+        let n = writes.len();
+        Ok(Pending {
+            index,
+            label,
+            kind: StepKind::StreamChunks(Box::new(Stream {
+                model,
+                input: (c.input.clone(), shape.clone()),
+                chunk,
+                context,
+                sample_rate: c.sample_rate,
+                state,
+                inputs,
+                outputs,
+                fan: Fan {
+                    over: 0,
+                    expected: c.expected,
+                    max: c.max_runs(),
+                    per: Per::Chunk(chunk),
+                },
+            })),
+            reads,
+            writes,
+            len_from: vec![None; n],
         })
     }
 

@@ -97,7 +97,7 @@ pub fn run_builtin(kind: &StepKind, reads: &[&Value]) -> Result<Vec<Value>, Step
             Value::Audio(a) => vec![Value::Tensor(audio::log_mel(a, *n_mels)?)],
             v => return Err(wrong("audio", v)),
         },
-        StepKind::Run { .. } => {
+        StepKind::Run { .. } | StepKind::StreamChunks(_) => {
             return Err(StepError::Invalid(
                 "a model run is not a built-in step".into(),
             ))
