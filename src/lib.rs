@@ -17,6 +17,7 @@
 //! - [`runtime`] runs packed models on the Vulkan backend (executor, activation arena,
 //!   streaming under the scheduler's plan);
 //! - [`engine`] holds it all open for requests; [`serve`] serves it over HTTP (KServe v2).
+pub mod audio;
 pub mod compile;
 pub mod engine;
 #[doc(hidden)]

@@ -900,3 +900,71 @@ fn check_validates_a_workload_without_a_device_and_prints_its_dag() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `line:col` (1-based) of the first occurrence of `needle` in `text`.
+fn position_of(text: &str, needle: &str) -> String {
+    let at = text
+        .find(needle)
+        .unwrap_or_else(|| panic!("`{needle}` is not in the fixture: update this test"));
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let col = at - before.rfind('\n').map_or(0, |n| n + 1) + 1;
+    format!("{line}:{col}")
+}
+
+#[test]
+fn declared_inputs_catch_misspelt_and_unused_values_at_their_location() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let good = root.join("tests/data/serve/tiny.ron");
+    let dir = scratch("declared");
+    for f in ["conv.onnx", "mlp.onnx"] {
+        std::fs::copy(root.join("tests/data/serve").join(f), dir.join(f)).unwrap();
+    }
+    let fixture = std::fs::read_to_string(&good).unwrap();
+    let chain_mlp = r#"Run(model: "mlp", inputs: {"x": "feat"}, outputs: {"y": "probs"}),
+            ],
+        ),
+    ],"#;
+    for (case, from, to, at, expect) in [
+        (
+            "misspelt read",
+            chain_mlp,
+            chain_mlp.replace(r#""x": "feat""#, r#""x": "faet""#),
+            r#"Run(model: "mlp", inputs: {"x": "faet"}"#,
+            "pipeline `chain` step 1 (Run(mlp)): undefined value `faet` (did you mean `feat`?)",
+        ),
+        (
+            "unread input",
+            r#"inputs: ["pixels"],"#,
+            r#"inputs: ["pixels", "mask"],"#.to_string(),
+            r#""mask"]"#,
+            "pipeline `chain` `inputs`: declared input `mask` is not read by any step",
+        ),
+        (
+            "written input",
+            r#"inputs: ["pixels"],"#,
+            r#"inputs: ["pixels", "feat"],"#.to_string(),
+            r#""feat"]"#,
+            "`feat` is declared an input, but step 0 (Run(conv)) writes it",
+        ),
+        (
+            "misspelt output",
+            r#"inputs: ["pixels"],
+            outputs: ["probs"],"#,
+            r#"inputs: ["pixels"],
+            outputs: ["prbos"],"#
+                .to_string(),
+            r#""prbos""#,
+            "output `prbos` is not a value of the pipeline (did you mean `probs`?)",
+        ),
+    ] {
+        assert!(fixture.contains(from), "{case}: the fixture changed");
+        let text = fixture.replacen(from, &to, 1);
+        let bad = dir.join("bad.ron");
+        std::fs::write(&bad, &text).unwrap();
+        let o = texstream(&["check", path_str(&bad)]);
+        let loc = format!("{}:{}: ", path_str(&bad), position_of(&text, at));
+        assert_user_error(case, &o, &[&loc, expect]);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -132,7 +132,7 @@ typedef enum TsValueKind {
    */
   TS_VALUE_KIND_LIST = 6,
   /**
-   * Token ids (no reader yet).
+   * Token ids of a tokenizer's vocabulary (u32 each).
    */
   TS_VALUE_KIND_TOKENS = 7,
 } TsValueKind;
@@ -405,6 +405,18 @@ enum TsStatus ts_values_set_audio_f32(struct TsValues *values,
 enum TsStatus ts_values_set_text(struct TsValues *values, const char *name, const char *text);
 
 /**
+ * Sets `name` to the `len` token ids at `ids` (copied). `ids` may be NULL when `len` is 0.
+ *
+ * # Safety
+ * `values` is a live `TsValues`; `name` is a NUL-terminated string; `ids` is NULL or points to
+ * `len` elements.
+ */
+enum TsStatus ts_values_set_tokens(struct TsValues *values,
+                                   const char *name,
+                                   const uint32_t *ids,
+                                   size_t len);
+
+/**
  * The number of values in `*count`.
  *
  * # Safety
@@ -466,6 +478,28 @@ enum TsStatus ts_values_tensor_f32(const struct TsValues *values,
                                    const char *name,
                                    float *out,
                                    size_t len);
+
+/**
+ * The number of token ids in value `name` in `*len`.
+ *
+ * # Safety
+ * `values` is a live `TsValues`; `name` is a NUL-terminated string; `len` points to writable
+ * memory.
+ */
+enum TsStatus ts_values_tokens_len(const struct TsValues *values, const char *name, size_t *len);
+
+/**
+ * Copies the token ids of value `name` into the caller's `out[0..len]`; `len` must be their
+ * count (`ts_values_tokens_len`).
+ *
+ * # Safety
+ * `values` is a live `TsValues`; `name` is a NUL-terminated string; `out` points to `len`
+ * writable elements.
+ */
+enum TsStatus ts_values_tokens(const struct TsValues *values,
+                               const char *name,
+                               uint32_t *out,
+                               size_t len);
 
 /**
  * Image `name`'s width and height in pixels.

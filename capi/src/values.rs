@@ -32,7 +32,7 @@ pub enum TsValueKind {
     TextLines = 5,
     /// A list of values (no reader yet).
     List = 6,
-    /// Token ids (no reader yet).
+    /// Token ids of a tokenizer's vocabulary (u32 each).
     Tokens = 7,
 }
 
@@ -117,6 +117,13 @@ impl TsValues {
         match &self.entry(name)?.value {
             Value::Image(i) => Ok(i),
             v => Err(wrong_kind(name, v, "an image")),
+        }
+    }
+
+    fn tokens(&self, name: &str) -> Result<&[u32], CapiError> {
+        match &self.entry(name)?.value {
+            Value::Tokens(ids) => Ok(ids),
+            v => Err(wrong_kind(name, v, "token ids")),
         }
     }
 
@@ -324,6 +331,27 @@ pub unsafe extern "C" fn ts_values_set_text(
     })
 }
 
+/// Sets `name` to the `len` token ids at `ids` (copied). `ids` may be NULL when `len` is 0.
+///
+/// # Safety
+/// `values` is a live `TsValues`; `name` is a NUL-terminated string; `ids` is NULL or points to
+/// `len` elements.
+#[no_mangle]
+pub unsafe extern "C" fn ts_values_set_tokens(
+    values: *mut TsValues,
+    name: *const c_char,
+    ids: *const u32,
+    len: usize,
+) -> TsStatus {
+    call("ts_values_set_tokens", || {
+        let values = mut_arg(values, "values")?;
+        let name = str_arg(name, "name")?;
+        let ids = slice_arg(ids, len, "ids")?.to_vec();
+        values.insert(name, Value::Tokens(ids));
+        Ok(())
+    })
+}
+
 /// The number of values in `*count`.
 ///
 /// # Safety
@@ -451,6 +479,52 @@ pub unsafe extern "C" fn ts_values_tensor_f32(
                 out.copy_from_slice(&v);
             }
         }
+        Ok(())
+    })
+}
+
+/// The number of token ids in value `name` in `*len`.
+///
+/// # Safety
+/// `values` is a live `TsValues`; `name` is a NUL-terminated string; `len` points to writable
+/// memory.
+#[no_mangle]
+pub unsafe extern "C" fn ts_values_tokens_len(
+    values: *const TsValues,
+    name: *const c_char,
+    len: *mut usize,
+) -> TsStatus {
+    call("ts_values_tokens_len", || {
+        let values = ref_arg(values, "values")?;
+        let name = str_arg(name, "name")?;
+        write_out(len, "len", values.tokens(name)?.len())
+    })
+}
+
+/// Copies the token ids of value `name` into the caller's `out[0..len]`; `len` must be their
+/// count (`ts_values_tokens_len`).
+///
+/// # Safety
+/// `values` is a live `TsValues`; `name` is a NUL-terminated string; `out` points to `len`
+/// writable elements.
+#[no_mangle]
+pub unsafe extern "C" fn ts_values_tokens(
+    values: *const TsValues,
+    name: *const c_char,
+    out: *mut u32,
+    len: usize,
+) -> TsStatus {
+    call("ts_values_tokens", || {
+        let values = ref_arg(values, "values")?;
+        let name = str_arg(name, "name")?;
+        let ids = values.tokens(name)?;
+        if len != ids.len() {
+            return Err(CapiError::Invalid(format!(
+                "`{name}` has {} token ids, `len` is {len}",
+                ids.len()
+            )));
+        }
+        slice_out(out, len, "out")?.copy_from_slice(ids);
         Ok(())
     })
 }
@@ -763,8 +837,39 @@ mod tests {
                 TsStatus::Ok
             );
             assert_eq!(back, pixels);
+            let ids = [3u32, 0, u32::MAX];
+            assert_eq!(
+                ts_values_set_tokens(v, c"ids".as_ptr(), ids.as_ptr(), 3),
+                TsStatus::Ok
+            );
+            let mut n = 0;
+            assert_eq!(
+                ts_values_tokens_len(v, c"ids".as_ptr(), &mut n),
+                TsStatus::Ok
+            );
+            assert_eq!(n, 3);
+            let mut got = [0u32; 3];
+            assert_eq!(
+                ts_values_tokens(v, c"ids".as_ptr(), got.as_mut_ptr(), 2),
+                TsStatus::InvalidArgument
+            );
+            assert_eq!(
+                ts_values_tokens(v, c"ids".as_ptr(), got.as_mut_ptr(), 3),
+                TsStatus::Ok
+            );
+            assert_eq!(got, ids);
+            let mut kind = TsValueKind::Tensor;
+            assert_eq!(ts_values_kind(v, c"ids".as_ptr(), &mut kind), TsStatus::Ok);
+            assert_eq!(kind, TsValueKind::Tokens);
+            assert_eq!(
+                ts_values_tokens_len(v, c"i".as_ptr(), &mut n),
+                TsStatus::WrongKind
+            );
             let values = (*v).to_values();
-            assert_eq!(values.keys().collect::<Vec<_>>(), ["a", "i", "s", "t"]);
+            assert_eq!(
+                values.keys().collect::<Vec<_>>(),
+                ["a", "i", "ids", "s", "t"]
+            );
             assert!(matches!(&values["a"], Value::Audio(a) if a.sample_rate == 16_000));
             ts_values_free(v);
         }

@@ -73,6 +73,28 @@ fn stale_reason(onnx: &Path, packed: &Path, spec: &ModelSpec, page_bytes: u64) -
             pm.page_bytes()
         ));
     }
+    let meta = &pm.header().metadata;
+    for (name, v) in &spec.bind {
+        let want = v.to_string();
+        match meta.get(&super::bind_key(name)) {
+            Some(got) if *got == want => {}
+            Some(got) => {
+                return Some(format!(
+                    "input `{name}` was bound to {got}, the workload binds {want}"
+                ))
+            }
+            None => return Some(format!("input `{name}` was not bound")),
+        }
+    }
+    if let Some(k) = meta.keys().find(|k| {
+        k.strip_prefix("texstream.bind.")
+            .is_some_and(|n| !spec.bind.contains_key(n))
+    }) {
+        return Some(format!(
+            "input `{}` was bound, the workload does not bind it",
+            &k["texstream.bind.".len()..]
+        ));
+    }
     let g = pm.graph();
     let cache = g.state.first().map(|s| g.tensors[s.tensor].shape[s.axis]);
     let want_cache = spec.kv_cache.as_ref().map(|k| k.max_len as usize);
@@ -154,6 +176,9 @@ pub fn ensure_packed(
                 }
                 if let Some(kv) = &spec.kv_cache {
                     c = c.kv_cache(kv.max_len as usize, kv.position_input());
+                }
+                for (name, &v) in &spec.bind {
+                    c = c.bind(name, crate::ir::TensorData::from_i64(vec![], vec![v]));
                 }
                 c.compile_to(&packed)
                     .map_err(|source| AutoCompileError::Compile {

@@ -169,7 +169,11 @@ impl Compiler {
             passes: passes.clone(),
             op_histogram,
         };
-        let meta = model.metadata().clone();
+        let mut meta = model.metadata().clone();
+        // What was bound is part of what the packed model is (`auto` compares it).
+        for (name, t) in &self.import.bindings {
+            meta.insert(bind_key(name), bind_note(t));
+        }
         let packed = pack_graph(
             model.graph,
             &self.path.display().to_string(),
@@ -193,4 +197,18 @@ impl Compiler {
         })?;
         Ok(c)
     }
+}
+
+/// The packed header's metadata key that records a bound input's value.
+pub fn bind_key(input: &str) -> String {
+    format!("texstream.bind.{input}")
+}
+
+/// A bound value as that metadata records it: the values, comma-separated.
+pub fn bind_note(t: &crate::ir::TensorData) -> String {
+    let v: Vec<String> = match &t.values {
+        crate::ir::tensor::Values::F(v) => v.iter().map(|x| x.to_string()).collect(),
+        crate::ir::tensor::Values::I(v) => v.iter().map(|x| x.to_string()).collect(),
+    };
+    v.join(",")
 }

@@ -167,6 +167,7 @@ fn single_model(p: &ModelPorts) -> PipelineSpec {
             outputs: names(&p.outputs),
             fan_out: FanOut::One,
         })],
+        inputs: None,
         outputs: None,
     }
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use scheduler::Stage;
 
 use super::generate::{generate, GenerateCall, GenerateError};
-use super::graph::{PipelineGraph, StepKind, StepNode, ValueId};
+use super::graph::{Fan, PipelineGraph, StepKind, StepNode, Stream, ValueId};
 use super::steps::{run_builtin, StepError};
 use super::value::{Tensor, Value};
 
@@ -248,6 +248,31 @@ pub fn execute(
                     per_output.into_iter().flatten().collect()
                 }
             }
+            StepKind::StreamChunks(sc) => {
+                let model_err = |source| ExecError::Model {
+                    pipeline: g.name.clone(),
+                    step: st.index,
+                    label: st.label.clone(),
+                    source,
+                };
+                let (outs, runs) = run_stream(sc, &reads, &mut |left, call| {
+                    if left.0 > 0 {
+                        if let Some(s) = stop() {
+                            return Err(ExecError::stop(s));
+                        }
+                    }
+                    let rest = rest_of_request(g, &values, k, left.1, &|j| runner.fan_out_hint(j));
+                    runner
+                        .run_model(ModelCall { rest, ..call })
+                        .map_err(model_err)
+                })
+                .map_err(|e| match e {
+                    StreamFailure::Step(e) => step_err(e),
+                    StreamFailure::Exec(e) => e,
+                })?;
+                ex.fan_counts.push((st.index, runs));
+                outs
+            }
             StepKind::Generate {
                 model,
                 inputs,
@@ -285,7 +310,7 @@ pub fn execute(
                 let expected_runs = runner
                     .fan_out_hint(st.index)
                     .map_or(fan.expected, |h| h.min(fan.max));
-                let later = later_stages(g, &values, k + 1, &|j| runner.fan_out_hint(j));
+                let later = rest_of_request(g, &values, k, 0, &|j| runner.fan_out_hint(j));
                 let call = GenerateCall {
                     model: *model,
                     prompt,
@@ -353,44 +378,20 @@ fn rest_of_request(
     hint: &dyn Fn(usize) -> Option<u32>,
 ) -> Vec<Stage> {
     let mut rest = Vec::new();
-    if let Some(StepKind::Run { model, .. }) = g.steps.get(k).map(|s| &s.kind) {
-        if left > 0 {
-            rest.push(Stage {
-                model: *model,
-                count: left as u32,
-            });
-        }
-    }
-    rest.extend(later_stages(g, values, k + 1, hint));
-    rest
-}
-
-/// The model runs of steps `from..`: fan-outs at the items of their list where it exists (or
-/// of the value its length follows), else the runner's hint (at most the maximum), else what
-/// the workload expects; a `Generate` at the hint or its expected runs.
-fn later_stages(
-    g: &PipelineGraph,
-    values: &[Option<Value>],
-    from: usize,
-    hint: &dyn Fn(usize) -> Option<u32>,
-) -> Vec<Stage> {
-    let mut rest = Vec::new();
-    for st in g.steps.iter().skip(from) {
-        let (model, count) = match &st.kind {
-            StepKind::Run { model, fan, .. } => (
-                *model,
-                match fan {
-                    None => 1,
-                    Some(f) => known_len(g, values, f.over)
-                        .or_else(|| hint(st.index).map(|h| h.min(f.max)))
-                        .unwrap_or(f.expected),
-                },
-            ),
-            StepKind::Generate { model, fan, .. } => (
-                *model,
-                hint(st.index).map_or(fan.expected, |h| h.min(fan.max)),
-            ),
-            _ => continue,
+    for (j, st) in g.steps.iter().enumerate().skip(k) {
+        let Some((model, fan)) = st.kind.model_runs() else {
+            continue;
+        };
+        let count = if j == k {
+            left as u32
+        } else {
+            match fan {
+                None => 1,
+                Some(f) => known_count(g, values, f)
+                    .map(|c| c.min(f.max))
+                    .or_else(|| hint(st.index).map(|h| h.min(f.max)))
+                    .unwrap_or(f.expected),
+            }
         };
         if count > 0 {
             rest.push(Stage { model, count });
@@ -399,17 +400,150 @@ fn later_stages(
     rest
 }
 
-/// The length of list `id`, or of the value whose length it always has, if computed.
-fn known_len(g: &PipelineGraph, values: &[Option<Value>], id: ValueId) -> Option<u32> {
-    let len = |v: &Value| match v {
-        Value::List(l) => Some(l.len() as u32),
-        Value::Boxes(b) => Some(b.len() as u32),
-        _ => None,
-    };
-    values[id]
+/// A fan-out's run count, once the value it follows (or one of the same length) is computed.
+fn known_count(g: &PipelineGraph, values: &[Option<Value>], f: &Fan) -> Option<u32> {
+    values[f.over]
         .as_ref()
-        .and_then(len)
-        .or_else(|| values[g.values[id].len_root].as_ref().and_then(len))
+        .and_then(|v| f.count_for(v))
+        .or_else(|| {
+            values[g.values[f.over].len_root]
+                .as_ref()
+                .and_then(|v| f.count_for(v))
+        })
+}
+
+/// Why a chunk loop stopped: a problem with its values, or a model run's failure.
+enum StreamFailure {
+    Step(StepError),
+    Exec(ExecError),
+}
+
+/// One model run of a chunk loop: `((run, runs left), call)`; the caller fills in `rest`.
+type RunChunk<'r> = dyn FnMut((usize, usize), ModelCall<'_>) -> Result<Vec<Tensor>, ExecError> + 'r;
+
+/// Runs `sc`'s model over the audio in `reads[0]` chunk by chunk, carrying its state; returns
+/// the stacked outputs and the number of runs.
+fn run_stream(
+    sc: &Stream,
+    reads: &[&Value],
+    run: &mut RunChunk<'_>,
+) -> Result<(Vec<Value>, u32), StreamFailure> {
+    let invalid = |m: String| StreamFailure::Step(StepError::Invalid(m));
+    let Some(Value::Audio(audio)) = reads.first() else {
+        return Err(invalid("expected audio".into()));
+    };
+    if let Some(rate) = sc.sample_rate {
+        if audio.sample_rate != rate {
+            return Err(invalid(format!(
+                "the audio is at {} Hz, the model takes {rate} Hz (add a `Resample(to_hz: \
+                 {rate})` step before it)",
+                audio.sample_rate
+            )));
+        }
+    }
+    let samples = &audio.samples;
+    let chunks = samples.len().div_ceil(sc.chunk);
+    if chunks > sc.fan.max as usize {
+        return Err(invalid(format!(
+            "{} samples make {chunks} chunks of {}, more than the step's max of {} (at most {} \
+             samples{})",
+            samples.len(),
+            sc.chunk,
+            sc.fan.max,
+            sc.fan.max as usize * sc.chunk,
+            match audio.sample_rate {
+                0 => String::new(),
+                r => format!(
+                    ", {:.1} s",
+                    (sc.fan.max as usize * sc.chunk) as f64 / r as f64
+                ),
+            }
+        )));
+    }
+    let tensor = |shape: &[usize], data: Vec<f32>| {
+        Tensor::f32(shape.to_vec(), data).map_err(|e| StreamFailure::Step(e.into()))
+    };
+    let consts: Vec<(&str, &Tensor)> = sc
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, (port, _))| match reads.get(i + 1) {
+            Some(Value::Tensor(t)) => Ok((port.as_str(), t)),
+            _ => Err(invalid(format!("input `{port}` is not a tensor"))),
+        })
+        .collect::<Result<_, _>>()?;
+    let mut state: Vec<Tensor> = sc
+        .state
+        .iter()
+        .map(|(_, _, shape)| tensor(shape, vec![0.0; shape.iter().product()]))
+        .collect::<Result<_, _>>()?;
+    let mut collected: Vec<Vec<f32>> = vec![Vec::new(); sc.outputs.len()];
+    let width = sc.context + sc.chunk;
+    let mut x = vec![0f32; width];
+    for i in 0..chunks {
+        // The previous input's last `context` samples, then this chunk (zero-padded).
+        x.copy_within(width - sc.context.., 0);
+        let part = &samples[i * sc.chunk..((i + 1) * sc.chunk).min(samples.len())];
+        x[sc.context..sc.context + part.len()].copy_from_slice(part);
+        x[sc.context + part.len()..].fill(0.0);
+        let input = tensor(&sc.input.1, x.clone())?;
+        let mut inputs = vec![(sc.input.0.as_str(), &input)];
+        inputs.extend(
+            sc.state
+                .iter()
+                .zip(&state)
+                .map(|((_, i, _), t)| (i.as_str(), t)),
+        );
+        inputs.extend(consts.iter().copied());
+        let mut outputs: Vec<&str> = sc.outputs.iter().map(|(p, _, _)| p.as_str()).collect();
+        outputs.extend(sc.state.iter().map(|(o, _, _)| o.as_str()));
+        let outs = run(
+            (i, chunks - i),
+            ModelCall {
+                model: sc.model,
+                inputs,
+                outputs,
+                rest: Vec::new(),
+            },
+        )
+        .map_err(StreamFailure::Exec)?;
+        if outs.len() != sc.outputs.len() + sc.state.len() {
+            return Err(invalid(format!(
+                "the model returned {} outputs, {} were asked for",
+                outs.len(),
+                sc.outputs.len() + sc.state.len()
+            )));
+        }
+        let (kept, carried) = outs.split_at(sc.outputs.len());
+        for ((c, t), (port, shape, _)) in collected.iter_mut().zip(kept).zip(&sc.outputs) {
+            if t.shape() != shape.as_slice() {
+                return Err(invalid(format!(
+                    "output `{port}` is {:?}, the model says {shape:?}",
+                    t.shape()
+                )));
+            }
+            c.extend(t.to_f32().map_err(|e| StreamFailure::Step(e.into()))?);
+        }
+        for ((s, t), (out, _, shape)) in state.iter_mut().zip(carried).zip(&sc.state) {
+            if t.shape() != shape.as_slice() {
+                return Err(invalid(format!(
+                    "state output `{out}` is {:?}, its input takes {shape:?}",
+                    t.shape()
+                )));
+            }
+            *s = t.clone();
+        }
+    }
+    let outs = collected
+        .into_iter()
+        .zip(&sc.outputs)
+        .map(|(data, (_, shape, _))| {
+            let mut s = vec![chunks];
+            s.extend_from_slice(shape);
+            tensor(&s, data).map(Value::Tensor)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((outs, chunks as u32))
 }
 
 /// The label of step `s` of `g` (for messages).

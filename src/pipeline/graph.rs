@@ -27,13 +27,42 @@ pub struct ModelPorts {
 
 /// A pipeline that failed its checks: where, and why.
 #[derive(Debug, thiserror::Error)]
-#[error("{location}: pipeline `{pipeline}` step {step} ({kind}): {msg}")]
+#[error("{location}: pipeline `{pipeline}` {}: {msg}", self.place())]
 pub struct GraphError {
     pub location: String,
     pub pipeline: String,
     pub step: usize,
+    /// The step's label (`Run(det)`), or the pipeline field the error is about (`inputs`,
+    /// `outputs`, `steps`), which is lowercase.
     pub kind: String,
     pub msg: String,
+}
+
+impl GraphError {
+    /// `step 3 (Run(det))`, or `` `inputs` `` for an error about a pipeline field.
+    fn place(&self) -> String {
+        if self.kind.starts_with(char::is_lowercase) {
+            format!("`{}`", self.kind)
+        } else {
+            format!("step {} ({})", self.step, self.kind)
+        }
+    }
+}
+
+/// The name among `known` that `name` is most likely a misspelling of, as ` (did you mean
+/// `x`?)`, or nothing.
+fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+    let best = known
+        .into_iter()
+        .filter(|k| *k != name)
+        .map(|k| (strsim::levenshtein(name, k), k))
+        .min();
+    match best {
+        Some((d, k)) if d <= 2 || d * 3 <= name.chars().count() => {
+            format!(" (did you mean `{k}`?)")
+        }
+        _ => String::new(),
+    }
 }
 
 /// One named value of the pipeline.
@@ -48,12 +77,59 @@ pub struct ValueInfo {
     pub len_root: ValueId,
 }
 
-/// A model run's fan-out.
+/// A model run's fan-out: how many times a step runs its model in one request.
 #[derive(Clone, Debug)]
 pub struct Fan {
+    /// The value the count follows.
     pub over: ValueId,
     pub expected: u32,
     pub max: u32,
+    /// How the count follows it.
+    pub per: Per,
+}
+
+/// What one run of a fan-out takes from the value it follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Per {
+    /// One run per list item (or box).
+    Item,
+    /// One run per this many audio samples (the last chunk padded).
+    Chunk(usize),
+    /// One run per token a decoder reads or writes (known only once decoding stops).
+    Token,
+}
+
+impl Fan {
+    /// The run count for `v`, the value the fan-out follows (or one of the same length).
+    pub fn count_for(&self, v: &super::value::Value) -> Option<u32> {
+        use super::value::Value;
+        let n = match (self.per, v) {
+            (Per::Item, Value::List(l)) => l.len(),
+            (Per::Item, Value::Boxes(b)) => b.len(),
+            (Per::Chunk(c), Value::Audio(a)) => a.samples.len().div_ceil(c.max(1)),
+            _ => return None,
+        };
+        Some(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+}
+
+/// A stateful model run over audio chunks, resolved (see [`crate::workload::StreamChunks`]).
+#[derive(Clone, Debug)]
+pub struct Stream {
+    pub model: usize,
+    /// The model input taking the samples, and its shape (`[1, context + chunk]`).
+    pub input: (String, Vec<usize>),
+    pub chunk: usize,
+    pub context: usize,
+    pub sample_rate: Option<u32>,
+    /// (output, input, shape) carried between runs, zeros first.
+    pub state: Vec<(String, String, Vec<usize>)>,
+    /// (model input, value) given the same tensor every run.
+    pub inputs: Vec<(String, ValueId)>,
+    /// (model output, its shape, value) stacked over the runs.
+    pub outputs: Vec<(String, Vec<usize>, ValueId)>,
+    /// Over the audio value, in chunks.
+    pub fan: Fan,
 }
 
 /// What a step does, with its parameters resolved.
@@ -89,6 +165,14 @@ pub enum StepKind {
         decoder: Arc<CtcDecoder>,
         text_score: f64,
     },
+    AudioLoad,
+    Resample {
+        to_hz: u32,
+    },
+    LogMel {
+        n_mels: usize,
+    },
+    StreamChunks(Box<Stream>),
     /// Autoregressive decoding (see [`crate::workload::Generate`]); reads the prompt first,
     /// then `inputs`' values; `fan` counts its model runs (`over` is the prompt).
     Generate {
@@ -103,6 +187,18 @@ pub enum StepKind {
         /// The model's cache positions (prompt plus reply must fit).
         cache_len: usize,
     },
+}
+
+impl StepKind {
+    /// The model a step runs and its fan-out (`None`: one run), for steps that run one.
+    pub fn model_runs(&self) -> Option<(usize, Option<&Fan>)> {
+        match self {
+            StepKind::Run { model, fan, .. } => Some((*model, fan.as_ref())),
+            StepKind::StreamChunks(s) => Some((s.model, Some(&s.fan))),
+            StepKind::Generate { model, fan, .. } => Some((*model, Some(fan))),
+            _ => None,
+        }
+    }
 }
 
 /// One step of the checked pipeline.
@@ -169,16 +265,12 @@ impl PipelineGraph {
     pub fn stages(&self, mut count: impl FnMut(&StepNode, &Fan) -> u32) -> Vec<Stage> {
         self.steps
             .iter()
-            .filter_map(|s| match &s.kind {
-                StepKind::Run { model, fan, .. } => Some(Stage {
-                    model: *model,
-                    count: fan.as_ref().map_or(1, |f| count(s, f)),
-                }),
-                StepKind::Generate { model, fan, .. } => Some(Stage {
-                    model: *model,
-                    count: count(s, fan),
-                }),
-                _ => None,
+            .filter_map(|s| {
+                let (model, fan) = s.kind.model_runs()?;
+                Some(Stage {
+                    model,
+                    count: fan.map_or(1, |f| count(s, f)),
+                })
             })
             .collect()
     }
@@ -205,17 +297,18 @@ impl PipelineGraph {
         for st in &self.steps {
             let r: Vec<String> = st.reads.iter().map(name).collect();
             let w: Vec<String> = st.writes.iter().map(name).collect();
-            let fan = match &st.kind {
-                StepKind::Run { fan: Some(f), .. } => format!(
-                    "  (per item of `{}`, expected {}, at most {})",
-                    self.values[f.over].name, f.expected, f.max
-                ),
-                StepKind::Generate {
-                    fan, max_tokens, ..
-                } => format!(
-                    "  (one run per token: expected {} runs, at most {}; reply at most {} tokens)",
-                    fan.expected, fan.max, max_tokens
-                ),
+            let fan = match st.kind.model_runs() {
+                Some((_, Some(f))) => {
+                    let per = match f.per {
+                        Per::Item => "item".to_string(),
+                        Per::Chunk(c) => format!("{c}-sample chunk"),
+                        Per::Token => "token".to_string(),
+                    };
+                    format!(
+                        "  (per {per} of `{}`, expected {}, at most {})",
+                        self.values[f.over].name, f.expected, f.max
+                    )
+                }
                 _ => String::new(),
             };
             s += &format!(
@@ -262,6 +355,81 @@ impl Builder<'_> {
         }
     }
 
+    /// An error about element `n` of the pipeline's list field `field` (`inputs`, `outputs`).
+    fn field_err(&self, field: &str, n: usize, msg: String) -> GraphError {
+        GraphError {
+            location: self.w.field_location(&self.spec.name, field, n),
+            pipeline: self.spec.name.clone(),
+            step: 0,
+            kind: field.into(),
+            msg,
+        }
+    }
+
+    /// With declared `inputs`: every read is written by a step or declared, every declared
+    /// input is read and written by no step.
+    fn check_declared_inputs(
+        &self,
+        declared: &[String],
+        pending: &[Pending],
+        writer: &BTreeMap<&str, usize>,
+    ) -> Result<(), GraphError> {
+        let known = || {
+            writer
+                .keys()
+                .copied()
+                .chain(declared.iter().map(String::as_str))
+        };
+        for p in pending {
+            for (name, _) in &p.reads {
+                if !writer.contains_key(name.as_str()) && !declared.contains(name) {
+                    return Err(self.err(
+                        p.index,
+                        &p.label,
+                        format!(
+                            "undefined value `{name}`{} (no step writes it and the pipeline's                              `inputs` do not declare it)",
+                            did_you_mean(name, known())
+                        ),
+                    ));
+                }
+            }
+        }
+        for (i, name) in declared.iter().enumerate() {
+            if declared[..i].contains(name) {
+                return Err(self.field_err("inputs", i, format!("`{name}` is declared twice")));
+            }
+            if let Some(&k) = writer.get(name.as_str()) {
+                return Err(self.field_err(
+                    "inputs",
+                    i,
+                    format!(
+                        "`{name}` is declared an input, but step {} ({}) writes it",
+                        pending[k].index, pending[k].label
+                    ),
+                ));
+            }
+            if !pending
+                .iter()
+                .any(|p| p.reads.iter().any(|(r, _)| r == name))
+            {
+                let readers: Vec<&str> = pending
+                    .iter()
+                    .flat_map(|p| p.reads.iter().map(|(r, _)| r.as_str()))
+                    .filter(|r| !writer.contains_key(r))
+                    .collect();
+                return Err(self.field_err(
+                    "inputs",
+                    i,
+                    format!(
+                        "declared input `{name}` is not read by any step{}",
+                        did_you_mean(name, readers)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn build(mut self) -> Result<PipelineGraph, GraphError> {
         let spec = self.spec;
         if spec.steps.is_empty() {
@@ -269,7 +437,7 @@ impl Builder<'_> {
                 location: self.w.path.display().to_string(),
                 pipeline: spec.name.clone(),
                 step: 0,
-                kind: "pipeline".into(),
+                kind: "steps".into(),
                 msg: "the pipeline has no steps".into(),
             });
         }
@@ -293,6 +461,9 @@ impl Builder<'_> {
                 }
                 writer.insert(name, k);
             }
+        }
+        if let Some(declared) = &spec.inputs {
+            self.check_declared_inputs(declared, &pending, &writer)?;
         }
         // Order: Kahn's algorithm, taking the earliest ready step in file order.
         let deps: Vec<BTreeSet<usize>> = pending
@@ -397,6 +568,15 @@ impl Builder<'_> {
                 }
                 fan.over = reads[fan.over];
             }
+            if let StepKind::StreamChunks(st) = &mut kind {
+                st.fan.over = reads[st.fan.over];
+                for (_, v) in st.inputs.iter_mut() {
+                    *v = reads[*v];
+                }
+                for (_, _, v) in st.outputs.iter_mut() {
+                    *v = writes[*v];
+                }
+            }
             steps.push(StepNode {
                 index: p.index,
                 label: p.label.clone(),
@@ -409,13 +589,16 @@ impl Builder<'_> {
         let outputs = match &spec.outputs {
             Some(names) => {
                 let mut outs = Vec::new();
-                for n in names {
-                    let id = self.by_name.get(n).copied().ok_or_else(|| GraphError {
-                        location: self.w.path.display().to_string(),
-                        pipeline: spec.name.clone(),
-                        step: 0,
-                        kind: "outputs".into(),
-                        msg: format!("output `{n}` is not a value of the pipeline"),
+                for (i, n) in names.iter().enumerate() {
+                    let id = self.by_name.get(n).copied().ok_or_else(|| {
+                        self.field_err(
+                            "outputs",
+                            i,
+                            format!(
+                                "output `{n}` is not a value of the pipeline{}",
+                                did_you_mean(n, self.by_name.keys().map(String::as_str))
+                            ),
+                        )
                     })?;
                     outs.push(id);
                 }
@@ -439,6 +622,13 @@ impl Builder<'_> {
                 .filter(|id| self.values[*id].producer.is_some() && !read.contains(id))
                 .collect(),
         };
+        // Declared inputs come in their declared order.
+        if let Some(declared) = &spec.inputs {
+            inputs = declared
+                .iter()
+                .filter_map(|n| self.by_name.get(n).copied())
+                .collect();
+        }
         let lookahead = match spec.repeat {
             Repeat::Once => 1,
             Repeat::Times(n) | Repeat::PerFrame(n) => n,
@@ -530,7 +720,59 @@ impl Builder<'_> {
                 )
             }
             PipelineStep::Run(r) => self.run_step(index, r)?,
+            PipelineStep::StreamChunks(c) => self.stream_step(index, c)?,
             PipelineStep::Generate(gen) => self.generate_step(index, gen)?,
+            PipelineStep::AudioLoad(l) => {
+                if l.source == l.output {
+                    return Err(self.err(
+                        index,
+                        "AudioLoad",
+                        format!(
+                            "reads and writes `{}`: give the audio value another name",
+                            l.source
+                        ),
+                    ));
+                }
+                one(
+                    "AudioLoad",
+                    StepKind::AudioLoad,
+                    Reads(vec![(l.source.clone(), ValueType::Audio)]),
+                    vec![(l.output.clone(), ValueType::Audio)],
+                )
+            }
+            PipelineStep::Resample(r) => {
+                if !(1..=384_000).contains(&r.to_hz) {
+                    return Err(self.err(
+                        index,
+                        "Resample",
+                        format!("to_hz must be 1..=384000, got {}", r.to_hz),
+                    ));
+                }
+                one(
+                    "Resample",
+                    StepKind::Resample { to_hz: r.to_hz },
+                    Reads(vec![(r.input.clone(), ValueType::Audio)]),
+                    vec![(r.output.clone(), ValueType::Audio)],
+                )
+            }
+            PipelineStep::LogMel(m) => {
+                let n_mels = m.n_mels.unwrap_or(80);
+                if n_mels != 80 && n_mels != 128 {
+                    return Err(self.err(
+                        index,
+                        "LogMel",
+                        format!("n_mels must be 80 or 128 (Whisper's models), got {n_mels}"),
+                    ));
+                }
+                one(
+                    "LogMel",
+                    StepKind::LogMel {
+                        n_mels: n_mels as usize,
+                    },
+                    Reads(vec![(m.input.clone(), ValueType::Audio)]),
+                    vec![(m.output.clone(), ValueType::Tensor)],
+                )
+            }
             PipelineStep::OcrBoxes(b) => {
                 let mut p = DbParams::default();
                 if let Some(t) = b.thresh {
@@ -679,6 +921,7 @@ impl Builder<'_> {
                     over: 0,
                     expected: pi.expected,
                     max: pi.max_runs(),
+                    per: Per::Item,
                 })
             }
         };
@@ -738,6 +981,123 @@ impl Builder<'_> {
             reads,
             writes,
             len_from,
+        })
+    }
+
+    fn stream_step(
+        &self,
+        index: usize,
+        c: &crate::workload::StreamChunks,
+    ) -> Result<Pending, GraphError> {
+        let label = format!("StreamChunks({})", c.model);
+        let err = |m: String| self.err(index, &label, m);
+        let model = self
+            .models
+            .iter()
+            .position(|m| m.name == c.model)
+            .ok_or_else(|| err(format!("unknown model `{}`", c.model)))?;
+        let ports = &self.models[model];
+        let input_shape = |name: &str| ports.inputs.iter().find(|(n, _)| n == name).map(|(_, s)| s);
+        let output_shape = |name: &str| {
+            ports
+                .outputs
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, s)| s)
+        };
+        let no_input = |name: &str| {
+            err(format!(
+                "model `{}` has no input `{name}` (its inputs: {})",
+                c.model,
+                port_names(&ports.inputs)
+            ))
+        };
+        let no_output = |name: &str| {
+            err(format!(
+                "model `{}` has no output `{name}` (its outputs: {})",
+                c.model,
+                port_names(&ports.outputs)
+            ))
+        };
+        let (chunk, context) = (c.chunk as usize, c.context.unwrap_or(0) as usize);
+        if chunk == 0 {
+            return Err(err("chunk must be at least 1 sample".into()));
+        }
+        let shape = input_shape(&c.input).ok_or_else(|| no_input(&c.input))?;
+        if shape.iter().product::<usize>() != context + chunk
+            || shape.last() != Some(&(context + chunk))
+        {
+            return Err(err(format!(
+                "model input `{}` is {shape:?}; context + chunk is {} samples, so it must be \
+                 [1, {}]",
+                c.input,
+                context + chunk,
+                context + chunk
+            )));
+        }
+        let mut state = Vec::new();
+        for (out, inp) in &c.state {
+            let so = output_shape(out).ok_or_else(|| no_output(out))?;
+            let si = input_shape(inp).ok_or_else(|| no_input(inp))?;
+            if so != si {
+                return Err(err(format!(
+                    "state output `{out}` is {so:?} but input `{inp}` is {si:?}"
+                )));
+            }
+            state.push((out.clone(), inp.clone(), si.clone()));
+        }
+        let mut reads = vec![(c.audio.clone(), ValueType::Audio)];
+        let mut inputs = Vec::new();
+        for (port, value) in &c.inputs {
+            input_shape(port).ok_or_else(|| no_input(port))?;
+            inputs.push((port.clone(), reads.len()));
+            reads.push((value.clone(), ValueType::Tensor));
+        }
+        for (port, _) in &ports.inputs {
+            let given = *port == c.input
+                || c.state.values().any(|i| i == port)
+                || c.inputs.contains_key(port);
+            if !given {
+                return Err(err(format!(
+                    "model `{}` input `{port}` is not given a value (the chunk input, a state \
+                     input or `inputs`)",
+                    c.model
+                )));
+            }
+        }
+        let mut outputs = Vec::new();
+        let mut writes = Vec::new();
+        for (port, value) in &c.outputs {
+            let so = output_shape(port).ok_or_else(|| no_output(port))?;
+            outputs.push((port.clone(), so.clone(), writes.len()));
+            writes.push((value.clone(), ValueType::Tensor));
+        }
+        if outputs.is_empty() {
+            return Err(err("`outputs` names no model output to keep".into()));
+        }
+        let n = writes.len();
+        Ok(Pending {
+            index,
+            label,
+            kind: StepKind::StreamChunks(Box::new(Stream {
+                model,
+                input: (c.input.clone(), shape.clone()),
+                chunk,
+                context,
+                sample_rate: c.sample_rate,
+                state,
+                inputs,
+                outputs,
+                fan: Fan {
+                    over: 0,
+                    expected: c.expected,
+                    max: c.max_runs(),
+                    per: Per::Chunk(chunk),
+                },
+            })),
+            reads,
+            writes,
+            len_from: vec![None; n],
         })
     }
 
@@ -875,6 +1235,7 @@ impl Builder<'_> {
                     over: 0,
                     expected: expected_prompt + expected_tokens - 1,
                     max: cache_len as u32,
+                    per: Per::Token,
                 },
                 max_tokens: gen.max_tokens,
                 stop: gen.stop.clone(),

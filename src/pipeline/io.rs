@@ -1,10 +1,10 @@
 //! Pipeline values from files and to text: what `texstream run --input NAME=FILE` and a
-//! workload's demo inputs read (`.png`/`.jpg` images, `.npy` tensors, `.txt` text, `.tokens`
-//! token ids separated by commas or spaces), and the
-//! short summaries the CLI prints.
+//! workload's demo inputs read (`.png`/`.jpg` images, `.npy` tensors, `.txt` text, `.wav`
+//! audio, `.tokens` token ids separated by commas or spaces), and the short summaries the CLI
+//! prints.
 use std::path::{Path, PathBuf};
 
-use super::value::{Image, Tensor, TensorData, Value};
+use super::value::{Audio, Image, Tensor, TensorData, Value};
 
 /// A file that does not give a value.
 #[derive(Debug, thiserror::Error)]
@@ -50,12 +50,9 @@ pub fn read_value(path: &Path) -> Result<Value, ValueFileError> {
             };
             Value::Tensor(Tensor::new(a.shape, data).map_err(|e| invalid(e.to_string()))?)
         }
-        "txt" => {
-            Value::Text(String::from_utf8(bytes()?).map_err(|_| invalid("not UTF-8 text".into()))?)
-        }
+        "wav" => Value::Audio(Audio::decode_wav(&bytes()?).map_err(|e| invalid(e.to_string()))?),
         "tokens" => {
-            let text =
-                String::from_utf8(bytes()?).map_err(|_| invalid("not UTF-8 text".into()))?;
+            let text = String::from_utf8(bytes()?).map_err(|_| invalid("not UTF-8 text".into()))?;
             let ids = text
                 .split(|c: char| c == ',' || c.is_whitespace())
                 .filter(|s| !s.is_empty())
@@ -66,9 +63,12 @@ pub fn read_value(path: &Path) -> Result<Value, ValueFileError> {
                 .collect::<Result<Vec<_>, _>>()?;
             Value::Tokens(ids)
         }
+        "txt" => {
+            Value::Text(String::from_utf8(bytes()?).map_err(|_| invalid("not UTF-8 text".into()))?)
+        }
         _ => {
             return Err(invalid(
-                "unknown kind of input (use .png, .jpg, .npy, .txt or .tokens)".into(),
+                "unknown kind of input (use .png, .jpg, .npy, .txt, .wav or .tokens)".into(),
             ))
         }
     })
@@ -95,9 +95,14 @@ pub fn summarize(name: &str, v: &Value) -> String {
             )
         }
         Value::Text(t) => format!("`{name}`: {t}"),
-        Value::Tokens(t) => {
-            let ids: Vec<String> = t.iter().map(u32::to_string).collect();
-            format!("`{name}`: {} token ids [{}]", t.len(), ids.join(", "))
+        Value::Tokens(ids) => {
+            let head: Vec<String> = ids.iter().take(8).map(u32::to_string).collect();
+            let more = if ids.len() > 8 { ", ..." } else { "" };
+            format!(
+                "`{name}`: {} token ids [{}{more}]",
+                ids.len(),
+                head.join(", ")
+            )
         }
         Value::List(items) => format!("`{name}`: list of {} ({})", items.len(), v.value_type()),
         other => format!("`{name}`: {}", other.value_type()),
@@ -154,7 +159,10 @@ pub fn hash_value(v: &Value, h: &mut u64) {
             }
         }
         Value::Text(t) => fnv(h, t.as_bytes()),
-        Value::Tokens(t) => t.iter().for_each(|v| fnv(h, &v.to_le_bytes())),
+        Value::Tokens(ids) => {
+            fnv(h, &(ids.len() as u64).to_le_bytes());
+            ids.iter().for_each(|v| fnv(h, &v.to_le_bytes()));
+        }
         Value::Image(i) => fnv(h, &i.to_rgb8()),
         Value::Audio(a) => a
             .samples

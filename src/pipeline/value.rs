@@ -1,6 +1,6 @@
 //! The typed values that flow between pipeline steps and through the engine's API: tensors
-//! (shape plus f32, f16 or i64 data), images, audio, text, detected text boxes, recognized text
-//! lines, and lists of these.
+//! (shape plus f32, f16 or i64 data), images, audio, text, token ids, detected text boxes,
+//! recognized text lines, and lists of these.
 use std::fmt;
 use std::sync::Arc;
 
@@ -308,11 +308,11 @@ pub enum Value {
     Image(Image),
     Audio(Audio),
     Text(String),
+    /// Token ids of a tokenizer's vocabulary (what `Tokenize` writes and a text model reads).
+    Tokens(Vec<u32>),
     Boxes(Boxes),
     /// Recognized text lines: text, score and box (original-image pixels).
     TextLines(Vec<TextLine>),
-    /// Token ids (a tokenizer's output, a language model's reply).
-    Tokens(Vec<u32>),
     List(Vec<Value>),
 }
 
@@ -325,9 +325,9 @@ impl Value {
             Value::Image(_) => ValueType::Image,
             Value::Audio(_) => ValueType::Audio,
             Value::Text(_) => ValueType::Text,
+            Value::Tokens(_) => ValueType::Tokens,
             Value::Boxes(_) => ValueType::Boxes,
             Value::TextLines(_) => ValueType::TextLines,
-            Value::Tokens(_) => ValueType::Tokens,
             Value::List(v) => ValueType::List(Box::new(
                 v.first().map_or(ValueType::Any, Value::value_type),
             )),
@@ -341,9 +341,9 @@ impl Value {
             (Value::Image(a), Value::Image(b)) => a == b,
             (Value::Audio(a), Value::Audio(b)) => a == b,
             (Value::Text(a), Value::Text(b)) => a == b,
+            (Value::Tokens(a), Value::Tokens(b)) => a == b,
             (Value::Boxes(a), Value::Boxes(b)) => a.points() == b.points(),
             (Value::TextLines(a), Value::TextLines(b)) => a == b,
-            (Value::Tokens(a), Value::Tokens(b)) => a == b,
             (Value::List(a), Value::List(b)) => {
                 a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.bit_eq(y))
             }
@@ -373,9 +373,10 @@ pub enum ValueType {
     Image,
     Audio,
     Text,
+    /// Token ids ([`Value::Tokens`]).
+    Tokens,
     Boxes,
     TextLines,
-    Tokens,
     List(Box<ValueType>),
     /// Only as the element type of an empty list.
     Any,
@@ -403,9 +404,9 @@ impl fmt::Display for ValueType {
             ValueType::Image => f.write_str("image"),
             ValueType::Audio => f.write_str("audio"),
             ValueType::Text => f.write_str("text"),
+            ValueType::Tokens => f.write_str("token ids"),
             ValueType::Boxes => f.write_str("boxes"),
             ValueType::TextLines => f.write_str("text lines"),
-            ValueType::Tokens => f.write_str("token ids"),
             ValueType::List(t) => write!(f, "list of {t}"),
             ValueType::Any => f.write_str("anything"),
         }

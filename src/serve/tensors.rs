@@ -6,6 +6,9 @@
 //! - an image is a BYTES tensor of shape `[1]` holding the encoded PNG or JPEG file (or a
 //!   UINT8 `[height, width, 3]` tensor of RGB pixels); audio the WAV file's bytes (decoded with
 //!   `hound`, channels averaged to mono); text its UTF-8 bytes;
+//! - token ids are an INT64 tensor of shape `[n]` (or `[1, n]`; INT32 is accepted too), each id
+//!   in 0..2^32. INT64 because that is what tokenizer front ends and text models exchange
+//!   (Triton's ensembles, ONNX `input_ids`), and every KServe client has it;
 //! - a list is one tensor whose first axis counts the items (tensors stacked, files and texts
 //!   one BYTES element each);
 //! - outputs: boxes come back as FP32 `[n, 4, 2]` (corners in image pixels); recognized text
@@ -43,6 +46,7 @@ fn known_shape(port: &PortInfo) -> Vec<i64> {
 pub fn input_metadata(port: &PortInfo) -> TensorMetadata {
     match &port.ty {
         ValueType::Tensor => meta(&port.name, "FP32", known_shape(port)),
+        ValueType::Tokens => meta(&port.name, "INT64", vec![-1]),
         ValueType::List(t) if **t == ValueType::Tensor => meta(&port.name, "FP32", vec![-1]),
         ValueType::List(_) => meta(&port.name, "BYTES", vec![-1]),
         _ => meta(&port.name, "BYTES", vec![1]),
@@ -56,13 +60,13 @@ pub fn output_metadata(port: &PortInfo) -> Vec<TensorMetadata> {
     match &port.ty {
         ValueType::Tensor => vec![meta(n, "FP32", known_shape(port))],
         ValueType::Text => vec![meta(n, "BYTES", vec![1])],
+        ValueType::Tokens => vec![meta(n, "INT64", vec![-1])],
         ValueType::Image => vec![meta(n, "UINT8", vec![-1, -1, 3])],
         ValueType::Audio => vec![
             meta(n, "FP32", vec![-1]),
             meta(&format!("{n}{SAMPLE_RATE_SUFFIX}"), "INT64", vec![1]),
         ],
         ValueType::Boxes => vec![meta(n, "FP32", vec![-1, 4, 2])],
-        ValueType::Tokens => vec![meta(n, "INT64", vec![-1])],
         ValueType::TextLines => vec![
             meta(n, "BYTES", vec![-1]),
             meta(&format!("{n}{SCORES_SUFFIX}"), "FP32", vec![-1]),
@@ -90,6 +94,7 @@ pub fn to_value(port: &PortInfo, t: WireTensor) -> Result<Value, ApiError> {
             }
             tensor(t).map(Value::Tensor).map_err(bad_value)
         }
+        ValueType::Tokens => tokens(t).map(Value::Tokens).map_err(bad_value),
         ValueType::List(elem) => list(elem, t).map(Value::List).map_err(bad_value),
         ty => {
             if let (WireData::U8(_), ValueType::Image) = (&t.data, ty) {
@@ -135,6 +140,12 @@ pub enum WireValueError {
     Rgb(crate::ops::OcrError),
     #[error("a list of tensors needs a first axis that counts them")]
     ListAxis,
+    #[error("token ids are an INT64 tensor, not {0}")]
+    TokensDatatype(&'static str),
+    #[error("token ids are a tensor of shape [n] or [1, n], not {0:?}")]
+    TokensShape(Vec<usize>),
+    #[error("token id {0} is outside 0..2^32")]
+    TokenRange(i64),
     #[error("a list of {ty} is a BYTES tensor, not {datatype}")]
     ListDatatype {
         ty: ValueType,
@@ -172,6 +183,19 @@ fn tensor(t: WireTensor) -> Result<Tensor, WireValueError> {
         t.to_f32()?;
     }
     Ok(t)
+}
+
+/// Token ids from an integer tensor of shape `[n]` or `[1, n]`.
+fn tokens(t: WireTensor) -> Result<Vec<u32>, WireValueError> {
+    let WireData::I64(ids) = t.data else {
+        return Err(WireValueError::TokensDatatype(t.data.datatype()));
+    };
+    if !matches!(t.shape[..], [_] | [1, _]) {
+        return Err(WireValueError::TokensShape(t.shape));
+    }
+    ids.into_iter()
+        .map(|id| u32::try_from(id).map_err(|_| WireValueError::TokenRange(id)))
+        .collect()
 }
 
 fn rgb_image(t: WireTensor) -> Result<Image, WireValueError> {
@@ -253,6 +277,11 @@ pub fn from_value(name: &str, v: &Value) -> Result<Vec<WireTensor>, ApiError> {
             vec![1],
             WireData::Bytes(vec![s.clone().into_bytes()]),
         )],
+        Value::Tokens(ids) => vec![wire(
+            name,
+            vec![ids.len()],
+            WireData::I64(ids.iter().map(|&id| i64::from(id)).collect()),
+        )],
         Value::Image(img) => vec![wire(
             name,
             vec![img.height(), img.width(), 3],
@@ -276,11 +305,6 @@ pub fn from_value(name: &str, v: &Value) -> Result<Vec<WireTensor>, ApiError> {
             WireData::F32(corners(b.points().into_iter())),
         )],
         Value::TextLines(lines) => text_lines(name, lines),
-        Value::Tokens(t) => vec![wire(
-            name,
-            vec![t.len()],
-            WireData::I64(t.iter().map(|&v| v as i64).collect()),
-        )],
         Value::List(items) => match items.first() {
             None => vec![wire(name, vec![0], WireData::F32(Vec::new()))],
             Some(Value::Tensor(first)) => {
@@ -428,6 +452,29 @@ mod tests {
             meta.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(),
             names
         );
+    }
+
+    #[test]
+    fn token_ids_are_int64() {
+        let p = port("ids", ValueType::Tokens, None);
+        assert_eq!(input_metadata(&p).datatype, "INT64");
+        let v = to_value(
+            &p,
+            wire("ids", vec![1, 3], WireData::I64(vec![0, 7, 4_294_967_295])),
+        );
+        let Ok(Value::Tokens(ids)) = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!(ids, [0, 7, u32::MAX]);
+        let t = from_value("ids", &Value::Tokens(ids)).unwrap();
+        assert_eq!(t[0].shape, vec![3]);
+        assert_eq!(t[0].data, WireData::I64(vec![0, 7, 4_294_967_295]));
+        let e = to_value(&p, wire("ids", vec![1], WireData::I64(vec![-1]))).unwrap_err();
+        assert!(e.message.contains("outside 0..2^32"), "{e}");
+        let e = to_value(&p, wire("ids", vec![2, 1], WireData::I64(vec![1, 2]))).unwrap_err();
+        assert!(e.message.contains("[n] or [1, n]"), "{e}");
+        let e = to_value(&p, wire("ids", vec![1], WireData::F32(vec![1.0]))).unwrap_err();
+        assert!(e.message.contains("not FP32"), "{e}");
     }
 
     #[test]

@@ -84,6 +84,17 @@ fn position(text: &str, offset: usize) -> Position {
 /// The position of step `step` (0-based) of the pipeline named `pipeline`, if the text is a
 /// workload with that pipeline.
 pub fn step_position(text: &str, pipeline: &str, step: usize) -> Option<Position> {
+    field_element_position(text, pipeline, "steps", step)
+}
+
+/// The position of element `n` (0-based) of the list under field `field` (`steps`, `inputs`,
+/// `outputs`) of the pipeline named `pipeline`.
+pub fn field_element_position(
+    text: &str,
+    pipeline: &str,
+    field: &str,
+    n: usize,
+) -> Option<Position> {
     let s = scan(text);
     let string_at = |off: usize| s.strings.iter().find(|(o, _)| *o == off).map(|(_, v)| v);
     // The pipeline's `name: "<pipeline>"`, then the next `steps:` key after it.
@@ -103,7 +114,7 @@ pub fn step_position(text: &str, pipeline: &str, step: usize) -> Option<Position
             && string_at(s.chars[k + 1].0).is_some_and(|v| v == pipeline)
         {
             // A pipeline's name is inside `PipelineSpec(`; models have names too, so require
-            // a `steps:` at the same depth later.
+            // the field at the same depth (before or after the name).
             found = Some(k);
             let mut depth = 0i32;
             let mut j = k + 2;
@@ -116,8 +127,8 @@ pub fn step_position(text: &str, pipeline: &str, step: usize) -> Option<Position
                             break;
                         }
                     }
-                    ':' if depth == 0 && ident_before(j, "steps") => {
-                        return nth_element(text, &s, j + 1, step);
+                    ':' if depth == 0 && ident_before(j, field) => {
+                        return nth_element(text, &s, j + 1, n);
                     }
                     _ => {}
                 }
@@ -194,5 +205,17 @@ mod tests {
             Some(Position { line: 5, col: 45 })
         );
         assert_eq!(step_position(TEXT, "ghost", 0), None);
+    }
+
+    #[test]
+    fn finds_elements_of_other_list_fields() {
+        let text =
+            "Workload(pipelines: [PipelineSpec(\n  name: \"p\",\n  inputs: [\"a\", \"b\"],\n  \
+                    steps: [],\n)])";
+        assert_eq!(
+            field_element_position(text, "p", "inputs", 1),
+            Some(Position { line: 3, col: 17 })
+        );
+        assert_eq!(field_element_position(text, "p", "outputs", 0), None);
     }
 }

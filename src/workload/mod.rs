@@ -154,6 +154,15 @@ impl LoadedWorkload {
         }
     }
 
+    /// `file:line:col` of element `n` of pipeline `pipeline`'s list field `field` (`inputs`,
+    /// `outputs`); just the file where the text does not show it.
+    pub fn field_location(&self, pipeline: &str, field: &str, n: usize) -> String {
+        match locate::field_element_position(&self.text, pipeline, field, n) {
+            Some(p) => format!("{}:{p}", self.path.display()),
+            None => self.path.display().to_string(),
+        }
+    }
+
     /// A path written in the workload, resolved against its directory.
     pub fn resolve(&self, p: &str) -> PathBuf {
         self.dir().join(p)
@@ -201,29 +210,31 @@ impl LoadedWorkload {
                 _ => {}
             }
             for (k, st) in p.steps.iter().enumerate() {
-                if let PipelineStep::Run(r) = st {
-                    let at_step = |msg: String| self.invalid_at(&p.name, k, msg);
-                    if !s.models.iter().any(|m| m.name == r.model) {
+                let Some((model, fan)) = st.model_runs() else {
+                    continue;
+                };
+                let at_step = |msg: String| self.invalid_at(&p.name, k, msg);
+                if !s.models.iter().any(|m| m.name == model) {
+                    return Err(at_step(format!(
+                        "pipeline `{}` step {k} runs unknown model `{model}`",
+                        p.name
+                    )));
+                }
+                if let Some((expected, max)) = fan {
+                    if expected == 0 || max.is_some_and(|m| m < expected) {
                         return Err(at_step(format!(
-                            "pipeline `{}` step {k} runs unknown model `{}`",
-                            p.name, r.model
+                            "pipeline `{}` step {k}: fan-out expected {expected} must be ≥ 1 and \
+                             ≤ max",
+                            p.name
                         )));
                     }
-                    if let FanOut::PerItem(pi) = &r.fan_out {
-                        if pi.expected == 0 || pi.max.is_some_and(|m| m < pi.expected) {
-                            return Err(at_step(format!(
-                                "pipeline `{}` step {k}: fan-out expected {} must be ≥ 1 and ≤ max",
-                                p.name, pi.expected
-                            )));
-                        }
-                        let most = pi.max_runs();
-                        if most > MAX_FAN_OUT || pi.expected > MAX_FAN_OUT {
-                            return Err(at_step(format!(
-                                "pipeline `{}` step {k}: fan-out of {most} is over the limit of \
-                                 {MAX_FAN_OUT} runs per request",
-                                p.name
-                            )));
-                        }
+                    let most = max.unwrap_or(expected.max(64));
+                    if most > MAX_FAN_OUT || expected > MAX_FAN_OUT {
+                        return Err(at_step(format!(
+                            "pipeline `{}` step {k}: fan-out of {most} is over the limit of \
+                             {MAX_FAN_OUT} runs per request",
+                            p.name
+                        )));
                     }
                 }
             }
@@ -301,20 +312,17 @@ impl LoadedWorkload {
         let stages = p
             .steps
             .iter()
-            .filter_map(|st| match st {
-                PipelineStep::Run(r) => Some(Stage {
+            .filter_map(|st| {
+                let (model, fan) = st.model_runs()?;
+                Some(Stage {
                     model: self
                         .spec
                         .models
                         .iter()
-                        .position(|m| m.name == r.model)
+                        .position(|m| m.name == model)
                         .unwrap_or(0),
-                    count: match &r.fan_out {
-                        FanOut::One => 1,
-                        FanOut::PerItem(pi) => pi.expected,
-                    },
-                }),
-                _ => None,
+                    count: fan.map_or(1, |(expected, _)| expected),
+                })
             })
             .collect();
         let repetitions = match p.repeat {

@@ -47,6 +47,10 @@ pub struct ModelSpec {
     /// Input shapes, name → dims.
     #[serde(default)]
     pub inputs: BTreeMap<String, Vec<u64>>,
+    /// Inputs bound to integer constants at compile time, name → value (Silero VAD's
+    /// `{"sr": 16000}`): they leave the model's inputs, and the importer folds on them.
+    #[serde(default)]
+    pub bind: BTreeMap<String, i64>,
     #[serde(default)]
     pub precision: Precision,
     /// The compiled (packed) model file; default: the ONNX path with extension `.tspk`. With an
@@ -136,6 +140,11 @@ pub struct PipelineSpec {
     #[serde(default)]
     pub repeat: Repeat,
     pub steps: Vec<PipelineStep>,
+    /// The values a request gives. Default: every value that a step reads and no step writes.
+    /// When given, a read of a value that no step writes and that is not listed here is an
+    /// error, and so is a listed value that no step reads.
+    #[serde(default)]
+    pub inputs: Option<Vec<String>>,
     /// The values a request returns. Default: every value that no step reads. When given, a
     /// value that is neither read nor listed here is an error.
     #[serde(default)]
@@ -164,6 +173,10 @@ pub enum PipelineStep {
     AngleFix(AngleFix),
     CtcDecode(CtcDecode),
     Generate(Generate),
+    AudioLoad(AudioLoad),
+    Resample(Resample),
+    LogMel(LogMel),
+    StreamChunks(StreamChunks),
 }
 
 /// Autoregressive decoding: runs a decoder that has a `kv_cache` one token per call, first
@@ -230,6 +243,32 @@ impl Default for DecoderPorts {
             position_ids: "position_ids".into(),
             attention_mask: "attention_mask".into(),
             logits: "logits".into(),
+        }
+    }
+}
+
+/// A fan-out as the workload writes it: `(expected, max)`.
+pub type FanCounts = (u32, Option<u32>);
+
+impl PipelineStep {
+    /// The model a step runs and its fan-out's `(expected, max)` (`None`: one run), for the
+    /// steps that run one.
+    pub fn model_runs(&self) -> Option<(&str, Option<FanCounts>)> {
+        match self {
+            PipelineStep::Run(r) => Some((
+                &r.model,
+                match &r.fan_out {
+                    FanOut::One => None,
+                    FanOut::PerItem(pi) => Some((pi.expected, pi.max)),
+                },
+            )),
+            PipelineStep::StreamChunks(c) => Some((&c.model, Some((c.expected, c.max)))),
+            PipelineStep::Generate(g) => {
+                let prompt = g.expected_prompt.unwrap_or(16);
+                let expected = prompt + g.expected_tokens.unwrap_or(g.max_tokens) - 1;
+                Some((&g.model, Some((expected, Some(prompt + g.max_tokens)))))
+            }
+            _ => None,
         }
     }
 }
@@ -370,6 +409,81 @@ pub struct CtcDecode {
     /// Lines scoring below this are dropped (RapidOCR: 0.5).
     #[serde(default)]
     pub text_score: Option<f64>,
+}
+
+/// A request's audio (a WAV file on the wire, or samples) as the pipeline's audio value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AudioLoad {
+    pub output: String,
+    /// The request input holding the audio; another name than `output`.
+    pub source: String,
+}
+
+/// Audio converted to another sample rate (rubato's sinc resampler).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resample {
+    pub input: String,
+    pub output: String,
+    /// The rate to convert to, 1..=384000 Hz.
+    pub to_hz: u32,
+}
+
+/// Whisper's log-mel front end: 16 kHz audio padded or trimmed to 30 s → tensor
+/// `[1, n_mels, 3000]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogMel {
+    pub input: String,
+    pub output: String,
+    /// Mel bands: 80 (default; Whisper up to large-v2) or 128 (large-v3).
+    #[serde(default)]
+    pub n_mels: Option<u32>,
+}
+
+/// A stateful model run over fixed-size chunks of audio, one run per chunk (the last one
+/// zero-padded), as Silero VAD's `OnnxWrapper` runs it: each run's input is the last `context`
+/// samples of the previous run's input (zeros before the first) followed by the chunk, and the
+/// `state` outputs are fed back into their inputs (zeros before the first run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamChunks {
+    pub model: String,
+    /// The audio value.
+    pub audio: String,
+    /// The model input taking `[1, context + chunk]` samples.
+    pub input: String,
+    /// Samples per chunk.
+    pub chunk: u32,
+    /// Samples of the previous input carried before each chunk (default 0).
+    #[serde(default)]
+    pub context: Option<u32>,
+    /// The rate the audio must have, if the model needs one (16000 for Silero VAD).
+    #[serde(default)]
+    pub sample_rate: Option<u32>,
+    /// Model output → model input, carried from each run to the next.
+    #[serde(default)]
+    pub state: BTreeMap<String, String>,
+    /// Other model inputs → values, the same tensor for every chunk.
+    #[serde(default)]
+    pub inputs: BTreeMap<String, String>,
+    /// Model output → value: each run's output stacked along a new first axis, `[chunks,
+    /// ...output shape]`.
+    pub outputs: BTreeMap<String, String>,
+    /// Chunks the planner assumes.
+    pub expected: u32,
+    /// Most chunks one request may have, which bounds the audio's length; default: the larger
+    /// of `expected` and 64.
+    #[serde(default)]
+    pub max: Option<u32>,
+}
+
+impl StreamChunks {
+    /// The most runs one request may make: `max`, else the larger of `expected` and 64.
+    pub fn max_runs(&self) -> u32 {
+        self.max.unwrap_or(self.expected.max(64))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,6 +1,7 @@
 //! Built-in pipeline steps, grouped by medium, and the one function that runs a step of the
 //! checked graph on its input values. Model runs are not here: the executor hands them to the
 //! engine.
+pub mod audio;
 pub mod image;
 pub mod ocr;
 
@@ -16,6 +17,8 @@ pub enum StepError {
     Ocr(#[from] crate::ops::OcrError),
     #[error(transparent)]
     Tensor(#[from] TensorError),
+    #[error(transparent)]
+    Audio(#[from] audio::AudioStepError),
 }
 
 fn wrong(what: &str, v: &Value) -> StepError {
@@ -82,7 +85,19 @@ pub fn run_builtin(kind: &StepKind, reads: &[&Value]) -> Result<Vec<Value>, Step
                 *text_score,
             )?)]
         }
-        StepKind::Run { .. } | StepKind::Generate { .. } => {
+        StepKind::AudioLoad => match arg(0)? {
+            Value::Audio(a) => vec![Value::Audio(audio::audio_load(a)?)],
+            v => return Err(wrong("audio", v)),
+        },
+        StepKind::Resample { to_hz } => match arg(0)? {
+            Value::Audio(a) => vec![Value::Audio(audio::resample(a, *to_hz)?)],
+            v => return Err(wrong("audio", v)),
+        },
+        StepKind::LogMel { n_mels } => match arg(0)? {
+            Value::Audio(a) => vec![Value::Tensor(audio::log_mel(a, *n_mels)?)],
+            v => return Err(wrong("audio", v)),
+        },
+        StepKind::Run { .. } | StepKind::StreamChunks(_) | StepKind::Generate { .. } => {
             return Err(StepError::Invalid(
                 "a model run is not a built-in step".into(),
             ))
