@@ -55,7 +55,8 @@ the last line of its traceback, and the others still run; OUT.json is rewritten 
   rebuilds the fp16 models): a crash there (inductor once segfaulted here) or a timeout loses only
   them. A compiled variant is not started after --compile-deadline-s (default 195 s) of the run,
   and the child is killed at --time-limit-s (default 240 s). On an H200 (torch 2.11, transformers
-  5.17) the whole run took about 3.5 minutes, 45 s of it compiling SmolLM2's decode step.
+  5.17) the whole run took about 3 minutes (75 s before the child, 105 s in it, 40 s of that
+  compiling SmolLM2's decode step).
 """
 import argparse
 import faulthandler
