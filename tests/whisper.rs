@@ -164,26 +164,3 @@ fn whisper_tiny_en_transcribes_a_real_recording_like_onnx_runtime() {
     let got = transcribe(&dir, &r, 32, 64, precision);
     assert_eq!(got, r.generated, "texstream (left) vs ONNX Runtime (right)");
 }
-
-#[test]
-fn debug_encoder() {
-    let dir = root().join("models/whisper");
-    let mel = read_npy(std::path::Path::new(
-        &std::env::var("DBG_MEL").unwrap_or("/tmp/jfk_mel.npy".into()),
-    ))
-    .unwrap();
-    let mut enc = executable(&dir.join("encoder.onnx"), Precision::F32, None);
-    let outs = enc
-        .run(&[("input_features".to_string(), mel)])
-        .expect("encoder");
-    for (n, t) in &outs {
-        let v = &t.data;
-        let mx = v.iter().fold(0f32, |m, x| m.max(x.abs()));
-        eprintln!(
-            "DBG {n} {:?} first {:?} maxabs {mx} nan {}",
-            t.shape,
-            &v[..4],
-            v.iter().any(|x| x.is_nan())
-        );
-    }
-}
