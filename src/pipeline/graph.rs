@@ -169,6 +169,10 @@ pub enum StepKind {
         n_mels: usize,
     },
     StreamChunks(Box<Stream>),
+    VadSegments {
+        chunk: usize,
+        rules: crate::audio::SegmentRules,
+    },
 }
 
 impl StepKind {
@@ -692,6 +696,48 @@ impl Builder<'_> {
             }
             PipelineStep::Run(r) => self.run_step(index, r)?,
             PipelineStep::StreamChunks(c) => self.stream_step(index, c)?,
+            PipelineStep::VadSegments(v) => {
+                let d = crate::audio::SegmentRules::default();
+                let rules = crate::audio::SegmentRules {
+                    threshold: v.threshold.unwrap_or(d.threshold),
+                    neg_threshold: v.neg_threshold,
+                    min_speech_ms: v.min_speech_ms.unwrap_or(d.min_speech_ms),
+                    min_silence_ms: v.min_silence_ms.unwrap_or(d.min_silence_ms),
+                    speech_pad_ms: v.speech_pad_ms.unwrap_or(d.speech_pad_ms),
+                };
+                let unit = |x: f32| (0.0..=1.0).contains(&x);
+                if !unit(rules.threshold) || !rules.neg_threshold.is_none_or(unit) {
+                    return Err(self.err(
+                        index,
+                        "VadSegments",
+                        "threshold and neg_threshold must be probabilities in 0..=1".into(),
+                    ));
+                }
+                let chunk = v.chunk.unwrap_or(512);
+                if chunk == 0 {
+                    return Err(self.err(
+                        index,
+                        "VadSegments",
+                        "chunk must be at least 1 sample".into(),
+                    ));
+                }
+                let mut writes = vec![(v.output.clone(), ValueType::list_of(ValueType::Audio))];
+                if let Some(b) = &v.bounds {
+                    writes.push((b.clone(), ValueType::Tensor));
+                }
+                one(
+                    "VadSegments",
+                    StepKind::VadSegments {
+                        chunk: chunk as usize,
+                        rules,
+                    },
+                    Reads(vec![
+                        (v.probs.clone(), ValueType::Tensor),
+                        (v.audio.clone(), ValueType::Audio),
+                    ]),
+                    writes,
+                )
+            }
             PipelineStep::AudioLoad(l) => {
                 if l.source == l.output {
                     return Err(self.err(

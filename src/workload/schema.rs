@@ -150,6 +150,7 @@ pub enum PipelineStep {
     Resample(Resample),
     LogMel(LogMel),
     StreamChunks(StreamChunks),
+    VadSegments(VadSegments),
 }
 
 /// A fan-out as the workload writes it: `(expected, max)`.
@@ -384,6 +385,38 @@ impl StreamChunks {
     pub fn max_runs(&self) -> u32 {
         self.max.unwrap_or(self.expected.max(64))
     }
+}
+
+/// Speech segments of audio from its per-chunk speech probabilities (silero-vad's
+/// `get_speech_timestamps` rules): a list of audio, one per segment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VadSegments {
+    /// The probabilities: one per chunk, in order (`StreamChunks`' output).
+    pub probs: String,
+    pub audio: String,
+    pub output: String,
+    /// Also write the segments' `[start, end)` samples, an integer tensor `[segments, 2]`.
+    #[serde(default)]
+    pub bounds: Option<String>,
+    /// Samples per probability (default 512, Silero VAD's chunk at 16 kHz).
+    #[serde(default)]
+    pub chunk: Option<u32>,
+    /// Speech starts at this probability (default 0.5).
+    #[serde(default)]
+    pub threshold: Option<f32>,
+    /// Speech ends below this (default `threshold - 0.15`, at least 0.01).
+    #[serde(default)]
+    pub neg_threshold: Option<f32>,
+    /// Shorter segments are dropped (default 250).
+    #[serde(default)]
+    pub min_speech_ms: Option<u32>,
+    /// Silence that ends a segment (default 100).
+    #[serde(default)]
+    pub min_silence_ms: Option<u32>,
+    /// Widening on each side (default 30).
+    #[serde(default)]
+    pub speech_pad_ms: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

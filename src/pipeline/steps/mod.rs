@@ -97,6 +97,10 @@ pub fn run_builtin(kind: &StepKind, reads: &[&Value]) -> Result<Vec<Value>, Step
             Value::Audio(a) => vec![Value::Tensor(audio::log_mel(a, *n_mels)?)],
             v => return Err(wrong("audio", v)),
         },
+        StepKind::VadSegments { chunk, rules } => match (arg(0)?, arg(1)?) {
+            (Value::Tensor(p), Value::Audio(a)) => audio::vad_segments(p, a, *chunk, rules)?,
+            _ => return Err(StepError::Invalid("expected a tensor and audio".into())),
+        },
         StepKind::Run { .. } | StepKind::StreamChunks(_) => {
             return Err(StepError::Invalid(
                 "a model run is not a built-in step".into(),
