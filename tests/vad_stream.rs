@@ -200,7 +200,18 @@ fn chunked_vad_probabilities_match_onnx_runtime() {
         let Value::Audio(s) = s else { panic!("{s:?}") };
         assert_eq!(*s.samples, samples[*a as usize..*e as usize]);
     }
-    // 132 chunks where the workload expected 94: the plan followed the real count.
+    // Speech: the gated front end ran. Silence: no segments, so it did not.
+    assert!(matches!(r.outputs.get("mel"), Some(Value::Tensor(m)) if m.shape() == [1, 80, 3000]));
+    let quiet = engine
+        .run("speech", audio_input(vec![0.0; 16_000]))
+        .expect("run");
+    assert!(matches!(quiet.outputs.get("segments"), Some(Value::List(l)) if l.is_empty()));
+    assert!(
+        !quiet.outputs.contains_key("mel"),
+        "{:?}",
+        quiet.outputs.keys()
+    );
+    // 166 chunks where the workload expected 94: the plan followed the real count.
     assert!(engine.stats().replans.fan_out >= 1);
 
     // Audio longer than `max` chunks is refused before any model run, with the bound.

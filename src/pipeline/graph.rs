@@ -8,7 +8,9 @@ use scheduler::Stage;
 
 use super::value::ValueType;
 use crate::ops::{CtcDecoder, DbParams};
-use crate::workload::{FanOut, LoadedWorkload, PipelineSpec, PipelineStep, Repeat, TextlineKind};
+use crate::workload::{
+    Condition, FanOut, LoadedWorkload, PipelineSpec, PipelineStep, Repeat, TextlineKind,
+};
 
 /// A value's index in [`PipelineGraph::values`].
 pub type ValueId = usize;
@@ -93,6 +95,8 @@ pub enum Per {
     Item,
     /// One run per this many audio samples (the last chunk padded).
     Chunk(usize),
+    /// One run, or none when a gate skips the step (`over` is the gate's value).
+    Once,
 }
 
 impl Fan {
@@ -103,9 +107,68 @@ impl Fan {
             (Per::Item, Value::List(l)) => l.len(),
             (Per::Item, Value::Boxes(b)) => b.len(),
             (Per::Chunk(c), Value::Audio(a)) => a.samples.len().div_ceil(c.max(1)),
+            (Per::Once, _) => 1,
             _ => return None,
         };
         Some(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+}
+
+/// A step's gate: the value its condition is on, and the test.
+#[derive(Clone, Debug)]
+pub struct GateTest {
+    pub value: ValueId,
+    pub test: Test,
+}
+
+/// The condition of a gate, resolved.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Test {
+    NonEmpty,
+    Above(f32),
+    Below(f32),
+}
+
+impl GateTest {
+    /// Whether the step runs, given the gate's value.
+    pub fn holds(&self, v: &super::value::Value) -> Result<bool, String> {
+        use super::value::Value;
+        let top = |v: &Value| -> Result<f32, String> {
+            let Value::Tensor(t) = v else {
+                return Err(format!(
+                    "the gate's value is {}, not a tensor",
+                    v.value_type()
+                ));
+            };
+            let x = t.to_f32().map_err(|e| e.to_string())?;
+            x.into_iter()
+                .reduce(f32::max)
+                .ok_or_else(|| "the gate's tensor is empty".to_string())
+        };
+        Ok(match self.test {
+            Test::NonEmpty => match v {
+                Value::List(l) => !l.is_empty(),
+                Value::Text(t) => !t.is_empty(),
+                Value::Tokens(t) => !t.is_empty(),
+                Value::Audio(a) => !a.samples.is_empty(),
+                Value::Boxes(b) => !b.is_empty(),
+                Value::TextLines(l) => !l.is_empty(),
+                other => return Err(format!(
+                    "NonEmpty cannot test {} (lists, text, token ids, audio, boxes, text lines)",
+                    other.value_type()
+                )),
+            },
+            Test::Above(t) => top(v)? > t,
+            Test::Below(t) => top(v)? < t,
+        })
+    }
+
+    /// Whether a gate of this kind can test a value of type `ty`.
+    fn takes(&self, ty: &ValueType) -> bool {
+        match self.test {
+            Test::NonEmpty => !matches!(ty, ValueType::Tensor | ValueType::Image),
+            Test::Above(_) | Test::Below(_) => matches!(ty, ValueType::Tensor | ValueType::Any),
+        }
     }
 }
 
@@ -198,6 +261,14 @@ pub struct StepNode {
     pub reads: Vec<ValueId>,
     /// Values written.
     pub writes: Vec<ValueId>,
+    /// The step's own gate, if it has one.
+    pub gate: Option<GateTest>,
+    /// Whether the step can be skipped: it has a gate, or it reads a value that a skippable
+    /// step writes (skipped when that value is absent).
+    pub skippable: bool,
+    /// The planner's view of its model runs (`None`: one, always): its fan-out, or one run
+    /// that a gate can skip.
+    pub runs: Option<Fan>,
 }
 
 /// A checked pipeline.
@@ -251,10 +322,10 @@ impl PipelineGraph {
         self.steps
             .iter()
             .filter_map(|s| {
-                let (model, fan) = s.kind.model_runs()?;
+                let (model, _) = s.kind.model_runs()?;
                 Some(Stage {
                     model,
-                    count: fan.map_or(1, |f| count(s, f)),
+                    count: s.runs.as_ref().map_or(1, |f| count(s, f)),
                 })
             })
             .collect()
@@ -282,11 +353,11 @@ impl PipelineGraph {
         for st in &self.steps {
             let r: Vec<String> = st.reads.iter().map(name).collect();
             let w: Vec<String> = st.writes.iter().map(name).collect();
-            let fan = match st.kind.model_runs() {
-                Some((_, Some(f))) => {
+            let mut fan = match (&st.runs, st.kind.model_runs()) {
+                (Some(f), Some(_)) if f.per != Per::Once => {
                     let per = match f.per {
-                        Per::Item => "item".to_string(),
                         Per::Chunk(c) => format!("{c}-sample chunk"),
+                        _ => "item".to_string(),
                     };
                     format!(
                         "  (per {per} of `{}`, expected {}, at most {})",
@@ -295,6 +366,11 @@ impl PipelineGraph {
                 }
                 _ => String::new(),
             };
+            if let Some(g) = &st.gate {
+                fan += &format!("  (when {:?} on `{}`)", g.test, self.values[g.value].name);
+            } else if st.skippable {
+                fan += "  (skipped with its gated inputs)";
+            }
             s += &format!(
                 "  [{}] {:<22} {} -> {}{fan}\n",
                 st.index,
@@ -326,6 +402,8 @@ struct Pending {
     writes: Vec<(String, ValueType)>,
     /// For each write: the read (index into `reads`) whose list length it has.
     len_from: Vec<Option<usize>>,
+    /// The gate's test; its value is the last of `reads`.
+    gate: Option<Test>,
 }
 
 impl Builder<'_> {
@@ -515,6 +593,42 @@ impl Builder<'_> {
                 }
                 reads.push(id);
             }
+            let gate = match p.gate {
+                None => None,
+                Some(test) => {
+                    let value = reads.pop().unwrap_or_default();
+                    let g = GateTest { value, test };
+                    let v = &self.values[value];
+                    if !g.takes(&v.ty) {
+                        let what = match v.producer {
+                            Some(s) => format!("written by {}", steps_label(&steps, s)),
+                            None => "a pipeline input".into(),
+                        };
+                        let wants = match test {
+                            Test::NonEmpty => "a list, text, token ids, audio, boxes or text lines",
+                            _ => "a tensor",
+                        };
+                        return Err(self.err(
+                            p.index,
+                            &p.label,
+                            format!(
+                                "the gate {test:?} on `{}` needs {wants}, but `{}` is {} ({what})",
+                                v.name, v.name, v.ty
+                            ),
+                        ));
+                    }
+                    Some(g)
+                }
+            };
+            let skippable = gate.is_some()
+                || reads
+                    .iter()
+                    .chain(gate.as_ref().map(|g| &g.value))
+                    .any(|&r| {
+                        self.values[r]
+                            .producer
+                            .is_some_and(|s| steps_skippable(&steps, s))
+                    });
             let node = steps.len();
             let mut writes = Vec::new();
             for (j, (name, ty)) in p.writes.iter().enumerate() {
@@ -552,15 +666,38 @@ impl Builder<'_> {
                     *v = writes[*v];
                 }
             }
+            let runs = match kind.model_runs() {
+                Some((_, Some(f))) => Some(f.clone()),
+                Some((_, None)) if skippable => Some(Fan {
+                    over: gate
+                        .as_ref()
+                        .map_or(reads.first().copied().unwrap_or(0), |g| g.value),
+                    expected: 1,
+                    max: 1,
+                    per: Per::Once,
+                }),
+                _ => None,
+            };
             steps.push(StepNode {
                 index: p.index,
                 label: p.label.clone(),
                 kind,
                 reads,
                 writes,
+                gate,
+                skippable,
+                runs,
             });
         }
-        let read: BTreeSet<ValueId> = steps.iter().flat_map(|s| s.reads.clone()).collect();
+        let read: BTreeSet<ValueId> = steps
+            .iter()
+            .flat_map(|s| {
+                s.reads
+                    .iter()
+                    .chain(s.gate.as_ref().map(|g| &g.value))
+                    .copied()
+            })
+            .collect();
         let outputs = match &spec.outputs {
             Some(names) => {
                 let mut outs = Vec::new();
@@ -641,6 +778,7 @@ impl Builder<'_> {
                 reads: reads.0,
                 writes,
                 len_from: vec![None; n],
+                gate: None,
             }
         };
         Ok(match st {
@@ -696,6 +834,29 @@ impl Builder<'_> {
             }
             PipelineStep::Run(r) => self.run_step(index, r)?,
             PipelineStep::StreamChunks(c) => self.stream_step(index, c)?,
+            PipelineStep::Gate(g) => {
+                if matches!(*g.step, PipelineStep::Gate(_)) {
+                    return Err(self.err(
+                        index,
+                        "Gate",
+                        "a Gate's step is another Gate: gate the inner step once".into(),
+                    ));
+                }
+                let mut p = self.pending(index, &g.step)?;
+                let test = match &g.when {
+                    Condition::NonEmpty(_) => Test::NonEmpty,
+                    Condition::Above(t) => Test::Above(t.threshold),
+                    Condition::Below(t) => Test::Below(t.threshold),
+                };
+                if let Test::Above(t) | Test::Below(t) = test {
+                    if !t.is_finite() {
+                        return Err(self.err(index, &p.label, format!("gate threshold {t}")));
+                    }
+                }
+                p.reads.push((g.when.value().to_string(), ValueType::Any));
+                p.gate = Some(test);
+                p
+            }
             PipelineStep::VadSegments(v) => {
                 let d = crate::audio::SegmentRules::default();
                 let rules = crate::audio::SegmentRules {
@@ -997,6 +1158,7 @@ impl Builder<'_> {
             reads,
             writes,
             len_from,
+            gate: None,
         })
     }
 
@@ -1114,6 +1276,7 @@ impl Builder<'_> {
             reads,
             writes,
             len_from: vec![None; n],
+            gate: None,
         })
     }
 
@@ -1162,6 +1325,10 @@ fn port_names(ports: &[(String, Vec<usize>)]) -> String {
         .map(|(n, s)| format!("`{n}` {s:?}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+fn steps_skippable(steps: &[StepNode], s: usize) -> bool {
+    steps.get(s).is_some_and(|n| n.skippable)
 }
 
 fn steps_label(steps: &[StepNode], s: usize) -> String {

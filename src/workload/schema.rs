@@ -151,6 +151,8 @@ pub enum PipelineStep {
     LogMel(LogMel),
     StreamChunks(StreamChunks),
     VadSegments(VadSegments),
+    /// Another step, run only when a condition on a value holds (see [`Gate`]).
+    Gate(Gate),
 }
 
 /// A fan-out as the workload writes it: `(expected, max)`.
@@ -169,6 +171,7 @@ impl PipelineStep {
                 },
             )),
             PipelineStep::StreamChunks(c) => Some((&c.model, Some((c.expected, c.max)))),
+            PipelineStep::Gate(g) => g.step.model_runs(),
             _ => None,
         }
     }
@@ -417,6 +420,47 @@ pub struct VadSegments {
     /// Widening on each side (default 30).
     #[serde(default)]
     pub speech_pad_ms: Option<u32>,
+}
+
+/// `step`, run only when `when` holds. When it does not, the step is skipped: its outputs are
+/// absent, steps that read them are skipped too, and the request returns no value under their
+/// names. A skipped model run is planned like a fan-out of 0: the plan assumes the step runs,
+/// and the engine re-plans when it does not (and from then on assumes what the last request
+/// did).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gate {
+    pub when: Condition,
+    pub step: Box<PipelineStep>,
+}
+
+/// A condition on a value, checked when the value exists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Condition {
+    /// The value has at least one item: a list, text, token ids, audio samples, boxes or text
+    /// lines.
+    NonEmpty(String),
+    /// The tensor's largest element is above `threshold` (a scalar's value, for one element).
+    Above(Threshold),
+    /// The tensor's largest element is below `threshold`.
+    Below(Threshold),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Threshold {
+    pub value: String,
+    pub threshold: f32,
+}
+
+impl Condition {
+    /// The value the condition is on.
+    pub fn value(&self) -> &str {
+        match self {
+            Condition::NonEmpty(v) => v,
+            Condition::Above(t) | Condition::Below(t) => &t.value,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
