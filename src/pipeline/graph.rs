@@ -153,10 +153,12 @@ impl GateTest {
                 Value::Audio(a) => !a.samples.is_empty(),
                 Value::Boxes(b) => !b.is_empty(),
                 Value::TextLines(l) => !l.is_empty(),
-                other => return Err(format!(
+                other => {
+                    return Err(format!(
                     "NonEmpty cannot test {} (lists, text, token ids, audio, boxes, text lines)",
                     other.value_type()
-                )),
+                ))
+                }
             },
             Test::Above(t) => top(v)? > t,
             Test::Below(t) => top(v)? < t,
@@ -235,6 +237,18 @@ pub enum StepKind {
     VadSegments {
         chunk: usize,
         rules: crate::audio::SegmentRules,
+    },
+    Tokenize {
+        tokenizer: super::steps::text::SharedTokenizer,
+        add_special_tokens: bool,
+    },
+    Detokenize {
+        tokenizer: super::steps::text::SharedTokenizer,
+        skip_special_tokens: bool,
+    },
+    ChatTemplate {
+        system: Option<String>,
+        format: crate::workload::ChatFormat,
     },
 }
 
@@ -834,6 +848,33 @@ impl Builder<'_> {
             }
             PipelineStep::Run(r) => self.run_step(index, r)?,
             PipelineStep::StreamChunks(c) => self.stream_step(index, c)?,
+            PipelineStep::Tokenize(t) => one(
+                "Tokenize",
+                StepKind::Tokenize {
+                    tokenizer: self.tokenizer(index, "Tokenize", &t.tokenizer)?,
+                    add_special_tokens: t.add_special_tokens.unwrap_or(true),
+                },
+                Reads(vec![(t.input.clone(), ValueType::Text)]),
+                vec![(t.output.clone(), ValueType::Tokens)],
+            ),
+            PipelineStep::Detokenize(t) => one(
+                "Detokenize",
+                StepKind::Detokenize {
+                    tokenizer: self.tokenizer(index, "Detokenize", &t.tokenizer)?,
+                    skip_special_tokens: t.skip_special_tokens.unwrap_or(true),
+                },
+                Reads(vec![(t.input.clone(), ValueType::Tokens)]),
+                vec![(t.output.clone(), ValueType::Text)],
+            ),
+            PipelineStep::ChatTemplate(c) => one(
+                "ChatTemplate",
+                StepKind::ChatTemplate {
+                    system: c.system.clone(),
+                    format: c.template,
+                },
+                Reads(vec![(c.input.clone(), ValueType::Text)]),
+                vec![(c.output.clone(), ValueType::Text)],
+            ),
             PipelineStep::Gate(g) => {
                 if matches!(*g.step, PipelineStep::Gate(_)) {
                     return Err(self.err(
@@ -1278,6 +1319,18 @@ impl Builder<'_> {
             len_from: vec![None; n],
             gate: None,
         })
+    }
+
+    /// The tokenizer file `path` (relative to the workload), loaded.
+    fn tokenizer(
+        &self,
+        index: usize,
+        label: &str,
+        path: &str,
+    ) -> Result<super::steps::text::SharedTokenizer, GraphError> {
+        let f = self.w.resolve(path);
+        super::steps::text::SharedTokenizer::load(&f)
+            .map_err(|e| self.err(index, label, e.to_string()))
     }
 
     /// CtcDecode's character list: the dictionary file, else the recognizer's metadata.

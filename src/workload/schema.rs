@@ -153,6 +153,9 @@ pub enum PipelineStep {
     VadSegments(VadSegments),
     /// Another step, run only when a condition on a value holds (see [`Gate`]).
     Gate(Gate),
+    Tokenize(Tokenize),
+    Detokenize(Detokenize),
+    ChatTemplate(ChatTemplate),
 }
 
 /// A fan-out as the workload writes it: `(expected, max)`.
@@ -461,6 +464,52 @@ impl Condition {
             Condition::Above(t) | Condition::Below(t) => &t.value,
         }
     }
+}
+
+/// Text → token ids with a Hugging Face `tokenizer.json` (the `tokenizers` crate).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tokenize {
+    pub input: String,
+    pub output: String,
+    /// The `tokenizer.json` file (relative to the workload file).
+    pub tokenizer: String,
+    /// Add the tokenizer's special tokens (its post-processor's; default true, as
+    /// `tokenizer.encode` does).
+    #[serde(default)]
+    pub add_special_tokens: Option<bool>,
+}
+
+/// Token ids → text with a Hugging Face `tokenizer.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Detokenize {
+    pub input: String,
+    pub output: String,
+    pub tokenizer: String,
+    /// Leave special tokens out of the text (default true).
+    #[serde(default)]
+    pub skip_special_tokens: Option<bool>,
+}
+
+/// A user message in a chat model's prompt format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatTemplate {
+    pub input: String,
+    pub output: String,
+    /// A system message before the user's, if given.
+    #[serde(default)]
+    pub system: Option<String>,
+    pub template: ChatFormat,
+}
+
+/// Prompt formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ChatFormat {
+    /// `<|im_start|>role\ncontent<|im_end|>\n` per message, then `<|im_start|>assistant\n`
+    /// (SmolLM2, Qwen).
+    ChatML,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
