@@ -1,6 +1,8 @@
 //! Silero VAD streamed over audio chunks (`StreamChunks`) on the Vulkan device, against ONNX
 //! Runtime running the silero-vad package's chunk loop (`scripts/vad_reference.py`) on the same
-//! WAV file: every chunk's speech probability within 1e-4 (fp32 weights).
+//! WAV file: every chunk's speech probability within 1e-4 (fp32 weights). Then the speech
+//! segments (`VadSegments`) against the silero-vad wheel's own `get_speech_timestamps_from_probs`
+//! on ORT's probabilities: the same sample boundaries.
 //!
 //! The audio is made here: syllable-like voiced bursts (a pitch-modulated harmonic series
 //! under three formants) between stretches of faint noise, so the probabilities rise and fall.
@@ -65,7 +67,7 @@ fn vowel(seconds: f64, f0: f64) -> Vec<f64> {
     out.iter().map(|v| 0.3 * v / peak).collect()
 }
 
-/// Faint noise, speech, noise, speech at a higher pitch, noise: 4.2 s.
+/// Faint noise, speech, noise, speech at a higher pitch, noise: 5.3 s.
 fn speechlike() -> Vec<f64> {
     let mut r = noise(3);
     let mut quiet = |s: f64| -> Vec<f64> {
@@ -76,7 +78,7 @@ fn speechlike() -> Vec<f64> {
     let mut x = quiet(0.8);
     x.extend(vowel(1.2, 120.0));
     x.extend(quiet(0.7));
-    x.extend(vowel(0.9, 180.0));
+    x.extend(vowel(2.0, 120.0));
     x.extend(quiet(0.6));
     x
 }
@@ -135,6 +137,7 @@ fn chunked_vad_probabilities_match_onnx_runtime() {
         .arg(&model)
         .arg(&wav)
         .arg(&dir)
+        .args(["--threshold", "0.35"])
         .output()
         .expect("run vad_reference.py");
     assert!(
@@ -175,7 +178,40 @@ fn chunked_vad_probabilities_match_onnx_runtime() {
         "the audio should read as speech and as silence"
     );
     assert!(d <= 1e-4, "probabilities differ by {d}");
-    // 132 chunks where the workload expected 94: the plan followed the real count.
+    let want_segs: Vec<[i64; 2]> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("segments.json")).unwrap()).unwrap();
+    let Some(Value::Tensor(b)) = r.outputs.get("bounds") else {
+        panic!("no bounds");
+    };
+    let got_segs: Vec<[i64; 2]> = match b.data() {
+        texstream::TensorData::I64(v) => v.chunks(2).map(|c| [c[0], c[1]]).collect(),
+        other => panic!("bounds are {other:?}"),
+    };
+    eprintln!("segments: {got_segs:?} (silero-vad: {want_segs:?})");
+    assert!(
+        !want_segs.is_empty(),
+        "the audio should have speech segments"
+    );
+    assert_eq!(got_segs, want_segs);
+    let Some(Value::List(segs)) = r.outputs.get("segments") else {
+        panic!("no segments");
+    };
+    for (s, [a, e]) in segs.iter().zip(&got_segs) {
+        let Value::Audio(s) = s else { panic!("{s:?}") };
+        assert_eq!(*s.samples, samples[*a as usize..*e as usize]);
+    }
+    // Speech: the gated front end ran. Silence: no segments, so it did not.
+    assert!(matches!(r.outputs.get("mel"), Some(Value::Tensor(m)) if m.shape() == [1, 80, 3000]));
+    let quiet = engine
+        .run("speech", audio_input(vec![0.0; 16_000]))
+        .expect("run");
+    assert!(matches!(quiet.outputs.get("segments"), Some(Value::List(l)) if l.is_empty()));
+    assert!(
+        !quiet.outputs.contains_key("mel"),
+        "{:?}",
+        quiet.outputs.keys()
+    );
+    // 166 chunks where the workload expected 94: the plan followed the real count.
     assert!(engine.stats().replans.fan_out >= 1);
 
     // Audio longer than `max` chunks is refused before any model run, with the bound.

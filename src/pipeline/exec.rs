@@ -149,6 +149,8 @@ pub fn execute(
         }
     }
     let mut ex = Execution::default();
+    // Steps skipped by a gate (or because a value they read was skipped).
+    let mut skipped = vec![false; g.steps.len()];
     for (k, st) in g.steps.iter().enumerate() {
         if let Some(s) = stop() {
             return Err(ExecError::stop(s));
@@ -159,6 +161,13 @@ pub fn execute(
             label: st.label.clone(),
             source: Box::new(source),
         };
+        if st.skippable && skips(g, st, &values).map_err(|m| step_err(StepError::Invalid(m)))? {
+            skipped[k] = true;
+            if st.runs.is_some() {
+                ex.fan_counts.push((st.index, 0));
+            }
+            continue;
+        }
         let reads: Vec<&Value> = st
             .reads
             .iter()
@@ -220,8 +229,9 @@ pub fn execute(
                         .collect::<Result<_, ExecError>>()?;
                     // A run keeps its input's frame, so boxes on its output map to the image.
                     let frame = ins.iter().find_map(|(_, t)| t.frame().cloned());
-                    let rest =
-                        rest_of_request(g, &values, k, runs - i, &|j| runner.fan_out_hint(j));
+                    let rest = rest_of_request(g, &values, &skipped, k, runs - i, &|j| {
+                        runner.fan_out_hint(j)
+                    });
                     let outs = runner
                         .run_model(ModelCall {
                             model: *model,
@@ -241,8 +251,10 @@ pub fn execute(
                         o.push(Value::Tensor(t.with_frame(frame.clone())));
                     }
                 }
-                if items.is_some() {
+                if items.is_some() || st.runs.is_some() {
                     ex.fan_counts.push((st.index, runs as u32));
+                }
+                if items.is_some() {
                     per_output.into_iter().map(Value::List).collect()
                 } else {
                     per_output.into_iter().flatten().collect()
@@ -261,7 +273,9 @@ pub fn execute(
                             return Err(ExecError::stop(s));
                         }
                     }
-                    let rest = rest_of_request(g, &values, k, left.1, &|j| runner.fan_out_hint(j));
+                    let rest = rest_of_request(g, &values, &skipped, k, left.1, &|j| {
+                        runner.fan_out_hint(j)
+                    });
                     runner
                         .run_model(ModelCall { rest, ..call })
                         .map_err(model_err)
@@ -310,7 +324,8 @@ pub fn execute(
                 let expected_runs = runner
                     .fan_out_hint(st.index)
                     .map_or(fan.expected, |h| h.min(fan.max));
-                let later = rest_of_request(g, &values, k, 0, &|j| runner.fan_out_hint(j));
+                let later =
+                    rest_of_request(g, &values, &skipped, k, 0, &|j| runner.fan_out_hint(j));
                 let call = GenerateCall {
                     model: *model,
                     prompt,
@@ -373,19 +388,22 @@ pub fn execute(
 fn rest_of_request(
     g: &PipelineGraph,
     values: &[Option<Value>],
+    skipped: &[bool],
     k: usize,
     left: usize,
     hint: &dyn Fn(usize) -> Option<u32>,
 ) -> Vec<Stage> {
     let mut rest = Vec::new();
     for (j, st) in g.steps.iter().enumerate().skip(k) {
-        let Some((model, fan)) = st.kind.model_runs() else {
+        let Some((model, _)) = st.kind.model_runs() else {
             continue;
         };
         let count = if j == k {
             left as u32
+        } else if st.skippable && known_skip(g, st, values, skipped) {
+            0
         } else {
-            match fan {
+            match &st.runs {
                 None => 1,
                 Some(f) => known_count(g, values, f)
                     .map(|c| c.min(f.max))
@@ -398,6 +416,52 @@ fn rest_of_request(
         }
     }
     rest
+}
+
+/// Whether step `st` is skipped, now that the values it reads are computed or skipped: a
+/// read value is absent (its step was skipped), or its gate does not hold.
+fn skips(g: &PipelineGraph, st: &StepNode, values: &[Option<Value>]) -> Result<bool, String> {
+    if st.reads.iter().any(|&id| values[id].is_none()) {
+        return Ok(true);
+    }
+    match &st.gate {
+        None => Ok(false),
+        Some(gate) => match &values[gate.value] {
+            None => Ok(true),
+            Some(v) => gate
+                .holds(v)
+                .map(|runs| !runs)
+                .map_err(|e| format!("gate on `{}`: {e}", g.values[gate.value].name)),
+        },
+    }
+}
+
+/// Whether a later step is already known to be skipped: a value it reads (or its gate's) comes
+/// from a skipped step, or its gate's value is computed and the gate does not hold.
+fn known_skip(
+    g: &PipelineGraph,
+    st: &StepNode,
+    values: &[Option<Value>],
+    skipped: &[bool],
+) -> bool {
+    let from_skipped = |id: ValueId| {
+        g.values[id]
+            .producer
+            .is_some_and(|p| skipped.get(p).copied().unwrap_or(false))
+    };
+    if st
+        .reads
+        .iter()
+        .chain(st.gate.as_ref().map(|x| &x.value))
+        .any(|&id| from_skipped(id))
+    {
+        return true;
+    }
+    st.gate.as_ref().is_some_and(|gate| {
+        values[gate.value]
+            .as_ref()
+            .is_some_and(|v| gate.holds(v) == Ok(false))
+    })
 }
 
 /// A fan-out's run count, once the value it follows (or one of the same length) is computed.

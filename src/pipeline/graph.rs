@@ -8,7 +8,9 @@ use scheduler::Stage;
 
 use super::value::ValueType;
 use crate::ops::{CtcDecoder, DbParams};
-use crate::workload::{FanOut, LoadedWorkload, PipelineSpec, PipelineStep, Repeat, TextlineKind};
+use crate::workload::{
+    Condition, FanOut, LoadedWorkload, PipelineSpec, PipelineStep, Repeat, TextlineKind,
+};
 
 /// A value's index in [`PipelineGraph::values`].
 pub type ValueId = usize;
@@ -97,6 +99,8 @@ pub enum Per {
     Chunk(usize),
     /// One run per token a decoder reads or writes (known only once decoding stops).
     Token,
+    /// One run, or none when a gate skips the step (`over` is the gate's value).
+    Once,
 }
 
 impl Fan {
@@ -107,9 +111,70 @@ impl Fan {
             (Per::Item, Value::List(l)) => l.len(),
             (Per::Item, Value::Boxes(b)) => b.len(),
             (Per::Chunk(c), Value::Audio(a)) => a.samples.len().div_ceil(c.max(1)),
+            (Per::Once, _) => 1,
             _ => return None,
         };
         Some(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+}
+
+/// A step's gate: the value its condition is on, and the test.
+#[derive(Clone, Debug)]
+pub struct GateTest {
+    pub value: ValueId,
+    pub test: Test,
+}
+
+/// The condition of a gate, resolved.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Test {
+    NonEmpty,
+    Above(f32),
+    Below(f32),
+}
+
+impl GateTest {
+    /// Whether the step runs, given the gate's value.
+    pub fn holds(&self, v: &super::value::Value) -> Result<bool, String> {
+        use super::value::Value;
+        let top = |v: &Value| -> Result<f32, String> {
+            let Value::Tensor(t) = v else {
+                return Err(format!(
+                    "the gate's value is {}, not a tensor",
+                    v.value_type()
+                ));
+            };
+            let x = t.to_f32().map_err(|e| e.to_string())?;
+            x.into_iter()
+                .reduce(f32::max)
+                .ok_or_else(|| "the gate's tensor is empty".to_string())
+        };
+        Ok(match self.test {
+            Test::NonEmpty => match v {
+                Value::List(l) => !l.is_empty(),
+                Value::Text(t) => !t.is_empty(),
+                Value::Tokens(t) => !t.is_empty(),
+                Value::Audio(a) => !a.samples.is_empty(),
+                Value::Boxes(b) => !b.is_empty(),
+                Value::TextLines(l) => !l.is_empty(),
+                other => {
+                    return Err(format!(
+                    "NonEmpty cannot test {} (lists, text, token ids, audio, boxes, text lines)",
+                    other.value_type()
+                ))
+                }
+            },
+            Test::Above(t) => top(v)? > t,
+            Test::Below(t) => top(v)? < t,
+        })
+    }
+
+    /// Whether a gate of this kind can test a value of type `ty`.
+    fn takes(&self, ty: &ValueType) -> bool {
+        match self.test {
+            Test::NonEmpty => !matches!(ty, ValueType::Tensor | ValueType::Image),
+            Test::Above(_) | Test::Below(_) => matches!(ty, ValueType::Tensor | ValueType::Any),
+        }
     }
 }
 
@@ -187,6 +252,22 @@ pub enum StepKind {
         /// The model's cache positions (prompt plus reply must fit).
         cache_len: usize,
     },
+    VadSegments {
+        chunk: usize,
+        rules: crate::audio::SegmentRules,
+    },
+    Tokenize {
+        tokenizer: super::steps::text::SharedTokenizer,
+        add_special_tokens: bool,
+    },
+    Detokenize {
+        tokenizer: super::steps::text::SharedTokenizer,
+        skip_special_tokens: bool,
+    },
+    ChatTemplate {
+        system: Option<String>,
+        format: crate::workload::ChatFormat,
+    },
 }
 
 impl StepKind {
@@ -213,6 +294,14 @@ pub struct StepNode {
     pub reads: Vec<ValueId>,
     /// Values written.
     pub writes: Vec<ValueId>,
+    /// The step's own gate, if it has one.
+    pub gate: Option<GateTest>,
+    /// Whether the step can be skipped: it has a gate, or it reads a value that a skippable
+    /// step writes (skipped when that value is absent).
+    pub skippable: bool,
+    /// The planner's view of its model runs (`None`: one, always): its fan-out, or one run
+    /// that a gate can skip.
+    pub runs: Option<Fan>,
 }
 
 /// A checked pipeline.
@@ -266,10 +355,10 @@ impl PipelineGraph {
         self.steps
             .iter()
             .filter_map(|s| {
-                let (model, fan) = s.kind.model_runs()?;
+                let (model, _) = s.kind.model_runs()?;
                 Some(Stage {
                     model,
-                    count: fan.map_or(1, |f| count(s, f)),
+                    count: s.runs.as_ref().map_or(1, |f| count(s, f)),
                 })
             })
             .collect()
@@ -297,12 +386,12 @@ impl PipelineGraph {
         for st in &self.steps {
             let r: Vec<String> = st.reads.iter().map(name).collect();
             let w: Vec<String> = st.writes.iter().map(name).collect();
-            let fan = match st.kind.model_runs() {
-                Some((_, Some(f))) => {
+            let mut fan = match (&st.runs, st.kind.model_runs()) {
+                (Some(f), Some(_)) if f.per != Per::Once => {
                     let per = match f.per {
-                        Per::Item => "item".to_string(),
                         Per::Chunk(c) => format!("{c}-sample chunk"),
                         Per::Token => "token".to_string(),
+                        _ => "item".to_string(),
                     };
                     format!(
                         "  (per {per} of `{}`, expected {}, at most {})",
@@ -311,6 +400,11 @@ impl PipelineGraph {
                 }
                 _ => String::new(),
             };
+            if let Some(g) = &st.gate {
+                fan += &format!("  (when {:?} on `{}`)", g.test, self.values[g.value].name);
+            } else if st.skippable {
+                fan += "  (skipped with its gated inputs)";
+            }
             s += &format!(
                 "  [{}] {:<22} {} -> {}{fan}\n",
                 st.index,
@@ -342,6 +436,8 @@ struct Pending {
     writes: Vec<(String, ValueType)>,
     /// For each write: the read (index into `reads`) whose list length it has.
     len_from: Vec<Option<usize>>,
+    /// The gate's test; its value is the last of `reads`.
+    gate: Option<Test>,
 }
 
 impl Builder<'_> {
@@ -531,6 +627,42 @@ impl Builder<'_> {
                 }
                 reads.push(id);
             }
+            let gate = match p.gate {
+                None => None,
+                Some(test) => {
+                    let value = reads.pop().unwrap_or_default();
+                    let g = GateTest { value, test };
+                    let v = &self.values[value];
+                    if !g.takes(&v.ty) {
+                        let what = match v.producer {
+                            Some(s) => format!("written by {}", steps_label(&steps, s)),
+                            None => "a pipeline input".into(),
+                        };
+                        let wants = match test {
+                            Test::NonEmpty => "a list, text, token ids, audio, boxes or text lines",
+                            _ => "a tensor",
+                        };
+                        return Err(self.err(
+                            p.index,
+                            &p.label,
+                            format!(
+                                "the gate {test:?} on `{}` needs {wants}, but `{}` is {} ({what})",
+                                v.name, v.name, v.ty
+                            ),
+                        ));
+                    }
+                    Some(g)
+                }
+            };
+            let skippable = gate.is_some()
+                || reads
+                    .iter()
+                    .chain(gate.as_ref().map(|g| &g.value))
+                    .any(|&r| {
+                        self.values[r]
+                            .producer
+                            .is_some_and(|s| steps_skippable(&steps, s))
+                    });
             let node = steps.len();
             let mut writes = Vec::new();
             for (j, (name, ty)) in p.writes.iter().enumerate() {
@@ -577,15 +709,38 @@ impl Builder<'_> {
                     *v = writes[*v];
                 }
             }
+            let runs = match kind.model_runs() {
+                Some((_, Some(f))) => Some(f.clone()),
+                Some((_, None)) if skippable => Some(Fan {
+                    over: gate
+                        .as_ref()
+                        .map_or(reads.first().copied().unwrap_or(0), |g| g.value),
+                    expected: 1,
+                    max: 1,
+                    per: Per::Once,
+                }),
+                _ => None,
+            };
             steps.push(StepNode {
                 index: p.index,
                 label: p.label.clone(),
                 kind,
                 reads,
                 writes,
+                gate,
+                skippable,
+                runs,
             });
         }
-        let read: BTreeSet<ValueId> = steps.iter().flat_map(|s| s.reads.clone()).collect();
+        let read: BTreeSet<ValueId> = steps
+            .iter()
+            .flat_map(|s| {
+                s.reads
+                    .iter()
+                    .chain(s.gate.as_ref().map(|g| &g.value))
+                    .copied()
+            })
+            .collect();
         let outputs = match &spec.outputs {
             Some(names) => {
                 let mut outs = Vec::new();
@@ -666,6 +821,7 @@ impl Builder<'_> {
                 reads: reads.0,
                 writes,
                 len_from: vec![None; n],
+                gate: None,
             }
         };
         Ok(match st {
@@ -722,6 +878,98 @@ impl Builder<'_> {
             PipelineStep::Run(r) => self.run_step(index, r)?,
             PipelineStep::StreamChunks(c) => self.stream_step(index, c)?,
             PipelineStep::Generate(gen) => self.generate_step(index, gen)?,
+            PipelineStep::Tokenize(t) => one(
+                "Tokenize",
+                StepKind::Tokenize {
+                    tokenizer: self.tokenizer(index, "Tokenize", &t.tokenizer)?,
+                    add_special_tokens: t.add_special_tokens.unwrap_or(true),
+                },
+                Reads(vec![(t.input.clone(), ValueType::Text)]),
+                vec![(t.output.clone(), ValueType::Tokens)],
+            ),
+            PipelineStep::Detokenize(t) => one(
+                "Detokenize",
+                StepKind::Detokenize {
+                    tokenizer: self.tokenizer(index, "Detokenize", &t.tokenizer)?,
+                    skip_special_tokens: t.skip_special_tokens.unwrap_or(true),
+                },
+                Reads(vec![(t.input.clone(), ValueType::Tokens)]),
+                vec![(t.output.clone(), ValueType::Text)],
+            ),
+            PipelineStep::ChatTemplate(c) => one(
+                "ChatTemplate",
+                StepKind::ChatTemplate {
+                    system: c.system.clone(),
+                    format: c.template,
+                },
+                Reads(vec![(c.input.clone(), ValueType::Text)]),
+                vec![(c.output.clone(), ValueType::Text)],
+            ),
+            PipelineStep::Gate(g) => {
+                if matches!(*g.step, PipelineStep::Gate(_)) {
+                    return Err(self.err(
+                        index,
+                        "Gate",
+                        "a Gate's step is another Gate: gate the inner step once".into(),
+                    ));
+                }
+                let mut p = self.pending(index, &g.step)?;
+                let test = match &g.when {
+                    Condition::NonEmpty(_) => Test::NonEmpty,
+                    Condition::Above(t) => Test::Above(t.threshold),
+                    Condition::Below(t) => Test::Below(t.threshold),
+                };
+                if let Test::Above(t) | Test::Below(t) = test {
+                    if !t.is_finite() {
+                        return Err(self.err(index, &p.label, format!("gate threshold {t}")));
+                    }
+                }
+                p.reads.push((g.when.value().to_string(), ValueType::Any));
+                p.gate = Some(test);
+                p
+            }
+            PipelineStep::VadSegments(v) => {
+                let d = crate::audio::SegmentRules::default();
+                let rules = crate::audio::SegmentRules {
+                    threshold: v.threshold.unwrap_or(d.threshold),
+                    neg_threshold: v.neg_threshold,
+                    min_speech_ms: v.min_speech_ms.unwrap_or(d.min_speech_ms),
+                    min_silence_ms: v.min_silence_ms.unwrap_or(d.min_silence_ms),
+                    speech_pad_ms: v.speech_pad_ms.unwrap_or(d.speech_pad_ms),
+                };
+                let unit = |x: f32| (0.0..=1.0).contains(&x);
+                if !unit(rules.threshold) || !rules.neg_threshold.is_none_or(unit) {
+                    return Err(self.err(
+                        index,
+                        "VadSegments",
+                        "threshold and neg_threshold must be probabilities in 0..=1".into(),
+                    ));
+                }
+                let chunk = v.chunk.unwrap_or(512);
+                if chunk == 0 {
+                    return Err(self.err(
+                        index,
+                        "VadSegments",
+                        "chunk must be at least 1 sample".into(),
+                    ));
+                }
+                let mut writes = vec![(v.output.clone(), ValueType::list_of(ValueType::Audio))];
+                if let Some(b) = &v.bounds {
+                    writes.push((b.clone(), ValueType::Tensor));
+                }
+                one(
+                    "VadSegments",
+                    StepKind::VadSegments {
+                        chunk: chunk as usize,
+                        rules,
+                    },
+                    Reads(vec![
+                        (v.probs.clone(), ValueType::Tensor),
+                        (v.audio.clone(), ValueType::Audio),
+                    ]),
+                    writes,
+                )
+            }
             PipelineStep::AudioLoad(l) => {
                 if l.source == l.output {
                     return Err(self.err(
@@ -981,6 +1229,7 @@ impl Builder<'_> {
             reads,
             writes,
             len_from,
+            gate: None,
         })
     }
 
@@ -1098,6 +1347,7 @@ impl Builder<'_> {
             reads,
             writes,
             len_from: vec![None; n],
+            gate: None,
         })
     }
 
@@ -1246,7 +1496,20 @@ impl Builder<'_> {
             reads,
             writes: vec![(gen.output.clone(), ValueType::Tokens)],
             len_from: vec![None],
+            gate: None,
         })
+    }
+
+    /// The tokenizer file `path` (relative to the workload), loaded.
+    fn tokenizer(
+        &self,
+        index: usize,
+        label: &str,
+        path: &str,
+    ) -> Result<super::steps::text::SharedTokenizer, GraphError> {
+        let f = self.w.resolve(path);
+        super::steps::text::SharedTokenizer::load(&f)
+            .map_err(|e| self.err(index, label, e.to_string()))
     }
 
     /// CtcDecode's character list: the dictionary file, else the recognizer's metadata.
@@ -1294,6 +1557,10 @@ fn port_names(ports: &[(String, Vec<usize>)]) -> String {
         .map(|(n, s)| format!("`{n}` {s:?}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+fn steps_skippable(steps: &[StepNode], s: usize) -> bool {
+    steps.get(s).is_some_and(|n| n.skippable)
 }
 
 fn steps_label(steps: &[StepNode], s: usize) -> String {

@@ -177,6 +177,12 @@ pub enum PipelineStep {
     Resample(Resample),
     LogMel(LogMel),
     StreamChunks(StreamChunks),
+    VadSegments(VadSegments),
+    /// Another step, run only when a condition on a value holds (see [`Gate`]).
+    Gate(Gate),
+    Tokenize(Tokenize),
+    Detokenize(Detokenize),
+    ChatTemplate(ChatTemplate),
 }
 
 /// Autoregressive decoding: runs a decoder that has a `kv_cache` one token per call, first
@@ -268,6 +274,7 @@ impl PipelineStep {
                 let expected = prompt + g.expected_tokens.unwrap_or(g.max_tokens) - 1;
                 Some((&g.model, Some((expected, Some(prompt + g.max_tokens)))))
             }
+            PipelineStep::Gate(g) => g.step.model_runs(),
             _ => None,
         }
     }
@@ -484,6 +491,125 @@ impl StreamChunks {
     pub fn max_runs(&self) -> u32 {
         self.max.unwrap_or(self.expected.max(64))
     }
+}
+
+/// Speech segments of audio from its per-chunk speech probabilities (silero-vad's
+/// `get_speech_timestamps` rules): a list of audio, one per segment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VadSegments {
+    /// The probabilities: one per chunk, in order (`StreamChunks`' output).
+    pub probs: String,
+    pub audio: String,
+    pub output: String,
+    /// Also write the segments' `[start, end)` samples, an integer tensor `[segments, 2]`.
+    #[serde(default)]
+    pub bounds: Option<String>,
+    /// Samples per probability (default 512, Silero VAD's chunk at 16 kHz).
+    #[serde(default)]
+    pub chunk: Option<u32>,
+    /// Speech starts at this probability (default 0.5).
+    #[serde(default)]
+    pub threshold: Option<f32>,
+    /// Speech ends below this (default `threshold - 0.15`, at least 0.01).
+    #[serde(default)]
+    pub neg_threshold: Option<f32>,
+    /// Shorter segments are dropped (default 250).
+    #[serde(default)]
+    pub min_speech_ms: Option<u32>,
+    /// Silence that ends a segment (default 100).
+    #[serde(default)]
+    pub min_silence_ms: Option<u32>,
+    /// Widening on each side (default 30).
+    #[serde(default)]
+    pub speech_pad_ms: Option<u32>,
+}
+
+/// `step`, run only when `when` holds. When it does not, the step is skipped: its outputs are
+/// absent, steps that read them are skipped too, and the request returns no value under their
+/// names. A skipped model run is planned like a fan-out of 0: the plan assumes the step runs,
+/// and the engine re-plans when it does not (and from then on assumes what the last request
+/// did).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gate {
+    pub when: Condition,
+    pub step: Box<PipelineStep>,
+}
+
+/// A condition on a value, checked when the value exists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Condition {
+    /// The value has at least one item: a list, text, token ids, audio samples, boxes or text
+    /// lines.
+    NonEmpty(String),
+    /// The tensor's largest element is above `threshold` (a scalar's value, for one element).
+    Above(Threshold),
+    /// The tensor's largest element is below `threshold`.
+    Below(Threshold),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Threshold {
+    pub value: String,
+    pub threshold: f32,
+}
+
+impl Condition {
+    /// The value the condition is on.
+    pub fn value(&self) -> &str {
+        match self {
+            Condition::NonEmpty(v) => v,
+            Condition::Above(t) | Condition::Below(t) => &t.value,
+        }
+    }
+}
+
+/// Text → token ids with a Hugging Face `tokenizer.json` (the `tokenizers` crate).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tokenize {
+    pub input: String,
+    pub output: String,
+    /// The `tokenizer.json` file (relative to the workload file).
+    pub tokenizer: String,
+    /// Add the tokenizer's special tokens (its post-processor's; default true, as
+    /// `tokenizer.encode` does).
+    #[serde(default)]
+    pub add_special_tokens: Option<bool>,
+}
+
+/// Token ids → text with a Hugging Face `tokenizer.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Detokenize {
+    pub input: String,
+    pub output: String,
+    pub tokenizer: String,
+    /// Leave special tokens out of the text (default true).
+    #[serde(default)]
+    pub skip_special_tokens: Option<bool>,
+}
+
+/// A user message in a chat model's prompt format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatTemplate {
+    pub input: String,
+    pub output: String,
+    /// A system message before the user's, if given.
+    #[serde(default)]
+    pub system: Option<String>,
+    pub template: ChatFormat,
+}
+
+/// Prompt formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ChatFormat {
+    /// `<|im_start|>role\ncontent<|im_end|>\n` per message, then `<|im_start|>assistant\n`
+    /// (SmolLM2, Qwen).
+    ChatML,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

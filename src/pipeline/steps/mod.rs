@@ -4,6 +4,7 @@
 pub mod audio;
 pub mod image;
 pub mod ocr;
+pub mod text;
 
 use super::graph::StepKind;
 use super::value::{TensorError, Value};
@@ -19,6 +20,8 @@ pub enum StepError {
     Tensor(#[from] TensorError),
     #[error(transparent)]
     Audio(#[from] audio::AudioStepError),
+    #[error(transparent)]
+    Text(#[from] text::TextStepError),
 }
 
 fn wrong(what: &str, v: &Value) -> StepError {
@@ -96,6 +99,32 @@ pub fn run_builtin(kind: &StepKind, reads: &[&Value]) -> Result<Vec<Value>, Step
         StepKind::LogMel { n_mels } => match arg(0)? {
             Value::Audio(a) => vec![Value::Tensor(audio::log_mel(a, *n_mels)?)],
             v => return Err(wrong("audio", v)),
+        },
+        StepKind::VadSegments { chunk, rules } => match (arg(0)?, arg(1)?) {
+            (Value::Tensor(p), Value::Audio(a)) => audio::vad_segments(p, a, *chunk, rules)?,
+            _ => return Err(StepError::Invalid("expected a tensor and audio".into())),
+        },
+        StepKind::Tokenize {
+            tokenizer,
+            add_special_tokens,
+        } => match arg(0)? {
+            Value::Text(t) => vec![Value::Tokens(tokenizer.encode(t, *add_special_tokens)?)],
+            v => return Err(wrong("text", v)),
+        },
+        StepKind::Detokenize {
+            tokenizer,
+            skip_special_tokens,
+        } => match arg(0)? {
+            Value::Tokens(ids) => vec![Value::Text(tokenizer.decode(ids, *skip_special_tokens)?)],
+            v => return Err(wrong("token ids", v)),
+        },
+        StepKind::ChatTemplate { system, format } => match arg(0)? {
+            Value::Text(t) => vec![Value::Text(text::chat_prompt(
+                *format,
+                system.as_deref(),
+                t,
+            ))],
+            v => return Err(wrong("text", v)),
         },
         StepKind::Run { .. } | StepKind::StreamChunks(_) | StepKind::Generate { .. } => {
             return Err(StepError::Invalid(
