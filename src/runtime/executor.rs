@@ -303,9 +303,8 @@ impl Executable {
     /// nothing another model runs can overwrite them, and zeroed, so that the rows a run's mask
     /// hides hold finite values (zero weight times NaN would still be NaN).
     fn allocate_state(&mut self) -> Result<()> {
-        let g = &self.header.graph;
-        for s in &g.state {
-            let info = &g.tensors[s.tensor];
+        for s in self.header.graph.state.clone() {
+            let info = &self.header.graph.tensors[s.tensor];
             let t = Tensor::with_category(
                 &self.device,
                 &info.name,
@@ -314,11 +313,9 @@ impl Executable {
                 MemoryCategory::Activations,
             )
             .map_err(vk(format!("state `{}`", s.name)))?;
-            t.upload(&vec![0.0; info.shape.iter().product()])
-                .map_err(vk(format!("clearing state `{}`", s.name)))?;
             self.tensors[s.tensor] = Some(t);
         }
-        Ok(())
+        self.reset_state()
     }
 
     /// Zeroes the state tensors (a new conversation: nothing of the last one is visible).
@@ -331,17 +328,6 @@ impl Executable {
             }
         }
         Ok(())
-    }
-
-    /// Bytes of the state tensors.
-    pub fn state_bytes(&self) -> u64 {
-        self.header
-            .graph
-            .state
-            .iter()
-            .filter_map(|s| self.tensors[s.tensor].as_ref())
-            .map(|t| t.physical_bytes())
-            .sum()
     }
 
     /// The physical image extent a tensor of `shape` gets on this device (None: buffer fallback).
