@@ -139,19 +139,18 @@ mod tests {
         p.extend([0.9; 10]);
         let s = speech_segments(&p, 512, p.len() * 512, 16_000, &r);
         assert_eq!(s, vec![(0, p.len() * 512)]);
-        // Closer than twice the padding: they meet halfway. A gap of 1.5 chunks is
-        // impossible with whole chunks, so shorten the silence rule instead.
-        let quick = SegmentRules {
+        // Closer than twice the padding: they meet halfway. Two silent chunks (1024 samples)
+        // end a segment under a 20 ms silence rule, and 40 ms of padding (640) each side
+        // would overlap.
+        let close = SegmentRules {
             min_silence_ms: 20,
+            speech_pad_ms: 40,
             ..r
         };
         let mut p = vec![0.9f32; 10];
-        p.extend([0.0; 1]);
+        p.extend([0.0; 2]);
         p.extend([0.9; 10]);
-        let s = speech_segments(&p, 512, p.len() * 512, 16_000, &quick);
-        assert_eq!(
-            s,
-            vec![(0, 10 * 512 + 256), (11 * 512 - 256, p.len() * 512)]
-        );
+        let s = speech_segments(&p, 512, p.len() * 512, 16_000, &close);
+        assert_eq!(s, vec![(0, 11 * 512), (11 * 512, p.len() * 512)]);
     }
 }
