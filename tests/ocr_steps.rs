@@ -484,18 +484,21 @@ fn pipeline_with_reference_model_outputs_reproduces_rapidocr() {
             inputs: vec![port("x", vec![1, 3, h, w])],
             outputs: vec![port("y", vec![1, 1, h, w])],
             metadata: Default::default(),
+            cache_len: None,
         },
         ModelPorts {
             name: "cls".into(),
             inputs: vec![port("x", vec![1, 3, 48, 192])],
             outputs: vec![port("y", vec![1, 2])],
             metadata: Default::default(),
+            cache_len: None,
         },
         ModelPorts {
             name: "rec".into(),
             inputs: vec![port("x", vec![1, 3, 48, 320])],
             outputs: vec![port("y", vec![1, 40, 6625])],
             metadata: Default::default(),
+            cache_len: None,
         },
     ];
     let graph = PipelineGraph::build(&w_, &w_.spec.pipelines[0], &ports).expect("graph");

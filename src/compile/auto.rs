@@ -96,6 +96,20 @@ fn stale_reason(onnx: &Path, packed: &Path, spec: &ModelSpec, page_bytes: u64) -
         ));
     }
     let g = pm.graph();
+    let cache = g.state.first().map(|s| g.tensors[s.tensor].shape[s.axis]);
+    let want_cache = spec.kv_cache.as_ref().map(|k| k.max_len as usize);
+    if cache != want_cache {
+        let say = |c: Option<usize>| {
+            c.map_or("no key/value cache".to_string(), |n| {
+                format!("a {n}-position key/value cache")
+            })
+        };
+        return Some(format!(
+            "compiled with {}, the workload asks for {}",
+            say(cache),
+            say(want_cache)
+        ));
+    }
     for (name, dims) in &spec.inputs {
         let want: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
         match g.inputs.iter().find(|p| &p.name == name) {
@@ -159,6 +173,9 @@ pub fn ensure_packed(
                     .page_bytes(page_bytes);
                 for (name, dims) in &spec.inputs {
                     c = c.input_shape(name, dims.iter().map(|&d| d as usize).collect());
+                }
+                if let Some(kv) = &spec.kv_cache {
+                    c = c.kv_cache(kv.max_len as usize, kv.position_input());
                 }
                 for (name, &v) in &spec.bind {
                     c = c.bind(name, crate::ir::TensorData::from_i64(vec![], vec![v]));

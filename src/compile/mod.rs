@@ -120,6 +120,16 @@ impl Compiler {
         Ok(self)
     }
 
+    /// Keeps a with-past decoder's key/value caches as state of `max_len` positions, written in
+    /// place at the position that input `position_input` gives (see [`crate::onnx::KvCache`]).
+    pub fn kv_cache(mut self, max_len: usize, position_input: &str) -> Compiler {
+        self.import.kv_cache = Some(crate::onnx::KvCache {
+            max_len,
+            position_input: position_input.into(),
+        });
+        self
+    }
+
     pub fn precision(mut self, p: Precision) -> Compiler {
         self.pack.precision = p;
         self

@@ -149,6 +149,7 @@ pub fn model_ports(name: &str, pm: &PackedModel) -> ModelPorts {
             .map(|p| (p.name.clone(), g.port_shape(p).to_vec()))
             .collect(),
         metadata: pm.header().metadata.clone().into_iter().collect(),
+        cache_len: g.state.first().map(|s| g.tensors[s.tensor].shape[s.axis]),
     }
 }
 

@@ -186,8 +186,16 @@ impl Session {
         let mut models = Vec::new();
         let mut base = 0u32;
         for (name, pm) in &loaded.models {
+            let activations = loaded
+                .workload
+                .spec
+                .models
+                .iter()
+                .find(|m| &m.name == name)
+                .and_then(|m| m.activations)
+                .map(crate::runtime::weights::vk_precision);
             models.push(
-                StreamedModel::new(dev, name, pm.clone(), base).map_err(|e| {
+                StreamedModel::new(dev, name, pm.clone(), base, activations).map_err(|e| {
                     EngineError::Model {
                         workload: loaded.workload.path.clone(),
                         model: name.clone(),

@@ -89,6 +89,15 @@ pub enum InferError {
     },
     #[error("Trilu needs rank >= 2, got {0:?}")]
     TriluRank(Vec<usize>),
+    #[error(
+        "a cache write needs the new rows {new:?} to match the cache {cache:?} on every axis but \
+         {axis}, and fit in it"
+    )]
+    KvWrite {
+        cache: Vec<usize>,
+        new: Vec<usize>,
+        axis: usize,
+    },
     #[error("LSTM input must be [seq, batch, input], got {0:?}")]
     LstmInput(Vec<usize>),
 }
@@ -473,6 +482,25 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
                     data: xs.clone(),
                     indices: is.clone(),
                     updates: us.clone(),
+                });
+            }
+            vec![(xs.clone(), xt)]
+        }
+        Op::KvWrite { axis } => {
+            let ns = &need(ins, 1)?.0;
+            need(ins, 2)?;
+            let fits = ns.len() == xs.len()
+                && *axis < xs.len()
+                && xs
+                    .iter()
+                    .zip(ns)
+                    .enumerate()
+                    .all(|(a, (c, n))| if a == *axis { n <= c } else { n == c });
+            if !fits {
+                return Err(InferError::KvWrite {
+                    cache: xs.clone(),
+                    new: ns.clone(),
+                    axis: *axis,
                 });
             }
             vec![(xs.clone(), xt)]

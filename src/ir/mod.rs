@@ -83,6 +83,18 @@ impl Port {
     }
 }
 
+/// State a model keeps between runs: a tensor that no caller uploads or reads back, written in
+/// place by [`Op::KvWrite`] (a decoder's key/value cache). `name` is the ONNX past input it
+/// replaces and `present` the output that the in-place write made redundant.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatePort {
+    pub name: String,
+    pub present: String,
+    pub tensor: TensorId,
+    /// The axis the cache grows along (its length is the cache's capacity).
+    pub axis: usize,
+}
+
 /// The graph. `nodes` are in topological order.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Graph {
@@ -92,6 +104,9 @@ pub struct Graph {
     pub outputs: Vec<Port>,
     /// Constant tensors (weights and folded values), keyed by tensor id.
     pub constants: BTreeMap<TensorId, TensorData>,
+    /// Tensors kept between runs (see [`StatePort`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub state: Vec<StatePort>,
 }
 
 impl Graph {
@@ -142,6 +157,12 @@ impl Graph {
             }
         }
         out
+    }
+
+    /// Whether `t`'s storage is a state tensor (kept between runs; never overwritten by a pass).
+    pub fn is_state(&self, t: TensorId) -> bool {
+        let r = self.storage_root(t);
+        self.state.iter().any(|s| s.tensor == r)
     }
 
     pub fn is_output(&self, t: TensorId) -> bool {

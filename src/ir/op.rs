@@ -289,6 +289,13 @@ pub enum Op {
     Tile {
         repeats: Vec<usize>,
     },
+    /// The in-place form of a with-past decoder's `present = Concat(past, new)`: writes `new`
+    /// (input 1) into the cache (input 0, a [`super::StatePort`] tensor) starting at the offset
+    /// along `axis` that the first element of input 2 (the position ids) holds. The output is a
+    /// view of the cache; the rows past the written ones keep what earlier runs wrote.
+    KvWrite {
+        axis: usize,
+    },
     /// ONNX LSTM, forward direction only, layout 0. inputs: X, W, R, B?, seq_lens?, h0?, c0?.
     Lstm {
         hidden_size: usize,
@@ -330,6 +337,7 @@ impl Op {
             Op::Expand { .. } => "Expand",
             Op::Tile { .. } => "Tile",
             Op::Lstm { .. } => "LSTM",
+            Op::KvWrite { .. } => "KvWrite",
         }
     }
 

@@ -46,6 +46,8 @@ pub enum ImportError {
         input: String,
         declared: String,
     },
+    #[error("{file}: key/value cache: {reason}")]
+    KvCache { file: PathBuf, reason: String },
     #[error("{file}: no model input named '{input}' (model inputs: {available})")]
     UnknownInput {
         file: PathBuf,

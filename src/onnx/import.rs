@@ -20,6 +20,10 @@ pub(super) struct Ctx<'a> {
     pub opset: i64,
     pub g: Graph,
     scopes: Vec<HashMap<String, TensorId>>,
+    /// Concats that become in-place cache writes, by output name (see [`super::kv_cache`]),
+    /// and the position input's tensor.
+    kv: HashMap<String, super::kv_cache::CacheLink>,
+    kv_position: Option<TensorId>,
 }
 
 /// Identifies the node being converted, for error messages.
@@ -275,6 +279,10 @@ impl Ctx<'_> {
                 op,
                 proto: node,
             };
+            if let Some(link) = node.output.first().and_then(|o| self.kv.get(o)).cloned() {
+                self.cache_write(&nref, &link)?;
+                continue;
+            }
             let domain = node.domain.as_deref().unwrap_or("");
             let in_onnx_domain = domain.is_empty() || domain == "ai.onnx";
             let convert = super::ops::converter(op)
@@ -286,6 +294,30 @@ impl Ctx<'_> {
                     domain: domain.to_string(),
                 })?;
             convert(self, &nref)?;
+        }
+        Ok(())
+    }
+
+    /// `present = Concat(past, new)` as an in-place write of `new` into the past's state tensor
+    /// at the position input's first element; `present` names a view of the state.
+    fn cache_write(
+        &mut self,
+        n: &NodeRef,
+        link: &super::kv_cache::CacheLink,
+    ) -> Result<(), ImportError> {
+        let cache = self.need_input(n, 0)?;
+        let new = self.need_input(n, 1)?;
+        let pos = self.kv_position.ok_or_else(|| ImportError::KvCache {
+            file: self.file.clone(),
+            reason: "the position input is bound to a constant".into(),
+        })?;
+        let out = self.emit(
+            n,
+            Op::KvWrite { axis: link.axis },
+            vec![Some(cache), Some(new), Some(pos)],
+        )?;
+        if let Some(&t) = out.first() {
+            self.g.make_view(t, cache);
         }
         Ok(())
     }
@@ -388,7 +420,15 @@ pub(super) fn run(
         opset,
         g: Graph::default(),
         scopes: vec![HashMap::new()],
+        kv: HashMap::new(),
+        kv_position: None,
     };
+    let links = match &opts.kv_cache {
+        Some(kv) => super::kv_cache::find_links(graph, kv, &file)?,
+        None => HashMap::new(),
+    };
+    let past: HashMap<&str, &super::kv_cache::CacheLink> =
+        links.values().map(|l| (l.past.as_str(), l)).collect();
 
     let real_inputs = runtime_inputs(graph);
     let names: Vec<String> = real_inputs
@@ -427,8 +467,24 @@ pub(super) fn run(
             ctx.bind(&name, t);
             continue;
         }
-        let shape = match opts.input_shapes.get(&name) {
-            Some(given) => {
+        let link = past.get(name.as_str()).copied();
+        let shape = match (opts.input_shapes.get(&name), link, &opts.kv_cache) {
+            // A cache is its full length on the axis it grows along.
+            (None, Some(l), Some(kv)) => {
+                let mut d = dims.clone();
+                if let Some(a) = d.get_mut(l.axis) {
+                    *a = Some(kv.max_len);
+                }
+                d.iter()
+                    .copied()
+                    .collect::<Option<Vec<usize>>>()
+                    .ok_or_else(|| ImportError::MissingInputShape {
+                        file: file.clone(),
+                        input: name.clone(),
+                        declared: declared.clone(),
+                    })?
+            }
+            (Some(given), _, _) => {
                 let ok = given.len() == dims.len()
                     && dims
                         .iter()
@@ -444,7 +500,7 @@ pub(super) fn run(
                 }
                 given.clone()
             }
-            None => match dims.iter().copied().collect::<Option<Vec<usize>>>() {
+            (None, _, _) => match dims.iter().copied().collect::<Option<Vec<usize>>>() {
                 Some(s) => s,
                 None => {
                     return Err(ImportError::MissingInputShape {
@@ -464,13 +520,31 @@ pub(super) fn run(
         })?;
         let t = ctx.g.add_tensor(name.clone(), shape, dtype);
         ctx.bind(&name, t);
-        ctx.g.inputs.push(Port::new(name, t));
+        match link {
+            Some(l) => ctx.g.state.push(crate::ir::StatePort {
+                name,
+                present: l.present.clone(),
+                tensor: t,
+                axis: l.axis,
+            }),
+            None => {
+                if opts.kv_cache.as_ref().map(|k| &k.position_input) == Some(&name) {
+                    ctx.kv_position = Some(t);
+                }
+                ctx.g.inputs.push(Port::new(name, t));
+            }
+        }
     }
+    ctx.kv = links;
 
     ctx.walk(graph)?;
 
     for o in &graph.output {
         let name = o.name.clone().unwrap_or_default();
+        if ctx.kv.contains_key(&name) {
+            // The cache's state is the output now; nobody reads it back.
+            continue;
+        }
         let t = ctx.lookup(&name).ok_or_else(|| ImportError::Tensor {
             file: ctx.file.clone(),
             tensor: name.clone(),

@@ -4,6 +4,7 @@
 mod attrs;
 mod error;
 mod import;
+mod kv_cache;
 mod ops;
 mod peek;
 mod tensor;
@@ -31,6 +32,20 @@ pub struct ImportOptions {
     /// Inputs bound to constant values (e.g. Silero VAD's `sr=16000`); they become constants and
     /// let the importer fold `If` nodes on them.
     pub bindings: BTreeMap<String, TensorData>,
+    /// Rewrite a with-past decoder's caches into state updated in place (see [`KvCache`]).
+    pub kv_cache: Option<KvCache>,
+}
+
+/// How a decoder exported with past keys and values (`present = Concat(past, new)`, the
+/// standard `with_past` form) keeps its cache: every past input that only that Concat reads,
+/// and whose Concat result is a graph output, becomes a state tensor of `max_len` positions
+/// that the model writes in place at the position the `position_input`'s first element holds.
+/// The caller stops passing past and reading present; the attention mask input is sized
+/// `max_len` and the graph's own mask hides the positions not written yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvCache {
+    pub max_len: usize,
+    pub position_input: String,
 }
 
 impl ImportOptions {

@@ -31,8 +31,9 @@ pub const FORMAT_VERSION: u32 = 1;
 /// in-place Softmax, 2: Softmax writes over an input nothing else reads, 3: small fp16 tensors
 /// are stored compensated (`compensated_pages`), 4: `[1, T, N]` heads run row-packed, 5: as
 /// `[1, 4, T/4, N]`, 6: in-place elementwise ops, convolutions over a Concat split per input, wide
-/// heads split into column pieces.
-pub const COMPILER_REVISION: u32 = 6;
+/// heads split into column pieces, 7: key/value caches as state written in place, LessOrEqual
+/// and GreaterOrEqual, 8: large constant tables gathered by rows pack four rows a texel.
+pub const COMPILER_REVISION: u32 = 8;
 pub const PREAMBLE_BYTES: usize = 64;
 pub const DATA_ALIGN: u64 = 4096;
 /// Every page is this many texels wide (the atlas layer width).

@@ -91,7 +91,15 @@ impl Placement {
         let lo: Vec<f32> = texels
             .iter()
             .zip(&hi)
-            .map(|(&v, &h)| (v - h) * LO_SCALE)
+            // A value past fp16's range is ±inf in hi (an attention mask's float minimum); its
+            // remainder would be ∓inf, and hi + lo NaN.
+            .map(|(&v, &h)| {
+                if h.is_finite() {
+                    (v - h) * LO_SCALE
+                } else {
+                    0.0
+                }
+            })
             .collect();
         let start = page * self.tpp + used;
         self.write(start, &hi);

@@ -238,6 +238,16 @@ fn check_tensors(g: &Graph) -> Check {
 }
 
 fn check_ports(g: &Graph) -> Check {
+    for s in &g.state {
+        tensor_id(g, s.tensor, || format!("state `{}`", s.name))?;
+        let rank = g.tensors[s.tensor].shape.len();
+        if s.axis >= rank {
+            return Err(HeaderError::Port {
+                name: s.name.clone(),
+                problem: format!("state axis {} of a rank-{rank} tensor", s.axis),
+            });
+        }
+    }
     for (kind, ports) in [("input", &g.inputs), ("output", &g.outputs)] {
         for p in ports {
             tensor_id(g, p.tensor, || format!("graph {kind} `{}`", p.name))?;
@@ -358,6 +368,9 @@ fn check_nodes(g: &Graph, weight_tensors: &HashSet<usize>) -> Check {
     let mut available = vec![false; g.tensors.len()];
     for p in &g.inputs {
         available[p.tensor] = true;
+    }
+    for s in &g.state {
+        available[s.tensor] = true;
     }
     for &t in g.constants.keys().chain(weight_tensors) {
         available[t] = true;
@@ -485,7 +498,8 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), NodeProblem> {
         Op::Concat { axis }
         | Op::Gather { axis }
         | Op::GatherElements { axis }
-        | Op::CumSum { axis, .. } => axis_in("axis", *axis, rank)?,
+        | Op::CumSum { axis, .. }
+        | Op::KvWrite { axis } => axis_in("axis", *axis, rank)?,
         Op::Split { axis, splits } => {
             axis_in("axis", *axis, rank)?;
             bounded("split", splits)?;

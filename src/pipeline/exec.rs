@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use scheduler::Stage;
 
+use super::generate::{generate, GenerateCall, GenerateError};
 use super::graph::{Fan, PipelineGraph, StepKind, StepNode, Stream, ValueId};
 use super::steps::{run_builtin, StepError};
 use super::value::{Tensor, Value};
@@ -285,6 +286,81 @@ pub fn execute(
                 })?;
                 ex.fan_counts.push((st.index, runs));
                 outs
+            }
+            StepKind::Generate {
+                model,
+                inputs,
+                fan,
+                max_tokens,
+                stop: stop_tokens,
+                sampling,
+                ports,
+                cache_len,
+            } => {
+                let prompt = match reads.first() {
+                    Some(Value::Tokens(t)) => t.as_slice(),
+                    _ => {
+                        return Err(step_err(StepError::Invalid(
+                            "the prompt is not token ids".into(),
+                        )))
+                    }
+                };
+                let fixed: Vec<(&str, &Tensor)> = inputs
+                    .iter()
+                    .map(|(port, id)| {
+                        values[*id]
+                            .as_ref()
+                            .and_then(Value::as_tensor)
+                            .map(|t| (port.as_str(), t))
+                            .ok_or_else(|| {
+                                step_err(StepError::Invalid(format!(
+                                    "value `{}` is not a tensor",
+                                    g.values[*id].name
+                                )))
+                            })
+                    })
+                    .collect::<Result<_, _>>()?;
+                // Runs the planner assumes: the last request's, else the workload's.
+                let expected_runs = runner
+                    .fan_out_hint(st.index)
+                    .map_or(fan.expected, |h| h.min(fan.max));
+                let later =
+                    rest_of_request(g, &values, &skipped, k, 0, &|j| runner.fan_out_hint(j));
+                let call = GenerateCall {
+                    model: *model,
+                    prompt,
+                    fixed,
+                    max_tokens: *max_tokens,
+                    expected_runs,
+                    stop: stop_tokens,
+                    sampling,
+                    ports,
+                    cache_len: *cache_len,
+                };
+                let halted = std::cell::Cell::new(None);
+                let reply = generate(
+                    &call,
+                    &later,
+                    &mut |c| runner.run_model(c).map_err(GenerateError::Model),
+                    &|| {
+                        halted.set(stop());
+                        halted.get().is_some()
+                    },
+                );
+                if let Some(s) = halted.get() {
+                    return Err(ExecError::stop(s));
+                }
+                let reply = reply.map_err(|e| match e {
+                    GenerateError::Model(source) => ExecError::Model {
+                        pipeline: g.name.clone(),
+                        step: st.index,
+                        label: st.label.clone(),
+                        source,
+                    },
+                    e => step_err(StepError::Invalid(e.to_string())),
+                })?;
+                ex.fan_counts.push((st.index, reply.runs));
+                vec![Value::Tokens(reply.tokens)]
             }
             kind => {
                 let t0 = Instant::now();

@@ -23,6 +23,8 @@ pub struct ModelPorts {
     pub outputs: Vec<(String, Vec<usize>)>,
     /// The model's metadata (the OCR recognizer's `character` dictionary).
     pub metadata: BTreeMap<String, String>,
+    /// Positions its key/value cache holds, when it keeps one.
+    pub cache_len: Option<usize>,
 }
 
 /// A pipeline that failed its checks: where, and why.
@@ -97,6 +99,8 @@ pub enum Per {
     Chunk(usize),
     /// One run, or none when a gate skips the step (`over` is the gate's value).
     Once,
+    /// One run per token a decoder reads or writes (known only once decoding stops).
+    Token,
 }
 
 impl Fan {
@@ -250,6 +254,20 @@ pub enum StepKind {
         system: Option<String>,
         format: crate::workload::ChatFormat,
     },
+    /// Autoregressive decoding (see [`crate::workload::Generate`]); reads the prompt first,
+    /// then `inputs`' values; `fan` counts its model runs (`over` is the prompt).
+    Generate {
+        model: usize,
+        /// (model input, value) given to every call.
+        inputs: Vec<(String, ValueId)>,
+        fan: Fan,
+        max_tokens: u32,
+        stop: Vec<u32>,
+        sampling: crate::workload::Sampling,
+        ports: crate::workload::DecoderPorts,
+        /// The model's cache positions (prompt plus reply must fit).
+        cache_len: usize,
+    },
 }
 
 impl StepKind {
@@ -258,6 +276,7 @@ impl StepKind {
         match self {
             StepKind::Run { model, fan, .. } => Some((*model, fan.as_ref())),
             StepKind::StreamChunks(s) => Some((s.model, Some(&s.fan))),
+            StepKind::Generate { model, fan, .. } => Some((*model, Some(fan))),
             _ => None,
         }
     }
@@ -371,6 +390,7 @@ impl PipelineGraph {
                 (Some(f), Some(_)) if f.per != Per::Once => {
                     let per = match f.per {
                         Per::Chunk(c) => format!("{c}-sample chunk"),
+                        Per::Token => "token".to_string(),
                         _ => "item".to_string(),
                     };
                     format!(
@@ -671,6 +691,15 @@ impl Builder<'_> {
                     f.over = reads[f.over];
                 }
             }
+            if let StepKind::Generate {
+                inputs: ins, fan, ..
+            } = &mut kind
+            {
+                for (_, v) in ins.iter_mut() {
+                    *v = reads[*v];
+                }
+                fan.over = reads[fan.over];
+            }
             if let StepKind::StreamChunks(st) = &mut kind {
                 st.fan.over = reads[st.fan.over];
                 for (_, v) in st.inputs.iter_mut() {
@@ -940,6 +969,7 @@ impl Builder<'_> {
                     writes,
                 )
             }
+            PipelineStep::Generate(gen) => self.generate_step(index, gen)?,
             PipelineStep::AudioLoad(l) => {
                 if l.source == l.output {
                     return Err(self.err(
@@ -1331,6 +1361,155 @@ impl Builder<'_> {
         let f = self.w.resolve(path);
         super::steps::text::SharedTokenizer::load(&f)
             .map_err(|e| self.err(index, label, e.to_string()))
+    }
+
+    fn generate_step(
+        &self,
+        index: usize,
+        gen: &crate::workload::Generate,
+    ) -> Result<Pending, GraphError> {
+        let label = format!("Generate({})", gen.model);
+        let err = |m: String| self.err(index, &label, m);
+        let model = self
+            .models
+            .iter()
+            .position(|m| m.name == gen.model)
+            .ok_or_else(|| err(format!("unknown model `{}`", gen.model)))?;
+        let m = &self.models[model];
+        let cache_len = m.cache_len.ok_or_else(|| {
+            err(format!(
+                "model `{}` keeps no key/value cache; give it `kv_cache: KvCacheSpec(max_len: ..)` \
+                 (a decoder exported with past keys and values)",
+                gen.model
+            ))
+        })?;
+        let ports = gen.ports.clone().unwrap_or_default();
+        let input = |name: &str| m.inputs.iter().find(|(n, _)| n == name).map(|(_, s)| s);
+        for (what, name, want) in [
+            ("token", &ports.input_ids, vec![1, 1]),
+            ("position", &ports.position_ids, vec![1, 1]),
+            ("mask", &ports.attention_mask, vec![1, cache_len]),
+        ] {
+            match input(name) {
+                Some(s) if *s == want => {}
+                Some(s) => {
+                    return Err(err(format!(
+                        "the {what} input `{name}` of model `{}` is {s:?}; decoding one token per \
+                         call needs {want:?} (set it in the model's `inputs`)",
+                        gen.model
+                    )))
+                }
+                None => {
+                    return Err(err(format!(
+                    "model `{}` has no {what} input `{name}` (its inputs: {}); name it in `ports`",
+                    gen.model,
+                    port_names(&m.inputs)
+                )))
+                }
+            }
+        }
+        let vocab = match m.outputs.iter().find(|(n, _)| n == &ports.logits) {
+            Some((_, s)) => s.last().copied().unwrap_or(0),
+            None => {
+                return Err(err(format!(
+                    "model `{}` has no logits output `{}` (its outputs: {})",
+                    gen.model,
+                    ports.logits,
+                    port_names(&m.outputs)
+                )))
+            }
+        };
+        let own = [&ports.input_ids, &ports.position_ids, &ports.attention_mask];
+        for (name, _) in &m.inputs {
+            if !own.contains(&name) && !gen.inputs.contains_key(name) {
+                return Err(err(format!(
+                    "model `{}` input `{name}` is not given a value (list it in `inputs`)",
+                    gen.model
+                )));
+            }
+        }
+        for name in gen.inputs.keys() {
+            if own.contains(&name) || !m.inputs.iter().any(|(n, _)| n == name) {
+                return Err(err(format!(
+                    "`inputs` gives `{name}`, which is not a model input the step leaves to you \
+                     (model `{}` inputs: {})",
+                    gen.model,
+                    port_names(&m.inputs)
+                )));
+            }
+        }
+        if gen.max_tokens == 0 || gen.max_tokens as usize >= cache_len {
+            return Err(err(format!(
+                "max_tokens {} must be at least 1 and below the cache's {cache_len} positions",
+                gen.max_tokens
+            )));
+        }
+        let expected_tokens = gen.expected_tokens.unwrap_or(gen.max_tokens);
+        if expected_tokens == 0 || expected_tokens > gen.max_tokens {
+            return Err(err(format!(
+                "expected_tokens {expected_tokens} must be within 1..=max_tokens ({})",
+                gen.max_tokens
+            )));
+        }
+        let expected_prompt = gen.expected_prompt.unwrap_or(16);
+        if expected_prompt == 0 || expected_prompt as usize + gen.max_tokens as usize > cache_len {
+            return Err(err(format!(
+                "expected_prompt {expected_prompt} plus max_tokens {} must fit the cache's \
+                 {cache_len} positions",
+                gen.max_tokens
+            )));
+        }
+        if let Some(t) = gen.stop.iter().find(|&&t| t as usize >= vocab) {
+            return Err(err(format!(
+                "stop token {t} is past the vocabulary of {vocab}"
+            )));
+        }
+        if let crate::workload::Sampling::Sample {
+            temperature, top_k, ..
+        } = gen.sampling
+        {
+            if !(temperature.is_finite() && temperature > 0.0) || top_k == 0 {
+                return Err(err(format!(
+                    "sampling needs a temperature above 0 and top_k at least 1 (got {temperature} \
+                     and {top_k})"
+                )));
+            }
+        }
+        let mut reads = vec![(gen.prompt.clone(), ValueType::Tokens)];
+        let mut inputs = Vec::new();
+        for (port, value) in &gen.inputs {
+            let k = match reads.iter().position(|(n, _)| n == value) {
+                Some(k) => k,
+                None => {
+                    reads.push((value.clone(), ValueType::Tensor));
+                    reads.len() - 1
+                }
+            };
+            inputs.push((port.clone(), k));
+        }
+        Ok(Pending {
+            index,
+            label,
+            kind: StepKind::Generate {
+                model,
+                inputs,
+                fan: Fan {
+                    over: 0,
+                    expected: expected_prompt + expected_tokens - 1,
+                    max: cache_len as u32,
+                    per: Per::Token,
+                },
+                max_tokens: gen.max_tokens,
+                stop: gen.stop.clone(),
+                sampling: gen.sampling.clone(),
+                ports,
+                cache_len,
+            },
+            reads,
+            writes: vec![(gen.output.clone(), ValueType::Tokens)],
+            len_from: vec![None],
+            gate: None,
+        })
     }
 
     /// CtcDecode's character list: the dictionary file, else the recognizer's metadata.

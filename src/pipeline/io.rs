@@ -1,6 +1,7 @@
 //! Pipeline values from files and to text: what `texstream run --input NAME=FILE` and a
 //! workload's demo inputs read (`.png`/`.jpg` images, `.npy` tensors, `.txt` text, `.wav`
-//! audio), and the short summaries the CLI prints.
+//! audio, `.tokens` token ids separated by commas or spaces), and the short summaries the CLI
+//! prints.
 use std::path::{Path, PathBuf};
 
 use super::value::{Audio, Image, Tensor, TensorData, Value};
@@ -50,12 +51,24 @@ pub fn read_value(path: &Path) -> Result<Value, ValueFileError> {
             Value::Tensor(Tensor::new(a.shape, data).map_err(|e| invalid(e.to_string()))?)
         }
         "wav" => Value::Audio(Audio::decode_wav(&bytes()?).map_err(|e| invalid(e.to_string()))?),
+        "tokens" => {
+            let text = String::from_utf8(bytes()?).map_err(|_| invalid("not UTF-8 text".into()))?;
+            let ids = text
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|s| !s.is_empty())
+                .map(|s| {
+                    s.parse::<u32>()
+                        .map_err(|_| invalid(format!("`{s}` is not a token id")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Value::Tokens(ids)
+        }
         "txt" => {
             Value::Text(String::from_utf8(bytes()?).map_err(|_| invalid("not UTF-8 text".into()))?)
         }
         _ => {
             return Err(invalid(
-                "unknown kind of input (use .png, .jpg, .npy, .txt or .wav)".into(),
+                "unknown kind of input (use .png, .jpg, .npy, .txt, .wav or .tokens)".into(),
             ))
         }
     })

@@ -2,6 +2,7 @@
 //! through it ([`value`]), the built-in steps ([`steps`]) and the executor that runs one request
 //! ([`exec`]), handing model runs to the engine.
 pub mod exec;
+pub mod generate;
 pub mod graph;
 pub mod io;
 pub mod steps;

@@ -167,6 +167,12 @@ impl Executable {
                 };
                 k::scatter_nd_into(rec, &x, &i, &u, r, &y).map_err(kernel_error(&n))
             }
+            Op::KvWrite { axis } => {
+                // The output is a view of the cache: the write lands in the state itself.
+                let (cache, new, pos) =
+                    (self.input(&n, 0)?, self.input(&n, 1)?, self.input(&n, 2)?);
+                k::kv_write_into(rec, &cache, &new, &pos, *axis).map_err(kernel_error(&n))
+            }
             Op::Trilu { upper, k } => {
                 let (x, y) = (self.input(&n, 0)?, self.output(&n, 0)?);
                 k::trilu_into(rec, &x, *k, *upper, &y).map_err(kernel_error(&n))

@@ -168,6 +168,7 @@ impl Executable {
         };
         exe.demoted_views = exe.demote_refolded_views();
         exe.materialize_constants()?;
+        exe.allocate_state()?;
         match pooled_arena {
             Some(pooled) => exe.allocate_arena(pooled)?,
             None => exe.arena = exe.plan_arena(false),
@@ -296,6 +297,51 @@ impl Executable {
                 .map_err(vk("copying constant operands out of the atlas"))?;
         }
         Ok(())
+    }
+
+    /// The model's state tensors (its key/value caches): allocated once, outside the arena, so
+    /// nothing another model runs can overwrite them, and zeroed, so that the rows a run's mask
+    /// hides hold finite values (zero weight times NaN would still be NaN).
+    fn allocate_state(&mut self) -> Result<()> {
+        let g = &self.header.graph;
+        for s in &g.state {
+            let info = &g.tensors[s.tensor];
+            let t = Tensor::with_category(
+                &self.device,
+                &info.name,
+                &info.shape,
+                self.vkp(),
+                MemoryCategory::Activations,
+            )
+            .map_err(vk(format!("state `{}`", s.name)))?;
+            t.upload(&vec![0.0; info.shape.iter().product()])
+                .map_err(vk(format!("clearing state `{}`", s.name)))?;
+            self.tensors[s.tensor] = Some(t);
+        }
+        Ok(())
+    }
+
+    /// Zeroes the state tensors (a new conversation: nothing of the last one is visible).
+    pub fn reset_state(&self) -> Result<()> {
+        let g = &self.header.graph;
+        for s in &g.state {
+            if let Some(t) = &self.tensors[s.tensor] {
+                t.upload(&vec![0.0; g.tensors[s.tensor].shape.iter().product()])
+                    .map_err(vk(format!("clearing state `{}`", s.name)))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of the state tensors.
+    pub fn state_bytes(&self) -> u64 {
+        self.header
+            .graph
+            .state
+            .iter()
+            .filter_map(|s| self.tensors[s.tensor].as_ref())
+            .map(|t| t.physical_bytes())
+            .sum()
     }
 
     /// The physical image extent a tensor of `shape` gets on this device (None: buffer fallback).
@@ -454,8 +500,9 @@ impl Executable {
         device: &Device,
         header: &PackedHeader,
         pages: &dyn PageSource,
+        activations: Option<vk_backend::Precision>,
     ) -> Result<Executable> {
-        Self::build(device, header, pages, None, None)
+        Self::build(device, header, pages, None, activations)
     }
 
     /// Places the arena planned by [`Executable::new_unplaced`] at `offsets` (from

@@ -51,12 +51,13 @@ pub struct StreamedModel {
 
 impl StreamedModel {
     /// Builds the executor for `packed`, whose pages start at logical page `page_base` of the
-    /// engine. Its activation arena is planned but not placed: see [`StreamedModel::bind_arena`].
+    /// engine, with activations at `activations` (None: the weights' precision). Its activation arena is planned but not placed: see [`StreamedModel::bind_arena`].
     pub fn new(
         device: &Device,
         name: &str,
         packed: Arc<PackedModel>,
         page_base: u32,
+        activations: Option<vk_backend::Precision>,
     ) -> Result<StreamedModel, RuntimeError> {
         let mut header = packed.header().clone();
         let texel_base = page_base as u64 * header.texels_per_page;
@@ -71,7 +72,7 @@ impl StreamedModel {
         let pages = NoPages {
             page_bytes: 512 * header.precision.bytes_per_texel(),
         };
-        let exe = Executable::new_unplaced(device, &header, &pages)?;
+        let exe = Executable::new_unplaced(device, &header, &pages, activations)?;
         let mut step_nodes = Vec::new();
         let mut from = 0usize;
         for s in header.steps.iter().filter(|s| !s.is_view) {

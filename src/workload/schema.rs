@@ -60,6 +60,32 @@ pub struct ModelSpec {
     /// Where the load profile comes from while no packed model exists.
     #[serde(default)]
     pub profile_fallback: Option<ProfileFallback>,
+    /// A decoder exported with past keys and values keeps its cache on the device, updated
+    /// in place (see `texstream::onnx::KvCache`); `Generate` steps need one.
+    #[serde(default)]
+    pub kv_cache: Option<KvCacheSpec>,
+    /// Precision of the model's activations; default: its weights' (`precision`). fp32
+    /// activations over fp16 weights keep streaming at half the bytes with fp32 arithmetic
+    /// (integer inputs past 2048, such as a large vocabulary's token ids, need it).
+    #[serde(default)]
+    pub activations: Option<Precision>,
+}
+
+/// A decoder's key/value cache: its capacity in positions and the input holding a run's
+/// first position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvCacheSpec {
+    pub max_len: u32,
+    /// Default `position_ids`.
+    #[serde(default)]
+    pub position_input: Option<String>,
+}
+
+impl KvCacheSpec {
+    pub fn position_input(&self) -> &str {
+        self.position_input.as_deref().unwrap_or("position_ids")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,6 +172,7 @@ pub enum PipelineStep {
     TextlineTensors(TextlineTensors),
     AngleFix(AngleFix),
     CtcDecode(CtcDecode),
+    Generate(Generate),
     AudioLoad(AudioLoad),
     Resample(Resample),
     LogMel(LogMel),
@@ -156,6 +183,74 @@ pub enum PipelineStep {
     Tokenize(Tokenize),
     Detokenize(Detokenize),
     ChatTemplate(ChatTemplate),
+}
+
+/// Autoregressive decoding: runs a decoder that has a `kv_cache` one token per call, first
+/// over the prompt, then on each token it picks, until a stop token or `max_tokens`. Its runs
+/// are planned like a fan-out: `expected_prompt + expected_tokens - 1` runs, re-planned when
+/// a request differs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Generate {
+    pub model: String,
+    /// The prompt's token ids.
+    pub prompt: String,
+    /// The generated token ids (without the stop token).
+    pub output: String,
+    /// Other model inputs, the same for every call of the request (a speech decoder's
+    /// cross-attention keys and values): model input → value.
+    #[serde(default)]
+    pub inputs: BTreeMap<String, String>,
+    pub max_tokens: u32,
+    /// Reply length the planner assumes; default `max_tokens`.
+    #[serde(default)]
+    pub expected_tokens: Option<u32>,
+    /// Prompt length the planner assumes; default 16.
+    #[serde(default)]
+    pub expected_prompt: Option<u32>,
+    /// Token ids that end the reply.
+    #[serde(default)]
+    pub stop: Vec<u32>,
+    #[serde(default)]
+    pub sampling: Sampling,
+    /// The decoder's port names, when they are not `input_ids`, `position_ids`,
+    /// `attention_mask` and `logits`.
+    #[serde(default)]
+    pub ports: Option<DecoderPorts>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub enum Sampling {
+    /// The most likely token (the lowest id among equals).
+    #[default]
+    Greedy,
+    /// A draw from the `top_k` most likely tokens at `temperature`, from a generator seeded
+    /// with `seed` (the same seed gives the same reply).
+    Sample {
+        temperature: f32,
+        top_k: u32,
+        seed: u64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecoderPorts {
+    pub input_ids: String,
+    pub position_ids: String,
+    pub attention_mask: String,
+    pub logits: String,
+}
+
+impl Default for DecoderPorts {
+    fn default() -> Self {
+        DecoderPorts {
+            input_ids: "input_ids".into(),
+            position_ids: "position_ids".into(),
+            attention_mask: "attention_mask".into(),
+            logits: "logits".into(),
+        }
+    }
 }
 
 /// A fan-out as the workload writes it: `(expected, max)`.
@@ -175,6 +270,11 @@ impl PipelineStep {
             )),
             PipelineStep::StreamChunks(c) => Some((&c.model, Some((c.expected, c.max)))),
             PipelineStep::Gate(g) => g.step.model_runs(),
+            PipelineStep::Generate(g) => {
+                let prompt = g.expected_prompt.unwrap_or(16);
+                let expected = prompt + g.expected_tokens.unwrap_or(g.max_tokens) - 1;
+                Some((&g.model, Some((expected, Some(prompt + g.max_tokens)))))
+            }
             _ => None,
         }
     }

@@ -116,6 +116,12 @@ pub fn assign(g: &mut Graph) -> (usize, usize) {
     }
     for i in 0..g.nodes.len() {
         let n = &g.nodes[i];
+        // A cache write's output is its cache: it writes in place (not a layout view).
+        if let (Op::KvWrite { .. }, Some(cache), Some(&y)) = (&n.op, n.input(0), n.outputs.first())
+        {
+            g.make_view(y, cache);
+            continue;
+        }
         if !n.op.is_layout_op() {
             continue;
         }
@@ -165,6 +171,8 @@ fn can_overwrite(g: &Graph, cons: &[Vec<usize>], at: usize, x: TensorId, y: Tens
     root != y
         && matches!(g.tensors[y].layout, TensorLayout::C4)
         && !g.is_const(root)
+        // State outlives the run: a later run reads what this one leaves in it.
+        && !g.is_state(root)
         && !g.inputs.iter().any(|p| shares(p.tensor))
         && !g.outputs.iter().any(|p| shares(p.tensor))
         && family.iter().all(|&t| cons[t].iter().all(|&c| c <= at))

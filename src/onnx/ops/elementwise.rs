@@ -52,6 +52,15 @@ pub(super) fn binary(ctx: &mut Ctx, n: &NodeRef, op: BinaryOp) -> R<()> {
     Ok(())
 }
 
+/// LessOrEqual / GreaterOrEqual as the negation of Greater / Less (`a <= b` is `!(a > b)`;
+/// they differ only on NaN, which ONNX compares false either way). Both nodes fold on constants.
+pub(super) fn or_equal(ctx: &mut Ctx, n: &NodeRef, negated: BinaryOp) -> R<()> {
+    let (x, y) = (ctx.need_input(n, 0)?, ctx.need_input(n, 1)?);
+    let strict = ctx.emit(n, Op::Binary(negated), vec![Some(x), Some(y)])?;
+    ctx.emit(n, Op::Unary(UnaryOp::Not), vec![strict.first().copied()])?;
+    Ok(())
+}
+
 /// Mod: `fmod = 0` (the divisor's sign) is defined for integer tensors only.
 pub(super) fn modulo(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
     let x = ctx.need_input(n, 0)?;

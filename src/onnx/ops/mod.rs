@@ -55,6 +55,9 @@ const REGISTRY: &[(&str, Converter)] = &[
     ("Gemm", linalg::gemm),
     ("GlobalAveragePool", nn::global_average_pool),
     ("Greater", |c, n| binary(c, n, BinaryOp::Greater)),
+    ("GreaterOrEqual", |c, n| {
+        elementwise::or_equal(c, n, BinaryOp::Less)
+    }),
     ("HardSigmoid", elementwise::hard_sigmoid),
     ("HardSwish", |c, n| unary(c, n, UnaryOp::HardSwish)),
     ("Identity", control::identity),
@@ -62,6 +65,9 @@ const REGISTRY: &[(&str, Converter)] = &[
     ("LayerNormalization", normalization::layer_norm),
     ("LeakyRelu", elementwise::leaky_relu),
     ("Less", |c, n| binary(c, n, BinaryOp::Less)),
+    ("LessOrEqual", |c, n| {
+        elementwise::or_equal(c, n, BinaryOp::Greater)
+    }),
     ("Log", |c, n| unary(c, n, UnaryOp::Log)),
     ("LSTM", recurrent::lstm),
     ("MatMul", linalg::matmul),

@@ -1,0 +1,34 @@
+#version 450
+// Cache write: copies every texel of `new` into `cache`, shifted along one [N, C4, H, W] axis
+// (0: N, 2: H, 3: W; never the packed C axis, so whole texels move) by the offset that the first
+// element of `pos` holds. The rest of the cache is left as it is: this is the in-place form of a
+// decoder's `present = Concat(past, new)`. Texels that would land outside the cache are dropped
+// (the host checks the position before it runs).
+#include "tensor.glsl"
+
+layout(local_size_x = 64) in;
+
+TENSOR_IN(0, img_new);
+TENSOR_IN(1, img_pos);
+TENSOR_OUT(2, img_cache);
+
+layout(push_constant) uniform Push {
+    TensorDesc new_t;
+    TensorDesc pos_t;
+    TensorDesc cache_t;
+    uint axis;
+} pc;
+
+void main() {
+    uint i = global_id_1d();
+    if (i >= tensor_texels(pc.new_t)) return;
+    float at = LOAD_TEXEL(img_pos, pc.pos_t, 0u).x;
+    if (!(at >= 0.0)) return;
+    uint off = uint(at + 0.5);
+    uvec4 p = texel_nc4yx(pc.new_t, i);
+    uvec4 limit = uvec4(pc.cache_t.n, pc.cache_t.c4, pc.cache_t.h, pc.cache_t.w);
+    p[pc.axis] += off;
+    if (p[pc.axis] >= limit[pc.axis]) return;
+    uint j = texel_index(pc.cache_t, p.x * pc.cache_t.c4 + p.y, p.z, p.w);
+    STORE_TEXEL(img_cache, pc.cache_t, j, LOAD_TEXEL(img_new, pc.new_t, i));
+}

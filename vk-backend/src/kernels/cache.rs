@@ -1,0 +1,83 @@
+//! Cache writes: a decoder's new key/value rows written in place into its cache tensor at a
+//! position read on the GPU. Shader: `kv_write.comp`.
+
+use crate::error::Result;
+use crate::kernels::launch::{kerr, launch, IMAGES_3};
+use crate::kernels::push::{dispatch_1d, PushConstants};
+use crate::layout::nchw;
+use crate::pipeline::KernelDesc;
+use crate::recorder::{Arg, Recorder};
+use crate::tensor::Tensor;
+
+const KV_WRITE: KernelDesc = KernelDesc {
+    name: "kv_write",
+    bindings: IMAGES_3,
+    push_constant_bytes: 100,
+    uses_weights: false,
+};
+
+/// Records `cache[.., at + i, ..] = new[.., i, ..]` along `axis` of `cache`, where `at` is the
+/// first element of `pos` (read when the kernel runs, so a recorded run serves every position).
+/// `new` matches `cache` on every other axis. Rows that would fall past the cache's end are
+/// dropped. Only axes that move whole texels are supported: the `[N, C, H, W]` mapping's N, H
+/// and W, not its packed C.
+pub fn kv_write_into(
+    rec: &mut Recorder,
+    cache: &Tensor,
+    new: &Tensor,
+    pos: &Tensor,
+    axis: usize,
+) -> Result<()> {
+    let (cs, ns) = (cache.shape(), new.shape());
+    let r = cs.len();
+    let fits = ns.len() == r
+        && axis < r
+        && cs
+            .iter()
+            .zip(ns)
+            .enumerate()
+            .all(|(a, (c, n))| if a == axis { n <= c } else { n == c });
+    if !fits {
+        return Err(kerr(
+            "kv_write",
+            format!("new rows {ns:?} do not fit cache {cs:?} along axis {axis}"),
+        ));
+    }
+    // The axis in the right-aligned [N, C, H, W] view: leading axes fold into N, which works
+    // when the cache's axis is the only one of them longer than 1.
+    let (cn, nn) = (nchw(cs)?, nchw(ns)?);
+    let mapped = if r <= 4 || axis >= r - 3 {
+        axis + 4 - r
+    } else {
+        0
+    };
+    if mapped == 1 || (mapped == 0 && cn[0] != cs[axis]) {
+        return Err(kerr(
+            "kv_write",
+            format!(
+                "cache {cs:?} grows along axis {axis}, which is not a whole-texel axis (the \
+                 last two, or a leading one with all other leading axes 1)"
+            ),
+        ));
+    }
+    if cn[1] != nn[1] {
+        return Err(kerr(
+            "kv_write",
+            format!("cache {cs:?} and new rows {ns:?} differ"),
+        ));
+    }
+    let pc = PushConstants::new()
+        .tensor(new.desc())
+        .tensor(pos.desc())
+        .tensor(cache.desc())
+        .u32(mapped as u32);
+    let groups = dispatch_1d(rec.device(), new.layout().texels(), 64);
+    launch(
+        rec,
+        &KV_WRITE,
+        cache.precision(),
+        &[Arg::input(new), Arg::input(pos), Arg::output(cache)],
+        &pc,
+        groups,
+    )
+}
