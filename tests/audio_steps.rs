@@ -153,6 +153,21 @@ fn log_mel_matches_whisper_numpy_reference_at_16k() {
     let d = max_abs_diff(&got, &want);
     eprintln!("log-mel at 16 kHz: max |rust - numpy| = {d:.3e}");
     assert!(d <= 1e-3, "log-mel differs by {d}");
+    // The other numpy front end (scripts/whisper_logmel.py, written separately), when present.
+    let other = root().join("scripts/whisper_logmel.py");
+    if other.exists() {
+        let out = dir.join("other.npy");
+        let o = Command::new(&py)
+            .arg(&other)
+            .arg(&wav)
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let d2 = max_abs_diff(&got, &read_npy(&out).unwrap().data);
+        eprintln!("log-mel at 16 kHz: max |rust - whisper_logmel.py| = {d2:.3e}");
+        assert!(d2 <= 1e-3, "log-mel differs from whisper_logmel.py by {d2}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

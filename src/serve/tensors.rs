@@ -10,7 +10,7 @@
 //!   in 0..2^32. INT64 because that is what tokenizer front ends and text models exchange
 //!   (Triton's ensembles, ONNX `input_ids`), and every KServe client has it;
 //! - a list is one tensor whose first axis counts the items (tensors stacked, files and texts
-//!   one BYTES element each);
+//!   one BYTES element each; a list of audio comes back as one 32-bit float WAV file each);
 //! - outputs: boxes come back as FP32 `[n, 4, 2]` (corners in image pixels); recognized text
 //!   lines `NAME` as three tensors, `NAME` (BYTES `[n]`, the texts), `NAME_scores` (FP32 `[n]`)
 //!   and `NAME_boxes` (FP32 `[n, 4, 2]`); an image as UINT8 `[height, width, 3]`; audio as
@@ -332,9 +332,38 @@ pub fn from_value(name: &str, v: &Value) -> Result<Vec<WireTensor>, ApiError> {
                     .collect::<Result<_, _>>()?;
                 vec![wire(name, vec![items.len()], WireData::Bytes(texts))]
             }
+            Some(Value::Audio(_)) => {
+                let wavs = items
+                    .iter()
+                    .map(|it| match it {
+                        Value::Audio(a) => wav_bytes(a)
+                            .map_err(|e| ApiError::internal(format!("output `{name}`: {e}"))),
+                        _ => Err(bad("a mixed list")),
+                    })
+                    .collect::<Result<_, _>>()?;
+                vec![wire(name, vec![items.len()], WireData::Bytes(wavs))]
+            }
             Some(other) => return Err(bad(&format!("a list of {}", other.value_type()))),
         },
     })
+}
+
+/// Audio as a mono 32-bit float WAV file (how a list of audio, such as speech segments, comes
+/// back: one file per BYTES element).
+fn wav_bytes(a: &Audio) -> Result<Vec<u8>, hound::Error> {
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: a.sample_rate,
+        bits_per_sample: 32,
+        sample_format: hound::SampleFormat::Float,
+    };
+    let mut out = std::io::Cursor::new(Vec::new());
+    let mut w = hound::WavWriter::new(&mut out, spec)?;
+    for &s in a.samples.iter() {
+        w.write_sample(s)?;
+    }
+    w.finalize()?;
+    Ok(out.into_inner())
 }
 
 fn text_lines(name: &str, lines: &[TextLine]) -> Vec<WireTensor> {
@@ -475,6 +504,19 @@ mod tests {
         assert!(e.message.contains("[n] or [1, n]"), "{e}");
         let e = to_value(&p, wire("ids", vec![1], WireData::F32(vec![1.0]))).unwrap_err();
         assert!(e.message.contains("not FP32"), "{e}");
+    }
+
+    #[test]
+    fn audio_lists_come_back_as_wav_files() {
+        let seg = Audio {
+            samples: std::sync::Arc::new(vec![0.5, -0.25]),
+            sample_rate: 16_000,
+        };
+        let t = from_value("segments", &Value::List(vec![Value::Audio(seg.clone())])).unwrap();
+        let WireData::Bytes(files) = &t[0].data else {
+            panic!("{:?}", t[0].data)
+        };
+        assert_eq!(Audio::decode_wav(&files[0]).unwrap(), seg);
     }
 
     #[test]
