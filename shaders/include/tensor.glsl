@@ -120,11 +120,10 @@ vec4 zero_padding(TensorDesc t, uint c4i, vec4 v) { return mix(vec4(0.0), v, cha
     (LOAD_TEXEL(img, t, texel_index_nchw(t, n, c, y, x))[(c) % 4u])
 
 // 1D global invocation id for 2D-tiled dispatches (see vk_backend::kernels::dispatch_1d).
-// Built from gl_GlobalInvocationID: on lavapipe (Mesa 22.3) the equivalent
-// (gl_WorkGroupID * gl_WorkGroupSize.x + gl_LocalInvocationID.x) lost all but one invocation per
-// workgroup after the first.
-uint global_id_1d() {
-    return gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x;
-}
+// A macro, not a function: gl_WorkGroupSize is fixed by the shader's `layout(local_size_x = ...)
+// in;`, which comes after this include, and a function compiled here reads the default size 1
+// (every invocation past the first row of workgroups then re-did the first row's texels).
+#define global_id_1d() \
+    (gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x)
 
 #endif
