@@ -41,6 +41,21 @@ TENSOR_OUT(MATMUL_NEXT_BINDING, img_out);
 
 #include "matmul_common.glsl"
 
+#ifdef MATMUL_CONST_B
+// B texel (k/4, n): B[4*(k/4) + j, n] in lane j. Flag bit 14: B is stored by rows, as B^T [N, K]
+// (a lookup table the head shares, vk_backend::MatRhs::WeightRows): texel (n/4)*K + k, lane n%4,
+// so the four k of one n are four texels.
+vec4 const_b(uint kb, uint n, uint N, uint K) {
+    if ((pc.flags & 16384u) == 0u) return fetch_weight(pc.b_t.n + (kb / 4u) * N + n);
+    uint base = pc.b_t.n + (n / 4u) * K + kb, lane = n & 3u;
+    vec4 v = vec4(0.0);
+    for (uint j = 0u; j < 4u; j++) {
+        if (kb + j < K) v[j] = fetch_weight(base + j)[lane];
+    }
+    return v;
+}
+#endif
+
 shared vec4 As[TK][TM];
 shared vec4 Bs[TK][TN];
 
@@ -88,7 +103,7 @@ void main() {
 #ifdef MATMUL_CONST_B
             uint k4 = e / TN, nn = e % TN;
             uint n = n0 + nn, kb = k0 + 4u * k4;
-            Bs[k4][nn] = (n < N && kb < K) ? fetch_weight(pc.b_t.n + (kb / 4u) * N + n) : vec4(0.0);
+            Bs[k4][nn] = (n < N && kb < K) ? const_b(kb, n, N, K) : vec4(0.0);
 #else
             uint k4 = tb ? e % TK : e / TN;
             uint nn = tb ? e / TK : e % TN;
@@ -138,7 +153,7 @@ void main() {
             uint nn = tid % TN, k4 = tid / TN;
             uint n = n0 + nn, kb = k0 + k4 * 4u;
             vec4 w = vec4(0.0);
-            if (n < N && kb < K) w = fetch_weight(pc.b_t.n + (kb / 4u) * N + n);
+            if (n < N && kb < K) w = const_b(kb, n, N, K);
             Bs[k4 * 4u][nn] = vec4(w.x);
             Bs[k4 * 4u + 1u][nn] = vec4(w.y);
             Bs[k4 * 4u + 2u][nn] = vec4(w.z);

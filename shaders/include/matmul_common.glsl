@@ -10,6 +10,7 @@ layout(push_constant) uniform Push {
     uint dims12;     // output dims d1 | d2 << 16 (batch decomposition of the layer index)
     uint flags;      // 0-3 A batch-broadcast mask (d0..d3), 4-7 B mask, 8 transA, 9 transB,
                      // 10 bias per row, 11 bias per column, 12 has bias, 13 scalar mode,
+                     // 14 constant B stored by rows (B^T, see const_b),
                      // 16-23 activation code
                      // (MATMUL_TENSOR_BIAS: bit 12 is set, C is the tensor img_c)
     float alpha;

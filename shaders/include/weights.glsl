@@ -30,6 +30,12 @@ const uint WEIGHT_UNMAPPED = 0xFFFFFFFFu;
 const uint WEIGHT_COMPENSATED = 0x80000000u;
 const float WEIGHT_LO_SCALE = 2048.0;
 
+// Whether the page holding `texel_index` is resident (mapped in the page table).
+bool weight_mapped(uint texel_index) {
+    uint page = texel_index >> page_shift;
+    return page < num_pages && page_table[page] != WEIGHT_UNMAPPED;
+}
+
 vec4 fetch_weight(uint texel_index) {
     uint page = texel_index >> page_shift;
     uint within = texel_index & ((1u << page_shift) - 1u);

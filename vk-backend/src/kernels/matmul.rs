@@ -81,6 +81,14 @@ pub enum MatRhs<'a> {
         k: usize,
         n: usize,
     },
+    /// A constant B stored by rows, as B^T `[N, K]` packed by `layout::pack_matrix_kn` with
+    /// `k = N, n = K` (texel (n/4)*K + k, lane n%4): a lookup table that a tied output head
+    /// reads whole (see [`crate::kernels::gather_rows_into`]). Runs on the portable kernel.
+    WeightRows {
+        texel_offset: u32,
+        k: usize,
+        n: usize,
+    },
 }
 
 /// Constant bias `C` broadcast to `[M, N]`, packed by `layout::pack_vector` (row-major values).
@@ -179,7 +187,7 @@ fn plan(a: &Tensor, b: &MatRhs<'_>, opts: &MatMulOpts) -> Result<Plan> {
             let (k, n) = if opts.trans_b { (c, r) } else { (r, c) };
             (&sb[..sb.len() - 2], k, n)
         }
-        MatRhs::Weights { k, n, .. } => {
+        MatRhs::Weights { k, n, .. } | MatRhs::WeightRows { k, n, .. } => {
             if opts.trans_b {
                 return Err(err(
                     "constant B must be packed as [K, N] (transpose before packing); trans_b is \
@@ -217,7 +225,7 @@ fn plan(a: &Tensor, b: &MatRhs<'_>, opts: &MatMulOpts) -> Result<Plan> {
     let a_mask = batch_mask(sa, &out6)?;
     let b_mask = match b {
         MatRhs::Tensor(t) => batch_mask(t.shape(), &out6)?,
-        MatRhs::Weights { .. } => 0xF,
+        MatRhs::Weights { .. } | MatRhs::WeightRows { .. } => 0xF,
     };
     Ok(Plan {
         out_shape,
@@ -349,6 +357,9 @@ fn record(
         // Only lane 0 is real: dot-product path.
         flags |= 1 << 13;
     }
+    if matches!(b, MatRhs::WeightRows { .. }) {
+        flags |= 1 << 14;
+    }
     let mut bias_offset = 0;
     if let Some(bias) = opts.bias {
         flags |= 1 << 12;
@@ -373,10 +384,12 @@ fn record(
     }
     let b_desc = match b {
         MatRhs::Tensor(t) => t.desc(),
-        MatRhs::Weights { texel_offset, .. } => crate::tensor::TensorDesc {
-            n: texel_offset,
-            ..Default::default()
-        },
+        MatRhs::Weights { texel_offset, .. } | MatRhs::WeightRows { texel_offset, .. } => {
+            crate::tensor::TensorDesc {
+                n: texel_offset,
+                ..Default::default()
+            }
+        }
     };
     let pc = PushConstants::new()
         .tensor(out.desc())
@@ -401,7 +414,7 @@ fn record(
             ];
             launch(rec, &MATMUL_TBIAS, out.precision(), &args, &pc, groups)
         }
-        (MatRhs::Weights { .. }, Some(c)) => {
+        (MatRhs::Weights { .. } | MatRhs::WeightRows { .. }, Some(c)) => {
             let args = [Arg::input(a), Arg::input(c), Arg::output(out)];
             launch(
                 rec,
@@ -421,7 +434,7 @@ fn record(
             let args = [Arg::input(a), Arg::input(bt), Arg::output(out)];
             launch(rec, desc, out.precision(), &args, &pc, groups)
         }
-        (MatRhs::Weights { .. }, None) => {
+        (MatRhs::Weights { .. } | MatRhs::WeightRows { .. }, None) => {
             let desc = if coop {
                 &MATMUL_CONST_COOP
             } else {

@@ -7,6 +7,7 @@ mod conv_transpose;
 mod copy;
 mod elementwise;
 mod launch;
+mod lookup;
 mod lstm;
 mod matmul;
 mod norm;
@@ -37,6 +38,7 @@ pub use copy::{
 pub use elementwise::{
     binary, binary_into, unary, unary_into, weight_copy_into, BinaryOp, UnaryOp,
 };
+pub use lookup::{gather_rows_into, RowTable};
 pub use lstm::{lstm, lstm_into, lstm_output_shapes, LstmOutputs, LstmWeights};
 pub use matmul::{
     matmul, matmul_into, matmul_shape, matmul_tensor_bias_into, uses_cooperative_matrix, MatBias,
