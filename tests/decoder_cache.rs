@@ -118,6 +118,33 @@ fn build_model(model: &Path, max_len: usize, precision: Precision, caches: usize
         "present outputs are state now: {:?}",
         g.outputs.iter().map(|p| &p.name).collect::<Vec<_>>()
     );
+    // The embedding is one row table: the Gather looks its rows up by the input ids (its
+    // profile step lists no pages of it), and the tied head reads the same packed entry.
+    let h = &packed.header;
+    let embed = h
+        .steps
+        .iter()
+        .find(|s| s.name == "/model/embed_tokens/Gather")
+        .expect("embedding step");
+    let lookup = embed.lookup.as_ref().expect("the embedding is a lookup");
+    assert_eq!(lookup.ids_input, "input_ids");
+    assert!(matches!(
+        h.weights[lookup.weight].kind,
+        texstream::packed::WeightKind::Rows { .. }
+    ));
+    assert!(embed.pages.is_empty(), "lookup pages: {:?}", embed.pages);
+    let head = h
+        .steps
+        .iter()
+        .find(|s| s.name == "/lm_head/Gemm")
+        .expect("head");
+    assert!(
+        head.weights
+            .iter()
+            .any(|&(slot, w)| slot == 1 && w == lookup.weight),
+        "the head reads the embedding's entry: {:?}",
+        head.weights
+    );
     let device = vk_backend::testing::device();
     Executable::with_activations(&device, &packed.header, &packed, vk_backend::Precision::F32)
         .expect("build executable")

@@ -84,6 +84,7 @@ impl Model {
                     pages: self.layer_pages(l),
                     compute_s: 20e-6,
                     activation_bytes,
+                    lookup: false,
                 })
                 .collect(),
         }

@@ -18,6 +18,8 @@ pub struct MinCap {
     pub step: String,
     pub step_pages: u32,
     pub activation_bytes: u64,
+    /// Slots kept for lookups ([`Trace::lookup_slots`]), counted in `bytes`.
+    pub lookup_slots: u32,
 }
 
 /// LB = max(Σ compute, MIN's load count × one transfer's time, cold start). No plan is faster.
@@ -139,7 +141,8 @@ impl Plan {
 }
 
 /// Minimum feasible cap of a trace: the most pages any one step reads, as bytes, plus the largest
-/// activation peak (the slot count is fixed for the whole plan, see [`slots_for_cap`]).
+/// activation peak and the lookup slot (the slot count is fixed for the whole plan, see
+/// [`slots_for_cap`]).
 pub fn min_feasible_cap_trace(trace: &Trace) -> MinCap {
     let mut best = (0u32, usize::MAX);
     for j in 0..trace.steps.len() {
@@ -157,11 +160,12 @@ pub fn min_feasible_cap_trace(trace: &Trace) -> MinCap {
         None => (String::new(), String::new()),
     };
     MinCap {
-        bytes: best.0 as u64 * trace.page_bytes + act,
+        bytes: (best.0 + trace.lookup_slots) as u64 * trace.page_bytes + act,
         model,
         step,
         step_pages: best.0,
         activation_bytes: act,
+        lookup_slots: trace.lookup_slots,
     }
 }
 
@@ -171,7 +175,8 @@ pub fn min_feasible_cap(profiles: &[Profile], pipeline: &Pipeline) -> Result<Min
     Ok(min_feasible_cap_trace(&trace))
 }
 
-/// Slots the cap leaves for pages: ⌊(cap − largest activation peak) ÷ page⌋, capped at the page count.
+/// Slots the cap leaves for pages: ⌊(cap − largest activation peak) ÷ page⌋ less the lookup slot,
+/// capped at the page count.
 /// One slot count for the whole plan keeps the cap exact whatever step runs; the validator still checks
 /// the true instantaneous sum with each step's own activation bytes.
 pub fn slots_for_cap(trace: &Trace, cap_bytes: u64) -> Result<u32, PlanError> {
@@ -187,7 +192,7 @@ pub fn slots_for_cap(trace: &Trace, cap_bytes: u64) -> Result<u32, PlanError> {
             activation_bytes: mc.activation_bytes,
         });
     }
-    let s = (cap_bytes - trace.max_activation()) / trace.page_bytes;
+    let s = (cap_bytes - trace.max_activation()) / trace.page_bytes - trace.lookup_slots as u64;
     Ok(s.min(trace.total_pages as u64) as u32)
 }
 

@@ -19,6 +19,12 @@ pub struct Step {
     pub compute_s: f64,
     /// Bytes of activations live while this step runs (its liveness peak).
     pub activation_bytes: u64,
+    /// A lookup of rows by run-time ids (a vocabulary embedding): it reads a data-dependent
+    /// subset of its model's pages, not in `pages`. The runtime reads the resident ones in place
+    /// and loads the others one at a time into one slot the plan leaves free
+    /// ([`crate::Trace::lookup_slots`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lookup: bool,
 }
 
 /// The load profile of one model: its steps in execution order.

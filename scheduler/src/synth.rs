@@ -43,6 +43,7 @@ pub fn layered(model: &str, page_bytes: u64, layers: &[LayerSpec]) -> Profile {
             pages,
             compute_s: l.compute_s,
             activation_bytes: l.activation_bytes,
+            lookup: false,
         });
     }
     Profile {

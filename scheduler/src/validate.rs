@@ -123,8 +123,9 @@ pub fn validate(
         ev.push((sim.step_start[j], d));
     }
     ev.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let mut cur: i128 = 0;
-    let mut peak: i128 = 0;
+    // The lookup slot is held for the whole run.
+    let mut cur: i128 = trace.lookup_slots as i128 * page;
+    let mut peak: i128 = cur;
     let mut idx = 0;
     while idx < ev.len() {
         let t = ev[idx].0;

@@ -36,6 +36,7 @@ fn arb_profile(idx: usize) -> impl Strategy<Value = Profile> {
                     pages,
                     compute_s: ms as f64 * 1e-3,
                     activation_bytes: act,
+                    lookup: false,
                 })
                 .collect(),
         })
@@ -174,6 +175,7 @@ fn cap_error_names_the_step_and_minimum() {
                 pages: p,
                 compute_s: 1e-3,
                 activation_bytes: 3 << 20,
+                lookup: false,
             })
             .collect(),
     };

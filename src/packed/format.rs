@@ -33,7 +33,7 @@ pub const FORMAT_VERSION: u32 = 1;
 /// `[1, 4, T/4, N]`, 6: in-place elementwise ops, convolutions over a Concat split per input, wide
 /// heads split into column pieces, 7: key/value caches as state written in place, LessOrEqual
 /// and GreaterOrEqual, 8: large constant tables gathered by rows pack four rows a texel.
-pub const COMPILER_REVISION: u32 = 8;
+pub const COMPILER_REVISION: u32 = 9;
 pub const PREAMBLE_BYTES: usize = 64;
 pub const DATA_ALIGN: u64 = 4096;
 /// Every page is this many texels wide (the atlas layer width).
@@ -126,6 +126,11 @@ pub enum WeightKind {
     Depthwise { c: usize, kh: usize, kw: usize },
     /// Vector [C]: texel c/4. LSTM biases are stored as Wb + Rb ([4H]).
     Vector { c: usize },
+    /// A lookup table [rows, width] read by rows (a vocabulary embedding a Gather reads by
+    /// run-time ids, and the output head tied to it, which reads it as B^T): texel
+    /// (r/4)*width + x, RGBA = T[4*(r/4)+j, x]. Four rows share a texel, and the rows a lookup
+    /// needs lie on few pages.
+    Rows { rows: usize, width: usize },
     /// Any other float constant operand, C4-packed like an activation (NC4HW4 after
     /// `ir::nchw`, linear texel order (layer*H + y)*W + x, no fold).
     Activation { shape: Vec<usize> },
@@ -161,6 +166,19 @@ pub struct StepInfo {
     pub live_activation_bytes: u64,
     /// True for Reshape/Transpose nodes whose output is a view: no kernel runs.
     pub is_view: bool,
+    /// A lookup of table rows by ids that arrive as a graph input: `pages` leaves the table out,
+    /// since which of its pages the step reads is known only from the ids of each run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lookup: Option<Lookup>,
+}
+
+/// The table and the ids of a lookup step ([`StepInfo::lookup`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Lookup {
+    /// Index into `weights` (a [`WeightKind::Rows`] table).
+    pub weight: usize,
+    /// The graph input whose values are the ids (through reshapes only).
+    pub ids_input: String,
 }
 
 fn first_revision() -> u32 {

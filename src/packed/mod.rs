@@ -14,7 +14,7 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-pub use format::{PackedHeader, Precision, StepInfo, WeightEntry, WeightKind};
+pub use format::{Lookup, PackedHeader, Precision, StepInfo, WeightEntry, WeightKind};
 pub use pack::{pack_graph, PackError, PackOptions, Packed};
 pub use validate::HeaderError;
 
@@ -410,6 +410,7 @@ impl PackedHeader {
                 compute_s: (s.flops as f64 / cost.flops_per_s)
                     .max(s.bytes as f64 / cost.bytes_per_s),
                 activation_bytes: s.live_activation_bytes,
+                lookup: s.lookup.is_some(),
             })
             .collect();
         scheduler::Profile {

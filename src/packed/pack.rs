@@ -1,6 +1,6 @@
 //! Builds a packed model: assigns every float constant operand a weight kind, lays the weights
 //! into the weight space in first-use order, and computes per-step pages, costs and liveness.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::cost;
 use super::format::*;
@@ -73,6 +73,7 @@ pub struct Packed {
 /// node `ni`, or None when the input stays inline (integer constants).
 fn classify(
     g: &Graph,
+    tables: &HashSet<usize>,
     ni: usize,
     slot: usize,
 ) -> Result<Option<(WeightKind, Vec<f32>)>, PackError> {
@@ -90,7 +91,25 @@ fn classify(
     let v = d.as_f32();
     let vector = |v: Vec<f32>| Ok(Some((WeightKind::Vector { c: v.len() }, v)));
     let act = |v: Vec<f32>| Ok(Some((WeightKind::Activation { shape: s.clone() }, v)));
+    let rows = |v: Vec<f32>| {
+        Ok(Some((
+            WeightKind::Rows {
+                rows: s[0],
+                width: s[1],
+            },
+            v,
+        )))
+    };
     match (&n.op, slot) {
+        // A row table, and the output head tied to it (the same tensor as B^T).
+        (Op::Gather { axis: 0 }, 0) if tables.contains(&t) => rows(v),
+        (
+            Op::Gemm { trans_b: true, .. }
+            | Op::MatMul {
+                transpose_b: true, ..
+            },
+            1,
+        ) if tables.contains(&t) => rows(v),
         (Op::Conv { group, window, .. }, 1) => {
             let (o, ig) = (s[0], s[1]);
             let (kh, kw) = (window.kernel[0], window.kernel[1]);
@@ -158,6 +177,42 @@ fn classify(
     }
 }
 
+/// Rows below which a constant table is not a row table.
+const ROW_TABLE_MIN_ROWS: usize = 64;
+
+/// Float constants `[rows, width]` that a Gather along axis 0 reads by run-time ids (a
+/// vocabulary embedding, a position table): packed by rows ([`WeightKind::Rows`]), so a lookup
+/// touches only the pages of its rows and a tied head shares the same pages.
+fn row_tables(g: &Graph) -> HashSet<usize> {
+    g.nodes
+        .iter()
+        .filter(|n| matches!(n.op, Op::Gather { axis: 0 }))
+        .filter_map(|n| {
+            let (t, ids) = (n.input(0)?, n.input(1)?);
+            let d = g.constants.get(&t)?;
+            (d.dtype.is_float()
+                && d.shape.len() == 2
+                && d.shape[0] >= ROW_TABLE_MIN_ROWS
+                && !g.is_const(ids))
+            .then_some(t)
+        })
+        .collect()
+}
+
+/// The graph input that `t` is, through reshapes only (the host knows its values before a run).
+fn graph_input_of(g: &Graph, producers: &[Option<usize>], mut t: usize) -> Option<String> {
+    loop {
+        if let Some(p) = g.inputs.iter().find(|p| p.tensor == t) {
+            return Some(p.name.clone());
+        }
+        let n = &g.nodes[producers.get(t).copied().flatten()?];
+        if !matches!(n.op, Op::Reshape { .. }) {
+            return None;
+        }
+        t = n.input(0)?;
+    }
+}
+
 /// A constant B operand `[K, N]` (or `[N, K]` read transposed) as a `[K, N]` matrix weight.
 fn matrix_kn(
     s: &[usize],
@@ -198,9 +253,10 @@ pub fn pack_graph(
     let mut placement = super::placement::Placement::new(tpp);
     let mut index: HashMap<(usize, String), usize> = HashMap::new();
     let mut step_weights: Vec<Vec<(usize, usize)>> = vec![Vec::new(); graph.nodes.len()];
+    let tables = row_tables(&graph);
     for ni in 0..graph.nodes.len() {
         for slot in 0..graph.nodes[ni].inputs.len() {
-            let Some((kind, vals)) = classify(&graph, ni, slot)? else {
+            let Some((kind, vals)) = classify(&graph, &tables, ni, slot)? else {
                 continue;
             };
             let t = graph.nodes[ni].inputs[slot].unwrap_or(usize::MAX);
@@ -245,12 +301,24 @@ pub fn pack_graph(
         .retain(|t, d| !(packed_tensors.contains(t) && d.dtype.is_float()));
 
     let mut steps = Vec::with_capacity(graph.nodes.len());
+    let producers = graph.producers();
     for (ni, n) in graph.nodes.iter().enumerate() {
         let mut pages: Vec<u32> = Vec::new();
         let mut wbytes = 0u64;
+        let lookup = match (&n.op, step_weights[ni].first(), n.input(1)) {
+            (Op::Gather { .. }, Some(&(0, wi)), Some(ids))
+                if matches!(weights[wi].kind, WeightKind::Rows { .. }) =>
+            {
+                graph_input_of(&graph, &producers, ids).map(|ids_input| Lookup {
+                    weight: wi,
+                    ids_input,
+                })
+            }
+            _ => None,
+        };
         for &(_, wi) in &step_weights[ni] {
             let w = &weights[wi];
-            if w.texels == 0 {
+            if w.texels == 0 || lookup.as_ref().is_some_and(|l| l.weight == wi) {
                 continue;
             }
             let (p0, p1) = (w.texel_offset / tpp, (w.texel_offset + w.texels - 1) / tpp);
@@ -276,6 +344,7 @@ pub fn pack_graph(
             bytes: if view { 0 } else { wbytes + act_bytes },
             live_activation_bytes: live[ni],
             is_view: view,
+            lookup,
         });
     }
     let mut data = Vec::with_capacity((page_count * opts.page_bytes) as usize);

@@ -26,6 +26,7 @@ pub enum TexelError {
 pub fn texel_count(kind: &WeightKind) -> usize {
     match kind {
         WeightKind::MatrixKN { k, n } => k.div_ceil(4) * n,
+        WeightKind::Rows { rows, width } => rows.div_ceil(4) * width,
         WeightKind::ConvFilter {
             o,
             i_per_group,
@@ -46,6 +47,7 @@ pub fn pack(kind: &WeightKind, data: &[f32]) -> Result<Vec<f32>, TexelError> {
     let mut out = vec![0f32; texel_count(kind) * 4];
     let want = match kind {
         WeightKind::MatrixKN { k, n } => k * n,
+        WeightKind::Rows { rows, width } => rows * width,
         WeightKind::ConvFilter {
             o,
             i_per_group,
@@ -66,6 +68,8 @@ pub fn pack(kind: &WeightKind, data: &[f32]) -> Result<Vec<f32>, TexelError> {
     use vk_backend::layout as vl;
     match *kind {
         WeightKind::MatrixKN { k, n } => out = vl::pack_matrix_kn(data, k, n)?,
+        // The same texel order as a [K = rows, N = width] matrix.
+        WeightKind::Rows { rows, width } => out = vl::pack_matrix_kn(data, rows, width)?,
         WeightKind::ConvFilter {
             o,
             i_per_group,

@@ -302,6 +302,7 @@ fn check_constants(g: &Graph) -> Check {
 fn kind_values(kind: &WeightKind) -> Option<u64> {
     let dims: Vec<usize> = match kind {
         WeightKind::MatrixKN { k, n } => vec![*k, *n],
+        WeightKind::Rows { rows, width } => vec![*rows, *width],
         WeightKind::ConvFilter {
             o,
             i_per_group,
@@ -641,8 +642,34 @@ fn check_steps(h: &PackedHeader, tpp: u64) -> Check {
             return Err(err(format!("node {} has a step already", s.node)));
         }
         let n = &g.nodes[s.node];
+        if let Some(l) = &s.lookup {
+            let is_rows = h
+                .weights
+                .get(l.weight)
+                .is_some_and(|w| matches!(w.kind, WeightKind::Rows { .. }));
+            let read_here = s
+                .weights
+                .iter()
+                .any(|&(slot, w)| slot == 0 && w == l.weight);
+            if !matches!(n.op, crate::ir::Op::Gather { .. }) || !is_rows || !read_here {
+                return Err(err(format!(
+                    "is a lookup of weight {}, which is not a row table its Gather reads",
+                    l.weight
+                )));
+            }
+            if !g.inputs.iter().any(|p| p.name == l.ids_input) {
+                return Err(err(format!(
+                    "looks up ids from `{}`, which is not a graph input",
+                    l.ids_input
+                )));
+            }
+        }
         let mut ranges = Vec::new();
         for &(slot, w) in &s.weights {
+            // A lookup's table is read by ids, not listed.
+            if s.lookup.as_ref().is_some_and(|l| l.weight == w) {
+                continue;
+            }
             let Some(entry) = h.weights.get(w) else {
                 return Err(err(format!(
                     "names weight {w}, the header has {}",

@@ -197,6 +197,14 @@ impl Executable {
             Op::Concat { .. } | Op::Split { .. } | Op::Slice { .. } => {
                 self.record_concat_split_slice(rec, &n)
             }
+            Op::Gather { .. }
+                if matches!(
+                    self.weight_entry(ni, 0).map(|w| &w.kind),
+                    Some(WeightKind::Rows { .. })
+                ) =>
+            {
+                self.record_lookup(rec, ni, &n)
+            }
             Op::Transpose { .. }
             | Op::Reshape { .. }
             | Op::Gather { .. }
@@ -291,15 +299,23 @@ impl Executable {
         })
     }
 
-    /// MatMul's or Gemm's B: a packed `[K, N]` constant, else the input tensor.
+    /// MatMul's or Gemm's B: a packed `[K, N]` constant, a row table read as B^T (a tied
+    /// head), else the input tensor.
     fn matmul_rhs(&self, ni: usize, n: &Node) -> Result<Rhs> {
+        let packed =
+            |k: &WeightKind| matches!(k, WeightKind::MatrixKN { .. } | WeightKind::Rows { .. });
         match self.weight_entry(ni, 1).map(|w| w.kind.clone()) {
             Some(WeightKind::MatrixKN { k: kk, n: nn }) => Ok(Rhs::Weights {
-                texel_offset: self
-                    .woff(ni, 1, |k| matches!(k, WeightKind::MatrixKN { .. }))?
-                    .unwrap_or(0),
+                texel_offset: self.woff(ni, 1, packed)?.unwrap_or(0),
                 k: kk,
                 n: nn,
+                rows: false,
+            }),
+            Some(WeightKind::Rows { rows, width }) => Ok(Rhs::Weights {
+                texel_offset: self.woff(ni, 1, packed)?.unwrap_or(0),
+                k: width,
+                n: rows,
+                rows: true,
             }),
             _ => Ok(Rhs::Tensor(self.input(n, 1)?)),
         }
@@ -572,6 +588,24 @@ impl Executable {
         r.map_err(kernel_error(n))
     }
 
+    /// A Gather of rows of a packed row table, read from the atlas. Streamed models write only
+    /// the rows on resident pages (the stream executor runs the step once per page it loads).
+    fn record_lookup(&mut self, rec: &mut Recorder, ni: usize, n: &Node) -> Result<()> {
+        let Some(&WeightKind::Rows { rows, width }) = self.weight_entry(ni, 0).map(|w| &w.kind)
+        else {
+            return Err(unsupported(n));
+        };
+        let table = k::RowTable {
+            texel_offset: self
+                .woff(ni, 0, |k| matches!(k, WeightKind::Rows { .. }))?
+                .unwrap_or(0),
+            rows,
+            width,
+        };
+        let (ids, y) = (self.input(n, 1)?, self.output(n, 0)?);
+        k::gather_rows_into(rec, table, &ids, &y, self.streamed_lookups).map_err(kernel_error(n))
+    }
+
     /// One-input copy ops: Transpose, Reshape, Gather and GatherElements (indices as input 1), Cast,
     /// Expand, Tile.
     fn record_copy_op(&mut self, rec: &mut Recorder, n: &Node) -> Result<()> {
@@ -706,6 +740,8 @@ enum Rhs {
         texel_offset: u32,
         k: usize,
         n: usize,
+        /// Stored by rows (B^T, a row table a tied head shares).
+        rows: bool,
     },
 }
 
@@ -716,7 +752,18 @@ impl Rhs {
     fn as_mat_rhs(&self) -> MatRhs<'_> {
         match self {
             Rhs::Tensor(t) => MatRhs::Tensor(t),
-            &Rhs::Weights { texel_offset, k, n } => MatRhs::Weights { texel_offset, k, n },
+            &Rhs::Weights {
+                texel_offset,
+                k,
+                n,
+                rows: false,
+            } => MatRhs::Weights { texel_offset, k, n },
+            &Rhs::Weights {
+                texel_offset,
+                k,
+                n,
+                rows: true,
+            } => MatRhs::WeightRows { texel_offset, k, n },
         }
     }
 }

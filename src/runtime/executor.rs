@@ -70,6 +70,9 @@ pub struct Executable {
     /// per operand pair), run as copies instead.
     pub demoted_views: usize,
     pub last_timings: RunTimings,
+    /// Lookups write only the rows on resident pages (set for streamed models, whose stream
+    /// executor runs a lookup step once per page it loads).
+    pub(crate) streamed_lookups: bool,
 }
 
 impl Executable {
@@ -165,6 +168,7 @@ impl Executable {
             arena_tensors: Vec::new(),
             demoted_views: 0,
             last_timings: RunTimings::default(),
+            streamed_lookups: false,
         };
         exe.demoted_views = exe.demote_refolded_views();
         exe.materialize_constants()?;

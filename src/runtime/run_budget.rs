@@ -141,7 +141,8 @@ pub fn min_cap(
     cost: &EngineCost,
 ) -> Result<(u64, scheduler::MinCap), CapError> {
     let mc = min_feasible_cap(profiles, pipeline)?;
-    let min = cost.fixed_bytes() + mc.activation_bytes + mc.step_pages as u64 * cost.slot_bytes;
+    let slots = (mc.step_pages + mc.lookup_slots) as u64;
+    let min = cost.fixed_bytes() + mc.activation_bytes + slots * cost.slot_bytes;
     Ok((min, mc))
 }
 

@@ -13,7 +13,7 @@ use super::executor::Executable;
 use super::stream_exec::StepRecorder;
 use super::weights::WeightResidency;
 use super::RuntimeError;
-use crate::packed::{PackedModel, WeightKind};
+use crate::packed::{Lookup, PackedModel, WeightKind};
 
 /// A page source with no pages: the executor is built without weights (the stream engine owns
 /// them); constants it copies out of the atlas at build time read zeros and are copied again by
@@ -46,6 +46,10 @@ pub struct StreamedModel {
     exe: Executable,
     /// Per profile step: the graph nodes it records, in order.
     step_nodes: Vec<std::ops::Range<usize>>,
+    /// Per profile step: the lookup it is, if any.
+    step_lookups: Vec<Option<Lookup>>,
+    /// The last values uploaded to each graph input that lookups read their ids from.
+    lookup_ids: std::sync::Mutex<std::collections::HashMap<String, Vec<f32>>>,
     texel_base: u32,
 }
 
@@ -72,11 +76,14 @@ impl StreamedModel {
         let pages = NoPages {
             page_bytes: 512 * header.precision.bytes_per_texel(),
         };
-        let exe = Executable::new_unplaced(device, &header, &pages, activations)?;
+        let mut exe = Executable::new_unplaced(device, &header, &pages, activations)?;
+        exe.streamed_lookups = true;
         let mut step_nodes = Vec::new();
+        let mut step_lookups = Vec::new();
         let mut from = 0usize;
         for s in header.steps.iter().filter(|s| !s.is_view) {
             step_nodes.push(from..s.node + 1);
+            step_lookups.push(s.lookup.clone());
             from = s.node + 1;
         }
         let n = header.graph.nodes.len();
@@ -88,6 +95,8 @@ impl StreamedModel {
             packed,
             exe,
             step_nodes,
+            step_lookups,
+            lookup_ids: Default::default(),
             texel_base,
         })
     }
@@ -174,13 +183,23 @@ impl StreamedModel {
             })
     }
 
-    /// Uploads `data` into graph input `name` through `staging` (waits).
+    /// Uploads `data` into graph input `name` through `staging` (waits). Ids a lookup reads
+    /// are kept, so its step knows which pages it needs.
     pub fn upload(
         &self,
         name: &str,
         data: &[f32],
         staging: &vk_backend::Buffer,
     ) -> Result<(), RuntimeError> {
+        if self
+            .step_lookups
+            .iter()
+            .flatten()
+            .any(|l| l.ids_input == name)
+        {
+            let mut ids = self.lookup_ids.lock().unwrap_or_else(|e| e.into_inner());
+            ids.insert(name.to_string(), data.to_vec());
+        }
         self.port_tensor(name, true)?
             .upload_through(data, staging)
             .map_err(|source| RuntimeError::Vk {
@@ -250,7 +269,49 @@ impl StreamedModel {
     }
 }
 
+impl StreamedModel {
+    /// The model's pages holding the rows lookup `l` reads for the ids last uploaded (every page
+    /// of the table when none were).
+    fn rows_pages(&self, l: &Lookup) -> Option<Vec<u32>> {
+        let h = self.packed.header();
+        let w = h.weights.get(l.weight)?;
+        let WeightKind::Rows { rows, width } = w.kind else {
+            return None;
+        };
+        let tpp = h.texels_per_page.max(1);
+        let page = |texel: u64| (texel / tpp) as u32;
+        let ids = self.lookup_ids.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(ids) = ids.get(&l.ids_input) else {
+            let last = w.texel_offset + w.texels.max(1) - 1;
+            return Some((page(w.texel_offset)..=page(last)).collect());
+        };
+        let table = vk_backend::kernels::RowTable {
+            texel_offset: 0,
+            rows,
+            width,
+        };
+        let mut pages: Vec<u32> = ids
+            .iter()
+            .flat_map(|&v| {
+                // As the kernel does: negative ids wrap, the rest clamp to the table.
+                let id = v as i64;
+                let r = if id < 0 { id + rows as i64 } else { id };
+                let span = table.row_texels(r.clamp(0, rows as i64 - 1) as usize);
+                page(w.texel_offset + span.start)..=page(w.texel_offset + span.end - 1)
+            })
+            .collect();
+        pages.sort_unstable();
+        pages.dedup();
+        Some(pages)
+    }
+}
+
 impl StepRecorder for StreamedModel {
+    fn lookup_pages(&self, step: u32) -> Option<Vec<u32>> {
+        let l = self.step_lookups.get(step as usize)?.as_ref()?;
+        self.rows_pages(l)
+    }
+
     fn record_step(&mut self, step: u32, rec: &mut Recorder, base: u32) -> Result<(), VkError> {
         if base != self.texel_base {
             return Err(VkError::Stream(format!(

@@ -44,6 +44,12 @@ pub trait StepRecorder {
         rec: &mut Recorder,
         texel_base: u32,
     ) -> Result<(), VkError>;
+
+    /// For a lookup step ([`scheduler::Step::lookup`]): the model's pages its rows lie on this
+    /// run, known from its ids. None for every other step.
+    fn lookup_pages(&self, _step: u32) -> Option<Vec<u32>> {
+        None
+    }
 }
 
 impl<F> StepRecorder for F
@@ -79,6 +85,10 @@ pub struct StreamExec {
     skip: Vec<bool>,
     /// Loads skipped that way so far.
     kept_pages: u64,
+    /// The physical slot lookups load their pages into (the last one), when the plan keeps one.
+    lookup_slot: Option<u32>,
+    /// Pages lookups loaded.
+    lookup_loads: u64,
 }
 
 impl StreamExec {
@@ -91,13 +101,17 @@ impl StreamExec {
         plan: Plan,
     ) -> Result<StreamExec, StreamExecError> {
         check_sources(&plan, &sources)?;
-        config.slots = plan.slots.max(1);
+        let lookup = plan.trace.lookup_slots;
+        config.slots = plan.slots.max(1) + lookup;
         let engine = StreamEngine::new(device, config, sources)?;
-        let slot_map = (0..config.slots).collect();
+        let slot_map = (0..config.slots - lookup).collect();
+        let lookup_slot = (lookup > 0).then_some(config.slots - 1);
         let skip = vec![false; plan.schedule.ops.len()];
         Ok(StreamExec {
             engine,
             slot_map,
+            lookup_slot,
+            lookup_loads: 0,
             skip,
             kept_pages: 0,
             plan,
@@ -116,6 +130,16 @@ impl StreamExec {
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
+    /// Pages that lookup steps loaded (their rows were on no resident page).
+    pub fn lookup_loads(&self) -> u64 {
+        self.lookup_loads
+    }
+
+    /// Slots the plans may use (the lookup slot is not one).
+    fn plan_slots(&self) -> u32 {
+        self.engine.config().slots - self.lookup_slot.map_or(0, |_| 1)
+    }
+
     /// How many times [`Self::replan`] switched plans.
     pub fn replans(&self) -> u32 {
         self.replans
@@ -199,14 +223,17 @@ impl StreamExec {
                 })
                 .collect();
             let step = s.step;
-            let value = self
-                .engine
-                .step(&needs, |r| rec.record_step(step, r, base))
-                .map_err(|source| StreamExecError::Step {
-                    model: self.model_name(model),
-                    step: self.plan.trace.step_name(j).to_string(),
-                    source,
-                })?;
+            let value = match rec.lookup_pages(step) {
+                None => self.engine.step(&needs, |r| rec.record_step(step, r, base)),
+                Some(pages) => self.lookup_step(model, needs, &pages, &mut |r| {
+                    rec.record_step(step, r, base)
+                }),
+            }
+            .map_err(|source| StreamExecError::Step {
+                model: self.model_name(model),
+                step: self.plan.trace.step_name(j).to_string(),
+                source,
+            })?;
             self.last_value = value;
             j += 1;
             self.next_step = j;
@@ -215,6 +242,37 @@ impl StreamExec {
         // host work that follows this run.
         self.issue_ready(self.next_step)?;
         Ok(self.last_value)
+    }
+
+    /// Records a lookup step: once over the rows on resident pages, then once per page that is
+    /// not resident, loaded into the lookup slot (the kernel writes only rows on mapped pages).
+    /// The last page stays there, so the next lookup of its rows loads nothing.
+    fn lookup_step(
+        &mut self,
+        model: u32,
+        mut needs: Vec<(u32, u32)>,
+        pages: &[u32],
+        record: &mut dyn FnMut(&mut Recorder) -> Result<(), VkError>,
+    ) -> Result<u64, VkError> {
+        let Some(slot) = self.lookup_slot else {
+            return Err(VkError::Stream(
+                "a lookup step, but the plan keeps no lookup slot".into(),
+            ));
+        };
+        let (resident, missing): (Vec<u32>, Vec<u32>) = pages
+            .iter()
+            .partition(|&&p| self.engine.slot_of(model, p).is_some());
+        let plan_needs = needs.len();
+        needs.extend(resident.iter().map(|&p| (model, p)));
+        let mut value = self.engine.step(&needs, &mut *record)?;
+        for p in missing {
+            self.engine.load(model, p, slot)?;
+            self.lookup_loads += 1;
+            needs.truncate(plan_needs);
+            needs.push((model, p));
+            value = self.engine.step(&needs, &mut *record)?;
+        }
+        Ok(value)
     }
 
     fn model_name(&self, m: u32) -> String {
@@ -261,6 +319,12 @@ impl StreamExec {
             Op::Load { .. } if self.skip.get(self.next_op).copied().unwrap_or(false) => {}
             Op::Load { page, slot, .. } => {
                 let r = self.plan.trace.page_ref(page);
+                // A page a lookup left in the lookup slot moves to the plan's slot.
+                if let Some(ls) = self.lookup_slot {
+                    if self.engine.slot_of(r.model, r.page) == Some(ls) {
+                        self.engine.evict(ls)?;
+                    }
+                }
                 self.engine.load(r.model, r.page, phys(slot))?;
             }
             Op::Evict { slot, .. } => self.engine.evict(phys(slot))?,
@@ -278,7 +342,7 @@ impl StreamExec {
     /// slots as the engine has). The plan assumes an empty atlas; see the module docs for how
     /// resident pages are kept anyway.
     pub fn replan(&mut self, plan: Plan) -> Result<(), StreamExecError> {
-        let slots = self.engine.config().slots;
+        let slots = self.plan_slots();
         if plan.slots > slots {
             return Err(StreamExecError::Plan(format!(
                 "re-plan wants {} slots, the atlas has {slots}",
@@ -332,7 +396,7 @@ impl StreamExec {
             if let Op::Load { page, .. } = *op {
                 let r = plan.trace.page_ref(page);
                 if let Some(s) = self.engine.slot_of(r.model, r.page) {
-                    if !taken[s as usize] {
+                    if s < slots && !taken[s as usize] {
                         taken[s as usize] = true;
                         map[l] = Some(s);
                         skip[i] = true;
@@ -344,6 +408,10 @@ impl StreamExec {
             if !taken[s as usize] {
                 self.engine.evict(s)?;
             }
+        }
+        // What a lookup left in its slot is not the new plan's.
+        if let Some(ls) = self.lookup_slot {
+            self.engine.evict(ls)?;
         }
         let mut free = (0..slots).filter(|&s| !taken[s as usize]);
         self.slot_map = map

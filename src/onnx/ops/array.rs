@@ -264,51 +264,7 @@ pub(super) fn pad(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
 pub(super) fn gather(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
     let (x, i) = (ctx.need_input(n, 0)?, ctx.need_input(n, 1)?);
     let axis = norm_axis(ctx, n, Attrs(n.proto).int_or("axis", 0), ctx.shape(x).len())?;
-    if let Some(rows) = row_table(ctx, x, i, axis) {
-        return gather_rows(ctx, n, rows, i);
-    }
     ctx.emit(n, Op::Gather { axis }, vec![Some(x), Some(i)])?;
-    Ok(())
-}
-
-/// Rows below which a constant table gathers as it is.
-const ROW_TABLE_MIN_ROWS: usize = 64;
-
-/// A lookup of rows of a large constant `[rows, width]` table by run-time indices (a
-/// vocabulary embedding): its table re-shaped `[1, rows, 1, width]`, so that four rows share
-/// a texel instead of one row padding each texel to four lanes (a quarter of the memory and
-/// of the pages streamed).
-fn row_table(ctx: &mut Ctx, x: TensorId, i: TensorId, axis: usize) -> Option<TensorId> {
-    let shape = ctx.shape(x).to_vec();
-    if axis != 0 || shape.len() != 2 || shape[0] < ROW_TABLE_MIN_ROWS || ctx.konst(i).is_some() {
-        return None;
-    }
-    let mut data = ctx.konst(x)?.clone();
-    data.shape = vec![1, shape[0], 1, shape[1]];
-    let name = format!("{}/rows", ctx.g.tensors[x].name);
-    Some(ctx.g.add_constant(name, data))
-}
-
-/// Gather of rows along axis 1 of the re-shaped table, then the output's ONNX shape.
-fn gather_rows(ctx: &mut Ctx, n: &NodeRef, rows: TensorId, i: TensorId) -> R<()> {
-    let out = ctx.first_output(n);
-    let g = ctx.emit_internal(
-        &format!("{out}/rows"),
-        n,
-        Op::Gather { axis: 1 },
-        vec![Some(rows), Some(i)],
-    )?;
-    let width = ctx.shape(rows)[3];
-    let mut shape = ctx.shape(i).to_vec();
-    shape.push(width);
-    ctx.emit(
-        n,
-        Op::Reshape {
-            kind: ReshapeKind::Reshape,
-            shape,
-        },
-        vec![Some(g)],
-    )?;
     Ok(())
 }
 
