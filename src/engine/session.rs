@@ -149,6 +149,22 @@ impl Session {
             c
         });
         let first = &loaded.models[0].1;
+        // One atlas holds one weight precision (and so one page of texels).
+        for (name, pm) in &loaded.models[1..] {
+            let (a, b) = (first.header(), pm.header());
+            if (b.precision, b.texels_per_page) != (a.precision, a.texels_per_page) {
+                return Err(EngineError::Model {
+                    workload: loaded.workload.path.clone(),
+                    model: name.clone(),
+                    msg: format!(
+                        "its weights are {:?}, model `{}`'s are {:?}: the models of one workload \
+                         share one weight atlas, so give them all the same `precision` (fp16 \
+                         weights can keep fp32 activations with `activations: F32`)",
+                        b.precision, loaded.models[0].0, a.precision
+                    ),
+                });
+            }
+        }
         config.precision = crate::runtime::weights::vk_precision(first.header().precision);
         config.page_height = Some((first.header().texels_per_page / 512) as u32);
         dev.memory().set_cap(Some(cap));

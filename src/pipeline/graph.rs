@@ -268,6 +268,8 @@ pub enum StepKind {
         system: Option<String>,
         format: crate::workload::ChatFormat,
     },
+    /// Constant token ids.
+    Tokens(Vec<u32>),
 }
 
 impl StepKind {
@@ -905,6 +907,17 @@ impl Builder<'_> {
                 Reads(vec![(c.input.clone(), ValueType::Text)]),
                 vec![(c.output.clone(), ValueType::Text)],
             ),
+            PipelineStep::Tokens(t) => {
+                if t.ids.is_empty() {
+                    return Err(self.err(index, "Tokens", "`ids` is empty".into()));
+                }
+                one(
+                    "Tokens",
+                    StepKind::Tokens(t.ids.clone()),
+                    Reads(vec![]),
+                    vec![(t.output.clone(), ValueType::Tokens)],
+                )
+            }
             PipelineStep::Gate(g) => {
                 if matches!(*g.step, PipelineStep::Gate(_)) {
                     return Err(self.err(

@@ -183,6 +183,7 @@ pub enum PipelineStep {
     Tokenize(Tokenize),
     Detokenize(Detokenize),
     ChatTemplate(ChatTemplate),
+    Tokens(Tokens),
 }
 
 /// Autoregressive decoding: runs a decoder that has a `kv_cache` one token per call, first
@@ -602,6 +603,14 @@ pub struct ChatTemplate {
     #[serde(default)]
     pub system: Option<String>,
     pub template: ChatFormat,
+}
+
+/// Constant token ids (a speech decoder's start-of-transcript prompt).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tokens {
+    pub output: String,
+    pub ids: Vec<u32>,
 }
 
 /// Prompt formats.

@@ -126,6 +126,7 @@ pub fn run_builtin(kind: &StepKind, reads: &[&Value]) -> Result<Vec<Value>, Step
             ))],
             v => return Err(wrong("text", v)),
         },
+        StepKind::Tokens(ids) => vec![Value::Tokens(ids.clone())],
         StepKind::Run { .. } | StepKind::StreamChunks(_) | StepKind::Generate { .. } => {
             return Err(StepError::Invalid(
                 "a model run is not a built-in step".into(),
