@@ -50,7 +50,7 @@ if [ ! -x "$TEXSTREAM_VENV/bin/python" ]; then
   python3 -m venv "$TEXSTREAM_VENV"
 fi
 if ! "$TEXSTREAM_VENV/bin/python" -c 'import onnxruntime, onnx, numpy, PIL, tritonclient.http, gguf, tokenizers' >/dev/null 2>&1; then
-  echo "setup: installing onnxruntime, onnx, numpy, pillow, tritonclient[http] , gguf and tokenizers into $TEXSTREAM_VENV"
+  echo "setup: installing onnxruntime, onnx, numpy, pillow, tritonclient[http], gguf and tokenizers into $TEXSTREAM_VENV"
   "$TEXSTREAM_VENV/bin/pip" install -q --disable-pip-version-check onnxruntime==1.32.0 onnx==1.23.2 numpy==2.3.5 pillow==12.0.0 'tritonclient[http]==2.73.0' gguf==0.19.0 tokenizers==0.22.1
 fi
 export TEXSTREAM_PYTHON="$TEXSTREAM_VENV/bin/python"
