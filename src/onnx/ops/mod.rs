@@ -62,6 +62,7 @@ const REGISTRY: &[(&str, Converter)] = &[
     ("HardSwish", |c, n| unary(c, n, UnaryOp::HardSwish)),
     ("Identity", control::identity),
     ("If", control::inline_if),
+    ("IsNaN", |c, n| unary(c, n, UnaryOp::IsNaN)),
     ("LayerNormalization", normalization::layer_norm),
     ("LeakyRelu", elementwise::leaky_relu),
     ("Less", |c, n| binary(c, n, BinaryOp::Less)),
