@@ -51,6 +51,7 @@ const REGISTRY: &[(&str, Converter)] = &[
     ("Flatten", array::flatten),
     ("Gather", array::gather),
     ("GatherElements", array::gather_elements),
+    ("GatherND", array::gather_nd),
     ("Gelu", elementwise::gelu),
     ("Gemm", linalg::gemm),
     ("GlobalAveragePool", nn::global_average_pool),
