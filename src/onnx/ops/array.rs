@@ -326,7 +326,9 @@ pub(super) fn gather_nd(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
     let k = *ishape
         .last()
         .ok_or_else(|| ctx.output_err(n, "GatherND indices must have rank >= 1"))?;
-    if k == 0 || b + k > xs.len() || b >= ishape.len() || ishape[..b] != xs[..b] {
+    // batch_dims comes from the file: checked before it offsets anything.
+    let fits = b.checked_add(k).is_some_and(|bk| bk <= xs.len());
+    if k == 0 || !fits || b >= ishape.len() || ishape[..b] != xs[..b] {
         return Err(ctx.output_err(
             n,
             format!("GatherND indices {ishape:?} (batch_dims {b}) do not fit data {xs:?}"),
