@@ -52,6 +52,7 @@ vec4 apply_unary(uint op, float a, float b, vec4 v) {
         case 21u: return v * (1.0 / (1.0 + exp(-v)));                           // Silu
         case 22u: return sin(v);                                                // Sin
         case 23u: return cos(v);                                                // Cos
+        case 24u: return vec4(isnan(v));                                        // IsNaN
         default: return vec4(uintBitsToFloat(0x7FC00000u));
     }
 }

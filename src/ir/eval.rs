@@ -131,6 +131,7 @@ fn unary(op: UnaryOp, x: f64) -> Option<f64> {
         UnaryOp::Sin => x.sin(),
         UnaryOp::Cos => x.cos(),
         UnaryOp::Not => (x == 0.0) as i64 as f64,
+        UnaryOp::IsNaN => x.is_nan() as i64 as f64,
         // No erf in std: leave Erf/Gelu on constants unfolded (never seen in practice).
         UnaryOp::Erf | UnaryOp::Gelu => return None,
     })

@@ -296,7 +296,7 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
         }
         Op::Unary(u) => vec![(
             xs.clone(),
-            if matches!(u, UnaryOp::Not) {
+            if matches!(u, UnaryOp::Not | UnaryOp::IsNaN) {
                 DType::Bool
             } else {
                 xt

@@ -71,6 +71,8 @@ pub enum UnaryOp {
     Sin,
     Cos,
     Not,
+    // 1 where the input is NaN (a Bool output, like Not).
+    IsNaN,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

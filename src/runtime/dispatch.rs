@@ -43,6 +43,7 @@ fn unary(u: UnaryOp) -> Option<k::UnaryOp> {
         UnaryOp::Log => k::UnaryOp::Log,
         UnaryOp::Sin => k::UnaryOp::Sin,
         UnaryOp::Cos => k::UnaryOp::Cos,
+        UnaryOp::IsNaN => k::UnaryOp::IsNaN,
         UnaryOp::Not => return None,
     })
 }

@@ -285,6 +285,7 @@ fn unary_ref(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Silu => x * sig(x),
         UnaryOp::Sin => x.sin(),
         UnaryOp::Cos => x.cos(),
+        UnaryOp::IsNaN => x.is_nan() as i32 as f64,
     }
 }
 
@@ -322,6 +323,7 @@ fn unary_ops() {
         UnaryOp::Silu,
         UnaryOp::Sin,
         UnaryOp::Cos,
+        UnaryOp::IsNaN,
     ];
     let shape = [2usize, 5, 3, 7];
     let n: usize = shape.iter().product();
@@ -337,6 +339,13 @@ fn unary_ops() {
                     .into_iter()
                     .enumerate()
                     .map(|(i, v)| if i % 3 == 0 { -v } else { v })
+                    .collect(),
+                // A third NaN (an exporter's guard after a fully masked softmax row).
+                UnaryOp::IsNaN => rng
+                    .vec(n, -4.0, 4.0)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| if i % 3 == 1 { f32::NAN } else { v })
                     .collect(),
                 _ => rng.vec(n, -4.0, 4.0),
             };

@@ -1,9 +1,9 @@
 //! Shape and data-movement converters: Concat, Split, Slice, Transpose, the reshapes (Reshape,
 //! Flatten, Squeeze, Unsqueeze all become [`Op::Reshape`] to a concrete shape), Pad, Gather,
-//! GatherElements, ScatterND, Expand and Tile.
+//! GatherElements, GatherND (constant indices, as a Gather), ScatterND, Expand and Tile.
 use super::args::{axes_of, norm_axes, norm_axis, usizes};
 use super::R;
-use crate::ir::{Op, PadMode, ReshapeKind, ScatterReduction, TensorId};
+use crate::ir::{Op, PadMode, ReshapeKind, ScatterReduction, TensorData, TensorId};
 use crate::onnx::attrs::Attrs;
 use crate::onnx::import::{Ctx, NodeRef};
 
@@ -265,6 +265,68 @@ pub(super) fn gather(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
     let (x, i) = (ctx.need_input(n, 0)?, ctx.need_input(n, 1)?);
     let axis = norm_axis(ctx, n, Attrs(n.proto).int_or("axis", 0), ctx.shape(x).len())?;
     ctx.emit(n, Op::Gather { axis }, vec![Some(x), Some(i)])?;
+    Ok(())
+}
+
+/// GatherND with constant indices `[b…, m…, k]` is a Gather along axis 0 of the data re-shaped
+/// `[d0·…·d(b+k-1), d(b+k), …]`, by each tuple's row-major offset within its batch (the first
+/// `batch_dims` axes). The dynamo exporter emits one for Hugging Face's padding mask
+/// (`mask[batch_idx, kv_idx]`).
+pub(super) fn gather_nd(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
+    let x = ctx.need_input(n, 0)?;
+    let xs = ctx.shape(x).to_vec();
+    let idx = ctx.need_const_input(n, 1, "GatherND indices")?;
+    let (ishape, ivals) = (idx.shape.clone(), idx.as_i64());
+    let b = usize::try_from(Attrs(n.proto).int_or("batch_dims", 0))
+        .map_err(|_| ctx.output_err(n, "negative batch_dims"))?;
+    let k = *ishape
+        .last()
+        .ok_or_else(|| ctx.output_err(n, "GatherND indices must have rank >= 1"))?;
+    // batch_dims comes from the file: checked before it offsets anything.
+    let fits = b.checked_add(k).is_some_and(|bk| bk <= xs.len());
+    if k == 0 || !fits || b >= ishape.len() || ishape[..b] != xs[..b] {
+        return Err(ctx.output_err(
+            n,
+            format!("GatherND indices {ishape:?} (batch_dims {b}) do not fit data {xs:?}"),
+        ));
+    }
+    let batches: usize = xs[..b].iter().product();
+    let per_batch = (ivals.len() / k) / batches.max(1);
+    let mut flat = Vec::with_capacity(ivals.len() / k);
+    for (j, tuple) in ivals.chunks(k).enumerate() {
+        let mut off = (j / per_batch.max(1)) as i64;
+        for (&i, &d) in tuple.iter().zip(&xs[b..]) {
+            let d = d as i64;
+            let i = if i < 0 { i + d } else { i };
+            if !(0..d).contains(&i) {
+                return Err(ctx.output_err(n, format!("GatherND index {tuple:?} outside {xs:?}")));
+            }
+            off = off * d + i;
+        }
+        flat.push(off);
+    }
+    let mut rows = vec![xs[..b + k].iter().product::<usize>()];
+    rows.extend_from_slice(&xs[b + k..]);
+    let out = ctx.first_output(n);
+    // A constant table is re-shaped here, so that the Gather folds.
+    let data = match ctx.konst(x).cloned() {
+        Some(mut t) => {
+            t.shape = rows;
+            ctx.g.add_constant(format!("{out}/rows"), t)
+        }
+        None => ctx.emit_internal(
+            &format!("{out}/rows"),
+            n,
+            Op::Reshape {
+                kind: ReshapeKind::Reshape,
+                shape: rows,
+            },
+            vec![Some(x)],
+        )?,
+    };
+    let offsets = TensorData::from_i64(ishape[..ishape.len() - 1].to_vec(), flat);
+    let offsets = ctx.g.add_constant(format!("{out}/offsets"), offsets);
+    ctx.emit(n, Op::Gather { axis: 0 }, vec![Some(data), Some(offsets)])?;
     Ok(())
 }
 

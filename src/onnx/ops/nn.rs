@@ -2,7 +2,7 @@
 //! with ONNX's kernel/strides/dilations/pads/auto_pad resolved into one [`Window`].
 use super::args::usizes;
 use super::R;
-use crate::ir::{Activation, Op, TensorId, Window};
+use crate::ir::{Activation, Op, ReshapeKind, TensorId, Window};
 use crate::onnx::attrs::Attrs;
 use crate::onnx::import::{Ctx, NodeRef};
 
@@ -211,8 +211,41 @@ pub(super) fn average_pool(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
     Ok(())
 }
 
+/// GlobalAveragePool; the kernel pools NCHW planes, so another rank (`[N, C, L]` from
+/// `AdaptiveAvgPool1d(1)`, Hugging Face Swin's pooler) pools `[N, C, 1, D·H·…]` and re-shapes.
 pub(super) fn global_average_pool(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
     let x = ctx.need_input(n, 0)?;
-    ctx.emit(n, Op::GlobalAveragePool, vec![Some(x)])?;
+    let xs = ctx.shape(x).to_vec();
+    if xs.len() == 4 || xs.len() < 3 {
+        ctx.emit(n, Op::GlobalAveragePool, vec![Some(x)])?;
+        return Ok(());
+    }
+    let out = ctx.first_output(n);
+    let plane = vec![xs[0], xs[1], 1, xs[2..].iter().product()];
+    let x4 = ctx.emit_internal(
+        &format!("{out}/plane"),
+        n,
+        Op::Reshape {
+            kind: ReshapeKind::Reshape,
+            shape: plane,
+        },
+        vec![Some(x)],
+    )?;
+    let pooled = ctx.emit_internal(
+        &format!("{out}/pooled"),
+        n,
+        Op::GlobalAveragePool,
+        vec![Some(x4)],
+    )?;
+    let mut shape = vec![1; xs.len()];
+    shape[..2].copy_from_slice(&xs[..2]);
+    ctx.emit(
+        n,
+        Op::Reshape {
+            kind: ReshapeKind::Reshape,
+            shape,
+        },
+        vec![Some(pooled)],
+    )?;
     Ok(())
 }

@@ -112,6 +112,8 @@ pub enum UnaryOp {
     Silu,
     Sin,
     Cos,
+    /// 1.0 where the input is NaN, else 0.0.
+    IsNaN,
 }
 
 impl UnaryOp {
@@ -141,6 +143,7 @@ impl UnaryOp {
             UnaryOp::Silu => (21, 0.0, 0.0),
             UnaryOp::Sin => (22, 0.0, 0.0),
             UnaryOp::Cos => (23, 0.0, 0.0),
+            UnaryOp::IsNaN => (24, 0.0, 0.0),
         }
     }
 }
