@@ -141,6 +141,8 @@ def main():
     g.add_argument("--chat", help="a user message, wrapped in the ChatML template")
     ap.add_argument("--no-system", action="store_true", help="--chat without the system prompt")
     ap.add_argument("--steps", type=int, default=64)
+    ap.add_argument("--then-prompt-ids", help="a conversation's next turn: comma-separated ids fed "
+                    "after the reply's last picked token, on the same cache; --steps more tokens")
     ap.add_argument("--stop-at-eos", action="store_true")
     ap.add_argument("--token-by-token-prefill", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="ORT intra-op threads (0: default)")
@@ -175,6 +177,18 @@ def main():
 
     out = {"prompt_ids": prompt, "generated_ids": generated, "first_logits_range": first_range,
            "last_logits": [float(x) for x in last[:16]]}
+    if args.then_prompt_ids:
+        # The last picked token (the reply's last, or the stop token) was never fed: it comes first.
+        feed = [generated[-1]] + [int(x) for x in args.then_prompt_ids.split(",") if x.strip()]
+        row = dec.step(feed)[-1]
+        then = []
+        for i in range(args.steps):
+            nxt = int(np.argmax(row))
+            then.append(nxt)
+            if (eos is not None and nxt == eos) or i + 1 == args.steps:
+                break
+            row = dec.step([nxt])[-1]
+        out["then_generated_ids"] = then
     if os.path.isfile(tok_path):
         id_to_token, special = load_vocab(tok_path)
         out["generated_text"] = decode(generated, id_to_token, special)

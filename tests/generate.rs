@@ -121,3 +121,85 @@ fn replies_match_onnx_runtime_under_every_policy_and_the_cap_holds() {
         );
     }
 }
+
+/// ORT's replies to two turns of one conversation on one growing cache: PROMPT, then TURN_2
+/// after the first reply (16 tokens each).
+fn ort_conversation() -> Option<(Vec<u32>, Vec<u32>)> {
+    let py = std::env::var_os("TEXSTREAM_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv/bin/python"));
+    if !py.exists() {
+        eprintln!("SKIPPED: no python venv (.venv/bin/python or TEXSTREAM_PYTHON)");
+        return None;
+    }
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("generate_chat_ref.json");
+    let st = Command::new(py)
+        .arg(root().join("scripts/lm_reference.py"))
+        .arg(root().join("tests/data/tiny_llama/decoder.onnx"))
+        .arg(&out)
+        .args(["--prompt-ids", "1,17,42,99,200", "--steps", "16"])
+        .args(["--then-prompt-ids", "5,6,7,8"])
+        .output()
+        .expect("run lm_reference.py");
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let ids = |k: &str| -> Vec<u32> {
+        v[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
+    Some((ids("generated_ids"), ids("then_generated_ids")))
+}
+
+#[test]
+fn a_conversation_continues_on_its_cache_and_survives_other_requests() {
+    let Some((first, second)) = ort_conversation() else {
+        return;
+    };
+    let w = root().join("tests/data/tiny_llama/tiny-chat.ron");
+    let ask = |e: &Engine, pipeline: &str, prompt: &[u32]| -> Vec<u32> {
+        let mut v = Values::new();
+        v.insert("prompt".into(), Value::Tokens(prompt.to_vec()));
+        match e.run(pipeline, v).expect(pipeline).outputs.get("reply") {
+            Some(Value::Tokens(t)) => t.clone(),
+            other => panic!("no reply: {other:?}"),
+        }
+    };
+    let min = Engine::open(&w, opts(None, Policy::Planned))
+        .expect("open")
+        .stats()
+        .min_cap_bytes;
+    for (policy, cap) in [(Policy::Preload, None), (Policy::Planned, Some(min))] {
+        let e = Engine::open(&w, opts(cap, policy)).expect("open");
+        assert_eq!(ask(&e, "chat", &PROMPT), first, "{policy:?}: first turn");
+        assert_eq!(
+            ask(&e, "chat", &[5, 6, 7, 8]),
+            second,
+            "{policy:?}: second turn"
+        );
+        // A new conversation after a reply that overwrote the cache: the history is fed again.
+        let e = Engine::open(&w, opts(cap, policy)).expect("open");
+        assert_eq!(
+            ask(&e, "chat", &PROMPT),
+            first,
+            "{policy:?}: first turn again"
+        );
+        ask(&e, "reply", &[3, 1, 4, 1, 5]);
+        assert_eq!(
+            ask(&e, "chat", &[5, 6, 7, 8]),
+            second,
+            "{policy:?}: second turn after another request"
+        );
+        let s = e.stats();
+        assert!(
+            s.peak_device_bytes <= s.cap_bytes,
+            "{policy:?}: over the cap"
+        );
+    }
+}

@@ -114,6 +114,12 @@ pub struct Session {
     /// Plans made ahead for the likely next requests, and what they are made from.
     ahead: PlanAhead,
     basis: Arc<PlanBasis>,
+    /// Runs per model since the session began (a conversation's cache is its own while no
+    /// other request has run the model since its last call).
+    uses: Vec<u64>,
+    /// Conversations kept between requests, by (pipeline, step).
+    conversations:
+        std::collections::HashMap<(usize, usize), crate::pipeline::generate::Conversation>,
 }
 
 fn dev_err(what: &str) -> impl Fn(vk_backend::VkError) -> EngineError + '_ {
@@ -360,6 +366,8 @@ impl Session {
             fixed_costs: opts.fixed_costs.clone(),
             timing: SessionTiming::default(),
             model_runs: vec![Vec::new(); n],
+            uses: vec![0; n],
+            conversations: Default::default(),
             loaded,
         })
     }
@@ -649,6 +657,7 @@ impl Session {
             self.run_times[m].push(dt);
         }
         self.model_runs[m].push(dt);
+        self.uses[m] += 1;
         if let Some((_, runs)) = &mut self.current {
             *runs += 1;
         }
@@ -674,6 +683,24 @@ impl ModelRunner for Session {
     fn fan_out_hint(&self, step: usize) -> Option<u32> {
         let (p, _) = self.current?;
         self.predictor.count(p, step)
+    }
+
+    fn take_conversation(
+        &mut self,
+        step: usize,
+    ) -> Option<crate::pipeline::generate::Conversation> {
+        let (p, _) = self.current?;
+        self.conversations.remove(&(p, step))
+    }
+
+    fn keep_conversation(&mut self, step: usize, c: crate::pipeline::generate::Conversation) {
+        if let Some((p, _)) = self.current {
+            self.conversations.insert((p, step), c);
+        }
+    }
+
+    fn model_uses(&self, model: usize) -> Option<u64> {
+        self.uses.get(model).copied()
     }
 }
 

@@ -77,6 +77,21 @@ pub trait ModelRunner {
     fn fan_out_hint(&self, _step: usize) -> Option<u32> {
         None
     }
+
+    /// The conversation a `Generate` step (`step`, its index in the workload file) of the
+    /// running request's pipeline left, taken out (see [`super::generate::Conversation`]).
+    fn take_conversation(&mut self, _step: usize) -> Option<super::generate::Conversation> {
+        None
+    }
+
+    /// Keeps the conversation for the pipeline's next request.
+    fn keep_conversation(&mut self, _step: usize, _c: super::generate::Conversation) {}
+
+    /// How many times `model` has run (None: not counted, so a conversation always feeds its
+    /// whole history).
+    fn model_uses(&self, _model: usize) -> Option<u64> {
+        None
+    }
 }
 
 /// What a request produced.
@@ -296,6 +311,7 @@ pub fn execute(
                 sampling,
                 ports,
                 cache_len,
+                conversation,
             } => {
                 let prompt = match reads.first() {
                     Some(Value::Tokens(t)) => t.as_slice(),
@@ -305,6 +321,17 @@ pub fn execute(
                         )))
                     }
                 };
+                // A conversation continues from its cache, or feeds its history again.
+                let before = conversation
+                    .then(|| runner.take_conversation(st.index))
+                    .flatten()
+                    .unwrap_or_default();
+                let (history, feed) = if *conversation {
+                    before.next_turn(prompt, *max_tokens, *cache_len, runner.model_uses(*model))
+                } else {
+                    (0, prompt.to_vec())
+                };
+                let prompt = feed.as_slice();
                 let fixed: Vec<(&str, &Tensor)> = inputs
                     .iter()
                     .map(|(port, id)| {
@@ -328,6 +355,7 @@ pub fn execute(
                     rest_of_request(g, &values, &skipped, k, 0, &|j| runner.fan_out_hint(j));
                 let call = GenerateCall {
                     model: *model,
+                    history,
                     prompt,
                     fixed,
                     max_tokens: *max_tokens,
@@ -360,6 +388,27 @@ pub fn execute(
                     e => step_err(StepError::Invalid(e.to_string())),
                 })?;
                 ex.fan_counts.push((st.index, reply.runs));
+                if *conversation {
+                    // Fed: the cache's tokens, this turn's, and every reply token but the pending.
+                    let mut fed = if history > 0 {
+                        before.history
+                    } else {
+                        Vec::new()
+                    };
+                    fed.extend_from_slice(prompt);
+                    let n = reply.tokens.len();
+                    let unfed =
+                        usize::from(reply.pending.is_some_and(|p| !stop_tokens.contains(&p)));
+                    fed.extend_from_slice(&reply.tokens[..n - unfed.min(n)]);
+                    runner.keep_conversation(
+                        st.index,
+                        super::generate::Conversation {
+                            history: fed,
+                            pending: reply.pending,
+                            model_uses: runner.model_uses(*model),
+                        },
+                    );
+                }
                 vec![Value::Tokens(reply.tokens)]
             }
             kind => {

@@ -14,6 +14,9 @@ use scheduler::Stage;
 /// What one `Generate` step was given.
 pub struct GenerateCall<'a> {
     pub model: usize,
+    /// Tokens already in the cache at positions `0..history` (a conversation's earlier turns):
+    /// decoding feeds the prompt from position `history` on.
+    pub history: usize,
     pub prompt: &'a [u32],
     /// Model inputs that stay the same for every call.
     pub fixed: Vec<(&'a str, &'a Tensor)>,
@@ -24,6 +27,44 @@ pub struct GenerateCall<'a> {
     pub sampling: &'a Sampling,
     pub ports: &'a DecoderPorts,
     pub cache_len: usize,
+}
+
+/// A conversation between requests (`Generate { conversation: true }`): the tokens whose keys and
+/// values the decoder's cache holds (positions `0..history.len()`), the token the next turn
+/// feeds first, and how many times the model had run after this conversation's last call (when
+/// another request has run the model since, its cache rows are overwritten and the next turn
+/// feeds the whole history again).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Conversation {
+    pub history: Vec<u32>,
+    pub pending: Option<u32>,
+    pub model_uses: Option<u64>,
+}
+
+impl Conversation {
+    /// The next turn, `prompt` after this conversation, for a cache of `cache_len` positions:
+    /// (tokens the cache already holds, tokens to feed). A turn that would not fit (with
+    /// `max_tokens` of reply) starts over with just `prompt`. `uses` is the model's run count
+    /// now.
+    pub fn next_turn(
+        &self,
+        prompt: &[u32],
+        max_tokens: u32,
+        cache_len: usize,
+        uses: Option<u64>,
+    ) -> (usize, Vec<u32>) {
+        let mut feed: Vec<u32> = self.pending.into_iter().collect();
+        feed.extend_from_slice(prompt);
+        if self.history.len() + feed.len() + max_tokens as usize > cache_len {
+            return (0, prompt.to_vec());
+        }
+        if uses.is_some() && uses == self.model_uses {
+            return (self.history.len(), feed);
+        }
+        let mut all = self.history.clone();
+        all.extend(feed);
+        (0, all)
+    }
 }
 
 /// Why decoding stopped before a reply.
@@ -54,6 +95,9 @@ pub enum GenerateError {
 pub struct Reply {
     pub tokens: Vec<u32>,
     pub runs: u32,
+    /// The last token picked, which no call has fed (the stop token, or the reply's last when it
+    /// reached `max_tokens`); a conversation's next turn feeds it first.
+    pub pending: Option<u32>,
 }
 
 /// A model call for the executor: `call(inputs, outputs, rest)`.
@@ -69,9 +113,9 @@ pub fn generate(
     if g.prompt.is_empty() {
         return Err(GenerateError::EmptyPrompt);
     }
-    if g.prompt.len() + g.max_tokens as usize > g.cache_len {
+    if g.history + g.prompt.len() + g.max_tokens as usize > g.cache_len {
         return Err(GenerateError::TooLong {
-            prompt: g.prompt.len(),
+            prompt: g.history + g.prompt.len(),
             max: g.max_tokens,
             cache: g.cache_len,
         });
@@ -82,13 +126,16 @@ pub fn generate(
     let mut reply = Vec::new();
     let mut token = g.prompt[0];
     let mut runs = 0u32;
-    for pos in 0.. {
-        if pos > 0 && stopped() {
+    let mut pending = None;
+    for i in 0.. {
+        if i > 0 && stopped() {
+            pending = None;
             break;
         }
-        if pos < g.prompt.len() {
-            token = g.prompt[pos];
+        if i < g.prompt.len() {
+            token = g.prompt[i];
         }
+        let pos = g.history + i;
         if token > 1 << 24 {
             return Err(GenerateError::TokenRange(token));
         }
@@ -101,7 +148,7 @@ pub fn generate(
         ];
         inputs.extend(g.fixed.iter().copied());
         // Calls left: the rest of the prompt, then the expected reply (at least this call).
-        let prompt_left = (g.prompt.len() - 1).saturating_sub(pos) as u32;
+        let prompt_left = (g.prompt.len() - 1).saturating_sub(i) as u32;
         let reply_calls = g
             .expected_runs
             .saturating_sub(g.prompt.len() as u32 - 1)
@@ -119,11 +166,12 @@ pub fn generate(
             rest,
         })?;
         runs += 1;
-        if pos + 1 < g.prompt.len() {
+        if i + 1 < g.prompt.len() {
             continue;
         }
         let logits = outs.first().ok_or(GenerateError::NoLogits)?.to_f32()?;
         token = sampler.pick(&logits);
+        pending = Some(token);
         if g.stop.contains(&token) {
             break;
         }
@@ -135,6 +183,7 @@ pub fn generate(
     Ok(Reply {
         tokens: reply,
         runs,
+        pending,
     })
 }
 

@@ -251,6 +251,8 @@ pub enum StepKind {
         ports: crate::workload::DecoderPorts,
         /// The model's cache positions (prompt plus reply must fit).
         cache_len: usize,
+        /// The cache and the token history carry over to the pipeline's next request.
+        conversation: bool,
     },
     VadSegments {
         chunk: usize,
@@ -1505,6 +1507,7 @@ impl Builder<'_> {
                 sampling: gen.sampling.clone(),
                 ports,
                 cache_len,
+                conversation: gen.conversation,
             },
             reads,
             writes: vec![(gen.output.clone(), ValueType::Tokens)],

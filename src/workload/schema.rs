@@ -218,6 +218,11 @@ pub struct Generate {
     /// `attention_mask` and `logits`.
     #[serde(default)]
     pub ports: Option<DecoderPorts>,
+    /// A conversation: the cache and the token history carry over to the pipeline's next
+    /// request, whose prompt continues after this reply (one conversation per step of the
+    /// engine). When a turn would not fit the cache, the conversation starts over.
+    #[serde(default)]
+    pub conversation: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
