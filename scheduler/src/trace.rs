@@ -39,8 +39,8 @@ pub struct Trace {
     pub model_names: Vec<String>,
     /// Step names per model, for messages.
     pub step_names: Vec<Vec<String>>,
-    /// Slots kept out of the plan for lookups ([`crate::Step::lookup`]): 1 when a step of the
-    /// trace is one, else 0. Plans count them against the cap.
+    /// Slots kept out of the plan for lookups ([`crate::Step::lookup`]): 1 when a step of any
+    /// profile is one, else 0. Plans count them against the cap.
     pub lookup_slots: u32,
 }
 
@@ -97,16 +97,15 @@ impl Trace {
         let mut refs = Vec::new();
         let mut ref_start = vec![0u32];
         let mut scratch = Vec::new();
-        let mut lookup_slots = 0;
+        // From every profile, not only the stages planned: every plan of one workload keeps the
+        // same slots, so the engine can switch between them.
+        let lookup_slots = u32::from(profiles.iter().any(|p| p.steps.iter().any(|s| s.lookup)));
         for rep in 0..pipeline.repetitions {
             for (si, st) in pipeline.stages.iter().enumerate() {
                 let prof = &profiles[st.model];
                 let off = model_offset[st.model];
                 for run in 0..st.count {
                     for (k, s) in prof.steps.iter().enumerate() {
-                        if s.lookup {
-                            lookup_slots = 1;
-                        }
                         steps.push(TraceStep {
                             model: st.model as u32,
                             step: k as u32,

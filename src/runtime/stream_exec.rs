@@ -351,9 +351,10 @@ impl StreamExec {
         }
         if plan.trace.model_offset != self.plan.trace.model_offset
             || plan.page_bytes != self.plan.page_bytes
+            || (plan.trace.lookup_slots > 0) != self.lookup_slot.is_some()
         {
             return Err(StreamExecError::Plan(
-                "re-plan changes the models or the page size".into(),
+                "re-plan changes the models, the page size or the lookup slot".into(),
             ));
         }
         self.keep_resident(&plan, slots)?;
