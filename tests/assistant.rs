@@ -4,14 +4,12 @@
 //! the same pipeline under ONNX Runtime (scripts/assistant_reference.py) under every policy,
 //! and the cap holds. `workloads/assistant-tiny.ron` (random-weight models) always runs;
 //! `workloads/assistant.ron` (Whisper tiny.en and SmolLM2) with TEXSTREAM_BIG_MODELS=1.
+mod common;
+use common::{assert_cap_held, python, root};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use texstream::{Audio, Engine, EngineOptions, Policy, Value, Values};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// ORT's run of the pipeline: (segment lengths, transcript, reply ids).
 struct Reference {
@@ -21,13 +19,7 @@ struct Reference {
 }
 
 fn reference(args: &[&Path], extra: &[&str], tag: &str) -> Option<Reference> {
-    let py = std::env::var_os("TEXSTREAM_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv/bin/python"));
-    if !py.exists() {
-        eprintln!("SKIPPED: no python venv (.venv/bin/python or TEXSTREAM_PYTHON)");
-        return None;
-    }
+    let py = python()?;
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("assistant-{tag}.json"));
     let st = Command::new(py)
         .arg(root().join("scripts/assistant_reference.py"))
@@ -108,17 +100,7 @@ fn every_policy_matches(workload: &Path, want: &Reference) {
             Some(Value::Tokens(t)) => assert_eq!(t, &want.reply_ids, "{policy:?}: reply"),
             other => panic!("{policy:?}: no reply: {other:?}"),
         }
-        let s = e.stats();
-        assert!(
-            s.peak_device_bytes <= s.cap_bytes,
-            "{policy:?}: peak {} over cap {}",
-            s.peak_device_bytes,
-            s.cap_bytes
-        );
-        eprintln!(
-            "{policy:?}: cap {} peak {} streamed {} B",
-            s.cap_bytes, s.peak_device_bytes, s.bytes_streamed
-        );
+        assert_cap_held(&e, &format!("{policy:?}"));
     }
 }
 

@@ -6,6 +6,8 @@
 //!
 //! Runs `tests/data/audio/whisper-frontend.ron` through the pipeline executor; it has no model,
 //! so no device is needed.
+mod common;
+use common::{python, root};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,17 +17,6 @@ use texstream::pipeline::{execute, ModelCall, ModelRunner, PipelineGraph};
 use texstream::runtime::npy::read_npy;
 use texstream::workload::load_workload;
 use texstream::{Audio, Tensor, Value};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn python() -> Option<PathBuf> {
-    let p = std::env::var_os("TEXSTREAM_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv/bin/python"));
-    p.exists().then_some(p)
-}
 
 /// A pipeline without model runs needs no runner.
 struct NoModels;
@@ -137,7 +128,6 @@ fn scratch(case: &str) -> PathBuf {
 #[test]
 fn log_mel_matches_whisper_numpy_reference_at_16k() {
     let Some(py) = python() else {
-        eprintln!("SKIPPED: no python venv (.venv/bin/python or TEXSTREAM_PYTHON)");
         return;
     };
     let dir = scratch("16k");
@@ -174,7 +164,6 @@ fn log_mel_matches_whisper_numpy_reference_at_16k() {
 #[test]
 fn resampled_log_mel_is_close_to_numpy_fft_resampling() {
     let Some(py) = python() else {
-        eprintln!("SKIPPED: no python venv (.venv/bin/python or TEXSTREAM_PYTHON)");
         return;
     };
     let dir = scratch("22k");

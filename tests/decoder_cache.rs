@@ -2,30 +2,18 @@
 //! tests/data/tiny_llama) run one token per call with its key/value cache kept in place on the
 //! GPU (`Compiler::kv_cache`), against ONNX Runtime's greedy decoding with real growing shapes
 //! (scripts/lm_reference.py, prefill in one call, present fed back as past).
-use std::path::{Path, PathBuf};
+mod common;
+use common::{python, root};
+use std::path::Path;
 use std::process::Command;
 
 use texstream::compile::Compiler;
 use texstream::packed::Precision;
 use texstream::runtime::{Executable, HostTensor};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn python() -> Option<PathBuf> {
-    let p = std::env::var_os("TEXSTREAM_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv/bin/python"));
-    p.exists().then_some(p)
-}
-
 /// ORT's greedy continuation of `prompt` for `steps` tokens.
 fn ort_greedy(model: &Path, prompt: &[i64], steps: usize, tag: &str) -> Option<Vec<i64>> {
-    let Some(py) = python() else {
-        eprintln!("SKIPPED: no python venv (.venv/bin/python or TEXSTREAM_PYTHON)");
-        return None;
-    };
+    let py = python()?;
     let out = root().join(format!("target/decoder_cache/{tag}.json"));
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
     let ids: Vec<String> = prompt.iter().map(|i| i.to_string()).collect();

@@ -3,26 +3,18 @@
 //! (scripts/lm_reference.py, real growing shapes) under every policy, at caps down to the
 //! workload's minimum, and the cap holds; a stop token ends the reply early and the plan
 //! follows the shorter request; sampling with a seed repeats itself.
+mod common;
+use common::{assert_cap_held, python, root};
 use std::path::PathBuf;
 use std::process::Command;
 
 use texstream::{Engine, EngineOptions, Policy, Value, Values};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 const PROMPT: [u32; 5] = [1, 17, 42, 99, 200];
 
 /// ORT's 64 greedy tokens after PROMPT; None without the venv.
 fn ort_reply() -> Option<Vec<u32>> {
-    let py = std::env::var_os("TEXSTREAM_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv/bin/python"));
-    if !py.exists() {
-        eprintln!("SKIPPED: no python venv (.venv/bin/python or TEXSTREAM_PYTHON)");
-        return None;
-    }
+    let py = python()?;
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("generate_ref.json");
     let st = Command::new(py)
         .arg(root().join("scripts/lm_reference.py"))
@@ -105,33 +97,14 @@ fn replies_match_onnx_runtime_under_every_policy_and_the_cap_holds() {
                 "{policy:?} round {round}: texstream vs ORT"
             );
         }
-        let s = e.stats();
-        assert!(
-            s.peak_device_bytes <= s.cap_bytes,
-            "{policy:?}: peak {} over cap {}",
-            s.peak_device_bytes,
-            s.cap_bytes
-        );
-        eprintln!(
-            "{policy:?}: cap {} peak {} streamed {} B, {} re-plans",
-            s.cap_bytes,
-            s.peak_device_bytes,
-            s.bytes_streamed,
-            s.replans.total()
-        );
+        assert_cap_held(&e, &format!("{policy:?}"));
     }
 }
 
 /// ORT's replies to two turns of one conversation on one growing cache: PROMPT, then TURN_2
 /// after the first reply (16 tokens each).
 fn ort_conversation() -> Option<(Vec<u32>, Vec<u32>)> {
-    let py = std::env::var_os("TEXSTREAM_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv/bin/python"));
-    if !py.exists() {
-        eprintln!("SKIPPED: no python venv (.venv/bin/python or TEXSTREAM_PYTHON)");
-        return None;
-    }
+    let py = python()?;
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("generate_chat_ref.json");
     let st = Command::new(py)
         .arg(root().join("scripts/lm_reference.py"))

@@ -2,13 +2,10 @@
 //! in one workload, seven distinct models in one atlas, requests interleaved (two frames, a
 //! turn, two frames: the workload's ten to one takes too long on a CPU driver). Every policy at the workload's minimum cap gives exactly what `preload` (everything
 //! resident, no cap) gives, the cap holds, and the plan follows the mix.
-use std::path::PathBuf;
+mod common;
+use common::{assert_cap_held, root};
 
 use texstream::{Audio, Engine, EngineOptions, Image, Policy, Value, Values};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn requests() -> Vec<(&'static str, Values)> {
     let png = std::fs::read(root().join("models/images/page.png")).unwrap();
@@ -69,19 +66,6 @@ fn camera_and_assistant_interleaved_under_one_cap_match_preload() {
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert_eq!(g, w, "{policy:?}: request {i} differs from preload");
         }
-        let s = e.stats();
-        assert!(
-            s.peak_device_bytes <= s.cap_bytes,
-            "{policy:?}: peak {} over cap {}",
-            s.peak_device_bytes,
-            s.cap_bytes
-        );
-        eprintln!(
-            "{policy:?}: cap {} peak {} streamed {} B, {} re-plans",
-            s.cap_bytes,
-            s.peak_device_bytes,
-            s.bytes_streamed,
-            s.replans.total()
-        );
+        assert_cap_held(&e, &format!("{policy:?}"));
     }
 }

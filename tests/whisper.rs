@@ -4,6 +4,8 @@
 //! greedy decoding with real growing shapes (scripts/whisper_reference.py). The random-weight
 //! model in tests/data/tiny_whisper always runs; the real tiny.en (scripts/convert_whisper.py
 //! models/whisper) when it is there, on a real recording (tests/data/speech/jfk.wav).
+mod common;
+use common::{python, root};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -11,10 +13,6 @@ use texstream::compile::Compiler;
 use texstream::packed::Precision;
 use texstream::runtime::npy::read_npy;
 use texstream::runtime::{Executable, HostTensor};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 struct Reference {
     mel: HostTensor,
@@ -25,13 +23,7 @@ struct Reference {
 
 /// ORT's transcription of `wav` (and the log-mel it used); None without the venv.
 fn reference(model_dir: &Path, wav: &Path, steps: usize, tag: &str) -> Option<Reference> {
-    let py = std::env::var_os("TEXSTREAM_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".venv/bin/python"));
-    if !py.exists() {
-        eprintln!("SKIPPED: no python venv (.venv/bin/python or TEXSTREAM_PYTHON)");
-        return None;
-    }
+    let py = python()?;
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("whisper");
     std::fs::create_dir_all(&dir).unwrap();
     let (json, mel) = (
