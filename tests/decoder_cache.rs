@@ -106,6 +106,20 @@ fn build_model(model: &Path, max_len: usize, precision: Precision, caches: usize
         "present outputs are state now: {:?}",
         g.outputs.iter().map(|p| &p.name).collect::<Vec<_>>()
     );
+    // Every layer's attention runs as one fused kernel (the scores are never stored), reading the
+    // cache through the mask.
+    let fused = g
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.op, texstream::ir::Op::Attention { .. }))
+        .count();
+    assert_eq!(fused, caches / 2, "one fused attention per layer");
+    assert!(
+        g.nodes
+            .iter()
+            .all(|n| !matches!(n.op, texstream::ir::Op::Softmax { .. })),
+        "a Softmax was left unfused"
+    );
     // The embedding is one row table: the Gather looks its rows up by the input ids (its
     // profile step lists no pages of it), and the tied head reads the same packed entry.
     let h = &packed.header;

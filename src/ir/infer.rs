@@ -98,6 +98,13 @@ pub enum InferError {
         new: Vec<usize>,
         axis: usize,
     },
+    #[error("Attention operands do not fit: Q {q:?}, K {k:?}, V {v:?}, mask {mask:?}")]
+    Attention {
+        q: Vec<usize>,
+        k: Vec<usize>,
+        v: Vec<usize>,
+        mask: Option<Vec<usize>>,
+    },
     #[error("LSTM input must be [seq, batch, input], got {0:?}")]
     LstmInput(Vec<usize>),
 }
@@ -309,6 +316,43 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
         }
         Op::Softmax { .. } | Op::LayerNorm { .. } | Op::BatchNorm { .. } | Op::CumSum { .. } => {
             vec![(xs.clone(), xt)]
+        }
+        Op::Attention { key_rows, .. } => {
+            let (k, v) = (&need(ins, 1)?.0, &need(ins, 2)?.0);
+            let mask = ins.get(3).and_then(|m| m.as_ref()).map(|m| m.0.clone());
+            let bad = || InferError::Attention {
+                q: xs.clone(),
+                k: k.clone(),
+                v: v.clone(),
+                mask: mask.clone(),
+            };
+            let r = xs.len();
+            if r < 2
+                || k.len() != r
+                || v.len() != r
+                || k[..r - 2] != xs[..r - 2]
+                || v[..r - 2] != xs[..r - 2]
+            {
+                return Err(bad());
+            }
+            let (sk, d) = if *key_rows {
+                (k[r - 2], k[r - 1])
+            } else {
+                (k[r - 1], k[r - 2])
+            };
+            if d != xs[r - 1] || v[r - 2] != sk {
+                return Err(bad());
+            }
+            let mut scores = xs.clone();
+            scores[r - 1] = sk;
+            if let Some(m) = &mask {
+                if broadcast(&scores, m).ok().as_ref() != Some(&scores) {
+                    return Err(bad());
+                }
+            }
+            let mut out = xs.clone();
+            out[r - 1] = v[r - 1];
+            vec![(out, xt)]
         }
         Op::Reduce { axes, keepdims, .. } => {
             let mut out = Vec::new();

@@ -187,6 +187,17 @@ pub enum Op {
     Softmax {
         axis: usize,
     },
+    /// Fused `softmax(scale * Q K^T + mask) V` over the last axis of the scores, which are never
+    /// stored (made by `passes::attention` from MatMul, scale, Add and Softmax). inputs: Q
+    /// `[.., Sq, D]`, K `[.., Sk, D]` (`key_rows`) or `[.., D, Sk]`, V `[.., Sk, Dv]`, mask?
+    /// (additive, broadcast to `[.., Sq, Sk]`). `nan_to_zero`: a row whose every key is masked
+    /// to -inf gives 0 (the exporters' `Where(IsNaN(p), 0, p)` guard), else NaN like Softmax.
+    Attention {
+        scale: f32,
+        key_rows: bool,
+        #[serde(default)]
+        nan_to_zero: bool,
+    },
     /// inputs: X, scale?, bias?. Normalizes over axes [axis, rank).
     LayerNorm {
         axis: usize,
@@ -316,6 +327,7 @@ impl Op {
             Op::Unary(_) => "Unary",
             Op::Where => "Where",
             Op::Softmax { .. } => "Softmax",
+            Op::Attention { .. } => "Attention",
             Op::LayerNorm { .. } => "LayerNormalization",
             Op::BatchNorm { .. } => "BatchNormalization",
             Op::Reduce { .. } => "Reduce",

@@ -37,6 +37,20 @@ pub fn flops(g: &Graph, n: &Node) -> u64 {
             s * b * (2 * (i + h) * 4 * h + 10 * h)
         }
         Op::Softmax { .. } | Op::LayerNorm { .. } => 5 * numel(&out),
+        // Q K^T and P V (2 FLOPs a multiply-add each), plus the softmax over the scores.
+        Op::Attention { key_rows, .. } => {
+            let k = shape(n.input(1));
+            let sk = if *key_rows {
+                k.iter().rev().nth(1)
+            } else {
+                k.last()
+            };
+            let sk = sk.copied().unwrap_or(1) as u64;
+            let d = inp.last().copied().unwrap_or(1) as u64;
+            let dv = out.last().copied().unwrap_or(1) as u64;
+            let rows = numel(&out) / dv.max(1);
+            rows * sk * (2 * d + 2 * dv + 5)
+        }
         Op::Reduce { .. } | Op::GlobalAveragePool | Op::ArgMax { .. } => numel(&inp),
         Op::MaxPool { window, .. } | Op::AveragePool { window, .. } => {
             numel(&out) * (window.kernel[0] * window.kernel[1]) as u64

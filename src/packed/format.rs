@@ -32,8 +32,9 @@ pub const FORMAT_VERSION: u32 = 1;
 /// are stored compensated (`compensated_pages`), 4: `[1, T, N]` heads run row-packed, 5: as
 /// `[1, 4, T/4, N]`, 6: in-place elementwise ops, convolutions over a Concat split per input, wide
 /// heads split into column pieces, 7: key/value caches as state written in place, LessOrEqual
-/// and GreaterOrEqual, 8: large constant tables gathered by rows pack four rows a texel.
-pub const COMPILER_REVISION: u32 = 9;
+/// and GreaterOrEqual, 8: large constant tables gathered by rows pack four rows a texel, 9: row
+/// tables streamed by rows, 10: attention chains fused into one kernel.
+pub const COMPILER_REVISION: u32 = 10;
 pub const PREAMBLE_BYTES: usize = 64;
 pub const DATA_ALIGN: u64 = 4096;
 /// Every page is this many texels wide (the atlas layer width).

@@ -579,6 +579,11 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), NodeProblem> {
             }
         }
         Op::Lstm { hidden_size } => bounded("hidden size", &[*hidden_size])?,
+        Op::Attention { scale, .. } => {
+            if !scale.is_finite() {
+                return Err(NodeProblem::Invalid(format!("attention scale {scale}")));
+            }
+        }
         Op::MatMul { .. }
         | Op::Gemm { .. }
         | Op::Binary(_)

@@ -179,6 +179,25 @@ impl Executable {
                 k::trilu_into(rec, &x, *k, *upper, &y).map_err(kernel_error(&n))
             }
             Op::Softmax { .. } | Op::LayerNorm { .. } => self.record_row_norm(rec, ni, &n),
+            Op::Attention {
+                scale,
+                key_rows,
+                nan_to_zero,
+            } => {
+                let (q, kk, v) = (self.input(&n, 0)?, self.input(&n, 1)?, self.input(&n, 2)?);
+                let mask = match n.input(3) {
+                    Some(t) => Some(self.t(&n, t)?),
+                    None => None,
+                };
+                let y = self.output(&n, 0)?;
+                let opts = k::AttentionOpts {
+                    scale: *scale,
+                    key_rows: *key_rows,
+                    nan_to_zero: *nan_to_zero,
+                };
+                k::attention_into(rec, &q, &kk, &v, mask.as_ref(), &opts, &y)
+                    .map_err(kernel_error(&n))
+            }
             Op::Reduce { .. } | Op::ArgMax { .. } => self.record_reduce(rec, &n),
             Op::CumSum {
                 axis,

@@ -1,5 +1,6 @@
 //! Graph passes run after import: BatchNorm folding, pattern fusion (GELU, HardSwish), activation
 //! fusion, dead-code elimination and layout assignment.
+pub mod attention;
 pub mod concat_conv;
 pub mod fold_bn;
 pub mod fuse;
@@ -40,6 +41,9 @@ pub struct PassReport {
     /// Unary / Binary nodes that write over an input.
     #[serde(default)]
     pub elementwise_in_place: usize,
+    /// MatMul, scale, mask, Softmax, MatMul chains run as one attention kernel.
+    #[serde(default)]
+    pub attention_fused: usize,
 }
 
 /// Runs every pass in order.
@@ -58,6 +62,7 @@ pub fn optimize(g: &mut Graph) -> PassReport {
     r.concat_convs_split = concat_conv::split_conv_over_concat(g);
     r.transposes_absorbed = layout::absorb_transposes(g);
     r.dead_nodes_removed += dce(g);
+    r.attention_fused = attention::fuse_attention(g);
     r.head_rows_packed = rows::pack_head_rows(g);
     r.heads_split = split_head::split_wide_heads(g);
     let (views, copies) = layout::assign(g);

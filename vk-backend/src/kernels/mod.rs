@@ -1,6 +1,7 @@
 //! Compute kernels: Rust wrappers that pick a pipeline, bind tensors, fill push constants and
 //! record a dispatch. See `vk-backend/KERNELS.md` for how to add one.
 
+mod attention;
 mod cache;
 mod conv;
 mod conv_transpose;
@@ -21,6 +22,7 @@ mod scatter;
 mod select;
 mod window;
 
+pub use attention::{attention_into, attention_shape, AttentionOpts, ATTENTION_MAX_HEAD_DIM};
 pub use cache::kv_write_into;
 pub use conv::{
     conv2d, conv2d_add_into, conv2d_into, conv2d_is_depthwise, conv2d_output_shape, Conv2dParams,

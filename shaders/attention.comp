@@ -1,0 +1,157 @@
+#version 450
+// Fused scaled dot-product attention: out = softmax(scale * Q K^T + mask) V, with the softmax taken
+// online over blocks of keys (FlashAttention's running max and sum), so the [Sq, Sk] scores are
+// never stored. Tensors are C4-packed by the rank rule: Q [N, C, Sq, D], K [N, C, Sk, D] (or
+// [N, C, D, Sk] when K_ROWS is clear), V [N, C, Sk, Dv], out [N, C, Sq, Dv]. C is the head axis,
+// so a texel's four lanes are four heads and every score, max and sum below is a vec4 of them.
+// The mask is additive, [Nm, Cm, Hm, Sk] with Nm, Cm, Hm each 1 (broadcast) or full.
+//
+// One workgroup: BQ = 16 query rows of one (n, c4) layer, four threads per row; thread part p
+// holds Q and the accumulator for the head-dim texels p, p+4, ... (D, Dv <= 64). Each key block
+// (BK keys) is staged in shared memory, each thread scores its quarter of the dot product, and
+// the four quarters are summed through shared memory.
+#include "tensor.glsl"
+
+layout(local_size_x = 64) in;
+
+#define BQ 16u
+#define BK 8u
+#define MAXD 64u
+#define DPT 16 // MAXD / 4 texels per thread
+
+TENSOR_IN(0, img_q);
+TENSOR_IN(1, img_k);
+TENSOR_IN(2, img_v);
+TENSOR_IN(3, img_mask);
+TENSOR_OUT(4, img_out);
+
+// Per tensor: logical h, w and the physical fold (pw, ph); the layer count is shared.
+layout(push_constant) uniform Push {
+    uvec4 q;    // Sq, D, pw, ph
+    uvec4 k;    // h, w, pw, ph (h = Sk, w = D when K_ROWS; h = D, w = Sk otherwise)
+    uvec4 v;    // Sk, Dv, pw, ph
+    uvec4 o;    // Sq, Dv, pw, ph
+    uvec4 m;    // h, w, pw, ph of the mask
+    uint n;     // batch (N of the rank rule)
+    uint c;     // heads (C)
+    uint mc;    // the mask's C (1: broadcast over heads)
+    uint mn;    // the mask's N (1: broadcast over the batch)
+    float scale;
+    uint flags; // bit 0: a mask is bound; bit 1: K_ROWS (K is [.., Sk, D]); bit 2: a row with
+                // every key at -inf gives 0, not NaN
+    uint groups_per_layer;
+} pc;
+
+TensorDesc desc(uvec4 t, uint c) {
+    uint c4 = (c + 3u) / 4u;
+    return TensorDesc(pc.n, c, t.x, t.y, c4, t.z, t.w, 0u);
+}
+
+shared vec4 ks[BK][MAXD];
+shared vec4 vs[BK][MAXD];
+shared vec4 part_scores[BQ][4][BK];
+
+void main() {
+    uint lid = gl_LocalInvocationID.x;
+    uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    uint layer = group / pc.groups_per_layer;
+    uint c4 = (pc.c + 3u) / 4u;
+    if (layer >= pc.n * c4) {
+        return; // whole workgroup: no barrier is skipped by part of it
+    }
+    uint row = lid / 4u, part = lid % 4u;
+    uint sq = (group % pc.groups_per_layer) * BQ + row;
+    uint d = pc.q.y, dv = pc.v.y, sk = pc.v.x;
+    bool live = sq < pc.q.x;
+    TensorDesc tq = desc(pc.q, pc.c), tk = desc(pc.k, pc.c), tv = desc(pc.v, pc.c);
+    TensorDesc to = desc(pc.o, pc.c);
+    TensorDesc tm = TensorDesc(pc.mn, pc.mc, pc.m.x, pc.m.y, (pc.mc + 3u) / 4u, pc.m.z, pc.m.w, 0u);
+    bool has_mask = (pc.flags & 1u) != 0u, k_rows = (pc.flags & 2u) != 0u;
+
+    vec4 q[DPT];
+    vec4 acc[DPT];
+    for (int i = 0; i < DPT; i++) {
+        uint x = part + 4u * uint(i);
+        q[i] = (live && x < d) ? LOAD_TEXEL(img_q, tq, texel_index(tq, layer, sq, x)) * pc.scale
+                               : vec4(0.0);
+        acc[i] = vec4(0.0);
+    }
+    // The mask row this query reads (broadcast axes read index 0).
+    uint n_i = layer / c4, c4_i = layer % c4;
+    uint m_layer = (pc.mn == 1u ? 0u : n_i) * tm.c4 + (pc.mc == 1u ? 0u : c4_i);
+    uint m_row = pc.m.x == 1u ? 0u : sq;
+
+    vec4 run_max = vec4(-3.402823466e38);
+    vec4 run_sum = vec4(0.0);
+    for (uint k0 = 0u; k0 < sk; k0 += BK) {
+        // Stage BK keys and values.
+        for (uint e = lid; e < BK * MAXD; e += 64u) {
+            uint j = e / MAXD, x = e % MAXD, key = k0 + j;
+            vec4 kv = vec4(0.0), vv = vec4(0.0);
+            if (key < sk && x < d) {
+                uint ti = k_rows ? texel_index(tk, layer, key, x) : texel_index(tk, layer, x, key);
+                kv = LOAD_TEXEL(img_k, tk, ti);
+            }
+            if (key < sk && x < dv) {
+                vv = LOAD_TEXEL(img_v, tv, texel_index(tv, layer, key, x));
+            }
+            ks[j][x] = kv;
+            vs[j][x] = vv;
+        }
+        barrier();
+        for (uint j = 0u; j < BK; j++) {
+            vec4 s = vec4(0.0);
+            for (int i = 0; i < DPT; i++) {
+                s += q[i] * ks[j][part + 4u * uint(i)];
+            }
+            part_scores[row][part][j] = s;
+        }
+        barrier();
+        vec4 s[BK];
+        vec4 block_max = run_max;
+        for (uint j = 0u; j < BK; j++) {
+            uint key = k0 + j;
+            s[j] = part_scores[row][0][j] + part_scores[row][1][j] + part_scores[row][2][j] +
+                   part_scores[row][3][j];
+            if (has_mask && key < sk && live) {
+                vec4 mv = LOAD_TEXEL(img_mask, tm, texel_index(tm, m_layer, m_row, key));
+                s[j] += pc.mc == 1u ? vec4(mv.x) : mv;
+            }
+            if (key < sk) {
+                block_max = max(block_max, s[j]);
+            }
+        }
+        vec4 alpha = exp(run_max - block_max);
+        run_sum *= alpha;
+        for (int i = 0; i < DPT; i++) {
+            acc[i] *= alpha;
+        }
+        for (uint j = 0u; j < BK; j++) {
+            if (k0 + j >= sk) {
+                break;
+            }
+            vec4 p = exp(s[j] - block_max);
+            run_sum += p;
+            for (int i = 0; i < DPT; i++) {
+                acc[i] += p * vs[j][part + 4u * uint(i)];
+            }
+        }
+        run_max = block_max;
+        barrier();
+    }
+    if (!live) {
+        return;
+    }
+    // Every key at -inf: nothing was summed (the softmax alone would be NaN).
+    vec4 inv = vec4(1.0) / run_sum;
+    if ((pc.flags & 4u) != 0u) {
+        inv = mix(inv, vec4(0.0), equal(run_sum, vec4(0.0)));
+    }
+    for (int i = 0; i < DPT; i++) {
+        uint x = part + 4u * uint(i);
+        if (x < dv) {
+            STORE_TEXEL(img_out, to, texel_index(to, layer, sq, x),
+                        zero_padding(to, c4_i, acc[i] * inv));
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! Attention fusion: `MatMul(Q, K^T) -> [Mul|Div by a scalar] -> [Add mask] -> Softmax(last) ->
+//! [Where(IsNaN(p), 0, p)] -> MatMul(·, V)` becomes one [`Op::Attention`], whose kernel keeps the softmax's running max and
+//! sum instead of the `[Sq, Sk]` scores. For a Whisper encoder over 1500 frames that drops the
+//! largest activations of the model (two 1500 x 1500 maps per head) from the arena.
+//!
+//! Only the exact chain fuses: every intermediate has one reader and is no graph output, the
+//! operands are run-time float tensors (the mask may be a constant) with equal leading dims, and the head dims fit
+//! the kernel. Anything else stays as it was.
+use super::{rewrite_each, scalar, Rewrite};
+use crate::ir::{nchw, Activation, BinaryOp, DType, Graph, Op, TensorId, UnaryOp};
+
+/// The kernel's largest head dimension (`vk_backend::kernels::ATTENTION_MAX_HEAD_DIM`).
+const MAX_HEAD_DIM: usize = 64;
+
+/// Fuses every attention chain; returns how many.
+pub fn fuse_attention(g: &mut Graph) -> usize {
+    rewrite_each(g, attention_at)
+}
+
+/// The other input of binary node `ni` when one of its inputs is `t`.
+fn other(g: &Graph, ni: usize, t: TensorId) -> Option<TensorId> {
+    let n = &g.nodes[ni];
+    match (n.input(0), n.input(1)) {
+        (Some(a), Some(b)) if a == t && b != t => Some(b),
+        (Some(a), Some(b)) if b == t && a != t => Some(a),
+        _ => None,
+    }
+}
+
+fn plain_matmul(op: &Op) -> Option<(bool, bool)> {
+    match op {
+        Op::MatMul {
+            transpose_a,
+            transpose_b,
+            activation: Activation::None,
+        } => Some((*transpose_a, *transpose_b)),
+        _ => None,
+    }
+}
+
+fn attention_at(g: &mut Graph, rw: &mut Rewrite, mi: usize) -> Option<()> {
+    let (false, transpose_b) = plain_matmul(&g.nodes[mi].op)? else {
+        return None;
+    };
+    let (q, kt) = (g.nodes[mi].input(0)?, g.nodes[mi].input(1)?);
+    let mut cur = g.nodes[mi].outputs[0];
+    let mut chain = vec![mi];
+    let mut next = rw.sole_consumer(g, cur)?;
+    // The scale: a Mul by a scalar constant, or scores / a scalar constant.
+    let scale = match g.nodes[next].op {
+        Op::Binary(BinaryOp::Mul) => Some(scalar(g, other(g, next, cur))?),
+        Op::Binary(BinaryOp::Div) if g.nodes[next].input(0) == Some(cur) => {
+            Some(1.0 / scalar(g, g.nodes[next].input(1))?)
+        }
+        _ => None,
+    };
+    if scale.is_some() {
+        chain.push(next);
+        cur = g.nodes[next].outputs[0];
+        next = rw.sole_consumer(g, cur)?;
+    }
+    let scale = scale.unwrap_or(1.0);
+    // The additive mask: a run-time tensor, or a constant (a relative position bias), which is
+    // packed as an activation image like any constant a kernel reads as a tensor.
+    let mut mask = None;
+    if g.nodes[next].op == Op::Binary(BinaryOp::Add) {
+        mask = Some(other(g, next, cur)?);
+        chain.push(next);
+        cur = g.nodes[next].outputs[0];
+        next = rw.sole_consumer(g, cur)?;
+    }
+    let rank = g.tensors[q].shape.len();
+    if g.nodes[next].op
+        != (Op::Softmax {
+            axis: rank.checked_sub(1)?,
+        })
+    {
+        return None;
+    }
+    chain.push(next);
+    cur = g.nodes[next].outputs[0];
+    // PyTorch's exported scaled_dot_product_attention zeroes fully masked rows (whose softmax is
+    // NaN) with Where(IsNaN(p), 0, p); the kernel does the same when it is asked to.
+    let mut nan_to_zero = false;
+    if let Some((guard, w)) = nan_guard(g, rw, cur) {
+        chain.extend([guard, w]);
+        cur = g.nodes[w].outputs[0];
+        nan_to_zero = true;
+    }
+    let pv = rw.sole_consumer(g, cur)?;
+    if plain_matmul(&g.nodes[pv].op)? != (false, false) || g.nodes[pv].input(0) != Some(cur) {
+        return None;
+    }
+    let v = g.nodes[pv].input(1)?;
+    if !fits(g, q, kt, v, mask, transpose_b) || !scale.is_finite() {
+        return None;
+    }
+    let node = &mut g.nodes[pv];
+    node.op = Op::Attention {
+        scale: scale as f32,
+        key_rows: transpose_b,
+        nan_to_zero,
+    };
+    node.inputs = vec![Some(q), Some(kt), Some(v), mask];
+    for ni in chain {
+        rw.remove(ni);
+    }
+    Some(())
+}
+
+/// `(IsNaN, Where)` when `p`'s only readers are `IsNaN(p)` and `Where(IsNaN(p), 0, p)`.
+fn nan_guard(g: &Graph, rw: &Rewrite, p: TensorId) -> Option<(usize, usize)> {
+    if g.is_output(p) {
+        return None;
+    }
+    let cons = &rw.consumers[p];
+    let [a, b] = cons.as_slice() else {
+        return None;
+    };
+    let (isnan, w) = if g.nodes[*a].op == Op::Unary(UnaryOp::IsNaN) {
+        (*a, *b)
+    } else {
+        (*b, *a)
+    };
+    if g.nodes[isnan].op != Op::Unary(UnaryOp::IsNaN) || g.nodes[w].op != Op::Where {
+        return None;
+    }
+    let flag = g.nodes[isnan].outputs[0];
+    let zero = scalar(g, g.nodes[w].input(1)) == Some(0.0);
+    let shape = g.tensors[g.nodes[w].outputs[0]].shape == g.tensors[p].shape;
+    (rw.sole_consumer(g, flag) == Some(w)
+        && g.nodes[w].input(0) == Some(flag)
+        && g.nodes[w].input(2) == Some(p)
+        && zero
+        && shape)
+        .then_some((isnan, w))
+}
+
+/// Shapes and types the kernel takes: one float type, rank >= 2, equal leading dims, D and
+/// Dv within the kernel, a mask that broadcasts to the scores. The mask must also be stored
+/// like the scores (its leading dims 1 or full), which `Attention`'s inference checks again.
+fn fits(
+    g: &Graph,
+    q: TensorId,
+    kt: TensorId,
+    v: TensorId,
+    m: Option<TensorId>,
+    rows: bool,
+) -> bool {
+    let t = |id: TensorId| &g.tensors[id];
+    let float = |id: TensorId| matches!(t(id).dtype, DType::F32 | DType::F16);
+    if [q, kt, v].iter().any(|&id| g.is_const(id))
+        || ![Some(q), Some(kt), Some(v), m]
+            .iter()
+            .flatten()
+            .all(|&id| float(id))
+    {
+        return false;
+    }
+    let (qs, ks, vs) = (&t(q).shape, &t(kt).shape, &t(v).shape);
+    let r = qs.len();
+    if r < 2
+        || ks.len() != r
+        || vs.len() != r
+        || ks[..r - 2] != qs[..r - 2]
+        || vs[..r - 2] != qs[..r - 2]
+    {
+        return false;
+    }
+    let (sk, d) = if rows {
+        (ks[r - 2], ks[r - 1])
+    } else {
+        (ks[r - 1], ks[r - 2])
+    };
+    let dv = vs[r - 1];
+    if d != qs[r - 1] || vs[r - 2] != sk || d > MAX_HEAD_DIM || dv > MAX_HEAD_DIM {
+        return false;
+    }
+    let Some(m) = m else {
+        return true;
+    };
+    // Right-aligned: each mask dim is 1 or the scores'; the last is Sk itself. The kernel
+    // broadcasts by the rank rule's N, C and H, so a batch (N) is either all 1 or all full.
+    let ms = &t(m).shape;
+    let mut scores = qs.clone();
+    scores[r - 1] = sk;
+    let numpy = ms.len() <= r
+        && ms.last() == Some(&sk)
+        && ms
+            .iter()
+            .rev()
+            .zip(scores.iter().rev())
+            .all(|(&a, &b)| a == 1 || a == b);
+    let ([mn, mc, mh, _], [sn, sc, sh, _]) = (nchw(ms), nchw(&scores));
+    let batch = mn == 1 || (mn == sn && ms.len() == r);
+    numpy && batch && (mc == 1 || mc == sc) && (mh == 1 || mh == sh)
+}

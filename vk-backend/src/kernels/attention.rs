@@ -1,0 +1,163 @@
+//! Fused scaled dot-product attention, `softmax(scale * Q K^T + mask) V`, with the softmax taken
+//! online over blocks of keys, so the `[Sq, Sk]` scores never take memory (an encoder over 1500
+//! frames would otherwise store 1500 x 1500 of them per head). Shader: `attention.comp`.
+//!
+//! Shapes follow the rank rule: Q `[.., Sq, D]`, K `[.., Sk, D]` (or `[.., D, Sk]`, a transposed
+//! K that the graph already holds), V `[.., Sk, Dv]`, out `[.., Sq, Dv]`, with equal leading dims.
+//! The last leading dim (the heads) is the packed channel axis, so one texel carries four heads.
+//! The additive mask is `[.., Hm, Sk]` whose N, C and Hm are each 1 or full. D, Dv <= 64.
+
+use crate::error::Result;
+use crate::kernels::launch::{kerr, launch};
+use crate::kernels::push::{dispatch_1d, PushConstants};
+use crate::layout::nchw;
+use crate::pipeline::{BindingKind, KernelDesc};
+use crate::recorder::{Arg, Recorder};
+use crate::tensor::Tensor;
+
+const ATTENTION: KernelDesc = KernelDesc {
+    name: "attention",
+    bindings: &[BindingKind::StorageImage; 5],
+    push_constant_bytes: 108,
+    uses_weights: false,
+};
+
+/// Query rows per workgroup (`BQ` in the shader).
+const ROWS_PER_GROUP: usize = 16;
+
+/// The largest head dimension the kernel holds in registers (`MAXD` in the shader).
+pub const ATTENTION_MAX_HEAD_DIM: usize = 64;
+
+/// How Q, K and V are combined.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttentionOpts {
+    /// Multiplies Q K^T (before the mask is added).
+    pub scale: f32,
+    /// K is `[.., Sk, D]`; when false it is `[.., D, Sk]` (K^T).
+    pub key_rows: bool,
+    /// A row whose every key is masked to -inf gives 0 instead of NaN.
+    pub nan_to_zero: bool,
+}
+
+fn err(reason: String) -> crate::error::VkError {
+    kerr("attention", reason)
+}
+
+/// `[Sk, D]` of K under `opts`.
+fn key_dims(k: &Tensor, opts: &AttentionOpts) -> Result<(usize, usize)> {
+    let s = k.shape();
+    if s.len() < 2 {
+        return Err(err(format!("K `{}` {s:?} has rank < 2", k.name())));
+    }
+    let (r, c) = (s[s.len() - 2], s[s.len() - 1]);
+    Ok(if opts.key_rows { (r, c) } else { (c, r) })
+}
+
+/// Output shape `[.., Sq, Dv]`, after checking every operand against Q.
+pub fn attention_shape(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    opts: &AttentionOpts,
+) -> Result<Vec<usize>> {
+    let (sq, sv) = (q.shape(), v.shape());
+    let rank = sq.len();
+    if rank < 2 || k.shape().len() != rank || sv.len() != rank {
+        return Err(err(format!(
+            "Q `{}` {sq:?}, K {:?} and V {sv:?} need one rank >= 2",
+            q.name(),
+            k.shape()
+        )));
+    }
+    let lead = &sq[..rank - 2];
+    if &k.shape()[..rank - 2] != lead || &sv[..rank - 2] != lead {
+        return Err(err(format!(
+            "leading dims differ: Q {sq:?}, K {:?}, V {sv:?}",
+            k.shape()
+        )));
+    }
+    let (d, dv) = (sq[rank - 1], sv[rank - 1]);
+    let (sk, kd) = key_dims(k, opts)?;
+    if kd != d || sv[rank - 2] != sk {
+        return Err(err(format!(
+            "Q {sq:?} has head dim {d}, K {:?} gives [Sk {sk}, D {kd}], V {sv:?}",
+            k.shape()
+        )));
+    }
+    if d > ATTENTION_MAX_HEAD_DIM || dv > ATTENTION_MAX_HEAD_DIM || d == 0 || dv == 0 || sk == 0 {
+        return Err(err(format!(
+            "head dims D {d}, Dv {dv} must be 1..={ATTENTION_MAX_HEAD_DIM}, Sk {sk} >= 1"
+        )));
+    }
+    if let Some(m) = mask {
+        let [qn, qc, qh, _] = nchw(sq)?;
+        let [mn, mc, mh, mw] = nchw(m.shape())?;
+        let fits = |have: usize, full: usize| have == 1 || have == full;
+        if !fits(mn, qn) || !fits(mc, qc) || !fits(mh, qh) || mw != sk {
+            return Err(err(format!(
+                "mask `{}` {:?} does not broadcast to [.., {}, {sk}] of Q {sq:?}",
+                m.name(),
+                m.shape(),
+                sq[rank - 2]
+            )));
+        }
+        if mn == qn && mn > 1 && m.shape().len() != rank {
+            return Err(err(format!(
+                "mask `{}` {:?}: a batched mask must have Q's rank",
+                m.name(),
+                m.shape()
+            )));
+        }
+    }
+    let mut out = sq.to_vec();
+    out[rank - 1] = dv;
+    Ok(out)
+}
+
+/// Records `out = softmax(scale * Q K^T + mask) V` (the softmax over the keys).
+pub fn attention_into(
+    rec: &mut Recorder,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    opts: &AttentionOpts,
+    out: &Tensor,
+) -> Result<()> {
+    let want = attention_shape(q, k, v, mask, opts)?;
+    if out.shape() != want.as_slice() {
+        return Err(err(format!(
+            "output `{}` {:?}, expected {want:?}",
+            out.name(),
+            out.shape()
+        )));
+    }
+    let l = q.layout();
+    let groups_per_layer = (l.h as usize).div_ceil(ROWS_PER_GROUP);
+    let layers = (l.n * l.c4) as u64;
+    let m = mask.unwrap_or(q);
+    let ml = m.layout();
+    let mut pc = PushConstants::new();
+    for t in [q, k, v, out, m] {
+        let tl = t.layout();
+        pc = pc.u32(tl.h).u32(tl.w).u32(tl.pw).u32(tl.ph);
+    }
+    let pc = pc
+        .u32(l.n)
+        .u32(l.c)
+        .u32(ml.c)
+        .u32(ml.n)
+        .f32(opts.scale)
+        .u32(mask.is_some() as u32 | (opts.key_rows as u32) << 1 | (opts.nan_to_zero as u32) << 2)
+        .u32(groups_per_layer as u32);
+    let groups = dispatch_1d(rec.device(), layers * groups_per_layer as u64 * 64, 64);
+    let args = [
+        Arg::input(q),
+        Arg::input(k),
+        Arg::input(v),
+        Arg::input(m),
+        Arg::output(out),
+    ];
+    launch(rec, &ATTENTION, out.precision(), &args, &pc, groups)
+}

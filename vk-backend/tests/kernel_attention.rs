@@ -1,0 +1,225 @@
+//! Fused attention against a CPU reference that stores the whole score matrix and takes the
+//! softmax the textbook way: heads that do not fill a texel, key counts that are not a multiple of
+//! the key block, query rows past a workgroup, K given transposed, masks broadcast over heads and
+//! rows or given per head, a fully masked prefix (a KV cache's unwritten tail), a fully masked
+//! row under the NaN guard, both precisions.
+
+use vk_backend::kernels::{attention_into, AttentionOpts};
+use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
+use vk_backend::{Precision, QueueKind, Recorder, Tensor};
+
+struct Case {
+    batch: usize,
+    heads: usize,
+    sq: usize,
+    sk: usize,
+    d: usize,
+    dv: usize,
+    /// Mask shape as [N, C, H] (each 1 or full); None: no mask.
+    mask: Option<[usize; 3]>,
+    key_rows: bool,
+    /// Mask query row 0 entirely to -inf and expect zeros there (the exporters' NaN guard).
+    nan_guard: bool,
+}
+
+fn rounded(v: Vec<f32>, p: Precision) -> Vec<f32> {
+    match p {
+        Precision::F32 => v,
+        Precision::F16 => v.iter().map(|&x| half::f16::from_f32(x).to_f32()).collect(),
+    }
+}
+
+/// Row-major reference over [B, H, Sq, Dv].
+fn reference(c: &Case, q: &[f32], k: &[f32], v: &[f32], m: &[f32], scale: f32) -> Vec<f64> {
+    let mut out = vec![0f64; c.batch * c.heads * c.sq * c.dv];
+    for b in 0..c.batch {
+        for h in 0..c.heads {
+            let bh = b * c.heads + h;
+            for i in 0..c.sq {
+                let mut s = vec![0f64; c.sk];
+                for (j, sj) in s.iter_mut().enumerate() {
+                    let mut dot = 0f64;
+                    for x in 0..c.d {
+                        let kv = if c.key_rows {
+                            k[(bh * c.sk + j) * c.d + x]
+                        } else {
+                            k[(bh * c.d + x) * c.sk + j]
+                        };
+                        dot += q[(bh * c.sq + i) * c.d + x] as f64 * kv as f64;
+                    }
+                    *sj = dot * scale as f64;
+                    if let Some([mn, mc, mh]) = c.mask {
+                        let (mb, mhh, mi) = (
+                            if mn == 1 { 0 } else { b },
+                            if mc == 1 { 0 } else { h },
+                            if mh == 1 { 0 } else { i },
+                        );
+                        *sj += m[((mb * mc + mhh) * mh + mi) * c.sk + j] as f64;
+                    }
+                }
+                let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                if mx == f64::NEG_INFINITY {
+                    continue; // every key masked: zeros under the guard
+                }
+                let e: Vec<f64> = s.iter().map(|&x| (x - mx).exp()).collect();
+                let sum: f64 = e.iter().sum();
+                for y in 0..c.dv {
+                    let mut acc = 0f64;
+                    for j in 0..c.sk {
+                        acc += e[j] * v[(bh * c.sk + j) * c.dv + y] as f64;
+                    }
+                    out[(bh * c.sq + i) * c.dv + y] = acc / sum;
+                }
+            }
+        }
+    }
+    out
+}
+
+fn run(c: &Case, p: Precision, seed: u64) {
+    let d = device();
+    let mut rng = Rng::new(seed);
+    let mut fill = |n: usize| rounded((0..n).map(|_| rng.uniform(-1.5, 1.5)).collect(), p);
+    let q = fill(c.batch * c.heads * c.sq * c.d);
+    let k = fill(c.batch * c.heads * c.sk * c.d);
+    let v = fill(c.batch * c.heads * c.sk * c.dv);
+    let mask_shape = c.mask.map(|[n, ch, h]| [n, ch, h, c.sk]);
+    let m: Vec<f32> = match mask_shape {
+        // A causal-like band and a masked prefix: ties in the max, -inf-like values, and rows
+        // whose first key blocks are all masked.
+        Some(s) => (0..s.iter().product::<usize>())
+            .map(|e| {
+                let j = e % c.sk;
+                let row = (e / c.sk) % s[2];
+                if j < 3 || (s[2] > 1 && j > row + c.sk / 2) {
+                    f32::MIN
+                } else {
+                    0.25 * ((e % 7) as f32 - 3.0)
+                }
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let mut m = rounded(m, p);
+    if c.nan_guard {
+        let s = mask_shape.expect("the guard needs a mask");
+        for e in 0..m.len() {
+            if (e / c.sk) % s[2] == 0 {
+                m[e] = f32::NEG_INFINITY;
+            }
+        }
+    }
+    let kshape = if c.key_rows {
+        [c.batch, c.heads, c.sk, c.d]
+    } else {
+        [c.batch, c.heads, c.d, c.sk]
+    };
+    let qt = Tensor::from_data(&d, "q", &[c.batch, c.heads, c.sq, c.d], p, &q).unwrap();
+    let kt = Tensor::from_data(&d, "k", &kshape, p, &k).unwrap();
+    let vt = Tensor::from_data(&d, "v", &[c.batch, c.heads, c.sk, c.dv], p, &v).unwrap();
+    let mt = mask_shape.map(|s| Tensor::from_data(&d, "mask", &s, p, &m).unwrap());
+    let out = Tensor::new(&d, "out", &[c.batch, c.heads, c.sq, c.dv], p).unwrap();
+    let scale = 1.0 / (c.d as f32).sqrt();
+    let opts = AttentionOpts {
+        scale,
+        key_rows: c.key_rows,
+        nan_to_zero: c.nan_guard,
+    };
+    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    attention_into(&mut rec, &qt, &kt, &vt, mt.as_ref(), &opts, &out).unwrap();
+    rec.submit_and_wait().unwrap();
+    let want = reference(c, &q, &k, &v, &m, scale);
+    let tol = match p {
+        Precision::F32 => 2e-5,
+        Precision::F16 => 2e-3,
+    };
+    let what = format!(
+        "attention {p:?} B{} H{} Sq{} Sk{} D{} Dv{} mask {:?} key_rows {}",
+        c.batch, c.heads, c.sq, c.sk, c.d, c.dv, c.mask, c.key_rows
+    );
+    assert_close(&what, &out.download().unwrap(), &want, tol);
+    assert_no_validation_messages(&d);
+}
+
+#[test]
+fn fused_attention_matches_the_stored_softmax() {
+    let cases = [
+        // An encoder layer in miniature: 6 heads (two texels, half of the second padding), Sk not
+        // a multiple of the key block, Sq past one workgroup, K transposed as the graph holds it.
+        Case {
+            batch: 1,
+            heads: 6,
+            sq: 37,
+            sk: 45,
+            d: 64,
+            dv: 64,
+            mask: None,
+            key_rows: false,
+            nan_guard: false,
+        },
+        // A decoder step over a cache: one query row, a mask over keys broadcast over heads.
+        Case {
+            batch: 1,
+            heads: 9,
+            sq: 1,
+            sk: 40,
+            d: 16,
+            dv: 16,
+            mask: Some([1, 1, 1]),
+            key_rows: true,
+            nan_guard: false,
+        },
+        // Prefill with a per-row mask, and a per-head per-row mask with a batch.
+        Case {
+            batch: 1,
+            heads: 3,
+            sq: 20,
+            sk: 20,
+            d: 8,
+            dv: 12,
+            mask: Some([1, 1, 20]),
+            key_rows: true,
+            nan_guard: true,
+        },
+        Case {
+            batch: 2,
+            heads: 4,
+            sq: 5,
+            sk: 17,
+            d: 33,
+            dv: 7,
+            mask: Some([2, 4, 5]),
+            key_rows: false,
+            nan_guard: false,
+        },
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        for p in [Precision::F32, Precision::F16] {
+            run(c, p, 11 + i as u64);
+        }
+    }
+}
+
+#[test]
+fn attention_refuses_shapes_it_cannot_hold() {
+    let d = device();
+    let p = Precision::F32;
+    let q = Tensor::new(&d, "q", &[1, 2, 4, 80], p).unwrap();
+    let k = Tensor::new(&d, "k", &[1, 2, 6, 80], p).unwrap();
+    let v = Tensor::new(&d, "v", &[1, 2, 6, 80], p).unwrap();
+    let out = Tensor::new(&d, "out", &[1, 2, 4, 80], p).unwrap();
+    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    let opts = AttentionOpts {
+        scale: 1.0,
+        key_rows: true,
+        nan_to_zero: false,
+    };
+    let e = attention_into(&mut rec, &q, &k, &v, None, &opts, &out).unwrap_err();
+    assert!(e.to_string().contains("head dims"), "{e}");
+    let v2 = Tensor::new(&d, "v", &[1, 2, 5, 8], p).unwrap();
+    let q2 = Tensor::new(&d, "q", &[1, 2, 4, 8], p).unwrap();
+    let k2 = Tensor::new(&d, "k", &[1, 2, 6, 8], p).unwrap();
+    let o2 = Tensor::new(&d, "out", &[1, 2, 4, 8], p).unwrap();
+    let e = attention_into(&mut rec, &q2, &k2, &v2, None, &opts, &o2).unwrap_err();
+    assert!(e.to_string().contains("head dim"), "{e}");
+}
