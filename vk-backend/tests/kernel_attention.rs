@@ -103,9 +103,9 @@ fn run(c: &Case, p: Precision, seed: u64) {
     let mut m = rounded(m, p);
     if c.nan_guard {
         let s = mask_shape.expect("the guard needs a mask");
-        for e in 0..m.len() {
-            if (e / c.sk) % s[2] == 0 {
-                m[e] = f32::NEG_INFINITY;
+        for (e, v) in m.iter_mut().enumerate() {
+            if (e / c.sk).is_multiple_of(s[2]) {
+                *v = f32::NEG_INFINITY;
             }
         }
     }
