@@ -94,7 +94,10 @@ pub fn load(
                 pm.page_bytes()
             )));
         }
-        profiles.push(pm.load_profile(&m.name, CostModel::NOMINAL));
+        profiles.push(
+            pm.header()
+                .load_profile_at(&m.name, CostModel::NOMINAL, m.activations),
+        );
         models.push((m.name.clone(), Arc::new(pm)));
     }
     if models.is_empty() {

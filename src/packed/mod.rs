@@ -420,4 +420,24 @@ impl PackedHeader {
             steps,
         }
     }
+
+    /// [`Self::load_profile`] for a model run with its activations stored at `activations`
+    /// (fp16 weights with fp32 activations, say): the packed liveness is counted at the weight
+    /// precision, so each step's activation bytes scale by the ratio of the two.
+    pub fn load_profile_at(
+        &self,
+        model: &str,
+        cost: CostModel,
+        activations: Option<crate::Precision>,
+    ) -> scheduler::Profile {
+        let mut p = self.load_profile(model, cost);
+        let (num, den) = (
+            activations.map_or(1, |a| a.bytes_per_value() as u64),
+            activations.map_or(1, |_| self.precision.bytes_per_value() as u64),
+        );
+        for s in &mut p.steps {
+            s.activation_bytes = s.activation_bytes * num / den;
+        }
+        p
+    }
 }

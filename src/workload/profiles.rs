@@ -34,12 +34,13 @@ pub fn resolve(w: &LoadedWorkload, p: &str) -> PathBuf {
 
 /// Reads the load profile of a packed model (`src/packed/`). Compute times use the same assumed
 /// device as the built-in tables: 1 TFLOP/s and 200 GB/s, whichever bound is slower per step; a
-/// calibration run will replace this.
+/// calibration run will replace this. Activation bytes are at `activations` (default: the weights').
 pub fn packed_profile(
     w: &LoadedWorkload,
     path: &Path,
     name: &str,
     page_bytes: u64,
+    activations: Option<crate::Precision>,
 ) -> Result<Profile, WorkloadError> {
     let invalid = |msg: String| WorkloadError::Invalid {
         path: w.path.clone(),
@@ -47,7 +48,9 @@ pub fn packed_profile(
     };
     let m = crate::packed::PackedModel::open(path)
         .map_err(|e| invalid(format!("model `{name}`: {e}")))?;
-    let prof = m.load_profile(name, crate::packed::CostModel::NOMINAL);
+    let prof = m
+        .header()
+        .load_profile_at(name, crate::packed::CostModel::NOMINAL, activations);
     if prof.page_bytes != page_bytes {
         return Err(invalid(format!(
             "model `{name}`: {} has {}-byte pages but the workload's page_size is {page_bytes}",
@@ -130,7 +133,7 @@ pub fn load_profile(
         (ModelSource::Onnx(o), None) => Some(resolve(w, o).with_extension("tspk")),
     };
     if let Some(p) = packed.filter(|p| p.exists()) {
-        let prof = packed_profile(w, &p, &model.name, page_bytes)?;
+        let prof = packed_profile(w, &p, &model.name, page_bytes, model.activations)?;
         return Ok((prof, ProfileSource::Packed(p)));
     }
     match &model.profile_fallback {
