@@ -156,11 +156,14 @@ impl Compiler {
     pub fn compile(self) -> Result<Compiled, CompileError> {
         // Before the import: a page that no atlas layer holds would only fail (or fill RAM)
         // later.
-        crate::packed::format::texels_per_page(self.pack.page_bytes, self.pack.precision)
+        let tpp = crate::packed::format::texels_per_page(self.pack.page_bytes, self.pack.precision)
             .map_err(|e| self.options_error(format!("page size: {e}")))?;
         let mut model = import(&self.path, &self.import)?;
         let nodes_imported = model.graph.nodes.len();
-        let passes = crate::ir::passes::optimize(&mut model.graph);
+        let pass_opts = crate::ir::passes::PassOptions {
+            page_values: (tpp * 4) as usize,
+        };
+        let passes = crate::ir::passes::optimize_with(&mut model.graph, &pass_opts);
         let op_histogram = model.graph.op_histogram();
         let report = CompileReport {
             opset: model.opset,

@@ -105,6 +105,8 @@ pub enum InferError {
         v: Vec<usize>,
         mask: Option<Vec<usize>>,
     },
+    #[error("Gemm rows {rows:?} of B {b:?}: B must be read transposed, the rows in range, the first a multiple of 4")]
+    GemmRows { rows: [usize; 2], b: Vec<usize> },
     #[error("LSTM input must be [seq, batch, input], got {0:?}")]
     LstmInput(Vec<usize>),
 }
@@ -264,7 +266,10 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
             vec![(out, xt)]
         }
         Op::Gemm {
-            trans_a, trans_b, ..
+            trans_a,
+            trans_b,
+            b_rows,
+            ..
         } => {
             let b = &need(ins, 1)?.0;
             if xs.len() != 2 || b.len() != 2 {
@@ -278,13 +283,22 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
             } else {
                 (xs[0], xs[1])
             };
-            let (k2, n) = if *trans_b { (b[1], b[0]) } else { (b[0], b[1]) };
+            let (k2, mut n) = if *trans_b { (b[1], b[0]) } else { (b[0], b[1]) };
             if k != k2 {
                 return Err(InferError::InnerDims {
                     op: "Gemm",
                     a: xs.clone(),
                     b: b.clone(),
                 });
+            }
+            if let Some([r0, r1]) = *b_rows {
+                if !*trans_b || r0 % 4 != 0 || r0 >= r1 || r1 > n {
+                    return Err(InferError::GemmRows {
+                        rows: [r0, r1],
+                        b: b.clone(),
+                    });
+                }
+                n = r1 - r0;
             }
             vec![(vec![m, n], xt)]
         }

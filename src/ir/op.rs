@@ -173,12 +173,17 @@ pub enum Op {
         activation: Activation,
     },
     /// inputs: A, B, C?. Y = alpha * op(A) * op(B) + beta * C.
+    /// `b_rows`: only rows `[r0, r1)` of a transposed constant B (`trans_b`), so the output is
+    /// `[M, r1 - r0]`: a column piece of a head tied to a row table (`passes::split_head`),
+    /// whose step reads only the pages of those rows. `r0` is a multiple of 4.
     Gemm {
         alpha: f32,
         beta: f32,
         trans_a: bool,
         trans_b: bool,
         activation: Activation,
+        #[serde(default)]
+        b_rows: Option<[usize; 2]>,
     },
     Binary(BinaryOp),
     Unary(UnaryOp),

@@ -33,8 +33,9 @@ pub const FORMAT_VERSION: u32 = 1;
 /// `[1, 4, T/4, N]`, 6: in-place elementwise ops, convolutions over a Concat split per input, wide
 /// heads split into column pieces, 7: key/value caches as state written in place, LessOrEqual
 /// and GreaterOrEqual, 8: large constant tables gathered by rows pack four rows a texel, 9: row
-/// tables streamed by rows, 10: attention chains fused into one kernel.
-pub const COMPILER_REVISION: u32 = 10;
+/// tables streamed by rows, 10: attention chains fused into one kernel, 11: heads tied to a row
+/// table split into row-range pieces.
+pub const COMPILER_REVISION: u32 = 11;
 pub const PREAMBLE_BYTES: usize = 64;
 pub const DATA_ALIGN: u64 = 4096;
 /// Every page is this many texels wide (the atlas layer width).
@@ -147,6 +148,33 @@ pub struct WeightEntry {
     /// Global texel index of its first texel.
     pub texel_offset: u64,
     pub texels: u64,
+}
+
+impl WeightEntry {
+    /// The texels `(offset, count)` of this entry that input `slot` of a node running `op`
+    /// reads: all of them, except for a column piece of a tied head (`Gemm::b_rows`), which
+    /// reads only its rows' texel blocks.
+    pub fn span_read_by(&self, op: &crate::ir::Op, slot: usize) -> (u64, u64) {
+        match (op, slot, &self.kind) {
+            (
+                crate::ir::Op::Gemm {
+                    b_rows: Some([r0, r1]),
+                    ..
+                },
+                1,
+                WeightKind::Rows { width, .. },
+            ) => {
+                // Clamped to the entry: a header's ranges are checked by shape inference.
+                let width = *width as u64;
+                let start = ((r0 / 4) as u64).saturating_mul(width).min(self.texels);
+                let end = (r1.div_ceil(4) as u64)
+                    .saturating_mul(width)
+                    .min(self.texels);
+                (self.texel_offset + start, end.saturating_sub(start))
+            }
+            _ => (self.texel_offset, self.texels),
+        }
+    }
 }
 
 /// One step of the load profile: one IR node, in execution order.

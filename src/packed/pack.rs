@@ -177,28 +177,6 @@ fn classify(
     }
 }
 
-/// Rows below which a constant table is not a row table.
-const ROW_TABLE_MIN_ROWS: usize = 64;
-
-/// Float constants `[rows, width]` that a Gather along axis 0 reads by run-time ids (a
-/// vocabulary embedding, a position table): packed by rows ([`WeightKind::Rows`]), so a lookup
-/// touches only the pages of its rows and a tied head shares the same pages.
-fn row_tables(g: &Graph) -> HashSet<usize> {
-    g.nodes
-        .iter()
-        .filter(|n| matches!(n.op, Op::Gather { axis: 0 }))
-        .filter_map(|n| {
-            let (t, ids) = (n.input(0)?, n.input(1)?);
-            let d = g.constants.get(&t)?;
-            (d.dtype.is_float()
-                && d.shape.len() == 2
-                && d.shape[0] >= ROW_TABLE_MIN_ROWS
-                && !g.is_const(ids))
-            .then_some(t)
-        })
-        .collect()
-}
-
 /// The graph input that `t` is, through reshapes only (the host knows its values before a run).
 fn graph_input_of(g: &Graph, producers: &[Option<usize>], mut t: usize) -> Option<String> {
     loop {
@@ -253,7 +231,7 @@ pub fn pack_graph(
     let mut placement = super::placement::Placement::new(tpp);
     let mut index: HashMap<(usize, String), usize> = HashMap::new();
     let mut step_weights: Vec<Vec<(usize, usize)>> = vec![Vec::new(); graph.nodes.len()];
-    let tables = row_tables(&graph);
+    let tables = crate::ir::passes::split_head::row_tables(&graph);
     for ni in 0..graph.nodes.len() {
         for slot in 0..graph.nodes[ni].inputs.len() {
             let Some((kind, vals)) = classify(&graph, &tables, ni, slot)? else {
@@ -316,14 +294,15 @@ pub fn pack_graph(
             }
             _ => None,
         };
-        for &(_, wi) in &step_weights[ni] {
+        for &(slot, wi) in &step_weights[ni] {
             let w = &weights[wi];
             if w.texels == 0 || lookup.as_ref().is_some_and(|l| l.weight == wi) {
                 continue;
             }
-            let (p0, p1) = (w.texel_offset / tpp, (w.texel_offset + w.texels - 1) / tpp);
+            let (off, cnt) = w.span_read_by(&n.op, slot);
+            let (p0, p1) = (off / tpp, (off + cnt - 1) / tpp);
             pages.extend((p0..=p1).map(|p| p as u32));
-            wbytes += w.texels * bpt;
+            wbytes += cnt * bpt;
         }
         pages.sort_unstable();
         pages.dedup();

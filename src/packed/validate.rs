@@ -687,9 +687,9 @@ fn check_steps(h: &PackedHeader, tpp: u64) -> Check {
                     entry.name, n.name
                 )));
             }
-            if entry.texels > 0 {
-                let first = entry.texel_offset / tpp;
-                ranges.push((first, (entry.texel_offset + entry.texels - 1) / tpp));
+            let (off, cnt) = entry.span_read_by(&n.op, slot);
+            if cnt > 0 {
+                ranges.push((off / tpp, (off + cnt - 1) / tpp));
             }
         }
         // Compared as merged ranges: a weight may span many pages, the list is in the file.

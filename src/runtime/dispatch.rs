@@ -384,13 +384,29 @@ impl Executable {
             trans_a,
             trans_b,
             activation,
+            b_rows,
         } = n.op
         else {
             return Err(unsupported(n));
         };
         let a = self.input(n, 0)?;
         let y = self.output(n, 0)?;
-        let rhs = self.matmul_rhs(ni, n)?;
+        let mut rhs = self.matmul_rhs(ni, n)?;
+        // A column piece of a tied head: its rows of the table, four to a texel.
+        if let Some([r0, r1]) = b_rows {
+            match &mut rhs {
+                Rhs::Weights {
+                    texel_offset,
+                    k,
+                    n: cols,
+                    rows: true,
+                } => {
+                    *texel_offset += ((r0 / 4) * *k) as u32;
+                    *cols = r1 - r0;
+                }
+                _ => return Err(self.bad(n, "a row range of B that is not a row table")),
+            }
+        }
         let bias = match self.weight_entry(ni, 2).map(|w| w.kind.clone()) {
             Some(WeightKind::Vector { c }) => {
                 let ncols = y.shape().last().copied().unwrap_or(1);

@@ -46,8 +46,29 @@ pub struct PassReport {
     pub attention_fused: usize,
 }
 
-/// Runs every pass in order.
+/// What the passes need to know of the packing that follows.
+#[derive(Clone, Copy, Debug)]
+pub struct PassOptions {
+    /// Weight values one page holds (1 MiB of fp16 by default): a head tied to a row table is
+    /// split into pieces of at most half a page each.
+    pub page_values: usize,
+}
+
+impl Default for PassOptions {
+    fn default() -> Self {
+        PassOptions {
+            page_values: split_head::MAX_WEIGHT_VALUES,
+        }
+    }
+}
+
+/// Runs every pass in order, for the default packing.
 pub fn optimize(g: &mut Graph) -> PassReport {
+    optimize_with(g, &PassOptions::default())
+}
+
+/// Runs every pass in order.
+pub fn optimize_with(g: &mut Graph, opts: &PassOptions) -> PassReport {
     let mut r = PassReport::default();
     r.dead_nodes_removed += dce(g);
     r.bn_folded = fold_bn::fold_into_conv(g);
@@ -64,7 +85,7 @@ pub fn optimize(g: &mut Graph) -> PassReport {
     r.dead_nodes_removed += dce(g);
     r.attention_fused = attention::fuse_attention(g);
     r.head_rows_packed = rows::pack_head_rows(g);
-    r.heads_split = split_head::split_wide_heads(g);
+    r.heads_split = split_head::split_wide_heads(g, opts.page_values);
     let (views, copies) = layout::assign(g);
     r.layout_views = views;
     r.layout_copies = copies;

@@ -9,6 +9,11 @@
 //! rebuilds `Y` for the Softmax that follows. The rewrite applies to MatMuls with a constant 2-D
 //! B of more than [`MAX_WEIGHT_VALUES`] values whose output only flows through last-axis Softmax
 //! into graph outputs (a head); the same values come out, in the same order.
+//!
+//! A head tied to the embedding (`Gemm(A, E, transB)` where a Gather also reads `E` by ids) is
+//! split the same way without copying `E`: each piece is a `Gemm` over a row range of the one
+//! packed table (`b_rows`), so its step reads only the one or two pages of those rows. SmolLM2's
+//! head (49152 rows, 54 pages) becomes 109 pieces; the smallest cap no longer holds the table.
 use crate::ir::{Graph, Node, Op, TensorData, TensorId, Values};
 
 /// Weights above which a head is split (1 MiB of fp16).
@@ -16,18 +21,138 @@ pub const MAX_WEIGHT_VALUES: usize = 1 << 19;
 /// Most weights in one piece (half a 1 MiB fp16 page: a piece spans at most two pages).
 pub const MAX_PIECE_VALUES: usize = 1 << 18;
 
+/// Rows below which a constant table is not a row table.
+pub const ROW_TABLE_MIN_ROWS: usize = 64;
+
+/// Float constants `[rows, width]` that a Gather along axis 0 reads by run-time ids (a
+/// vocabulary embedding, a position table): packed by rows (`packed::WeightKind::Rows`), so a lookup
+/// touches only the pages of its rows and a tied head shares the same pages.
+pub fn row_tables(g: &Graph) -> std::collections::HashSet<TensorId> {
+    g.nodes
+        .iter()
+        .filter(|n| matches!(n.op, Op::Gather { axis: 0 }))
+        .filter_map(|n| {
+            let (t, ids) = (n.input(0)?, n.input(1)?);
+            let d = g.constants.get(&t)?;
+            (d.dtype.is_float()
+                && d.shape.len() == 2
+                && d.shape[0] >= ROW_TABLE_MIN_ROWS
+                && !g.is_const(ids))
+            .then_some(t)
+        })
+        .collect()
+}
+
 /// Splits every eligible head; returns how many.
-pub fn split_wide_heads(g: &mut Graph) -> usize {
+/// Tied heads split when their table is over `page_values` values, into pieces of at most half
+/// that (so a piece spans at most two pages).
+pub fn split_wide_heads(g: &mut Graph, page_values: usize) -> usize {
     let mut count = 0;
     let mut i = 0;
+    let tables = row_tables(g);
     while i < g.nodes.len() {
         if eligible(g, i) {
             i += rewrite(g, i);
+            count += 1;
+        } else if tied_eligible(g, &tables, i, page_values) {
+            i += rewrite_tied(g, i, page_values / 2);
             count += 1;
         }
         i += 1;
     }
     count
+}
+
+/// A Gemm `A x B^T` (no C) over a wide row table that a Gather also reads: the output head tied
+/// to the embedding. Its pieces read row ranges of the one packed table (`Gemm::b_rows`), so
+/// the lookup and the head keep sharing its pages.
+fn tied_eligible(
+    g: &Graph,
+    tables: &std::collections::HashSet<TensorId>,
+    i: usize,
+    page_values: usize,
+) -> bool {
+    let n = &g.nodes[i];
+    let Op::Gemm {
+        trans_a: false,
+        trans_b: true,
+        b_rows: None,
+        ..
+    } = n.op
+    else {
+        return false;
+    };
+    let (Some(a), Some(b), Some(&y)) = (n.input(0), n.input(1), n.outputs.first()) else {
+        return false;
+    };
+    let wide = g.constants.get(&b).is_some_and(|d| d.numel() > page_values);
+    wide && tables.contains(&b)
+        && n.input(2).is_none()
+        && !g.is_const(a)
+        && feeds_only_outputs(g, y)
+}
+
+/// Rows of the table per piece: at most `piece_values` weights, whole texel blocks.
+fn tied_piece_rows(width: usize, piece_values: usize) -> usize {
+    ((piece_values / width.max(1)) / 4 * 4).max(4)
+}
+
+/// Replaces the tied head at `i` by row-range pieces and a Concat; returns the nodes inserted.
+fn rewrite_tied(g: &mut Graph, i: usize, piece_values: usize) -> usize {
+    let node = g.nodes[i].clone();
+    let (Some(b), Some(&y)) = (node.input(1), node.outputs.first()) else {
+        return 0;
+    };
+    let Some([rows, width]) = g.constants.get(&b).map(|d| [d.shape[0], d.shape[1]]) else {
+        return 0;
+    };
+    let Op::Gemm {
+        alpha,
+        beta,
+        activation,
+        ..
+    } = node.op
+    else {
+        return 0;
+    };
+    let step = tied_piece_rows(width, piece_values);
+    let y_shape = g.tensors[y].shape.clone();
+    let dtype = g.tensors[y].dtype;
+    let mut nodes = Vec::new();
+    let mut parts = Vec::new();
+    for (k, r0) in (0..rows).step_by(step).enumerate() {
+        let r1 = (r0 + step).min(rows);
+        let mut shape = y_shape.clone();
+        if let Some(last) = shape.last_mut() {
+            *last = r1 - r0;
+        }
+        let part = g.add_tensor(format!("{}.rows{k}", node.name), shape, dtype);
+        parts.push(Some(part));
+        nodes.push(Node {
+            name: format!("{}:rows{k}", node.name),
+            op: Op::Gemm {
+                alpha,
+                beta,
+                trans_a: false,
+                trans_b: true,
+                activation,
+                b_rows: Some([r0, r1]),
+            },
+            inputs: vec![node.inputs[0], Some(b), None],
+            outputs: vec![part],
+        });
+    }
+    nodes.push(Node {
+        name: format!("{}:concat", node.name),
+        op: Op::Concat {
+            axis: y_shape.len() - 1,
+        },
+        inputs: parts,
+        outputs: vec![y],
+    });
+    let inserted = nodes.len() - 1;
+    g.nodes.splice(i..=i, nodes);
+    inserted
 }
 
 fn eligible(g: &Graph, i: usize) -> bool {
@@ -63,6 +188,8 @@ fn feeds_only_outputs(g: &Graph, t: TensorId) -> bool {
             [] => return g.is_output(cur),
             [c] if !g.is_output(cur) => match g.nodes[*c].op {
                 Op::Softmax { axis } if axis + 1 == rank => cur = g.nodes[*c].outputs[0],
+                // The decoders' logits reshape `[1, V]` to `[1, 1, V]`.
+                Op::Reshape { .. } => cur = g.nodes[*c].outputs[0],
                 _ => return false,
             },
             _ => return false,
@@ -226,7 +353,7 @@ mod tests {
         for transpose_b in [false, true] {
             let before = head(transpose_b, n, k);
             let mut after = before.clone();
-            assert_eq!(split_wide_heads(&mut after), 1);
+            assert_eq!(split_wide_heads(&mut after, MAX_WEIGHT_VALUES), 1);
             let ops: Vec<&str> = after.nodes.iter().map(|n| n.op.name()).collect();
             assert_eq!(ops, ["MatMul", "MatMul", "MatMul", "Concat", "Softmax"]);
             let a: Vec<f64> = (0..12 * k)
@@ -264,10 +391,72 @@ mod tests {
     #[test]
     fn leaves_small_and_inner_matmuls_alone() {
         let mut g = head(false, 100, 120);
-        assert_eq!(split_wide_heads(&mut g), 0);
+        assert_eq!(split_wide_heads(&mut g, MAX_WEIGHT_VALUES), 0);
         // A wide MatMul whose output feeds something other than Softmax is not a head.
         let mut g = head(false, 5000, 120);
         g.nodes[1].op = Op::Unary(crate::ir::UnaryOp::Relu);
-        assert_eq!(split_wide_heads(&mut g), 0);
+        assert_eq!(split_wide_heads(&mut g, MAX_WEIGHT_VALUES), 0);
+    }
+
+    /// A head tied to an embedding that a Gather reads: pieces over row ranges of the one table,
+    /// whole texel blocks, covering every row once, in order, and no copy of the table.
+    #[test]
+    fn tied_head_splits_into_row_ranges_of_the_one_table() {
+        let (rows, k) = (1000, 64);
+        let mut g = Graph::default();
+        let ids = g.add_tensor("ids", vec![1], DType::I64);
+        let a = g.add_tensor("a", vec![1, k], DType::F32);
+        let e = g.add_tensor("e", vec![1, k], DType::F32);
+        let y = g.add_tensor("y", vec![1, rows], DType::F32);
+        let wv: Vec<f32> = (0..rows * k).map(|i| (i % 89) as f32).collect();
+        let w = g.add_constant("table", TensorData::from_f32(vec![rows, k], wv));
+        g.nodes = vec![
+            Node {
+                name: "embed".into(),
+                op: Op::Gather { axis: 0 },
+                inputs: vec![Some(w), Some(ids)],
+                outputs: vec![e],
+            },
+            Node {
+                name: "head".into(),
+                op: Op::Gemm {
+                    alpha: 1.0,
+                    beta: 1.0,
+                    trans_a: false,
+                    trans_b: true,
+                    activation: Activation::None,
+                    b_rows: None,
+                },
+                inputs: vec![Some(a), Some(w), None],
+                outputs: vec![y],
+            },
+        ];
+        g.inputs = vec![Port::new("ids", ids), Port::new("a", a)];
+        g.outputs = vec![Port::new("e", e), Port::new("y", y)];
+        // 64000 values over pages of 16384: pieces of at most 8192 values = 128 rows.
+        assert_eq!(split_wide_heads(&mut g, 16384), 1);
+        let ranges: Vec<[usize; 2]> = g
+            .nodes
+            .iter()
+            .filter_map(|n| match n.op {
+                Op::Gemm { b_rows, .. } => {
+                    assert_eq!(n.input(1), Some(w), "every piece reads the one table");
+                    b_rows
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ranges.len(), 8);
+        let mut next = 0;
+        for [r0, r1] in &ranges {
+            assert_eq!(*r0, next);
+            assert!(r0 % 4 == 0 && r1 - r0 <= 128);
+            next = *r1;
+        }
+        assert_eq!(next, rows);
+        let concat = g.nodes.last().expect("concat");
+        assert_eq!(concat.op, Op::Concat { axis: 1 });
+        assert_eq!(concat.outputs, vec![y]);
+        assert_eq!(g.constants.len(), 1, "no copy of the table");
     }
 }

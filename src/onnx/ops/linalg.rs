@@ -28,6 +28,7 @@ pub(super) fn gemm(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
         trans_a: a.int_or("transA", 0) != 0,
         trans_b: a.int_or("transB", 0) != 0,
         activation: Activation::None,
+        b_rows: None,
     };
     ctx.emit(n, op, vec![Some(x), Some(y), c])?;
     Ok(())
