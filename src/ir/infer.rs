@@ -174,6 +174,40 @@ fn out_spatial(n: usize, c: usize, h: usize, w: usize, win: &Window) -> Vec<usiz
     }
 }
 
+/// The scores `[.., Sq, Sk]` and output `[.., Sq, Dv]` shapes of attention over Q `[.., Sq, D]`,
+/// K (`[.., Sk, D]` with `key_rows`, else `[.., D, Sk]`) and V `[.., Sk, Dv]`; None when they
+/// do not fit (one rank >= 2, equal leading dims, matching D and Sk).
+pub fn attention_shapes(
+    q: &[usize],
+    k: &[usize],
+    v: &[usize],
+    key_rows: bool,
+) -> Option<(Vec<usize>, Vec<usize>)> {
+    let r = q.len();
+    if r < 2 || k.len() != r || v.len() != r || k[..r - 2] != q[..r - 2] || v[..r - 2] != q[..r - 2]
+    {
+        return None;
+    }
+    let (sk, d) = if key_rows {
+        (k[r - 2], k[r - 1])
+    } else {
+        (k[r - 1], k[r - 2])
+    };
+    if d != q[r - 1] || v[r - 2] != sk {
+        return None;
+    }
+    let mut scores = q.to_vec();
+    scores[r - 1] = sk;
+    let mut out = q.to_vec();
+    out[r - 1] = v[r - 1];
+    Some((scores, out))
+}
+
+/// An additive mask broadcasts (numpy rules) to the scores without growing them.
+pub fn mask_broadcasts(mask: &[usize], scores: &[usize]) -> bool {
+    broadcast(scores, mask).ok().as_deref() == Some(scores)
+}
+
 fn need(ins: &[Option<Sig>], i: usize) -> R<&Sig> {
     ins.get(i)
         .and_then(|x| x.as_ref())
@@ -340,32 +374,10 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
                 v: v.clone(),
                 mask: mask.clone(),
             };
-            let r = xs.len();
-            if r < 2
-                || k.len() != r
-                || v.len() != r
-                || k[..r - 2] != xs[..r - 2]
-                || v[..r - 2] != xs[..r - 2]
-            {
+            let (scores, out) = attention_shapes(xs, k, v, *key_rows).ok_or_else(bad)?;
+            if mask.as_ref().is_some_and(|m| !mask_broadcasts(m, &scores)) {
                 return Err(bad());
             }
-            let (sk, d) = if *key_rows {
-                (k[r - 2], k[r - 1])
-            } else {
-                (k[r - 1], k[r - 2])
-            };
-            if d != xs[r - 1] || v[r - 2] != sk {
-                return Err(bad());
-            }
-            let mut scores = xs.clone();
-            scores[r - 1] = sk;
-            if let Some(m) = &mask {
-                if broadcast(&scores, m).ok().as_ref() != Some(&scores) {
-                    return Err(bad());
-                }
-            }
-            let mut out = xs.clone();
-            out[r - 1] = v[r - 1];
             vec![(out, xt)]
         }
         Op::Reduce { axes, keepdims, .. } => {

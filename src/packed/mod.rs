@@ -431,12 +431,14 @@ impl PackedHeader {
         activations: Option<crate::Precision>,
     ) -> scheduler::Profile {
         let mut p = self.load_profile(model, cost);
-        let (num, den) = (
-            activations.map_or(1, |a| a.bytes_per_value() as u64),
-            activations.map_or(1, |_| self.precision.bytes_per_value() as u64),
-        );
-        for s in &mut p.steps {
-            s.activation_bytes = s.activation_bytes * num / den;
+        if let Some(a) = activations {
+            let (num, den) = (
+                a.bytes_per_value() as u64,
+                self.precision.bytes_per_value() as u64,
+            );
+            for s in &mut p.steps {
+                s.activation_bytes = s.activation_bytes * num / den;
+            }
         }
         p
     }

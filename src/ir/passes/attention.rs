@@ -7,6 +7,7 @@
 //! operands are run-time float tensors (the mask may be a constant) with equal leading dims, and the head dims fit
 //! the kernel. Anything else stays as it was.
 use super::{rewrite_each, scalar, Rewrite};
+use crate::ir::infer::{attention_shapes, mask_broadcasts};
 use crate::ir::{nchw, Activation, BinaryOp, DType, Graph, Op, TensorId, UnaryOp};
 
 /// The kernel's largest head dimension (`vk_backend::kernels::ATTENTION_MAX_HEAD_DIM`).
@@ -157,41 +158,24 @@ fn fits(
     {
         return false;
     }
-    let (qs, ks, vs) = (&t(q).shape, &t(kt).shape, &t(v).shape);
-    let r = qs.len();
-    if r < 2
-        || ks.len() != r
-        || vs.len() != r
-        || ks[..r - 2] != qs[..r - 2]
-        || vs[..r - 2] != qs[..r - 2]
-    {
+    let Some((scores, out)) = attention_shapes(&t(q).shape, &t(kt).shape, &t(v).shape, rows) else {
         return false;
-    }
-    let (sk, d) = if rows {
-        (ks[r - 2], ks[r - 1])
-    } else {
-        (ks[r - 1], ks[r - 2])
     };
-    let dv = vs[r - 1];
-    if d != qs[r - 1] || vs[r - 2] != sk || d > MAX_HEAD_DIM || dv > MAX_HEAD_DIM {
+    let (r, sk) = (scores.len(), scores[scores.len() - 1]);
+    if t(q).shape[r - 1] > MAX_HEAD_DIM || out[r - 1] > MAX_HEAD_DIM {
         return false;
     }
     let Some(m) = m else {
         return true;
     };
-    // Right-aligned: each mask dim is 1 or the scores'; the last is Sk itself. The kernel
-    // broadcasts by the rank rule's N, C and H, so a batch (N) is either all 1 or all full.
+    // Numpy broadcasting, with the keys themselves not broadcast. The kernel broadcasts by the
+    // rank rule's N, C and H, so a batch (N) is either all 1 or all full.
     let ms = &t(m).shape;
-    let mut scores = qs.clone();
-    scores[r - 1] = sk;
-    let numpy = ms.len() <= r
-        && ms.last() == Some(&sk)
-        && ms
-            .iter()
-            .rev()
-            .zip(scores.iter().rev())
-            .all(|(&a, &b)| a == 1 || a == b);
     let ([mn, mc, mh, _], [sn, sc, sh, _]) = (nchw(ms), nchw(&scores));
     let batch = mn == 1 || (mn == sn && ms.len() == r);
-    numpy && batch && (mc == 1 || mc == sc) && (mh == 1 || mh == sh)
+    mask_broadcasts(ms, &scores)
+        && ms.last() == Some(&sk)
+        && batch
+        && (mc == 1 || mc == sc)
+        && (mh == 1 || mh == sh)
 }

@@ -100,7 +100,7 @@ fn tied_piece_rows(width: usize, piece_values: usize) -> usize {
 /// Replaces the tied head at `i` by row-range pieces and a Concat; returns the nodes inserted.
 fn rewrite_tied(g: &mut Graph, i: usize, piece_values: usize) -> usize {
     let node = g.nodes[i].clone();
-    let (Some(b), Some(&y)) = (node.input(1), node.outputs.first()) else {
+    let (Some(b), Some(_)) = (node.input(1), node.outputs.first()) else {
         return 0;
     };
     let Some([rows, width]) = g.constants.get(&b).map(|d| [d.shape[0], d.shape[1]]) else {
@@ -116,34 +116,55 @@ fn rewrite_tied(g: &mut Graph, i: usize, piece_values: usize) -> usize {
         return 0;
     };
     let step = tied_piece_rows(width, piece_values);
-    let y_shape = g.tensors[y].shape.clone();
-    let dtype = g.tensors[y].dtype;
-    let mut nodes = Vec::new();
-    let mut parts = Vec::new();
-    for (k, r0) in (0..rows).step_by(step).enumerate() {
-        let r1 = (r0 + step).min(rows);
-        let mut shape = y_shape.clone();
-        if let Some(last) = shape.last_mut() {
-            *last = r1 - r0;
-        }
-        let part = g.add_tensor(format!("{}.rows{k}", node.name), shape, dtype);
-        parts.push(Some(part));
-        nodes.push(Node {
-            name: format!("{}:rows{k}", node.name),
-            op: Op::Gemm {
+    let pieces = (0..rows)
+        .step_by(step)
+        .map(|r0| {
+            let r1 = (r0 + step).min(rows);
+            let op = Op::Gemm {
                 alpha,
                 beta,
                 trans_a: false,
                 trans_b: true,
                 activation,
                 b_rows: Some([r0, r1]),
-            },
-            inputs: vec![node.inputs[0], Some(b), None],
+            };
+            (op, vec![node.inputs[0], Some(b), None], r1 - r0)
+        })
+        .collect();
+    splice_pieces(g, i, "rows", pieces)
+}
+
+/// Replaces node `i` by `pieces` (op, inputs, width along the output's last axis), each writing
+/// the next block of columns of its output, and a last-axis Concat of them into that output.
+/// `tag` names the pieces; returns the nodes inserted.
+fn splice_pieces(
+    g: &mut Graph,
+    i: usize,
+    tag: &str,
+    pieces: Vec<(Op, Vec<Option<TensorId>>, usize)>,
+) -> usize {
+    let name = g.nodes[i].name.clone();
+    let y = g.nodes[i].outputs[0];
+    let y_shape = g.tensors[y].shape.clone();
+    let dtype = g.tensors[y].dtype;
+    let mut nodes = Vec::new();
+    let mut parts = Vec::new();
+    for (k, (op, inputs, width)) in pieces.into_iter().enumerate() {
+        let mut shape = y_shape.clone();
+        if let Some(last) = shape.last_mut() {
+            *last = width;
+        }
+        let part = g.add_tensor(format!("{name}.{tag}{k}"), shape, dtype);
+        parts.push(Some(part));
+        nodes.push(Node {
+            name: format!("{name}:{tag}{k}"),
+            op,
+            inputs,
             outputs: vec![part],
         });
     }
     nodes.push(Node {
-        name: format!("{}:concat", node.name),
+        name: format!("{name}:concat"),
         op: Op::Concat {
             axis: y_shape.len() - 1,
         },
@@ -232,9 +253,6 @@ fn rewrite(g: &mut Graph, i: usize) -> usize {
     let n = last_dim(g, y);
     let pieces = weights.numel().div_ceil(MAX_PIECE_VALUES);
     let width = n.div_ceil(pieces);
-    let y_shape = g.tensors[y].shape.clone();
-    let dtype = g.tensors[y].dtype;
-    let mut nodes = Vec::new();
     let mut parts = Vec::new();
     for (k, c0) in (0..n).step_by(width).enumerate() {
         let c1 = (c0 + width).min(n);
@@ -253,29 +271,13 @@ fn rewrite(g: &mut Graph, i: usize) -> usize {
                 },
             )
         });
-        let mut shape = y_shape.clone();
-        if let Some(last) = shape.last_mut() {
-            *last = c1 - c0;
-        }
-        let part = g.add_tensor(format!("{}.cols{k}", node.name), shape, dtype);
-        parts.push(Some(part));
-        nodes.push(Node {
-            name: format!("{}:cols{k}", node.name),
-            op: node.op.clone(),
-            inputs: vec![node.inputs[0], Some(bk), biask],
-            outputs: vec![part],
-        });
+        parts.push((
+            node.op.clone(),
+            vec![node.inputs[0], Some(bk), biask],
+            c1 - c0,
+        ));
     }
-    nodes.push(Node {
-        name: format!("{}:concat", node.name),
-        op: Op::Concat {
-            axis: y_shape.len() - 1,
-        },
-        inputs: parts,
-        outputs: vec![y],
-    });
-    let inserted = nodes.len() - 1;
-    g.nodes.splice(i..=i, nodes);
+    let inserted = splice_pieces(g, i, "cols", parts);
     g.prune_constants();
     inserted
 }
