@@ -5,6 +5,8 @@
 //! re-plans (and counts it) but never changes an output or exceeds the cap; reloads swap between
 //! requests and bad ones keep the old workload serving; a failed page read fails one request and
 //! the engine serves the next ones as before.
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -27,13 +29,7 @@ fn work_dir() -> PathBuf {
 fn chain_dir() -> Option<&'static PathBuf> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
-        let py = std::env::var_os("TEXSTREAM_PYTHON")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| root().join(".venv/bin/python"));
-        if !py.exists() {
-            eprintln!("SKIPPED: no python venv (.venv/bin/python or TEXSTREAM_PYTHON)");
-            return None;
-        }
+        let py = common::python()?;
         let dir = work_dir().join("chain");
         let st = std::process::Command::new(&py)
             .arg(root().join("scripts/make_chain_models.py"))
