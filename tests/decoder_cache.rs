@@ -120,6 +120,19 @@ fn build_model(model: &Path, max_len: usize, precision: Precision, caches: usize
             .all(|n| !matches!(n.op, texstream::ir::Op::Softmax { .. })),
         "a Softmax was left unfused"
     );
+    // Every RMSNorm (two a layer and the final one) runs as one kernel: no ReduceMean is left.
+    let rms = g
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.op, texstream::ir::Op::LayerNorm { rms: true, .. }))
+        .count();
+    assert_eq!(rms, caches + 1, "one fused RMSNorm per norm");
+    assert!(
+        g.nodes
+            .iter()
+            .all(|n| !matches!(n.op, texstream::ir::Op::Reduce { .. })),
+        "a ReduceMean was left unfused"
+    );
     // The embedding is one row table: the Gather looks its rows up by the input ids (its
     // profile step lists no pages of it), and the tied head reads the same packed entry.
     let h = &packed.header;

@@ -127,6 +127,17 @@ fn run_entry(device: &vk_backend::Device, dir: &Path, inputs: &[(String, HostTen
     if TRANSFORMERS.contains(&family) && fused == 0 {
         return Outcome::Fail("no attention was fused".into());
     }
+    // Llama's RMSNorms run fused: no ReduceMean is left of them.
+    let reduces = packed
+        .header
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.op, texstream::ir::Op::Reduce { .. }))
+        .count();
+    if family == "llama" && reduces > 0 {
+        return Outcome::Fail(format!("{reduces} Reduce nodes of RMSNorm left unfused"));
+    }
     let before = device.validation_messages().len();
     let mut exe = match Executable::new(device, &packed.header, &packed) {
         Ok(x) => x,

@@ -127,7 +127,12 @@ fn layer_norm_gelu_hardswish_fusions_match_onnxruntime() {
     );
     let g = &m.graph;
     assert_eq!(g.nodes.len(), 3, "{:?}", g.op_histogram());
-    let Op::LayerNorm { axis: 2, epsilon } = g.nodes[0].op else {
+    let Op::LayerNorm {
+        axis: 2,
+        epsilon,
+        rms: false,
+    } = g.nodes[0].op
+    else {
         panic!("{:?}", g.nodes[0].op)
     };
     assert_eq!(g.nodes[1].op, Op::Unary(UnaryOp::Gelu));

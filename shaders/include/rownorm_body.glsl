@@ -4,7 +4,8 @@
 // "row": a fixed coordinate in the non-reduced T dims. When C (d3) is not reduced, a row texel
 // carries 4 independent rows (one per lane) and statistics are per lane; when C is reduced,
 // the lanes are part of the row and statistics are summed across lanes (padding lanes excluded).
-// Define LAYERNORM for LayerNormalization (scale/bias through fetch_weight), else Softmax.
+// Define LAYERNORM for LayerNormalization and RMSNorm (scale/bias through fetch_weight), else
+// Softmax.
 #include "tensor.glsl"
 #ifdef LAYERNORM
 #include "weights.glsl"
@@ -19,7 +20,7 @@ TENSOR_OUT(1, img_out);
 layout(push_constant) uniform Push {
     TensorDesc t;      // input and output share the layout
     uint dims12;       // d1 | d2 << 16
-    uint mask;         // bits 0-5: reduced T dims; bit 8: log-softmax
+    uint mask;         // bits 0-5: reduced T dims; bit 8: log-softmax; bit 9: RMSNorm
     uint rows;         // number of rows (workgroups that do work)
     uint red_texels;   // texels per row
     float inv_count;   // 1 / reduced element count
@@ -91,13 +92,15 @@ void main() {
     decompose(row, false, base);
     const float NEG_INF = uintBitsToFloat(0xFF800000u);
 #ifdef LAYERNORM
+    // Mask bit 9: RMSNorm, x / sqrt(mean(x^2) + eps) * scale: no mean to subtract.
+    bool rms = (pc.mask & 512u) != 0u;
     vec4 s = vec4(0.0);
-    for (uint j = lid; j < pc.red_texels; j += WG) {
+    for (uint j = lid; !rms && j < pc.red_texels; j += WG) {
         uint c[6] = base;
         decompose(j, true, c);
         s += LOAD_TEXEL(img_in, pc.t, texel_of(c));  // padding lanes are 0
     }
-    vec4 mean = wg_reduce(s, 0u, lid) * pc.inv_count;
+    vec4 mean = rms ? vec4(0.0) : wg_reduce(s, 0u, lid) * pc.inv_count;
     vec4 q = vec4(0.0);
     for (uint j = lid; j < pc.red_texels; j += WG) {
         uint c[6] = base;

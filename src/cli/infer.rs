@@ -38,6 +38,14 @@ pub struct InferArgs {
     /// Timed runs after the first.
     #[arg(long, default_value_t = 0)]
     pub repeat: usize,
+    /// Fill every input not given by --input with this value, at the compiled shape (for timing
+    /// a model without preparing inputs; an .onnx model needs every input given)
+    #[arg(long, value_name = "VALUE")]
+    pub fill_missing: Option<f32>,
+    /// After the runs, time every node with GPU timestamps over N more runs and print where the
+    /// time goes, by op and by node (median per node)
+    #[arg(long, value_name = "N")]
+    pub profile: Option<usize>,
 }
 
 /// Opens the device the environment selects ([`vk_backend::DeviceOptions::from_env`]), or the
@@ -106,10 +114,19 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
     };
     let mut exe = Executable::with_options(&device, &header, pages, &build_opts)?;
     let build = t0.elapsed();
-    let feeds: Vec<(String, HostTensor)> = inputs
+    let mut feeds: Vec<(String, HostTensor)> = inputs
         .into_iter()
         .filter(|(n, _)| graph_inputs.contains(&n.as_str()))
         .collect();
+    if let Some(v) = args.fill_missing {
+        for p in &header.graph.inputs {
+            if !feeds.iter().any(|(n, _)| *n == p.name) {
+                let shape = header.graph.tensors[p.tensor].shape.clone();
+                let n = shape.iter().product();
+                feeds.push((p.name.clone(), HostTensor::new(shape, vec![v; n])));
+            }
+        }
+    }
     let t1 = Instant::now();
     let outs = exe.run(&feeds)?;
     let first = t1.elapsed();
@@ -119,6 +136,14 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
         exe.run(&feeds)?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
+    let profile = match args.profile {
+        Some(n) => Some(super::profile::NodeProfile::measure(
+            &mut exe,
+            &feeds,
+            n.max(1),
+        )?),
+        None => None,
+    };
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     for (name, t) in &outs {
@@ -160,6 +185,9 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
             times[times.len() / 2],
             times.len()
         );
+    }
+    if let Some(p) = profile {
+        print!("{}", p.report(exe.graph(), 15));
     }
     Ok(())
 }

@@ -11,5 +11,6 @@ pub mod infer;
 pub mod loadgen;
 pub mod ocr;
 pub mod plan;
+pub mod profile;
 pub mod run;
 pub mod serve;

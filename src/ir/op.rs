@@ -203,10 +203,13 @@ pub enum Op {
         #[serde(default)]
         nan_to_zero: bool,
     },
-    /// inputs: X, scale?, bias?. Normalizes over axes [axis, rank).
+    /// inputs: X, scale?, bias?. Normalizes over axes [axis, rank). `rms`: RMSNorm, x over the
+    /// root mean square (no mean subtracted, no bias), fused from the Llama exporters' chain.
     LayerNorm {
         axis: usize,
         epsilon: f32,
+        #[serde(default)]
+        rms: bool,
     },
     /// inputs: X, scale, bias, mean, var (all const [C]) — left only when not folded into a Conv.
     BatchNorm {

@@ -504,13 +504,19 @@ impl Executable {
         let y = self.output(n, 0)?;
         let r = match &n.op {
             Op::Softmax { axis } => k::softmax_into(rec, &x, &[*axis as i64], false, &y),
-            Op::LayerNorm { axis, epsilon } => {
+            Op::LayerNorm { axis, epsilon, rms } => {
                 let vecw = |k: &WeightKind| matches!(k, WeightKind::Vector { .. });
                 let scale = self
                     .woff(ni, 1, vecw)?
                     .ok_or_else(|| self.bad(n, "scale is not a packed vector"))?;
                 let bias = self.woff(ni, 2, vecw)?;
-                k::layernorm_into(rec, &x, *axis as i64, *epsilon, scale, bias, &y)
+                match (rms, bias) {
+                    (false, bias) => {
+                        k::layernorm_into(rec, &x, *axis as i64, *epsilon, scale, bias, &y)
+                    }
+                    (true, None) => k::rmsnorm_into(rec, &x, *axis as i64, *epsilon, scale, &y),
+                    (true, Some(_)) => return Err(self.bad(n, "an RMSNorm has no bias")),
+                }
             }
             _ => return Err(unsupported(n)),
         };

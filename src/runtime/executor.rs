@@ -16,6 +16,9 @@ use crate::packed::{PackedHeader, PackedModel, Precision, StepInfo, WeightEntry,
 
 pub use super::npy::NpyArray as HostTensor;
 
+/// A run's outputs, by graph output name.
+pub type NamedOutputs = Vec<(String, HostTensor)>;
+
 /// Wall-clock split of one run.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RunTimings {
@@ -519,6 +522,41 @@ impl Executable {
     /// Runs the graph on `inputs` (by graph input name, NCHW f32 values) and returns every graph
     /// output by name. Records all dispatches into one command buffer and submits once.
     pub fn run(&mut self, inputs: &[(String, HostTensor)]) -> Result<Vec<(String, HostTensor)>> {
+        self.run_with(inputs, None)
+    }
+
+    /// [`Executable::run`] with a GPU timestamp after every node: returns the outputs and, per
+    /// node, the GPU nanoseconds from the previous node's end to its own (nodes that record
+    /// nothing read ~0). For finding which kernels take the time (`texstream infer --profile`);
+    /// the timestamps themselves add a little to each node.
+    pub fn run_profiled(
+        &mut self,
+        inputs: &[(String, HostTensor)],
+    ) -> Result<(NamedOutputs, Vec<f64>)> {
+        let nodes = self.header.graph.nodes.len();
+        let count = u32::try_from(nodes + 1).map_err(|_| RuntimeError::Input {
+            name: "profile".into(),
+            reason: format!("{nodes} nodes are more than one query pool holds"),
+        })?;
+        let queries = vk_backend::TimestampQueries::new(&self.device, QueueKind::Compute, count)
+            .map_err(vk("timestamp queries for the profile"))?;
+        let out = self.run_with(inputs, Some(&queries))?;
+        let ns = queries.read_ns().map_err(vk("reading the profile"))?;
+        let mut per_node = Vec::with_capacity(nodes);
+        for i in 0..nodes {
+            per_node.push(match (ns[i], ns[i + 1]) {
+                (Some(a), Some(b)) => (b - a).max(0.0),
+                _ => 0.0,
+            });
+        }
+        Ok((out, per_node))
+    }
+
+    fn run_with(
+        &mut self,
+        inputs: &[(String, HostTensor)],
+        profile: Option<&vk_backend::TimestampQueries>,
+    ) -> Result<Vec<(String, HostTensor)>> {
         let t0 = Instant::now();
         let g = self.header.graph.clone();
         let mut rec =
@@ -564,8 +602,23 @@ impl Executable {
             }
         }
         rec.use_weights(&self.weights.atlas);
+        let stamp = |rec: &mut Recorder, i: usize| -> Result<()> {
+            match profile {
+                // Node count + 1 fits u32 (checked by run_profiled).
+                Some(q) => rec
+                    .write_timestamp(q, i as u32)
+                    .map_err(vk("profile timestamp")),
+                None => Ok(()),
+            }
+        };
+        if profile.is_some() {
+            // The input uploads finish before the first stamp.
+            rec.barrier();
+        }
+        stamp(&mut rec, 0)?;
         for ni in 0..g.nodes.len() {
             self.record_node(&mut rec, ni)?;
+            stamp(&mut rec, ni + 1)?;
         }
         let mut downloads = Vec::new();
         for p in &g.outputs {

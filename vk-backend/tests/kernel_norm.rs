@@ -2,7 +2,7 @@
 //! Tolerance on |got - ref| / max(1, |ref|): fp32 1e-4, fp16 4e-3 (inputs are rounded to fp16 first,
 //! so the remaining error is the fp16 output rounding plus fp16 scale/bias).
 
-use vk_backend::kernels::{layernorm, softmax};
+use vk_backend::kernels::{layernorm, rmsnorm_into, softmax};
 use vk_backend::layout::pack_vector;
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
 use vk_backend::{AtlasConfig, Precision, QueueKind, Recorder, Tensor, WeightAtlas};
@@ -88,7 +88,7 @@ fn softmax_any_axes() {
 }
 
 #[test]
-fn layernorm_axes_scale_bias() {
+fn layernorm_and_rmsnorm_axes_scale_bias() {
     let d = device();
     let cases: &[(&[usize], i64, bool)] = &[
         (&[2, 5, 3, 7], -1, true),
@@ -161,6 +161,17 @@ fn layernorm_axes_scale_bias() {
                 }
             }
             checks.push((format!("{shape:?} axis {axis} {p:?}"), out, want));
+            // RMSNorm over the same rows and scale: no mean, no bias.
+            let rms_out = Tensor::new(&d, "y_rms", shape, p).unwrap();
+            rmsnorm_into(&mut rec, &x, axis, eps, s_off, &rms_out).unwrap();
+            let mut want = vec![0.0; xr.len()];
+            for row in rows(shape, &axes) {
+                let ms = row.iter().map(|&i| xr[i] * xr[i]).sum::<f64>() / row.len() as f64;
+                for &i in &row {
+                    want[i] = xr[i] / (ms + eps as f64).sqrt() * p.round(sv[i % len]) as f64;
+                }
+            }
+            checks.push((format!("rms {shape:?} axis {axis} {p:?}"), rms_out, want));
         }
         rec.submit_and_wait().unwrap();
         for (what, out, want) in checks {

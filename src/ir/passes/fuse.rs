@@ -342,6 +342,132 @@ pub fn layer_norm(g: &mut Graph) -> usize {
     rewrite_each(g, layer_norm_at)
 }
 
+/// RMSNorm as Llama-family exporters write it, `x * Reciprocal(Sqrt(ReduceMean(Pow(x, 2)) +
+/// eps))` or `x / Sqrt(...)` over the last axis, times an optional constant `[C]` scale, becomes
+/// one `LayerNorm { rms: true }` (scale 1 when absent). Seven dispatches, four of them on one
+/// value per row, become one.
+pub fn rms_norm(g: &mut Graph) -> usize {
+    rewrite_each(g, rms_norm_at)
+}
+
+fn rms_norm_at(g: &mut Graph, rw: &mut Rewrite, ni: usize) -> Option<()> {
+    if rw.is_removed(ni) {
+        return None;
+    }
+    // The normalizing node: Mul(x, 1/q) in either order, with 1/q a Reciprocal(q) (dynamo) or
+    // a Div(1, q) (TorchScript), or Div(x, q).
+    let (x, q, ri) = if is_bin(g, ni, BinaryOp::Div) {
+        (g.nodes[ni].input(0)?, g.nodes[ni].input(1)?, None)
+    } else if is_bin(g, ni, BinaryOp::Mul) {
+        let (a, b) = (g.nodes[ni].input(0)?, g.nodes[ni].input(1)?);
+        let recip = |t: TensorId| {
+            let p = rw.producers[t]?;
+            let n = &g.nodes[p];
+            let is_recip = n.op == Op::Unary(UnaryOp::Reciprocal)
+                || (n.op == Op::Binary(BinaryOp::Div) && close(scalar(g, n.input(0)), 1.0));
+            is_recip.then_some(p)
+        };
+        let (x, ri) = match (recip(a), recip(b)) {
+            (_, Some(r)) => (a, r),
+            (Some(r), None) => (b, r),
+            (None, None) => return None,
+        };
+        let q = match g.nodes[ri].op {
+            Op::Unary(_) => g.nodes[ri].input(0)?,
+            _ => g.nodes[ri].input(1)?,
+        };
+        (x, q, Some(ri))
+    } else {
+        return None;
+    };
+    let rank = g.tensors[x].shape.len();
+    if rank == 0 {
+        return None;
+    }
+    // q = Sqrt(Add(ReduceMean(Pow(x, 2), last axis, keepdims), eps))
+    let qi = rw.producers[q]?;
+    if g.nodes[qi].op != Op::Unary(UnaryOp::Sqrt) {
+        return None;
+    }
+    let ai = g.nodes[qi].input(0).and_then(|t| rw.producers[t])?;
+    if !is_bin(g, ai, BinaryOp::Add) {
+        return None;
+    }
+    let (a0, a1) = (g.nodes[ai].input(0)?, g.nodes[ai].input(1)?);
+    let (v, eps) = match (scalar(g, Some(a1)), scalar(g, Some(a0))) {
+        (Some(e), _) => (a0, e),
+        (None, Some(e)) => (a1, e),
+        (None, None) => return None,
+    };
+    let vi = rw.producers[v]?;
+    let last_mean = matches!(&g.nodes[vi].op, Op::Reduce { op: crate::ir::ReduceOp::Mean, axes, keepdims: true } if axes == &[rank - 1]);
+    if !last_mean {
+        return None;
+    }
+    let pi = g.nodes[vi].input(0).and_then(|t| rw.producers[t])?;
+    if !is_bin(g, pi, BinaryOp::Pow)
+        || g.nodes[pi].input(0) != Some(x)
+        || !close(scalar(g, g.nodes[pi].input(1)), 2.0)
+        || !eps.is_finite()
+        || eps < 0.0
+    {
+        return None;
+    }
+    let mut singles = vec![
+        (g.nodes[pi].outputs[0], vi),
+        (v, ai),
+        (g.nodes[ai].outputs[0], qi),
+    ];
+    match ri {
+        Some(ri) => singles.extend([(q, ri), (g.nodes[ri].outputs[0], ni)]),
+        None => singles.push((q, ni)),
+    }
+    if singles
+        .iter()
+        .any(|&(t, c)| rw.sole_consumer(g, t) != Some(c))
+    {
+        return None;
+    }
+    let c = g.tensors[x].shape[rank - 1];
+    // Optional scale: a float constant of C values (any leading 1s) multiplied in.
+    let mut last = ni;
+    let mut gamma = None;
+    if let Some(mi) = rw.sole_consumer(g, g.nodes[ni].outputs[0]) {
+        let w = other_operand(g, mi, g.nodes[ni].outputs[0]);
+        let w = w.and_then(|t| g.constants.get(&t)).filter(|d| {
+            d.dtype.is_float() && d.numel() == c && d.shape.iter().rev().skip(1).all(|&k| k == 1)
+        });
+        if is_bin(g, mi, BinaryOp::Mul) {
+            if let Some(d) = w {
+                gamma = Some(d.as_f32());
+                last = mi;
+            }
+        }
+    }
+    let name = g.nodes[ni].name.clone();
+    let gt = g.add_constant(
+        format!("{name}/rms_scale"),
+        crate::ir::TensorData::from_f32(vec![c], gamma.unwrap_or_else(|| vec![1.0; c])),
+    );
+    let y = g.nodes[last].outputs[0];
+    for k in [Some(pi), Some(vi), Some(ai), Some(qi), ri, Some(ni)]
+        .into_iter()
+        .flatten()
+        .filter(|&k| k != last)
+    {
+        rw.remove(k);
+    }
+    let n = &mut g.nodes[last];
+    n.op = Op::LayerNorm {
+        axis: rank - 1,
+        epsilon: eps as f32,
+        rms: true,
+    };
+    n.inputs = vec![Some(x), Some(gt)];
+    n.outputs = vec![y];
+    Some(())
+}
+
 fn is_bin(g: &Graph, ni: usize, op: BinaryOp) -> bool {
     g.nodes[ni].op == Op::Binary(op)
 }
@@ -451,6 +577,7 @@ fn layer_norm_at(g: &mut Graph, rw: &mut Rewrite, di: usize) -> Option<()> {
     n.op = Op::LayerNorm {
         axis: rank - 1,
         epsilon: eps as f32,
+        rms: false,
     };
     n.inputs = vec![Some(x), Some(gt), Some(bt)];
     n.outputs = vec![y];

@@ -44,6 +44,9 @@ pub struct PassReport {
     /// MatMul, scale, mask, Softmax, MatMul chains run as one attention kernel.
     #[serde(default)]
     pub attention_fused: usize,
+    /// Pow, ReduceMean, Add, Sqrt, Reciprocal, Mul (and a scale Mul) chains run as one RMSNorm.
+    #[serde(default)]
+    pub rms_norms_fused: usize,
 }
 
 /// What the passes need to know of the packing that follows.
@@ -75,6 +78,7 @@ pub fn optimize_with(g: &mut Graph, opts: &PassOptions) -> PassReport {
     r.bn_to_affine = fold_bn::lower_remaining(g);
     r.gelu_fused = fuse::gelu(g);
     r.layer_norms_fused = fuse::layer_norm(g);
+    r.rms_norms_fused = fuse::rms_norm(g);
     r.hardswish_fused = fuse::hardswish(g);
     r.noop_casts_removed = fuse::noop_casts(g);
     r.bias_adds_fused = fuse::bias_add(g);

@@ -55,6 +55,7 @@ pub(super) fn layer_norm(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
     let op = Op::LayerNorm {
         axis,
         epsilon: a.float_or("epsilon", 1e-5),
+        rms: false,
     };
     ctx.emit(n, op, ins)?;
     Ok(())

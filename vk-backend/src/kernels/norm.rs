@@ -1,4 +1,5 @@
-//! Row-wise normalizations: Softmax / LogSoftmax over any set of axes and LayerNormalization.
+//! Row-wise normalizations: Softmax / LogSoftmax over any set of axes, LayerNormalization and
+//! RMSNorm.
 //!
 //! One 64-wide workgroup per row (a fixed coordinate in the non-reduced dims), statistics in fp32
 //! through shared memory. Shaders: `softmax.comp`, `layernorm.comp` (`include/rownorm_body.glsl`).
@@ -17,6 +18,9 @@ const SOFTMAX: KernelDesc = KernelDesc {
     push_constant_bytes: 64,
     uses_weights: false,
 };
+
+/// `rownorm_body.glsl`'s mask bit for RMSNorm.
+const RMS_BIT: u32 = 1 << 9;
 
 const LAYERNORM: KernelDesc = KernelDesc {
     name: "layernorm",
@@ -118,11 +122,40 @@ pub fn layernorm_into(
     bias_offset: Option<u32>,
     out: &Tensor,
 ) -> Result<()> {
-    same_layout("layernorm", x, out)?;
+    norm_into(rec, x, axis, epsilon, scale_offset, bias_offset, false, out)
+}
+
+/// RMSNorm over axes `[axis, rank)`: `x / sqrt(mean(x^2) + epsilon) * scale`, with `scale`
+/// packed as for [`layernorm_into`]. One kernel for what Llama-family exporters write as Pow,
+/// ReduceMean, Add, Sqrt, Reciprocal and two Muls.
+pub fn rmsnorm_into(
+    rec: &mut Recorder,
+    x: &Tensor,
+    axis: i64,
+    epsilon: f32,
+    scale_offset: u32,
+    out: &Tensor,
+) -> Result<()> {
+    norm_into(rec, x, axis, epsilon, scale_offset, None, true, out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn norm_into(
+    rec: &mut Recorder,
+    x: &Tensor,
+    axis: i64,
+    epsilon: f32,
+    scale_offset: u32,
+    bias_offset: Option<u32>,
+    rms: bool,
+    out: &Tensor,
+) -> Result<()> {
+    let what = if rms { "rmsnorm" } else { "layernorm" };
+    same_layout(what, x, out)?;
     let rank = x.shape().len();
-    let a = normalize_axes("layernorm", &[axis], rank)?[0];
+    let a = normalize_axes(what, &[axis], rank)?[0];
     let axes: Vec<usize> = (a..rank).collect();
-    let (pc, rows) = row_push(x, &axes, 0)?;
+    let (pc, rows) = row_push(x, &axes, if rms { RMS_BIT } else { 0 })?;
     let pc = pc
         .f32(epsilon)
         .u32(scale_offset)

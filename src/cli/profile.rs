@@ -1,0 +1,93 @@
+//! `texstream infer --profile N`: where a model's GPU time goes. Every node is timed with GPU
+//! timestamps over N runs ([`Executable::run_profiled`]); the median per node is summed by op
+//! and the slowest nodes are listed with their output shapes.
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use texstream::ir::Graph;
+use texstream::runtime::{Executable, HostTensor};
+
+/// Median GPU nanoseconds per node over the profiled runs.
+pub struct NodeProfile {
+    pub runs: usize,
+    pub node_ns: Vec<f64>,
+}
+
+impl NodeProfile {
+    pub fn measure(
+        exe: &mut Executable,
+        feeds: &[(String, HostTensor)],
+        runs: usize,
+    ) -> anyhow::Result<NodeProfile> {
+        let mut samples: Vec<Vec<f64>> = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            samples.push(exe.run_profiled(feeds)?.1);
+        }
+        let nodes = samples.first().map_or(0, Vec::len);
+        let node_ns = (0..nodes)
+            .map(|i| {
+                let mut v: Vec<f64> = samples.iter().map(|s| s[i]).collect();
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            })
+            .collect();
+        Ok(NodeProfile { runs, node_ns })
+    }
+
+    /// The by-op table and the `top` slowest nodes.
+    pub fn report(&self, g: &Graph, top: usize) -> String {
+        let total: f64 = self.node_ns.iter().sum();
+        let mut by_op: BTreeMap<&str, (usize, f64)> = BTreeMap::new();
+        for (n, ns) in g.nodes.iter().zip(&self.node_ns) {
+            let e = by_op.entry(n.op.name()).or_default();
+            e.0 += 1;
+            e.1 += ns;
+        }
+        let mut ops: Vec<_> = by_op.into_iter().collect();
+        ops.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "profile: GPU timestamps after every node, median of {} runs: {:.3} ms over {} nodes",
+            self.runs,
+            total / 1e6,
+            g.nodes.len()
+        );
+        let _ = writeln!(
+            o,
+            "{:<18} {:>6} {:>11} {:>7} {:>10}",
+            "op", "nodes", "total ms", "share", "mean us"
+        );
+        for (op, (count, ns)) in &ops {
+            let _ = writeln!(
+                o,
+                "{:<18} {:>6} {:>11.3} {:>6.1}% {:>10.1}",
+                op,
+                count,
+                ns / 1e6,
+                100.0 * ns / total.max(1.0),
+                ns / 1e3 / *count as f64
+            );
+        }
+        let mut order: Vec<usize> = (0..self.node_ns.len()).collect();
+        order.sort_by(|&a, &b| self.node_ns[b].total_cmp(&self.node_ns[a]));
+        let _ = writeln!(o, "slowest nodes:");
+        for &i in order.iter().take(top) {
+            let n = &g.nodes[i];
+            let shapes: Vec<String> = n
+                .outputs
+                .iter()
+                .map(|&t| format!("{:?}", g.tensors[t].shape))
+                .collect();
+            let _ = writeln!(
+                o,
+                "  {:>9.1} us  {:<12} {} -> {}",
+                self.node_ns[i] / 1e3,
+                n.op.name(),
+                n.name,
+                shapes.join(", ")
+            );
+        }
+        o
+    }
+}
