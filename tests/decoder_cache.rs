@@ -127,6 +127,16 @@ fn build_model(model: &Path, max_len: usize, precision: Precision, caches: usize
         .filter(|n| matches!(n.op, texstream::ir::Op::LayerNorm { rms: true, .. }))
         .count();
     assert_eq!(rms, caches + 1, "one fused RMSNorm per norm");
+    // RoPE on every layer's queries and keys runs as one kernel each.
+    let ropes = g
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.op, texstream::ir::Op::Rope))
+        .count();
+    assert_eq!(
+        ropes, caches,
+        "one fused RoPE for the queries and one for the keys per layer"
+    );
     assert!(
         g.nodes
             .iter()

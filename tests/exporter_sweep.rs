@@ -138,6 +138,17 @@ fn run_entry(device: &vk_backend::Device, dir: &Path, inputs: &[(String, HostTen
     if family == "llama" && reduces > 0 {
         return Outcome::Fail(format!("{reduces} Reduce nodes of RMSNorm left unfused"));
     }
+    // And its rotary embeddings: no Neg of a rotated half is left.
+    let negs = packed
+        .header
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| n.op == texstream::ir::Op::Unary(texstream::ir::UnaryOp::Neg))
+        .count();
+    if family == "llama" && negs > 0 {
+        return Outcome::Fail(format!("{negs} Neg nodes of RoPE left unfused"));
+    }
     let before = device.validation_messages().len();
     let mut exe = match Executable::new(device, &packed.header, &packed) {
         Ok(x) => x,

@@ -40,6 +40,7 @@ TENSOR_OUT(MATMUL_NEXT_BINDING, img_out);
 #endif
 
 #include "matmul_common.glsl"
+#include "matmul_store.glsl"
 
 #ifdef MATMUL_CONST_B
 // B texel (k/4, n): B[4*(k/4) + j, n] in lane j. Flag bit 14: B is stored by rows, as B^T [N, K]
@@ -186,30 +187,11 @@ void main() {
         barrier();
     }
 
-    uint act = (pc.flags >> 16u) & 255u;
     for (uint i = 0u; i < 2u; i++) {
         for (uint j = 0u; j < 2u; j++) {
             uint m = m0 + ty + 16u * i, n = n0 + tx + 16u * j;
             if (m >= M || n >= N) continue;
-            vec4 v = i == 0u ? (j == 0u ? acc00 : acc01) : (j == 0u ? acc10 : acc11);
-            v *= pc.alpha;
-#if defined(MATMUL_TENSOR_BIAS)
-            if ((pc.flags & 4096u) != 0u) {
-                bool per_row = (pc.flags & 1024u) != 0u, per_col = (pc.flags & 2048u) != 0u;
-                TensorDesc c_t = TensorDesc(1u, 1u, per_row ? M : 1u, per_col ? N : 1u, 1u,
-                                            pc.bias_offset & 0xFFFFu, pc.bias_offset >> 16u, 1u);
-                uint ci = texel_index(c_t, 0u, per_row ? m : 0u, per_col ? n : 0u);
-                v += pc.beta * LOAD_TEXEL(img_c, c_t, ci).x;
-            }
-#elif defined(MATMUL_WEIGHTS)
-            if ((pc.flags & 4096u) != 0u) {
-                bool per_row = (pc.flags & 1024u) != 0u, per_col = (pc.flags & 2048u) != 0u;
-                uint bi = (per_row ? m : 0u) * (per_col ? N : 1u) + (per_col ? n : 0u);
-                v += pc.beta * fetch_weight(pc.bias_offset + bi / 4u)[bi % 4u];
-            }
-#endif
-            v = apply_unary(act, pc.act_a, pc.act_b, v);
-            STORE_TEXEL(img_out, pc.out_t, texel_index(pc.out_t, layer, m, n), zero_padding(pc.out_t, c4i, v));
+            store_out(layer, c4i, m, n, i == 0u ? (j == 0u ? acc00 : acc01) : (j == 0u ? acc10 : acc11));
         }
     }
 }

@@ -43,6 +43,12 @@ pub enum InferError {
     ConvTransposeNegative,
     #[error("MatMul of a scalar")]
     MatMulScalar,
+    #[error("Rope of x {x:?} needs [N, C, S, D] (D even) and cos/sin [1, 1, S, D], got {cos:?} and {sin:?}")]
+    Rope {
+        x: Vec<usize>,
+        cos: Vec<usize>,
+        sin: Vec<usize>,
+    },
     /// MatMul or Gemm operands whose contracted dimensions differ.
     #[error("{op} inner dims differ: {a:?} x {b:?}")]
     InnerDims {
@@ -365,6 +371,17 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
         Op::Softmax { .. } | Op::LayerNorm { .. } | Op::BatchNorm { .. } | Op::CumSum { .. } => {
             vec![(xs.clone(), xt)]
         }
+        Op::Rope => {
+            let (c, sn) = (&need(ins, 1)?.0, &need(ins, 2)?.0);
+            if !rope_shapes_fit(xs, c) || !rope_shapes_fit(xs, sn) {
+                return Err(InferError::Rope {
+                    x: xs.clone(),
+                    cos: c.clone(),
+                    sin: sn.clone(),
+                });
+            }
+            vec![(xs.clone(), xt)]
+        }
         Op::Attention { key_rows, .. } => {
             let (k, v) = (&need(ins, 1)?.0, &need(ins, 2)?.0);
             let mask = ins.get(3).and_then(|m| m.as_ref()).map(|m| m.0.clone());
@@ -607,6 +624,17 @@ pub fn slice_len(start: i64, end: i64, step: i64) -> usize {
     } else {
         0
     }
+}
+
+/// Whether `table` (cos or sin) fits Rope's x: x `[N, C, S, D]` with D even, the table
+/// `[.., S, D]` with every leading dim 1 and rank at most 4 (the kernel's contract).
+pub fn rope_shapes_fit(x: &[usize], table: &[usize]) -> bool {
+    let r = table.len();
+    x.len() == 4
+        && x[3].is_multiple_of(2)
+        && (2..=4).contains(&r)
+        && table[r - 2..] == x[2..]
+        && table[..r - 2].iter().all(|&d| d == 1)
 }
 
 #[cfg(test)]

@@ -203,6 +203,9 @@ pub enum Op {
         #[serde(default)]
         nan_to_zero: bool,
     },
+    /// inputs: X `[N, C, S, D]`, cos, sin (`[1, 1, S, D]`). Rotary position embedding,
+    /// `X * cos + rotate_half(X) * sin`, fused from the exporters' Slice/Neg/Concat/Mul/Add chain.
+    Rope,
     /// inputs: X, scale?, bias?. Normalizes over axes [axis, rank). `rms`: RMSNorm, x over the
     /// root mean square (no mean subtracted, no bias), fused from the Llama exporters' chain.
     LayerNorm {
@@ -336,6 +339,7 @@ impl Op {
             Op::Where => "Where",
             Op::Softmax { .. } => "Softmax",
             Op::Attention { .. } => "Attention",
+            Op::Rope => "Rope",
             Op::LayerNorm { .. } => "LayerNormalization",
             Op::BatchNorm { .. } => "BatchNormalization",
             Op::Reduce { .. } => "Reduce",

@@ -34,8 +34,9 @@ pub const FORMAT_VERSION: u32 = 1;
 /// heads split into column pieces, 7: key/value caches as state written in place, LessOrEqual
 /// and GreaterOrEqual, 8: large constant tables gathered by rows pack four rows a texel, 9: row
 /// tables streamed by rows, 10: attention chains fused into one kernel, 11: heads tied to a row
-/// table split into row-range pieces, 12: RMSNorm chains fused into one kernel.
-pub const COMPILER_REVISION: u32 = 12;
+/// table split into row-range pieces, 12: RMSNorm chains fused into one kernel,
+/// 13: rotate-half RoPE chains fused into one kernel.
+pub const COMPILER_REVISION: u32 = 13;
 pub const PREAMBLE_BYTES: usize = 64;
 pub const DATA_ALIGN: u64 = 4096;
 /// Every page is this many texels wide (the atlas layer width).

@@ -586,6 +586,7 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), NodeProblem> {
         }
         Op::MatMul { .. }
         | Op::Gemm { .. }
+        | Op::Rope
         | Op::Binary(_)
         | Op::Unary(_)
         | Op::Where

@@ -179,6 +179,11 @@ impl Executable {
                 k::trilu_into(rec, &x, *k, *upper, &y).map_err(kernel_error(&n))
             }
             Op::Softmax { .. } | Op::LayerNorm { .. } => self.record_row_norm(rec, ni, &n),
+            Op::Rope => {
+                let (x, c, s) = (self.input(&n, 0)?, self.input(&n, 1)?, self.input(&n, 2)?);
+                let y = self.output(&n, 0)?;
+                k::rope_into(rec, &x, &c, &s, &y).map_err(kernel_error(&n))
+            }
             Op::Attention {
                 scale,
                 key_rows,

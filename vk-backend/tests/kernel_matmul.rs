@@ -230,6 +230,21 @@ fn gemm_constant_b_bias_activation() {
             }),
         ),
         (&[3, 7, 2, 300], false, 300, 8, (0, 0), 1.0, 1.0, None),
+        // At most 4 rows run on matmul_const_gemv.comp: one row over several chunks of K
+        // (K not a multiple of 4, N not of the 16 columns a workgroup takes), batched; a
+        // decoder token's projection with a bias and an activation; 4 rows of a transposed A.
+        (&[3, 1, 1100], false, 1100, 37, (0, 0), 1.0, 1.0, None),
+        (
+            &[1, 576],
+            false,
+            576,
+            1536,
+            (1, 1536),
+            1.0,
+            1.0,
+            Some(UnaryOp::Sigmoid),
+        ),
+        (&[13, 4], true, 13, 21, (4, 21), 0.5, 2.0, None),
     ];
     let mut rng = Rng::new(12);
     // (activation precision, atlas precision): fp16 weights under fp32 activations is the mixed

@@ -5,6 +5,7 @@ pub mod concat_conv;
 pub mod fold_bn;
 pub mod fuse;
 pub mod layout;
+pub mod rope;
 pub mod rows;
 pub mod split_head;
 
@@ -47,6 +48,9 @@ pub struct PassReport {
     /// Pow, ReduceMean, Add, Sqrt, Reciprocal, Mul (and a scale Mul) chains run as one RMSNorm.
     #[serde(default)]
     pub rms_norms_fused: usize,
+    /// Rotate-half RoPE chains (Slice, Slice, Neg, Concat, Mul, Mul, Add) run as one kernel.
+    #[serde(default)]
+    pub ropes_fused: usize,
 }
 
 /// What the passes need to know of the packing that follows.
@@ -88,6 +92,7 @@ pub fn optimize_with(g: &mut Graph, opts: &PassOptions) -> PassReport {
     r.transposes_absorbed = layout::absorb_transposes(g);
     r.dead_nodes_removed += dce(g);
     r.attention_fused = attention::fuse_attention(g);
+    r.ropes_fused = rope::fuse_rope(g);
     r.head_rows_packed = rows::pack_head_rows(g);
     r.heads_split = split_head::split_wide_heads(g, opts.page_values);
     let (views, copies) = layout::assign(g);

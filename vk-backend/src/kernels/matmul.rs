@@ -8,7 +8,8 @@
 //! `[M, 1]` or `[M, N]` broadcasts over `[M, N]` and over every batch. A run-time (activation) C
 //! of the same shapes (Gemm's C as a graph input) is fused too: [`matmul_tensor_bias_into`].
 //! Shaders: `matmul.comp`, `matmul_bias.comp`, `matmul_const.comp`, `matmul_tbias.comp`,
-//! `matmul_const_tbias.comp` (body in `include/matmul_body.glsl`).
+//! `matmul_const_tbias.comp` (body in `include/matmul_body.glsl`), `matmul_const_gemv.comp` for
+//! a few rows against a constant B, `matmul_const_coop.comp` on cooperative matrices.
 
 use crate::error::{Result, VkError};
 use crate::kernels::elementwise::{broadcast_shape, UnaryOp};
@@ -52,6 +53,19 @@ const MATMUL_CONST_COOP: KernelDesc = KernelDesc {
     push_constant_bytes: PUSH_BYTES,
     uses_weights: true,
 };
+
+/// `matmul_const_gemv.comp`: a few rows against a constant B (see [`uses_gemv`]).
+const MATMUL_CONST_GEMV: KernelDesc = KernelDesc {
+    name: "matmul_const_gemv",
+    bindings: IMAGES_2,
+    push_constant_bytes: PUSH_BYTES,
+    uses_weights: true,
+};
+
+/// Most rows `matmul_const_gemv.comp` takes (its MAX_ROWS).
+pub const GEMV_MAX_ROWS: usize = 4;
+/// Output columns per workgroup of `matmul_const_gemv.comp` (either B layout).
+const GEMV_COLUMNS: usize = 16;
 
 const MATMUL_TBIAS: KernelDesc = KernelDesc {
     name: "matmul_tbias",
@@ -332,11 +346,17 @@ fn record(
         .properties()
         .limits
         .max_compute_work_group_count;
-    let coop = c.is_none()
+    let gemv = c.is_none() && uses_gemv(&b, o6[3], p.m);
+    let coop = !gemv
+        && c.is_none()
         && matches!(b, MatRhs::Weights { .. })
         && uses_cooperative_matrix(rec.device(), out, opts);
     let tile = if coop { COOP_TILE } else { TILE };
-    let groups = [p.n.div_ceil(tile) as u64, p.m.div_ceil(tile) as u64, layers];
+    let groups = if gemv {
+        [p.n.div_ceil(GEMV_COLUMNS) as u64, 1, layers]
+    } else {
+        [p.n.div_ceil(tile) as u64, p.m.div_ceil(tile) as u64, layers]
+    };
     for (g, lim) in groups.iter().zip(limits) {
         if *g > lim as u64 {
             return Err(err(format!(
@@ -435,7 +455,9 @@ fn record(
             launch(rec, desc, out.precision(), &args, &pc, groups)
         }
         (MatRhs::Weights { .. } | MatRhs::WeightRows { .. }, None) => {
-            let desc = if coop {
+            let desc = if gemv {
+                &MATMUL_CONST_GEMV
+            } else if coop {
                 &MATMUL_CONST_COOP
             } else {
                 &MATMUL_CONST
@@ -444,6 +466,15 @@ fn record(
             launch(rec, desc, out.precision(), &args, &pc, groups)
         }
     }
+}
+
+/// Whether a MatMul runs on `matmul_const_gemv.comp`: a constant B (either layout), no run-time
+/// bias (the caller checks), the scalar path (output channel dim `out_c` 1) and at most
+/// [`GEMV_MAX_ROWS`] rows, where the tiled kernels would leave most invocations idle.
+fn uses_gemv(b: &MatRhs<'_>, out_c: usize, m: usize) -> bool {
+    matches!(b, MatRhs::Weights { .. } | MatRhs::WeightRows { .. })
+        && out_c == 1
+        && m <= GEMV_MAX_ROWS
 }
 
 /// Whether a MatMul with a constant B (and no run-time bias) writing `out` runs on cooperative

@@ -17,6 +17,7 @@ mod pool;
 mod push;
 mod reduce;
 mod resize;
+mod rope;
 mod scan;
 mod scatter;
 mod select;
@@ -55,6 +56,7 @@ pub use pool::{
 pub use push::{dispatch_1d, PushConstants};
 pub use reduce::{reduce, reduce_into, reduce_shape, ReduceOp};
 pub use resize::{resize, resize_into, CoordMode, NearestMode, ResizeMode, ResizeParams};
+pub use rope::rope_into;
 pub use scan::{cumsum, cumsum_into, CumSumParams};
 pub use scatter::{scatter_nd_into, ScatterReduction};
 pub use select::{compare, compare_into, trilu, trilu_into, where_into, where_select, CompareOp};

@@ -1,0 +1,102 @@
+#version 450
+// MatMul/Gemm of a few rows (M <= 4: a decoder's one token, a head's rows) against a constant B
+// read through fetch_weight, scalar mode only (output C == 1): the tiled body gives each
+// workgroup 32 rows, so at M = 1 it idles 31 of every 32 invocations and serializes K in few
+// workgroups. Here a workgroup of 256 owns 16 output columns in G column groups and splits K
+// into 256 / G slices; each invocation walks its slice, the partial sums meet in shared memory,
+// and slice 0 stores. B layouts (flag bit 14, see include/matmul_body.glsl const_b):
+//   packed [K, N]:  texel (k/4, n), 4 consecutive k in the lanes; G = 16 groups of one column,
+//                   the column is the fast invocation index (consecutive texels);
+//   by rows (B^T):  texel (n/4)*K + k, 4 consecutive n in the lanes; G = 4 groups of 4 columns,
+//                   the slice is the fast invocation index (consecutive k are consecutive texels).
+// Bias through fetch_weight (MATMUL_WEIGHTS), no run-time C. Epilogue: include/matmul_store.glsl.
+#define MATMUL_WEIGHTS
+#define MATMUL_CONST_B
+#include "tensor.glsl"
+#include "activation.glsl"
+#include "weights.glsl"
+
+#define MAX_ROWS 4u
+// A is staged 4 k to a vec4, CHUNK vec4s per row at a time.
+#define CHUNK 128u
+
+layout(local_size_x = 256) in;
+
+TENSOR_IN(0, img_a);
+TENSOR_OUT(1, img_out);
+
+#include "matmul_common.glsl"
+#include "matmul_store.glsl"
+
+shared vec4 As[MAX_ROWS][CHUNK];
+// Partial sums: [slice][row][group], one lane per column (by rows) or lane 0 (packed).
+shared vec4 red[256u * MAX_ROWS];
+
+void main() {
+    uint tid = gl_LocalInvocationID.x;
+    bool rows_b = (pc.flags & 16384u) != 0u;
+    uint G = rows_b ? 4u : 16u, S = 256u / G;
+    uint g = rows_b ? tid / S : tid % G;
+    uint s = rows_b ? tid % S : tid / G;
+    uint layer = gl_WorkGroupID.z;
+    uint M = pc.out_t.h, N = pc.out_t.w, K = pc.k;
+    uint nidx = layer / pc.out_t.c4, c4i = layer % pc.out_t.c4;
+    uint fa = pc.flags & 15u;
+    bool ta = (pc.flags & 256u) != 0u;
+    uint a_layer = operand_layer(pc.a_t, fa, nidx, c4i);
+    // First column of this invocation's group.
+    uint n = (gl_WorkGroupID.x * G + g) * (rows_b ? 4u : 1u);
+    uint K4 = (K + 3u) / 4u;
+
+    vec4 acc[MAX_ROWS];
+    for (uint m = 0u; m < MAX_ROWS; m++) acc[m] = vec4(0.0);
+    for (uint c0 = 0u; c0 < K4; c0 += CHUNK) {
+        // Stage A[m, 4*(c0 + t) .. +3] for every row.
+        for (uint e = tid; e < MAX_ROWS * CHUNK; e += 256u) {
+            uint m = e / CHUNK, t = e % CHUNK;
+            vec4 v = vec4(0.0);
+            if (m < M && c0 + t < K4) {
+                for (uint j = 0u; j < 4u; j++) {
+                    uint k = 4u * (c0 + t) + j;
+                    if (k < K) {
+                        uint idx = ta ? texel_index(pc.a_t, a_layer, k, m) : texel_index(pc.a_t, a_layer, m, k);
+                        v[j] = LOAD_TEXEL(img_a, pc.a_t, idx).x;
+                    }
+                }
+            }
+            As[m][t] = v;
+        }
+        barrier();
+        uint end = min(CHUNK, K4 - c0);
+        if (!rows_b && n < N) {
+            for (uint t = s; t < end; t += S) {
+                vec4 w = fetch_weight(pc.b_t.n + (c0 + t) * N + n);
+                for (uint m = 0u; m < MAX_ROWS; m++) {
+                    if (m < M) acc[m].x += dot(As[m][t], w);
+                }
+            }
+        } else if (rows_b && n < N) {
+            uint base = pc.b_t.n + (n / 4u) * K;
+            for (uint k = 4u * c0 + s; k < min(K, 4u * (c0 + end)); k += S) {
+                vec4 w = fetch_weight(base + k);
+                uint t = k / 4u - c0, j = k % 4u;
+                for (uint m = 0u; m < MAX_ROWS; m++) {
+                    if (m < M) acc[m] += As[m][t][j] * w;
+                }
+            }
+        }
+        barrier();
+    }
+    for (uint m = 0u; m < MAX_ROWS; m++) red[(s * MAX_ROWS + m) * G + g] = acc[m];
+    barrier();
+    if (s != 0u || n >= N) return;
+    for (uint m = 0u; m < M && m < MAX_ROWS; m++) {
+        vec4 v = vec4(0.0);
+        for (uint i = 0u; i < S; i++) v += red[(i * MAX_ROWS + m) * G + g];
+        if (rows_b) {
+            for (uint l = 0u; l < 4u && n + l < N; l++) store_out(layer, c4i, m, n + l, vec4(v[l], 0.0, 0.0, 0.0));
+        } else {
+            store_out(layer, c4i, m, n, vec4(v.x, 0.0, 0.0, 0.0));
+        }
+    }
+}
