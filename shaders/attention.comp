@@ -5,6 +5,9 @@
 // [N, C, D, Sk] when K_ROWS is clear), V [N, C, Sk, Dv], out [N, C, Sq, Dv]. C is the head axis,
 // so a texel's four lanes are four heads and every score, max and sum below is a vec4 of them.
 // The mask is additive, [Nm, Cm, Hm, Sk] with Nm, Cm, Hm each 1 (broadcast) or full.
+// Grouped-query attention: K and V may have fewer heads (kvc) than Q (c), c a multiple of kvc;
+// query head h reads key/value head h / (c / kvc), so a texel of four query heads gathers its
+// lanes from up to two key texels.
 //
 // One workgroup: BQ = 16 query rows of one (n, c4) layer, four threads per row; thread part p
 // holds Q and the accumulator for the head-dim texels p, p+4, ... (D, Dv <= 64). Each key block
@@ -40,6 +43,7 @@ layout(push_constant) uniform Push {
     uint flags; // bit 0: a mask is bound; bit 1: K_ROWS (K is [.., Sk, D]); bit 2: a row with
                 // every key at -inf gives 0, not NaN
     uint groups_per_layer;
+    uint kvc;   // key/value heads (= c without grouping)
 } pc;
 
 TensorDesc desc(uvec4 t, uint c) {
@@ -63,10 +67,19 @@ void main() {
     uint sq = (group % pc.groups_per_layer) * BQ + row;
     uint d = pc.q.y, dv = pc.v.y, sk = pc.v.x;
     bool live = sq < pc.q.x;
-    TensorDesc tq = desc(pc.q, pc.c), tk = desc(pc.k, pc.c), tv = desc(pc.v, pc.c);
+    TensorDesc tq = desc(pc.q, pc.c), tk = desc(pc.k, pc.kvc), tv = desc(pc.v, pc.kvc);
     TensorDesc to = desc(pc.o, pc.c);
     TensorDesc tm = TensorDesc(pc.mn, pc.mc, pc.m.x, pc.m.y, (pc.mc + 3u) / 4u, pc.m.z, pc.m.w, 0u);
     bool has_mask = (pc.flags & 1u) != 0u, k_rows = (pc.flags & 2u) != 0u;
+
+    uint n_i = layer / c4, c4_i = layer % c4;
+    // Key/value head of each lane's query head, and its texel layer.
+    uint group_size = pc.c / pc.kvc, kv_c4 = (pc.kvc + 3u) / 4u;
+    uvec4 kv_head, kv_layer;
+    for (uint l = 0u; l < 4u; l++) {
+        kv_head[l] = min((4u * c4_i + l) / group_size, pc.kvc - 1u);
+        kv_layer[l] = n_i * kv_c4 + kv_head[l] / 4u;
+    }
 
     vec4 q[DPT];
     vec4 acc[DPT];
@@ -77,7 +90,6 @@ void main() {
         acc[i] = vec4(0.0);
     }
     // The mask row this query reads (broadcast axes read index 0).
-    uint n_i = layer / c4, c4_i = layer % c4;
     uint m_layer = (pc.mn == 1u ? 0u : n_i) * tm.c4 + (pc.mc == 1u ? 0u : c4_i);
     uint m_row = pc.m.x == 1u ? 0u : sq;
 
@@ -107,11 +119,25 @@ void main() {
             uint j = e / MAXD, x = e % MAXD, key = k0 + j;
             vec4 kv = vec4(0.0), vv = vec4(0.0);
             if (key < sk && x < d) {
-                uint ti = k_rows ? texel_index(tk, layer, key, x) : texel_index(tk, layer, x, key);
-                kv = LOAD_TEXEL(img_k, tk, ti);
+                if (group_size == 1u) {
+                    uint ti = k_rows ? texel_index(tk, layer, key, x) : texel_index(tk, layer, x, key);
+                    kv = LOAD_TEXEL(img_k, tk, ti);
+                } else {
+                    for (uint l = 0u; l < 4u; l++) {
+                        uint kl = kv_layer[l];
+                        uint ti = k_rows ? texel_index(tk, kl, key, x) : texel_index(tk, kl, x, key);
+                        kv[l] = LOAD_TEXEL(img_k, tk, ti)[kv_head[l] % 4u];
+                    }
+                }
             }
             if (key < sk && x < dv) {
-                vv = LOAD_TEXEL(img_v, tv, texel_index(tv, layer, key, x));
+                if (group_size == 1u) {
+                    vv = LOAD_TEXEL(img_v, tv, texel_index(tv, layer, key, x));
+                } else {
+                    for (uint l = 0u; l < 4u; l++) {
+                        vv[l] = LOAD_TEXEL(img_v, tv, texel_index(tv, kv_layer[l], key, x))[kv_head[l] % 4u];
+                    }
+                }
             }
             ks[j][x] = kv;
             vs[j][x] = vv;

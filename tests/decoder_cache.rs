@@ -137,6 +137,13 @@ fn build_model(model: &Path, max_len: usize, precision: Precision, caches: usize
         ropes, caches,
         "one fused RoPE for the queries and one for the keys per layer"
     );
+    // Grouped-query attention reads the cache itself: repeat_kv's copies of it are gone.
+    assert!(
+        g.nodes
+            .iter()
+            .all(|n| !matches!(n.op, texstream::ir::Op::Expand { .. })),
+        "a repeat_kv Expand was left"
+    );
     assert!(
         g.nodes
             .iter()

@@ -190,8 +190,10 @@ pub fn attention_shapes(
     key_rows: bool,
 ) -> Option<(Vec<usize>, Vec<usize>)> {
     let r = q.len();
-    if r < 2 || k.len() != r || v.len() != r || k[..r - 2] != q[..r - 2] || v[..r - 2] != q[..r - 2]
-    {
+    if r < 2 || k.len() != r || v.len() != r || !kv_heads_fit(q, k) || !kv_heads_fit(q, v) {
+        return None;
+    }
+    if r >= 3 && k[r - 3] != v[r - 3] {
         return None;
     }
     let (sk, d) = if key_rows {
@@ -207,6 +209,17 @@ pub fn attention_shapes(
     let mut out = q.to_vec();
     out[r - 1] = v[r - 1];
     Some((scores, out))
+}
+
+/// K's (or V's) leading dims against Q's: equal, except that the heads (the last leading dim,
+/// the packed channel axis) may be fewer when they divide Q's (grouped-query attention: query
+/// head h reads key head h / (Hq / Hkv)).
+fn kv_heads_fit(q: &[usize], kv: &[usize]) -> bool {
+    let r = q.len();
+    if r < 3 {
+        return kv[..r - 2] == q[..r - 2];
+    }
+    kv[..r - 3] == q[..r - 3] && kv[r - 3] > 0 && q[r - 3] % kv[r - 3] == 0
 }
 
 /// An additive mask broadcasts (numpy rules) to the scores without growing them.

@@ -2,7 +2,7 @@
 //! softmax the textbook way: heads that do not fill a texel, key counts that are not a multiple of
 //! the key block, query rows past a workgroup, K given transposed, masks broadcast over heads and
 //! rows or given per head, a fully masked prefix (a KV cache's unwritten tail), a fully masked
-//! row under the NaN guard, both precisions.
+//! row under the NaN guard, grouped-query attention (fewer key/value heads), both precisions.
 
 use vk_backend::kernels::{attention_into, AttentionOpts};
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -11,6 +11,8 @@ use vk_backend::{Precision, QueueKind, Recorder, Tensor};
 struct Case {
     batch: usize,
     heads: usize,
+    /// Key/value heads (grouped-query attention when fewer than `heads`).
+    kv_heads: usize,
     sq: usize,
     sk: usize,
     d: usize,
@@ -35,15 +37,17 @@ fn reference(c: &Case, q: &[f32], k: &[f32], v: &[f32], m: &[f32], scale: f32) -
     for b in 0..c.batch {
         for h in 0..c.heads {
             let bh = b * c.heads + h;
+            // The key/value head this query head reads.
+            let bkh = b * c.kv_heads + h / (c.heads / c.kv_heads);
             for i in 0..c.sq {
                 let mut s = vec![0f64; c.sk];
                 for (j, sj) in s.iter_mut().enumerate() {
                     let mut dot = 0f64;
                     for x in 0..c.d {
                         let kv = if c.key_rows {
-                            k[(bh * c.sk + j) * c.d + x]
+                            k[(bkh * c.sk + j) * c.d + x]
                         } else {
-                            k[(bh * c.d + x) * c.sk + j]
+                            k[(bkh * c.d + x) * c.sk + j]
                         };
                         dot += q[(bh * c.sq + i) * c.d + x] as f64 * kv as f64;
                     }
@@ -66,7 +70,7 @@ fn reference(c: &Case, q: &[f32], k: &[f32], v: &[f32], m: &[f32], scale: f32) -
                 for y in 0..c.dv {
                     let mut acc = 0f64;
                     for j in 0..c.sk {
-                        acc += e[j] * v[(bh * c.sk + j) * c.dv + y] as f64;
+                        acc += e[j] * v[(bkh * c.sk + j) * c.dv + y] as f64;
                     }
                     out[(bh * c.sq + i) * c.dv + y] = acc / sum;
                 }
@@ -81,8 +85,8 @@ fn run(c: &Case, p: Precision, seed: u64) {
     let mut rng = Rng::new(seed);
     let mut fill = |n: usize| rounded((0..n).map(|_| rng.uniform(-1.5, 1.5)).collect(), p);
     let q = fill(c.batch * c.heads * c.sq * c.d);
-    let k = fill(c.batch * c.heads * c.sk * c.d);
-    let v = fill(c.batch * c.heads * c.sk * c.dv);
+    let k = fill(c.batch * c.kv_heads * c.sk * c.d);
+    let v = fill(c.batch * c.kv_heads * c.sk * c.dv);
     let mask_shape = c.mask.map(|[n, ch, h]| [n, ch, h, c.sk]);
     let m: Vec<f32> = match mask_shape {
         // A causal-like band and a masked prefix: ties in the max, -inf-like values, and rows
@@ -113,13 +117,13 @@ fn run(c: &Case, p: Precision, seed: u64) {
         }
     }
     let kshape = if c.key_rows {
-        [c.batch, c.heads, c.sk, c.d]
+        [c.batch, c.kv_heads, c.sk, c.d]
     } else {
-        [c.batch, c.heads, c.d, c.sk]
+        [c.batch, c.kv_heads, c.d, c.sk]
     };
     let qt = Tensor::from_data(&d, "q", &[c.batch, c.heads, c.sq, c.d], p, &q).unwrap();
     let kt = Tensor::from_data(&d, "k", &kshape, p, &k).unwrap();
-    let vt = Tensor::from_data(&d, "v", &[c.batch, c.heads, c.sk, c.dv], p, &v).unwrap();
+    let vt = Tensor::from_data(&d, "v", &[c.batch, c.kv_heads, c.sk, c.dv], p, &v).unwrap();
     let mt = mask_shape.map(|s| Tensor::from_data(&d, "mask", &s, p, &m).unwrap());
     let out = Tensor::new(&d, "out", &[c.batch, c.heads, c.sq, c.dv], p).unwrap();
     let scale = 1.0 / (c.d as f32).sqrt();
@@ -152,6 +156,7 @@ fn fused_attention_matches_the_stored_softmax() {
         Case {
             batch: 1,
             heads: 6,
+            kv_heads: 6,
             sq: 37,
             sk: 45,
             d: 64,
@@ -165,6 +170,7 @@ fn fused_attention_matches_the_stored_softmax() {
         Case {
             batch: 1,
             heads: 9,
+            kv_heads: 9,
             sq: 1,
             sk: 70,
             d: 16,
@@ -173,10 +179,38 @@ fn fused_attention_matches_the_stored_softmax() {
             key_rows: true,
             nan_guard: false,
         },
+        // Grouped-query attention: SmolLM2's decode step (9 query heads on 3 key/value heads,
+        // four query heads a texel gathering from two key texels), and a prefill with 8 on 2,
+        // K transposed, no mask.
+        Case {
+            batch: 1,
+            heads: 9,
+            kv_heads: 3,
+            sq: 1,
+            sk: 70,
+            d: 64,
+            dv: 64,
+            mask: Some([1, 1, 1]),
+            key_rows: true,
+            nan_guard: false,
+        },
+        Case {
+            batch: 2,
+            heads: 8,
+            kv_heads: 2,
+            sq: 20,
+            sk: 19,
+            d: 16,
+            dv: 8,
+            mask: None,
+            key_rows: false,
+            nan_guard: false,
+        },
         // Prefill with a per-row mask, and a per-head per-row mask with a batch.
         Case {
             batch: 1,
             heads: 3,
+            kv_heads: 3,
             sq: 20,
             sk: 20,
             d: 8,
@@ -188,6 +222,7 @@ fn fused_attention_matches_the_stored_softmax() {
         Case {
             batch: 2,
             heads: 4,
+            kv_heads: 4,
             sq: 5,
             sk: 17,
             d: 33,

@@ -8,7 +8,7 @@
 //! the kernel. Anything else stays as it was.
 use super::{rewrite_each, scalar, Rewrite};
 use crate::ir::infer::{attention_shapes, mask_broadcasts};
-use crate::ir::{nchw, Activation, BinaryOp, DType, Graph, Op, TensorId, UnaryOp};
+use crate::ir::{nchw, Activation, BinaryOp, DType, Graph, Op, ReshapeKind, TensorId, UnaryOp};
 
 /// The kernel's largest head dimension (`vk_backend::kernels::ATTENTION_MAX_HEAD_DIM`).
 const MAX_HEAD_DIM: usize = 64;
@@ -96,6 +96,12 @@ fn attention_at(g: &mut Graph, rw: &mut Rewrite, mi: usize) -> Option<()> {
     if !fits(g, q, kt, v, mask, transpose_b) || !scale.is_finite() {
         return None;
     }
+    // Grouped-query attention: the kernel maps each query head to its key/value head, so the
+    // exporters' repeat_kv copies (of the whole cache, every step) are read through.
+    let (kt, v) = match (repeat_kv_source(g, rw, kt), repeat_kv_source(g, rw, v)) {
+        (Some(k0), Some(v0)) if fits(g, q, k0, v0, mask, transpose_b) => (k0, v0),
+        _ => (kt, v),
+    };
     let node = &mut g.nodes[pv];
     node.op = Op::Attention {
         scale: scale as f32,
@@ -107,6 +113,45 @@ fn attention_at(g: &mut Graph, rw: &mut Rewrite, mi: usize) -> Option<()> {
         rw.remove(ni);
     }
     Some(())
+}
+
+/// `src` when `t` is `Reshape(Expand(Unsqueeze(src)))` that repeats each head of `src`
+/// `[.., Hkv, S, D]` `g` times into `[.., Hkv * g, S, D]` (Llama's repeat_kv). The copies
+/// become dead once the attention reads `src` and are removed with the dead code.
+fn repeat_kv_source(g: &Graph, rw: &Rewrite, t: TensorId) -> Option<TensorId> {
+    let producer = |t: TensorId| rw.producers[t].map(|p| &g.nodes[p]);
+    let reshape = producer(t)?;
+    let e = reshape.input(0)?;
+    let expand = producer(e)?;
+    let u = expand.input(0)?;
+    let unsqueeze = producer(u)?;
+    let src = unsqueeze.input(0)?;
+    let is = |n: &crate::ir::Node, kind: ReshapeKind| matches!(&n.op, Op::Reshape { kind: k, .. } if *k == kind);
+    if !is(reshape, ReshapeKind::Reshape)
+        || !matches!(expand.op, Op::Expand { .. })
+        || !is(unsqueeze, ReshapeKind::Unsqueeze)
+    {
+        return None;
+    }
+    let (ss, us, es, ts) = (
+        &g.tensors[src].shape,
+        &g.tensors[u].shape,
+        &g.tensors[e].shape,
+        &g.tensors[t].shape,
+    );
+    let r = ss.len();
+    if r < 3 || us.len() != r + 1 || es.len() != r + 1 || ts.len() != r {
+        return None;
+    }
+    let h = r - 3; // the heads axis of src
+    let groups = es[h + 1];
+    let mut unsq = ss.clone();
+    unsq.insert(h + 1, 1);
+    let mut exp = ss.clone();
+    exp.insert(h + 1, groups);
+    let mut out = ss.clone();
+    out[h] *= groups;
+    (us == &unsq && es == &exp && ts == &out && groups > 1).then_some(src)
 }
 
 /// `(IsNaN, Where)` when `p`'s only readers are `IsNaN(p)` and `Where(IsNaN(p), 0, p)`.

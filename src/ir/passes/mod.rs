@@ -93,6 +93,8 @@ pub fn optimize_with(g: &mut Graph, opts: &PassOptions) -> PassReport {
     r.dead_nodes_removed += dce(g);
     r.attention_fused = attention::fuse_attention(g);
     r.ropes_fused = rope::fuse_rope(g);
+    // The repeat_kv copies that attention now reads through.
+    r.dead_nodes_removed += dce(g);
     r.head_rows_packed = rows::pack_head_rows(g);
     r.heads_split = split_head::split_wide_heads(g, opts.page_values);
     let (views, copies) = layout::assign(g);

@@ -6,6 +6,8 @@
 //! K that the graph already holds), V `[.., Sk, Dv]`, out `[.., Sq, Dv]`, with equal leading dims.
 //! The last leading dim (the heads) is the packed channel axis, so one texel carries four heads.
 //! The additive mask is `[.., Hm, Sk]` whose N, C and Hm are each 1 or full. D, Dv <= 64.
+//! Grouped-query attention: K and V may have fewer heads than Q, a divisor of Q's; query head
+//! `h` reads key/value head `h / (Hq / Hkv)`.
 
 use crate::error::Result;
 use crate::kernels::launch::{kerr, launch};
@@ -18,7 +20,7 @@ use crate::tensor::Tensor;
 const ATTENTION: KernelDesc = KernelDesc {
     name: "attention",
     bindings: &[BindingKind::StorageImage; 5],
-    push_constant_bytes: 108,
+    push_constant_bytes: 112,
     uses_weights: false,
 };
 
@@ -70,10 +72,19 @@ pub fn attention_shape(
             k.shape()
         )));
     }
-    let lead = &sq[..rank - 2];
-    if &k.shape()[..rank - 2] != lead || &sv[..rank - 2] != lead {
+    // Equal leading dims, except that K and V may have fewer heads (the last leading dim) when
+    // they divide Q's (grouped-query attention).
+    let lead_fits = |t: &[usize]| {
+        if rank < 3 {
+            return t[..rank - 2] == sq[..rank - 2];
+        }
+        let (h, qh) = (t[rank - 3], sq[rank - 3]);
+        t[..rank - 3] == sq[..rank - 3] && h > 0 && qh % h == 0
+    };
+    let grouped_ok = rank < 3 || k.shape()[rank - 3] == sv[rank - 3];
+    if !lead_fits(k.shape()) || !lead_fits(sv) || !grouped_ok {
         return Err(err(format!(
-            "leading dims differ: Q {sq:?}, K {:?}, V {sv:?}",
+            "leading dims differ: Q {sq:?}, K {:?}, V {sv:?} (K and V may only have fewer heads, a divisor of Q's)",
             k.shape()
         )));
     }
@@ -150,7 +161,8 @@ pub fn attention_into(
         .u32(ml.n)
         .f32(opts.scale)
         .u32(mask.is_some() as u32 | (opts.key_rows as u32) << 1 | (opts.nan_to_zero as u32) << 2)
-        .u32(groups_per_layer as u32);
+        .u32(groups_per_layer as u32)
+        .u32(k.layout().c);
     let groups = dispatch_1d(rec.device(), layers * groups_per_layer as u64 * 64, 64);
     let args = [
         Arg::input(q),
