@@ -219,7 +219,7 @@ fn kv_heads_fit(q: &[usize], kv: &[usize]) -> bool {
     if r < 3 {
         return kv[..r - 2] == q[..r - 2];
     }
-    kv[..r - 3] == q[..r - 3] && kv[r - 3] > 0 && q[r - 3] % kv[r - 3] == 0
+    kv[..r - 3] == q[..r - 3] && kv[r - 3] > 0 && q[r - 3].is_multiple_of(kv[r - 3])
 }
 
 /// An additive mask broadcasts (numpy rules) to the scores without growing them.

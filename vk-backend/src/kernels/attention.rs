@@ -79,7 +79,7 @@ pub fn attention_shape(
             return t[..rank - 2] == sq[..rank - 2];
         }
         let (h, qh) = (t[rank - 3], sq[rank - 3]);
-        t[..rank - 3] == sq[..rank - 3] && h > 0 && qh % h == 0
+        t[..rank - 3] == sq[..rank - 3] && h > 0 && qh.is_multiple_of(h)
     };
     let grouped_ok = rank < 3 || k.shape()[rank - 3] == sv[rank - 3];
     if !lead_fits(k.shape()) || !lead_fits(sv) || !grouped_ok {
