@@ -256,6 +256,58 @@ pub fn plan(
     plan_trace(trace, cap_bytes, bw, policy)
 }
 
+/// The constructions `planned` chooses among, each built and simulated. They only read the
+/// trace, so they run on parallel threads where the machine has more than one core (a 1 M step
+/// plan spends most of its time here); the result is the same either way.
+fn planned_candidates(
+    trace: &Trace,
+    slots: u32,
+    bw: &Bandwidth,
+) -> Result<Vec<(Schedule, Simulation, &'static str)>, PlanError> {
+    let lead = |k: f64| {
+        move |t: &Trace| prefetch_schedule_within(t, slots, bw, k * bw.transfer_s(t.page_bytes))
+    };
+    type Build<'a> = Box<dyn Fn(&Trace) -> Schedule + Send + Sync + 'a>;
+    let builds: [(&'static str, Build); 6] = [
+        (
+            "prefetch",
+            Box::new(|t: &Trace| prefetch_schedule(t, slots, bw)),
+        ),
+        ("prefetch-lead-4", Box::new(lead(4.0))),
+        ("prefetch-lead-16", Box::new(lead(16.0))),
+        ("prefetch-lead-64", Box::new(lead(64.0))),
+        (
+            "min-early",
+            Box::new(|t: &Trace| demand_schedule(t, slots, Eviction::Min, Issue::Early)),
+        ),
+        (
+            "lru-early",
+            Box::new(|t: &Trace| demand_schedule(t, slots, Eviction::Lru, Issue::Early)),
+        ),
+    ];
+    let run = |(name, build): &(&'static str, Build)| {
+        let s = build(trace);
+        simulate_schedule(trace, &s, bw).map(|sim| (s, sim, *name))
+    };
+    let parallel = std::thread::available_parallelism().map_or(1, |n| n.get()) > 1;
+    if !parallel {
+        return builds.iter().map(run).collect();
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = builds.iter().map(|b| scope.spawn(move || run(b))).collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(PlanError::Invalid(
+                        "a candidate construction panicked".into(),
+                    ))
+                })
+            })
+            .collect()
+    })
+}
+
 /// [`plan`] on an already unrolled trace.
 pub fn plan_trace(
     trace: Trace,
@@ -326,28 +378,7 @@ pub fn plan_trace(
             // that margin is below the simulator's accuracy, the bytes are not. min-early
             // dominates on-demand and lru-early dominates lru (same loads, fewer waits), so
             // `planned` is never slower than either.
-            let lead = |k: f64| {
-                prefetch_schedule_within(&trace, slots, bw, k * bw.transfer_s(trace.page_bytes))
-            };
-            let candidates = [
-                ("prefetch", prefetch_schedule(&trace, slots, bw)),
-                ("prefetch-lead-4", lead(4.0)),
-                ("prefetch-lead-16", lead(16.0)),
-                ("prefetch-lead-64", lead(64.0)),
-                (
-                    "min-early",
-                    demand_schedule(&trace, slots, Eviction::Min, Issue::Early),
-                ),
-                (
-                    "lru-early",
-                    demand_schedule(&trace, slots, Eviction::Lru, Issue::Early),
-                ),
-            ];
-            let mut runs = Vec::with_capacity(candidates.len());
-            for (name, s) in candidates {
-                let sim = simulate_schedule(&trace, &s, bw)?;
-                runs.push((s, sim, name));
-            }
+            let runs = planned_candidates(&trace, slots, bw)?;
             let fastest = runs
                 .iter()
                 .map(|r| r.1.makespan_s)
