@@ -30,6 +30,26 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// Times `runs` plans of one policy: the wall times in ms (sorted) and the plan's ÷ LB.
+fn time_plans(
+    profiles: &[scheduler::Profile],
+    pipeline: &Pipeline,
+    cap: u64,
+    bw: &Bandwidth,
+    policy: Policy,
+    runs: usize,
+) -> Result<(Vec<f64>, f64), scheduler::PlanError> {
+    let mut times = Vec::with_capacity(runs);
+    let mut ratio = f64::NAN;
+    for _ in 0..runs {
+        let t = Instant::now();
+        ratio = plan(profiles, pipeline, cap, bw, policy)?.stats.ratio;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok((times, ratio))
+}
+
 fn synthetic(max_steps: u32) {
     let bw = Bandwidth::default();
     println!("synthetic five-model workloads (cap = a fifth of the weights + 16 MiB)");
@@ -65,27 +85,17 @@ fn synthetic(max_steps: u32) {
         let cap = total / 5 + (16 << 20);
         let runs = if steps >= 1_000_000 { 1 } else { 3 };
         for policy in POLICIES {
-            let mut best = f64::INFINITY;
-            let mut ratio = f64::NAN;
-            for _ in 0..runs {
-                let t = Instant::now();
-                match plan(&profiles, &pipeline, cap, &bw, policy) {
-                    Ok(p) => ratio = p.stats.ratio,
-                    Err(e) => {
-                        println!("{steps:>9} {:<10} error: {e}", policy.name());
-                        break;
-                    }
-                }
-                best = best.min(t.elapsed().as_secs_f64());
+            match time_plans(&profiles, &pipeline, cap, &bw, policy, runs) {
+                Ok((times, ratio)) => println!(
+                    "{steps:>9} {:<10} {:>9.3} ms {:>9.3} {:>8.3} {:>13}",
+                    policy.name(),
+                    times[0],
+                    times[0] * 1e3 / steps as f64,
+                    ratio,
+                    peak_rss_mib().map_or("-".into(), |m| format!("{m:.0}"))
+                ),
+                Err(e) => println!("{steps:>9} {:<10} error: {e}", policy.name()),
             }
-            println!(
-                "{steps:>9} {:<10} {:>9.3} ms {:>9.3} {:>8.3} {:>13}",
-                policy.name(),
-                best * 1e3,
-                best * 1e6 / steps as f64,
-                ratio,
-                peak_rss_mib().map_or("-".into(), |m| format!("{m:.0}"))
-            );
         }
     }
 }
@@ -121,30 +131,16 @@ fn camera_replan() {
         "policy", "median", "min", "÷ LB", steps, cap
     );
     for policy in POLICIES {
-        let mut times = Vec::new();
-        let mut ratio = f64::NAN;
-        for _ in 0..50 {
-            let t = Instant::now();
-            match plan(&profiles, &pipeline, cap, &bw, policy) {
-                Ok(p) => ratio = p.stats.ratio,
-                Err(e) => {
-                    println!("{:<10} error: {e}", policy.name());
-                    break;
-                }
-            }
-            times.push(t.elapsed().as_secs_f64() * 1e3);
+        match time_plans(&profiles, &pipeline, cap, &bw, policy, 50) {
+            Ok((times, ratio)) => println!(
+                "{:<10} {:>9.3} ms {:>9.3} ms {:>8.3}",
+                policy.name(),
+                times[times.len() / 2],
+                times[0],
+                ratio
+            ),
+            Err(e) => println!("{:<10} error: {e}", policy.name()),
         }
-        if times.is_empty() {
-            continue;
-        }
-        times.sort_by(f64::total_cmp);
-        println!(
-            "{:<10} {:>9.3} ms {:>9.3} ms {:>8.3}",
-            policy.name(),
-            times[times.len() / 2],
-            times[0],
-            ratio
-        );
     }
 }
 

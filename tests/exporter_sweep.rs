@@ -117,35 +117,26 @@ fn run_entry(device: &vk_backend::Device, dir: &Path, inputs: &[(String, HostTen
         .and_then(|p| p.file_name())
         .and_then(|n| n.to_str())
         .unwrap_or("");
-    let fused = packed
-        .header
-        .graph
-        .nodes
-        .iter()
-        .filter(|n| matches!(n.op, texstream::ir::Op::Attention { .. }))
-        .count();
+    let count = |want: &dyn Fn(&texstream::ir::Op) -> bool| {
+        packed
+            .header
+            .graph
+            .nodes
+            .iter()
+            .filter(|n| want(&n.op))
+            .count()
+    };
+    let fused = count(&|op| matches!(op, texstream::ir::Op::Attention { .. }));
     if TRANSFORMERS.contains(&family) && fused == 0 {
         return Outcome::Fail("no attention was fused".into());
     }
     // Llama's RMSNorms run fused: no ReduceMean is left of them.
-    let reduces = packed
-        .header
-        .graph
-        .nodes
-        .iter()
-        .filter(|n| matches!(n.op, texstream::ir::Op::Reduce { .. }))
-        .count();
+    let reduces = count(&|op| matches!(op, texstream::ir::Op::Reduce { .. }));
     if family == "llama" && reduces > 0 {
         return Outcome::Fail(format!("{reduces} Reduce nodes of RMSNorm left unfused"));
     }
     // And its rotary embeddings: no Neg of a rotated half is left.
-    let negs = packed
-        .header
-        .graph
-        .nodes
-        .iter()
-        .filter(|n| n.op == texstream::ir::Op::Unary(texstream::ir::UnaryOp::Neg))
-        .count();
+    let negs = count(&|op| *op == texstream::ir::Op::Unary(texstream::ir::UnaryOp::Neg));
     if family == "llama" && negs > 0 {
         return Outcome::Fail(format!("{negs} Neg nodes of RoPE left unfused"));
     }

@@ -256,9 +256,12 @@ pub fn plan(
     plan_trace(trace, cap_bytes, bw, policy)
 }
 
+/// Traces at least this long build `planned`'s candidates on parallel threads.
+const PARALLEL_MIN_STEPS: usize = 20_000;
+
 /// The constructions `planned` chooses among, each built and simulated. They only read the
-/// trace, so they run on parallel threads where the machine has more than one core (a 1 M step
-/// plan spends most of its time here); the result is the same either way.
+/// trace, so long traces run them on parallel threads where the machine has more than one core
+/// (a 1 M step plan spends most of its time here); the result is the same either way.
 fn planned_candidates(
     trace: &Trace,
     slots: u32,
@@ -289,7 +292,10 @@ fn planned_candidates(
         let s = build(trace);
         simulate_schedule(trace, &s, bw).map(|sim| (s, sim, *name))
     };
-    let parallel = std::thread::available_parallelism().map_or(1, |n| n.get()) > 1;
+    // Threads pay off on long traces only: a service's re-plan of a few hundred steps takes a
+    // few milliseconds, which six thread starts would lengthen, not shorten.
+    let parallel = trace.steps.len() >= PARALLEL_MIN_STEPS
+        && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1;
     if !parallel {
         return builds.iter().map(run).collect();
     }

@@ -342,6 +342,43 @@ pub fn layer_norm(g: &mut Graph) -> usize {
     rewrite_each(g, layer_norm_at)
 }
 
+/// `Some((eps, [Pow, ReduceMean, Add, Sqrt]))` when `s` is `Sqrt(Add(ReduceMean(Pow(d, 2), last
+/// axis, keepdims), eps))` with a scalar constant `eps` on either side of the Add: the root mean
+/// square that LayerNorm (of the centered `d`) and RMSNorm (of `x` itself) divide by.
+fn root_mean_square(
+    g: &Graph,
+    rw: &Rewrite,
+    s: TensorId,
+    d: TensorId,
+) -> Option<(f64, [usize; 4])> {
+    let rank = g.tensors[d].shape.len();
+    let qi = rw.producers[s]?;
+    if rank == 0 || g.nodes[qi].op != Op::Unary(UnaryOp::Sqrt) {
+        return None;
+    }
+    let ai = g.nodes[qi].input(0).and_then(|t| rw.producers[t])?;
+    if !is_bin(g, ai, BinaryOp::Add) {
+        return None;
+    }
+    let (a0, a1) = (g.nodes[ai].input(0)?, g.nodes[ai].input(1)?);
+    let (v, eps) = match (scalar(g, Some(a1)), scalar(g, Some(a0))) {
+        (Some(e), _) => (a0, e),
+        (None, Some(e)) => (a1, e),
+        (None, None) => return None,
+    };
+    let vi = rw.producers[v]?;
+    let last_mean = matches!(&g.nodes[vi].op, Op::Reduce { op: crate::ir::ReduceOp::Mean, axes, keepdims: true } if axes == &[rank - 1]);
+    let pi = g.nodes[vi].input(0).and_then(|t| rw.producers[t])?;
+    if !last_mean
+        || !is_bin(g, pi, BinaryOp::Pow)
+        || g.nodes[pi].input(0) != Some(d)
+        || !close(scalar(g, g.nodes[pi].input(1)), 2.0)
+    {
+        return None;
+    }
+    Some((eps, [pi, vi, ai, qi]))
+}
+
 /// RMSNorm as Llama-family exporters write it, `x * Reciprocal(Sqrt(ReduceMean(Pow(x, 2)) +
 /// eps))` or `x / Sqrt(...)` over the last axis, times an optional constant `[C]` scale, becomes
 /// one `LayerNorm { rms: true }` (scale 1 when absent). Seven dispatches, four of them on one
@@ -381,41 +418,13 @@ fn rms_norm_at(g: &mut Graph, rw: &mut Rewrite, ni: usize) -> Option<()> {
         return None;
     };
     let rank = g.tensors[x].shape.len();
-    if rank == 0 {
-        return None;
-    }
-    // q = Sqrt(Add(ReduceMean(Pow(x, 2), last axis, keepdims), eps))
-    let qi = rw.producers[q]?;
-    if g.nodes[qi].op != Op::Unary(UnaryOp::Sqrt) {
-        return None;
-    }
-    let ai = g.nodes[qi].input(0).and_then(|t| rw.producers[t])?;
-    if !is_bin(g, ai, BinaryOp::Add) {
-        return None;
-    }
-    let (a0, a1) = (g.nodes[ai].input(0)?, g.nodes[ai].input(1)?);
-    let (v, eps) = match (scalar(g, Some(a1)), scalar(g, Some(a0))) {
-        (Some(e), _) => (a0, e),
-        (None, Some(e)) => (a1, e),
-        (None, None) => return None,
-    };
-    let vi = rw.producers[v]?;
-    let last_mean = matches!(&g.nodes[vi].op, Op::Reduce { op: crate::ir::ReduceOp::Mean, axes, keepdims: true } if axes == &[rank - 1]);
-    if !last_mean {
-        return None;
-    }
-    let pi = g.nodes[vi].input(0).and_then(|t| rw.producers[t])?;
-    if !is_bin(g, pi, BinaryOp::Pow)
-        || g.nodes[pi].input(0) != Some(x)
-        || !close(scalar(g, g.nodes[pi].input(1)), 2.0)
-        || !eps.is_finite()
-        || eps < 0.0
-    {
+    let (eps, [pi, vi, ai, qi]) = root_mean_square(g, rw, q, x)?;
+    if !eps.is_finite() || eps < 0.0 {
         return None;
     }
     let mut singles = vec![
         (g.nodes[pi].outputs[0], vi),
-        (v, ai),
+        (g.nodes[vi].outputs[0], ai),
         (g.nodes[ai].outputs[0], qi),
     ];
     match ri {
@@ -490,26 +499,7 @@ fn layer_norm_at(g: &mut Graph, rw: &mut Rewrite, di: usize) -> Option<()> {
         return None;
     }
     // s = Sqrt(Add(ReduceMean(Pow(d, 2)), eps))
-    let qi = rw.producers[s]?;
-    if g.nodes[qi].op != Op::Unary(UnaryOp::Sqrt) {
-        return None;
-    }
-    let ai = g.nodes[qi].input(0).and_then(|t| rw.producers[t])?;
-    if !is_bin(g, ai, BinaryOp::Add) {
-        return None;
-    }
-    let eps = scalar(g, g.nodes[ai].input(1))?;
-    let vi = g.nodes[ai].input(0).and_then(|t| rw.producers[t])?;
-    if !last_mean(g, vi) {
-        return None;
-    }
-    let pi = g.nodes[vi].input(0).and_then(|t| rw.producers[t])?;
-    if !is_bin(g, pi, BinaryOp::Pow)
-        || g.nodes[pi].input(0) != Some(d)
-        || !close(scalar(g, g.nodes[pi].input(1)), 2.0)
-    {
-        return None;
-    }
+    let (eps, [pi, vi, ai, qi]) = root_mean_square(g, rw, s, d)?;
     let singles = [
         (m, si),
         (g.nodes[pi].outputs[0], vi),
