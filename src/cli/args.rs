@@ -102,3 +102,11 @@ impl Default for Progress {
         Self::new()
     }
 }
+
+/// `dir/name.svg` → `dir/name-POLICY.svg` (one file per policy of a comparison).
+pub fn per_policy(path: &Path, policy: texstream::Policy) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "residency".into(), |s| s.to_string_lossy().into_owned());
+    path.with_file_name(format!("{stem}-{}.svg", policy.name()))
+}

@@ -58,6 +58,10 @@ pub struct StreamArgs {
     /// Also write the results as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write each policy's last requests as they really ran (GPU-timed copies, evictions and
+    /// compute batches, the last round) as SVG, to FILE-POLICY.svg.
+    #[arg(long, value_name = "FILE")]
+    pub residency_svg: Option<PathBuf>,
 }
 
 /// When a pipeline's requests arrive.
@@ -290,7 +294,13 @@ fn run_policy(
             hashes,
         });
     }
-    // End the streaming session so its GPU times are counted.
+    if let Some(path) = &args.residency_svg {
+        if let Some(svg) = engine.residency_svg() {
+            let path = super::args::per_policy(path, policy);
+            std::fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    // End the streaming session (its GPU times are live already; this also waits for them).
     engine.settle()?;
     let stats = engine.stats();
     let mut totals = RoundTotals::default();
@@ -310,7 +320,7 @@ pub fn run(args: &StreamArgs) -> Result<()> {
     if !(1..=100).contains(&args.rounds) {
         bail!("--rounds must be 1..=100");
     }
-    if let Some(p) = &args.json {
+    for p in [&args.json, &args.residency_svg].into_iter().flatten() {
         super::args::check_writable(p)?;
     }
     let w = load_workload(&args.workload)?;

@@ -37,6 +37,10 @@ pub struct RunArgs {
     /// Write the statistics as JSON (with --all-policies: one object per policy).
     #[arg(long)]
     pub metrics_json: Option<PathBuf>,
+    /// Write the last requests' residency as they really ran (GPU-timed copies, evictions and
+    /// compute batches) as SVG; with --all-policies one file per policy, named FILE-POLICY.svg.
+    #[arg(long, value_name = "FILE")]
+    pub residency_svg: Option<PathBuf>,
     /// Run every policy, one after another on a fresh device, and compare them.
     #[arg(long)]
     pub all_policies: bool,
@@ -63,6 +67,8 @@ struct Outcome {
     hash: u64,
     last: Values,
     costs: Vec<scheduler::Profile>,
+    /// The last requests' residency as they ran.
+    residency_svg: Option<String>,
 }
 
 /// The pipeline's inputs: demo inputs by name, replaced by `--input`; read and checked before
@@ -140,12 +146,14 @@ fn run_one(
         last = r.outputs;
     }
     let costs = engine.costs().unwrap_or_default();
+    let residency_svg = engine.residency_svg();
     let stats = engine.shutdown();
     Ok(Outcome {
         stats,
         hash,
         last,
         costs,
+        residency_svg,
     })
 }
 
@@ -159,7 +167,10 @@ pub fn run(args: &RunArgs) -> Result<()> {
     if iterations == 0 || iterations > MAX_ITERATIONS {
         bail!("--iterations must be 1..={MAX_ITERATIONS}, got {iterations}");
     }
-    if let Some(p) = &args.metrics_json {
+    for p in [&args.metrics_json, &args.residency_svg]
+        .into_iter()
+        .flatten()
+    {
         super::args::check_writable(p)?;
     }
     let env = EngineOptions::from_env();
@@ -251,6 +262,15 @@ pub fn run(args: &RunArgs) -> Result<()> {
                     Some(_) => {}
                 }
                 progress.suspend(|| println!("\n{}", o.stats.table()));
+                if let (Some(path), Some(svg)) = (&args.residency_svg, &o.residency_svg) {
+                    let path = if args.all_policies {
+                        super::args::per_policy(path, policy)
+                    } else {
+                        path.clone()
+                    };
+                    std::fs::write(&path, svg)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                }
                 summaries.push(o.stats);
             }
             Err(e) if args.all_policies => failures.push((policy, format!("{e:#}"))),

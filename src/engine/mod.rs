@@ -29,6 +29,7 @@ pub mod loaded;
 pub mod plan_ahead;
 pub mod predict;
 pub mod request;
+pub mod run_log;
 pub mod session;
 pub mod stats;
 pub mod worker;
@@ -394,6 +395,15 @@ impl Engine {
     pub fn plan(&self) -> Option<PlanSnapshot> {
         let (reply, rx) = bounded(1);
         self.sender().ok()?.send(Job::Plan { reply }).ok()?;
+        rx.recv().ok().flatten()
+    }
+
+    /// The residency timeline of the last requests as they really ran on the device (page
+    /// copies, evictions, compute batches and stalls, timed on the GPU), drawn as SVG. `None`
+    /// while the engine has no session.
+    pub fn residency_svg(&self) -> Option<String> {
+        let (reply, rx) = bounded(1);
+        self.sender().ok()?.send(Job::Residency { reply }).ok()?;
         rx.recv().ok().flatten()
     }
 

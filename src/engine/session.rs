@@ -17,6 +17,7 @@ use super::error::EngineError;
 use super::loaded::Loaded;
 use super::plan_ahead::{key_of, PlanAhead, PlanBasis};
 use super::predict::Predictor;
+use super::run_log::{RunFacts, RunLog};
 use super::stats::{HostPhases, ReplanCounts};
 use crate::pipeline::{ModelCall, ModelRunner, Tensor};
 use crate::runtime::run_budget::{
@@ -120,6 +121,8 @@ pub struct Session {
     /// Conversations kept between requests, by (pipeline, step).
     conversations:
         std::collections::HashMap<(usize, usize), crate::pipeline::generate::Conversation>,
+    /// The last requests as they really ran on the device.
+    run_log: RunLog,
 }
 
 fn dev_err(what: &str) -> impl Fn(vk_backend::VkError) -> EngineError + '_ {
@@ -333,6 +336,7 @@ impl Session {
         for m in &mut models {
             m.attach(ex.engine());
         }
+        let run_log = RunLog::new(ex.engine().config().slots);
         let n = models.len();
         let basis = Arc::new(PlanBasis {
             profiles: Arc::new(profiles.clone()),
@@ -368,12 +372,15 @@ impl Session {
             model_runs: vec![Vec::new(); n],
             uses: vec![0; n],
             conversations: Default::default(),
+            run_log,
             loaded,
         })
     }
 
     /// A request of pipeline `p` starts.
     pub fn begin_request(&mut self, p: usize) {
+        let name = self.loaded.graphs.get(p).map_or("?", |g| g.name.as_str());
+        self.run_log.request_started(self.ex.clock_s(), name);
         self.predictor.arrived(p);
         let why = match self.expected.pop_front() {
             None => Some(Replan::Horizon),
@@ -390,6 +397,7 @@ impl Session {
     /// The request ended with these fan-out counts (per step index); calibrates step costs
     /// once enough requests ran. Returns whether this request was the last profiling one.
     pub fn end_request(&mut self, fan_counts: Vec<(usize, u32)>) -> bool {
+        self.log_events();
         if let Some((p, _)) = self.current.take() {
             self.predictor.finished(p, fan_counts);
         }
@@ -499,6 +507,37 @@ impl Session {
 
     pub fn device(&self) -> &Device {
         &self.dev
+    }
+
+    /// Moves what the stream engine did since the last call into the run log.
+    fn log_events(&mut self) {
+        match self.ex.take_events() {
+            Ok((events, dropped)) => self.run_log.add(events, dropped),
+            Err(e) => log::warn!("reading the stream journal: {e}"),
+        }
+    }
+
+    /// The last requests' residency as it really ran (see [`RunLog`]).
+    pub fn residency_timeline(&mut self) -> scheduler::svg::Timeline {
+        self.log_events();
+        let engine = self.ex.engine();
+        let slots = engine.config().slots;
+        let atlas_bytes = slots as u64 * self.loaded.page_bytes;
+        let facts = RunFacts {
+            workload: &self.loaded.workload.spec.name,
+            policy: self.loaded.policy.name(),
+            model_names: self.loaded.models.iter().map(|(n, _)| n.clone()).collect(),
+            cap_bytes: self.loaded.cap,
+            page_bytes: self.loaded.page_bytes,
+            slots,
+            other_bytes: self
+                .dev
+                .memory_stats()
+                .current_bytes
+                .saturating_sub(atlas_bytes),
+            now_s: self.ex.clock_s(),
+        };
+        self.run_log.timeline(&facts)
     }
 
     /// Bytes of each model's weights resident now.

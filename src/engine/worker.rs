@@ -54,6 +54,9 @@ pub(crate) enum Job {
         loaded: Box<Loaded>,
         reply: Sender<Result<(), EngineError>>,
     },
+    Residency {
+        reply: Sender<Option<String>>,
+    },
     Plan {
         reply: Sender<Option<PlanSnapshot>>,
     },
@@ -130,6 +133,13 @@ impl Worker {
                 }
                 Job::Plan { reply } => {
                     let _ = reply.send(self.plan_snapshot());
+                }
+                Job::Residency { reply } => {
+                    let svg = self
+                        .session
+                        .as_mut()
+                        .map(|s| scheduler::svg::render_timeline(&s.residency_timeline()));
+                    let _ = reply.send(svg);
                 }
                 Job::Costs { reply } => {
                     let _ = reply.send(self.session.as_ref().map(|s| s.costs().to_vec()));
@@ -453,9 +463,6 @@ impl Worker {
         st.device_bytes = mem.current_bytes;
         st.peak_device_bytes = mem.peak_bytes;
         st.queue_depth = self.jobs.len();
-        st.stall_s = self.gpu.0;
-        st.transfer_busy_s = self.gpu.1;
-        st.compute_busy_s = self.gpu.2;
         st.profiling_s = self.profiling_s;
         st.measured_s = self.measured_s;
         st.vk_memory_budget = self.dev.memory_budget().map(|hs| {
@@ -473,11 +480,18 @@ impl Worker {
             self.base.bytes_streamed,
             self.base.evictions,
         );
+        // GPU times: the ended sessions' totals plus the live session's, as far as the GPU has
+        // finished (the stream journal resolves them as batches and copies complete).
+        let mut gpu = self.gpu;
         if let Some(s) = &self.session {
             let c = s.counters();
             loaded += c.pages_loaded;
             bytes += c.bytes_streamed;
             ev += c.evictions;
+            let secs = |d: Option<std::time::Duration>| d.map_or(0.0, |d| d.as_secs_f64());
+            gpu.0 += secs(c.compute_stall);
+            gpu.1 += secs(c.transfer_busy);
+            gpu.2 += secs(c.compute_busy);
             st.workload = s.loaded.workload.spec.name.clone();
             st.policy = s.loaded.policy.name().into();
             st.cap_bytes = s.loaded.cap;
@@ -496,6 +510,9 @@ impl Worker {
             st.model_phases = t.phases;
             st.resident_bytes = s.resident_bytes();
         }
+        st.stall_s = gpu.0;
+        st.transfer_busy_s = gpu.1;
+        st.compute_busy_s = gpu.2;
         st.pages_loaded = loaded;
         st.bytes_streamed = bytes;
         st.evictions = ev;

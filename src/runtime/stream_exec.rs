@@ -16,7 +16,9 @@
 use std::sync::Arc;
 
 use scheduler::{Op, Plan, TraceStep};
-use vk_backend::{PageSource, Recorder, StreamConfig, StreamEngine, StreamStats, VkError};
+use vk_backend::{
+    PageSource, Recorder, StreamConfig, StreamEngine, StreamEvent, StreamStats, VkError,
+};
 
 /// Errors of a streamed run.
 #[derive(Debug, thiserror::Error)]
@@ -198,6 +200,7 @@ impl StreamExec {
             )));
         }
         let base = self.engine.weight_texel_base(model)?;
+        self.engine.label_steps(Some(model));
         let start = self.next_step;
         let mut j = start;
         while j < self.plan.trace.steps.len() {
@@ -331,6 +334,18 @@ impl StreamExec {
         }
         self.next_op += 1;
         Ok(())
+    }
+
+    /// What the stream engine did since the last call (brought up to what the GPU has
+    /// finished, without waiting), and how many older events its bounded journal dropped.
+    pub fn take_events(&mut self) -> Result<(Vec<StreamEvent>, u64), StreamExecError> {
+        self.engine.refresh()?;
+        Ok(self.engine.take_events())
+    }
+
+    /// Seconds on the clock of [`StreamEvent`]s.
+    pub fn clock_s(&self) -> f64 {
+        self.engine.elapsed_s()
     }
 
     /// Blocks until compute value `value` (from [`Self::run_model`]) has finished on the GPU.

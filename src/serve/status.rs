@@ -1,8 +1,10 @@
 //! What the service shows about itself: `GET /v1/plan` (the plan the worker follows, its
-//! predicted time and lower bound, as JSON), `GET /v1/residency.svg` (that plan's residency
-//! timeline), `GET /v1/status` (pipelines, cap, statistics, the last reload's result and what
-//! the watcher watches) and `GET /`, a small HTML page of the same with the plot inline.
-//! `/metrics` renders the Prometheus recorder. The plan comes from the GPU worker between
+//! predicted time and lower bound, as JSON), `GET /v1/plan.svg` (that plan's predicted
+//! residency timeline), `GET /v1/residency.svg` (the last requests' residency as it really ran:
+//! page copies, evictions, compute batches and stalls, timed on the GPU), `GET /v1/status`
+//! (pipelines, cap, statistics, the last reload's result and what the watcher watches) and `GET
+//! /`, a small HTML page of the same with the measured plot inline. `/metrics` renders the
+//! Prometheus recorder. The plan and the measured timeline come from the GPU worker between
 //! requests; statistics and metrics are copies, so none of this changes residency.
 use std::sync::Arc;
 
@@ -23,6 +25,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/", get(page))
         .route("/metrics", get(metrics))
         .route("/v1/plan", get(plan))
+        .route("/v1/plan.svg", get(plan_svg))
         .route("/v1/residency.svg", get(residency_svg))
         .route("/v1/status", get(status))
 }
@@ -52,9 +55,26 @@ async fn plan(State(app): State<Arc<App>>) -> Result<Json<PlanSnapshot>, ApiErro
     Ok(Json(current_plan(&app).await?))
 }
 
-async fn residency_svg(State(app): State<Arc<App>>) -> Result<Response, ApiError> {
+async fn plan_svg(State(app): State<Arc<App>>) -> Result<Response, ApiError> {
     let p = current_plan(&app).await?;
-    Ok(([(header::CONTENT_TYPE, "image/svg+xml")], p.svg).into_response())
+    Ok(svg(p.svg))
+}
+
+/// The measured timeline (asked on a blocking thread, like the plan).
+async fn measured_svg(app: &Arc<App>) -> Result<String, ApiError> {
+    let engine = app.engine.clone();
+    tokio::task::spawn_blocking(move || engine.residency_svg())
+        .await
+        .map_err(|e| ApiError::internal(format!("asking for the residency timeline: {e}")))?
+        .ok_or_else(|| ApiError::unavailable("no timeline: the engine has no session right now"))
+}
+
+async fn residency_svg(State(app): State<Arc<App>>) -> Result<Response, ApiError> {
+    Ok(svg(measured_svg(&app).await?))
+}
+
+fn svg(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "image/svg+xml")], body).into_response()
 }
 
 /// `GET /v1/status`.
@@ -108,11 +128,16 @@ fn mib(b: u64) -> String {
 async fn page(State(app): State<Arc<App>>) -> Html<String> {
     let s = snapshot(&app);
     let plan = current_plan(&app).await;
-    Html(render_page(&s, plan.as_ref().ok()))
+    let measured = measured_svg(&app).await;
+    Html(render_page(
+        &s,
+        plan.as_ref().ok(),
+        measured.as_deref().ok(),
+    ))
 }
 
 /// The status page.
-pub fn render_page(s: &Status, plan: Option<&PlanSnapshot>) -> String {
+pub fn render_page(s: &Status, plan: Option<&PlanSnapshot>, measured_svg: Option<&str>) -> String {
     let st = &s.stats;
     let mut o = String::new();
     o += "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>texstream</title>\
@@ -181,18 +206,26 @@ pub fn render_page(s: &Status, plan: Option<&PlanSnapshot>) -> String {
     match plan {
         Some(p) => {
             o += &format!(
-                "<p id=\"plan\">plan: {} slots of {}, predicted {:.3} ms, lower bound {:.3} ms</p>\n<div id=\"residency\">{}</div>\n",
+                "<p id=\"plan\">plan: {} slots of {}, predicted {:.3} ms, lower bound {:.3} ms \
+                 (<a href=\"/v1/plan.svg\">its timeline</a>)</p>\n",
                 p.slots,
                 mib(p.page_bytes),
                 p.predicted_s * 1e3,
                 p.lower_bound_s * 1e3,
-                p.svg
             );
         }
         None => o += "<p id=\"plan\">no plan right now</p>\n",
     }
+    match measured_svg {
+        Some(svg) => {
+            o += &format!(
+                "<p>The last requests as they ran on the device:</p>\n<div id=\"residency\">{svg}</div>\n"
+            )
+        }
+        None => o += "<p id=\"residency\">no requests have run on this session yet</p>\n",
+    }
     o += "<p><a href=\"/v1/status\">status JSON</a> · <a href=\"/v1/plan\">plan JSON</a> · \
-          <a href=\"/metrics\">metrics</a></p>\n</body></html>\n";
+          <a href=\"/v1/residency.svg\">residency SVG</a> · <a href=\"/metrics\">metrics</a></p>\n</body></html>\n";
     o
 }
 
@@ -218,7 +251,7 @@ mod tests {
             stats,
             watch: None,
         };
-        let html = render_page(&s, None);
+        let html = render_page(&s, None, None);
         assert!(html.contains("texstream: w&lt;1&gt;"));
         assert!(html.contains("class=\"failed\">failed: a.ron:3:7: expected `)` &amp; more"));
     }

@@ -44,7 +44,9 @@ pub use recorder::{Access, Arg, Recorder, Submission};
 pub use resource::{
     Buffer, Image, MemoryNeeds, SharedMemory, SharedMemoryLayout, StagingDirection,
 };
-pub use stream::{LoadTicket, PageSource, StagingMemory, StreamConfig, StreamEngine, StreamStats};
+pub use stream::{
+    LoadTicket, PageSource, StagingMemory, StreamConfig, StreamEngine, StreamEvent, StreamStats,
+};
 pub use sync::{SemaphoreSignal, SemaphoreWait, TimelineSemaphore};
 pub use tensor::{Tensor, TensorDesc, TensorStorage};
 pub use timestamps::TimestampQueries;

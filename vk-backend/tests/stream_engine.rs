@@ -280,3 +280,90 @@ fn plan_errors_are_reported() {
     assert!(sizes.is_err(), "fp16 pages into an fp32 atlas");
     assert_no_validation_messages(&d);
 }
+
+/// Prefetch as a planner does it: right after step k reads its page, the slot is reloaded with
+/// the page step k + SLOTS reads. The copy must wait for step k, which is still being
+/// recorded; the engine holds the copy until that batch is submitted instead of submitting a
+/// batch per load, and only splits a batch where a step needs such a copy. Every step still
+/// reads the right page, and the journal accounts for every load, eviction and step.
+#[test]
+fn prefetched_loads_do_not_split_batches() {
+    const SLOTS: u32 = 4;
+    const PAGES: u32 = 10;
+    const STEPS: u32 = 48;
+    let d = open_device(32 << 20, false);
+    let cfg = StreamConfig {
+        slots: SLOTS,
+        steps_per_batch: 16,
+        ..config(Precision::F16)
+    };
+    let mut engine = StreamEngine::new(&d, cfg, sources(&[PAGES], cfg.precision, None)).unwrap();
+    engine.label_steps(Some(0));
+    let page_of = |k: u32| (k * 3) % PAGES;
+    for k in 0..SLOTS {
+        engine.load(0, page_of(k), k).unwrap();
+    }
+    let mut checks = Vec::new();
+    let mut last = 0;
+    for k in 0..STEPS {
+        let (p, slot) = (page_of(k), k % SLOTS);
+        assert_eq!(engine.slot_of(0, p), Some(slot));
+        let off = engine.weight_texel_base(0).unwrap() + p * TEXELS_PER_PAGE as u32;
+        let out = Tensor::new(&d, "page copy", &[1, 4, 1, TEXELS_PER_PAGE], cfg.precision).unwrap();
+        last = engine
+            .step(&[(0, p)], |rec| weight_copy_into(rec, off, &out))
+            .unwrap();
+        checks.push(Check {
+            model: 0,
+            page: p,
+            out,
+        });
+        let next = k + SLOTS;
+        if next < STEPS {
+            engine.load(0, page_of(next), slot).unwrap();
+        }
+    }
+    engine.wait_step(last).unwrap();
+    let submits = engine.counters().compute_submits;
+    // One batch per SLOTS steps (each step's copy of SLOTS steps later waits for it), not one
+    // per step as when every such load submitted the open batch.
+    assert!(
+        submits <= (STEPS / SLOTS + 1) as u64,
+        "{submits} compute submissions for {STEPS} steps"
+    );
+    verify(&checks);
+    // The journal resolves as the transfer thread reports its copies.
+    let (mut loads, mut evicts, mut steps) = (0, 0, 0);
+    let t0 = std::time::Instant::now();
+    while (loads < STEPS || steps < STEPS) && t0.elapsed() < std::time::Duration::from_secs(20) {
+        engine.refresh().unwrap();
+        for e in engine.take_events().0 {
+            match e {
+                vk_backend::StreamEvent::Load { start_s, end_s, .. } => {
+                    assert!(start_s <= end_s);
+                    loads += 1;
+                }
+                vk_backend::StreamEvent::Evict { .. } => evicts += 1,
+                vk_backend::StreamEvent::Compute {
+                    model,
+                    steps: n,
+                    start_s,
+                    end_s,
+                    ..
+                } => {
+                    assert_eq!(model, Some(0));
+                    assert!(start_s <= end_s);
+                    steps += n;
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(loads, STEPS, "every load in the journal");
+    assert_eq!(steps, STEPS, "every step in the journal");
+    assert_eq!(evicts, STEPS - SLOTS, "every eviction in the journal");
+    let stats = engine.finish().unwrap();
+    assert_eq!(stats.pages_loaded, STEPS as u64);
+    assert!(stats.compute_busy.is_some() && stats.transfer_busy.is_some());
+    assert_no_validation_messages(&d);
+}

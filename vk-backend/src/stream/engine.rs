@@ -1,7 +1,7 @@
 //! The stream engine: issues loads and evictions in plan order, records compute steps into
 //! batched submissions, and wires the two timeline semaphores between them.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -10,11 +10,12 @@ use ash::vk;
 use crossbeam_channel::Sender;
 
 use super::io::{self, LoadReq};
+use super::journal::{BatchInfo, Journal, StreamEvent};
 use super::residency::{PageId, Residency};
 use super::shared::Shared;
 use super::staging::StagingRing;
-use super::timing::{busy_and_stall, BatchTiming, QueryRing, Span};
-use super::transfer::{self, TransferCtx, TransferSpan};
+use super::timing::QueryRing;
+use super::transfer::{self, TransferCtx};
 use super::{LoadTicket, PageSource, StreamConfig, StreamStats};
 use crate::atlas::{AtlasConfig, WeightAtlas};
 use crate::device::{Device, QueueKind};
@@ -37,6 +38,8 @@ struct Batch {
     pair: Option<u32>,
     /// Key of its timestamp pair (the first compute value it was opened for).
     key: u64,
+    /// Steps per model label, in recording order (for the journal).
+    models: Vec<(Option<u32>, u32)>,
 }
 
 /// Streams weight pages into a [`WeightAtlas`] while compute steps run; see the module docs.
@@ -56,21 +59,22 @@ pub struct StreamEngine {
     shared: Arc<Shared>,
     requests: Option<Sender<LoadReq>>,
     io_threads: Vec<JoinHandle<()>>,
-    transfer_thread: Option<JoinHandle<Vec<TransferSpan>>>,
+    transfer_thread: Option<JoinHandle<()>>,
     residency: Residency,
     next_ticket: u64,
     next_value: u64,
     open: Option<Batch>,
     /// Compute value of the last submitted batch.
     submitted: u64,
+    /// First ticket whose copy waits for a step of the open batch (the transfer thread holds
+    /// it, and every later ticket, until the batch is submitted).
+    held_from: Option<u64>,
     inflight: VecDeque<(u64, Submission)>,
     timing: Option<QueryRing>,
-    /// Signalled value -> transfer value waited for, per compute batch.
-    /// Per timed batch (by timestamp key): the load it waits for and when the CPU submitted
-    /// it (ns since `started`).
-    batch_waits: HashMap<u64, (u64, f64)>,
-    /// GPU timestamp clock minus `started`'s clock, in ns, when it could be measured.
-    clock_offset_ns: Option<f64>,
+    /// What completed, timed: live GPU totals and the event log.
+    journal: Journal,
+    /// The model the steps being recorded belong to (see [`Self::label_steps`]).
+    label: Option<u32>,
     stats: StreamStats,
     started: Instant,
     finished: bool,
@@ -174,17 +178,20 @@ impl StreamEngine {
             next_value: 1,
             open: None,
             submitted: 0,
+            held_from: None,
             inflight: VecDeque::new(),
+            journal: Journal::new(None, false, false),
             timing,
-            batch_waits: HashMap::new(),
-            clock_offset_ns: None,
+            label: None,
             stats,
             started: Instant::now(),
             finished: false,
         };
         if engine.timing.is_some() {
-            engine.clock_offset_ns =
-                super::timing::clock_offset(device, QueueKind::Compute, engine.started)?;
+            let offset = super::timing::clock_offset(device, QueueKind::Compute, engine.started)?;
+            engine.journal = Journal::new(offset, true, config.timestamps);
+        } else {
+            engine.journal = Journal::new(None, false, config.timestamps);
         }
         // From here on a failure shuts the threads down through Drop.
         engine.transfer_thread = Some(transfer::spawn(
@@ -307,6 +314,7 @@ impl StreamEngine {
                 steps: 0,
                 pair,
                 key,
+                models: Vec::new(),
             });
         }
         self.open
@@ -331,8 +339,10 @@ impl StreamEngine {
     /// the slot's memory is reused by the next load into it).
     pub fn evict(&mut self, slot: u32) -> Result<()> {
         self.check()?;
+        let after = self.residency.last_read(slot)?;
         if let Some((id, mapped)) = self.residency.evict(slot)? {
             self.stats.evictions += 1;
+            self.journal.evicted(id.0, id.1, slot, after);
             if mapped {
                 self.unmap(id).map_err(|e| self.fail(e))?;
             }
@@ -351,15 +361,14 @@ impl StreamEngine {
             )));
         }
         let wait = self.residency.last_read(slot)?;
-        if wait > self.submitted {
-            // The old page's last reader is in the open batch: submit it before the copy that
-            // waits for it, or the copy would wait on a value no submission signals yet.
-            self.flush()?;
-        }
-        // After the flush, so the page-table update opens the batch the next steps join
-        // instead of costing a submission of its own.
         self.evict(slot)?;
         let ticket = self.next_ticket;
+        if wait > self.submitted {
+            // The old page's last reader is in the open batch. The transfer thread holds the
+            // copy until that batch is submitted; a step that needs this load (or a later one:
+            // copies land in ticket order) makes `step` submit the batch first.
+            self.held_from.get_or_insert(ticket);
+        }
         self.residency.fill((model, page), slot, ticket)?;
         let req = LoadReq {
             ticket,
@@ -372,6 +381,7 @@ impl StreamEngine {
         if sent != Some(true) {
             return Err(self.fail(VkError::Stream("the I/O dispatcher stopped".into())));
         }
+        self.journal.load_issued(ticket, model, page, slot);
         self.next_ticket += 1;
         self.stats.pages_loaded += 1;
         self.stats.bytes_streamed += self.atlas.page_bytes();
@@ -403,8 +413,14 @@ impl StreamEngine {
             slots.push(n.slot);
             wait = wait.max(n.ticket);
         }
+        if self.held_from.is_some_and(|t| wait >= t) {
+            // The step needs a copy that waits for a step of the open batch: recording it there
+            // would make the batch wait for itself (through the transfer queue).
+            self.flush()?;
+        }
         let value = self.next_value;
         let atlas = self.atlas.clone();
+        let label = self.label;
         let res = self.batch().and_then(|b| {
             if !map.is_empty() {
                 b.rec.update_page_table(&atlas, &map)?;
@@ -413,6 +429,10 @@ impl StreamEngine {
             record(&mut b.rec)?;
             b.last = value;
             b.steps += 1;
+            match b.models.last_mut() {
+                Some((m, n)) if *m == label => *n += 1,
+                _ => b.models.push((label, 1)),
+            }
             Ok(b.steps)
         });
         let steps = res.map_err(|e| self.fail(e))?;
@@ -466,15 +486,23 @@ impl StreamEngine {
         let submitted_at = self.started.elapsed().as_nanos() as f64;
         let sub = b.rec.submit(&waits, &signals).map_err(|e| self.fail(e))?;
         self.submitted = b.last;
-        if b.pair.is_some() {
-            self.batch_waits.insert(b.key, (b.wait, submitted_at));
-        }
+        self.held_from = None;
+        self.shared.set_compute_submitted(b.last);
+        self.journal.batch_submitted(BatchInfo {
+            key: b.key,
+            last: b.last,
+            wait: b.wait,
+            submitted_ns: submitted_at,
+            models: b.models,
+            timed: b.pair.is_some(),
+        });
         self.inflight.push_back((b.last, sub));
         self.stats.compute_submits += 1;
         self.retire()
     }
 
-    /// Releases finished compute submissions (non-blocking).
+    /// Releases finished compute submissions and brings the journal up to date
+    /// (non-blocking).
     fn retire(&mut self) -> Result<()> {
         while let Some((_, sub)) = self.inflight.front() {
             if !sub.is_complete().map_err(|e| self.fail(e))? {
@@ -482,11 +510,52 @@ impl StreamEngine {
             }
             self.inflight.pop_front();
         }
-        if let Some(t) = self.timing.as_mut() {
-            let done = self.compute_sem.value().unwrap_or(0);
-            t.harvest(done);
-        }
+        let done = self.compute_sem.value().unwrap_or(0);
+        self.journal_update(done, false);
         Ok(())
+    }
+
+    /// Feeds the journal what finished up to compute value `done`.
+    fn journal_update(&mut self, done: u64, final_pass: bool) {
+        let now = self.started.elapsed().as_nanos() as f64;
+        if let Some(t) = self.timing.as_mut() {
+            t.harvest(done);
+            self.journal.compute_spans(std::mem::take(&mut t.spans));
+        }
+        let (transfers, through) = self.shared.take_transfers();
+        self.journal.transfers_done(transfers, through, now);
+        self.journal.resolve(done, now, final_pass);
+        let t = self.journal.totals();
+        let d = |s: Option<f64>| s.map(Duration::from_secs_f64);
+        self.stats.transfer_busy = d(t.transfer_busy_s);
+        self.stats.compute_busy = d(t.compute_busy_s);
+        self.stats.compute_stall = d(t.compute_stall_s);
+    }
+
+    /// Labels the steps recorded from now on as model `model`'s (for the journal's compute
+    /// events; `None` = unlabelled).
+    pub fn label_steps(&mut self, model: Option<u32>) {
+        self.label = model;
+    }
+
+    /// Brings the live counters and the event log up to what the GPU has finished (without
+    /// waiting for anything).
+    pub fn refresh(&mut self) -> Result<()> {
+        if self.finished {
+            return Ok(());
+        }
+        self.retire()
+    }
+
+    /// Takes the events logged since the last call (oldest first within each kind; see
+    /// [`StreamEvent`]) and how many older ones the bounded log dropped meanwhile.
+    pub fn take_events(&mut self) -> (Vec<StreamEvent>, u64) {
+        self.journal.take_events()
+    }
+
+    /// Seconds since the engine started: the clock of [`StreamEvent`]s.
+    pub fn elapsed_s(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
     }
 
     /// Blocks until step `value` has finished on the GPU (submits it first if needed), e.g.
@@ -574,29 +643,17 @@ impl StreamEngine {
                     .fail(VkError::Stream("an I/O thread panicked".into()));
             }
         }
-        let transfer_spans = match self.transfer_thread.take().map(|h| h.join()) {
-            Some(Ok(s)) => s,
-            Some(Err(_)) => {
-                self.shared
-                    .fail(VkError::Stream("the transfer thread panicked".into()));
-                Vec::new()
-            }
-            None => Vec::new(),
-        };
+        if let Some(Err(_)) = self.transfer_thread.take().map(|h| h.join()) {
+            self.shared
+                .fail(VkError::Stream("the transfer thread panicked".into()));
+        }
         while let Some((_, sub)) = self.inflight.pop_front() {
             if let Err(e) = sub.wait() {
                 self.shared.fail(e);
             }
         }
-        let compute_spans = match self.timing.as_mut() {
-            Some(t) => {
-                t.harvest(u64::MAX);
-                std::mem::take(&mut t.spans)
-            }
-            None => Vec::new(),
-        };
+        self.journal_update(u64::MAX, true);
         self.timing = None;
-        self.gpu_times(&transfer_spans, compute_spans);
         self.stats.transfer_submits = Shared::get(&self.shared.transfer_submits);
         self.stats.read_time = Duration::from_nanos(Shared::get(&self.shared.read_ns));
         self.stats.staging_wait_time =
@@ -606,42 +663,6 @@ impl StreamEngine {
             Some(e) => Err(e),
             None => flushed,
         }
-    }
-
-    fn gpu_times(&mut self, transfers: &[TransferSpan], mut compute: Vec<Span>) {
-        let ns = |v: f64| Duration::from_nanos(v.max(0.0) as u64);
-        if self.config.timestamps && (!transfers.is_empty() || self.stats.transfer_submits == 0) {
-            self.stats.transfer_busy = Some(ns(transfers
-                .iter()
-                .map(|t| t.span.end_ns - t.span.start_ns)
-                .sum()));
-        }
-        if compute.is_empty() {
-            return;
-        }
-        compute.sort_by_key(|s| s.key);
-        let landed = |ticket: u64| -> f64 {
-            let i = transfers.partition_point(|t| t.last_ticket < ticket);
-            transfers
-                .get(i)
-                .filter(|t| t.first_ticket <= ticket)
-                .map(|t| t.span.end_ns)
-                .unwrap_or(0.0)
-        };
-        let batches: Vec<BatchTiming> = compute
-            .iter()
-            .map(|s| {
-                let (wait, submitted) = self.batch_waits.get(&s.key).copied().unwrap_or((0, 0.0));
-                BatchTiming {
-                    span: *s,
-                    landed_ns: if wait > 0 { landed(wait) } else { 0.0 },
-                    submitted_ns: self.clock_offset_ns.map(|off| submitted + off),
-                }
-            })
-            .collect();
-        let (busy, stall) = busy_and_stall(&batches);
-        self.stats.compute_busy = Some(ns(busy));
-        self.stats.compute_stall = Some(ns(stall));
     }
 }
 

@@ -28,6 +28,7 @@
 
 mod engine;
 mod io;
+mod journal;
 mod residency;
 mod shared;
 mod staging;
@@ -35,6 +36,7 @@ mod timing;
 mod transfer;
 
 pub use engine::StreamEngine;
+pub use journal::{StreamEvent, MAX_EVENTS};
 
 use std::time::Duration;
 

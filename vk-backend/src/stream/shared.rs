@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
+use super::journal::TransferDone;
 use crate::error::VkError;
 
 #[derive(Default)]
@@ -21,6 +22,12 @@ pub(crate) struct Shared {
     /// Highest transfer value handed to `vkQueueSubmit` (copy or signal-only).
     submitted: Mutex<u64>,
     submitted_cv: Condvar,
+    /// Highest compute value handed to `vkQueueSubmit`.
+    compute_submitted: Mutex<u64>,
+    compute_submitted_cv: Condvar,
+    /// Copy submissions the transfer thread saw finish, not taken by the engine yet, and the
+    /// transfer value every earlier one is reported up to.
+    transfers_done: Mutex<(Vec<TransferDone>, u64)>,
 }
 
 impl Shared {
@@ -76,6 +83,38 @@ impl Shared {
             self.submitted_cv
                 .wait_for(&mut g, Duration::from_millis(50));
         }
+    }
+
+    pub fn set_compute_submitted(&self, value: u64) {
+        let mut g = self.compute_submitted.lock();
+        *g = (*g).max(value);
+        self.compute_submitted_cv.notify_all();
+    }
+
+    /// Blocks until compute value `value` has been submitted or the run failed. A copy into a
+    /// slot waits on the GPU for the slot's last reader; the engine no longer submits that
+    /// reader early for the copy's sake (small batches cost host time and GPU gaps), so the
+    /// transfer thread holds the copy back until the reader's batch is submitted instead of
+    /// submitting a wait that no submission signals yet.
+    pub fn wait_compute_submitted(&self, value: u64) {
+        let mut g = self.compute_submitted.lock();
+        while *g < value && !self.failed() {
+            self.compute_submitted_cv
+                .wait_for(&mut g, Duration::from_millis(50));
+        }
+    }
+
+    pub fn report_transfers(&self, mut done: Vec<TransferDone>, through: u64) {
+        let mut g = self.transfers_done.lock();
+        g.0.append(&mut done);
+        g.1 = g.1.max(through);
+    }
+
+    /// Takes the finished copy submissions reported so far (in ticket order) and the value
+    /// they are complete up to.
+    pub fn take_transfers(&self) -> (Vec<TransferDone>, u64) {
+        let mut g = self.transfers_done.lock();
+        (std::mem::take(&mut g.0), g.1)
     }
 
     pub fn add(counter: &AtomicU64, v: u64) {

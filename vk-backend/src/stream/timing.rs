@@ -180,25 +180,29 @@ pub(crate) struct BatchTiming {
     pub submitted_ns: Option<f64>,
 }
 
-/// (busy, stall) of compute batches sorted by submission. Busy is each batch's span after its
-/// pages landed. Stall is how long the GPU had the batch (submitted, previous batch finished)
-/// but waited for its pages. Without a submit time only the batch's own start is known, and a
-/// driver that writes the start timestamp after the semaphore wait then shows no stall: an
-/// undercount, never an invented one.
-pub(crate) fn busy_and_stall(batches: &[BatchTiming]) -> (f64, f64) {
-    let (mut busy, mut stall) = (0.0, 0.0);
-    let mut prev_end: Option<f64> = None;
-    for b in batches {
+/// Busy and stall of compute batches, fed one at a time in submission order. Busy is each
+/// batch's span after its pages landed. Stall is how long the GPU had the batch (submitted,
+/// previous batch finished) but waited for its pages. Without a submit time only the batch's
+/// own start is known, and a driver that writes the start timestamp after the semaphore wait
+/// then shows no stall: an undercount, never an invented one.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StallMeter {
+    prev_end: Option<f64>,
+}
+
+impl StallMeter {
+    /// (busy, stall) of the next batch, in ns.
+    pub fn add(&mut self, b: &BatchTiming) -> (f64, f64) {
         let s = &b.span;
         let ready = match b.submitted_ns {
-            Some(t) => prev_end.map_or(t, |p| p.max(t)),
-            None => prev_end.map_or(s.start_ns, |p| p.max(s.start_ns)),
+            Some(t) => self.prev_end.map_or(t, |p| p.max(t)),
+            None => self.prev_end.map_or(s.start_ns, |p| p.max(s.start_ns)),
         };
-        stall += (b.landed_ns.min(s.end_ns) - ready).max(0.0);
-        busy += (s.end_ns - s.start_ns.max(b.landed_ns)).max(0.0);
-        prev_end = Some(s.end_ns);
+        let stall = (b.landed_ns.min(s.end_ns) - ready).max(0.0);
+        let busy = (s.end_ns - s.start_ns.max(b.landed_ns)).max(0.0);
+        self.prev_end = Some(s.end_ns);
+        (busy, stall)
     }
-    (busy, stall)
 }
 
 impl Drop for QueryRing {
@@ -211,6 +215,15 @@ impl Drop for QueryRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// (busy, stall) of batches in submission order.
+    fn busy_and_stall(batches: &[BatchTiming]) -> (f64, f64) {
+        let mut meter = StallMeter::default();
+        batches.iter().fold((0.0, 0.0), |(busy, stall), b| {
+            let (b, s) = meter.add(b);
+            (busy + b, stall + s)
+        })
+    }
 
     fn batch(start: f64, end: f64, landed: f64, submitted: Option<f64>) -> BatchTiming {
         BatchTiming {

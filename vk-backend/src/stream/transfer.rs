@@ -13,14 +13,18 @@ use ash::vk;
 use crossbeam_channel::Receiver;
 
 use super::io::ReadDone;
+use super::journal::TransferDone;
 use super::shared::Shared;
 use super::staging::StagingRing;
-use super::timing::{QueryRing, Span};
+use super::timing::QueryRing;
 use crate::device::{Device, QueueKind};
 use crate::error::{Result, VkError, VkResultExt};
 use crate::layout::PAGE_WIDTH;
 use crate::resource::Image;
 use crate::sync::TimelineSemaphore;
+
+/// How often the thread reports finished copies while some are in flight.
+const REPORT_EVERY: Duration = Duration::from_millis(5);
 
 pub(crate) struct TransferCtx {
     pub device: Device,
@@ -34,18 +38,7 @@ pub(crate) struct TransferCtx {
     pub timestamps: bool,
 }
 
-/// A transfer submission's GPU span and the tickets it carried.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct TransferSpan {
-    pub first_ticket: u64,
-    pub last_ticket: u64,
-    pub span: Span,
-}
-
-pub(crate) fn spawn(
-    ctx: TransferCtx,
-    rx: Receiver<ReadDone>,
-) -> Result<JoinHandle<Vec<TransferSpan>>> {
+pub(crate) fn spawn(ctx: TransferCtx, rx: Receiver<ReadDone>) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("texstream-transfer".into())
         .spawn(move || Submitter::new(ctx).run(rx))
@@ -61,8 +54,8 @@ struct Submitter {
     /// Unsignaled fences ready for the next submission.
     free_fences: Vec<vk::Fence>,
     timing: Option<QueryRing>,
-    /// ticket range per timed submission, keyed by the signalled value.
-    ranges: BTreeMap<u64, u64>,
+    /// (first, last) ticket of every copy submission not reported finished yet, in order.
+    ranges: VecDeque<(u64, u64)>,
     /// Highest value submitted for signalling.
     submitted: u64,
 }
@@ -103,21 +96,29 @@ impl Submitter {
             busy: VecDeque::new(),
             free_fences: Vec::new(),
             timing,
-            ranges: BTreeMap::new(),
+            ranges: VecDeque::new(),
             submitted: 0,
         }
     }
 
-    fn run(mut self, rx: Receiver<ReadDone>) -> Vec<TransferSpan> {
+    fn run(mut self, rx: Receiver<ReadDone>) {
         let mut pending: BTreeMap<u64, ReadDone> = BTreeMap::new();
         let mut next = 1u64;
         let mut open = true;
         while open || pending.contains_key(&next) {
-            match rx.recv() {
+            // While copies are in flight, wake up now and then to report the finished ones
+            // (the engine's live GPU times and event log wait for them).
+            let received = if self.busy.is_empty() {
+                rx.recv().map_err(|_| true)
+            } else {
+                rx.recv_timeout(REPORT_EVERY)
+                    .map_err(|e| e.is_disconnected())
+            };
+            match received {
                 Ok(d) => {
                     pending.insert(d.req.ticket, d);
                 }
-                Err(_) => open = false,
+                Err(disconnected) => open = !disconnected,
             }
             while let Ok(d) = rx.try_recv() {
                 pending.insert(d.req.ticket, d);
@@ -171,6 +172,12 @@ impl Submitter {
             return;
         }
         let wait = copies.iter().map(|d| d.req.compute_wait).max().unwrap_or(0);
+        // The slots' last readers may still be in the engine's open batch.
+        self.ctx.shared.wait_compute_submitted(wait);
+        if self.ctx.shared.failed() {
+            self.signal_only(last);
+            return;
+        }
         match self.record_and_submit(&copies, wait, last) {
             Ok(()) => {
                 Shared::add(&self.ctx.shared.transfer_submits, 1);
@@ -201,8 +208,8 @@ impl Submitter {
         let dev = self.ctx.device.raw().clone();
         let img = self.ctx.atlas_image.raw();
         // One queue for both: submission order plus this barrier orders the copies after the
-        // compute steps submitted before them (the engine submits a slot's last readers before
-        // the load that overwrites it), so no semaphore wait is needed. Old validation layers
+        // compute steps submitted before them (`submit` holds a copy back until its slot's last
+        // reader is submitted), so no semaphore wait is needed. Old validation layers
         // also mis-track timeline waits between submissions of one queue.
         let shared_queue = !self.ctx.device.has_dedicated_transfer_queue();
         let src_stages = if shared_queue {
@@ -220,9 +227,6 @@ impl Submitter {
             .vk("vkBeginCommandBuffer")
             .map(|()| {
                 let pair = self.timing.as_mut().and_then(|t| t.begin(cmd, signal));
-                if pair.is_some() {
-                    self.ranges.insert(signal, copies[0].req.ticket);
-                }
                 // Orders these copies after earlier copies on this queue into the same slot (WAW).
                 let mut seen = Vec::new();
                 for (i, d) in copies.iter().enumerate() {
@@ -334,6 +338,7 @@ impl Submitter {
         };
         match res {
             Ok(()) => {
+                self.ranges.push_back((copies[0].req.ticket, signal));
                 self.submitted = signal;
                 self.ctx.shared.set_transfer_submitted(signal);
                 self.busy.push_back((cmd, fence));
@@ -399,7 +404,6 @@ impl Submitter {
 
     /// Returns command buffers whose submission has completed to the free list.
     fn recycle(&mut self) {
-        let done = self.ctx.transfer_sem.value().unwrap_or(0);
         let dev = self.ctx.device.raw().clone();
         while let Some(&(cmd, fence)) = self.busy.front() {
             // A zero-timeout wait rather than vkGetFenceStatus: validation layers retire a
@@ -421,13 +425,41 @@ impl Submitter {
             }
             self.free.push(cmd);
         }
+        // Read after the fences: every submission retired above is covered.
+        let done = self.ctx.transfer_sem.value().unwrap_or(0);
+        self.report(done);
+    }
+
+    /// Reports the copy submissions finished up to transfer value `done` to the engine.
+    fn report(&mut self, done: u64) {
         if let Some(t) = self.timing.as_mut() {
             t.harvest(done);
         }
+        let mut finished = Vec::new();
+        while let Some(&(first, last)) = self.ranges.front() {
+            if last > done {
+                break;
+            }
+            self.ranges.pop_front();
+            let span = self.timing.as_mut().and_then(|t| {
+                let i = t.spans.iter().position(|s| s.key == last)?;
+                Some(t.spans.swap_remove(i))
+            });
+            finished.push(TransferDone {
+                first_ticket: first,
+                last_ticket: last,
+                span,
+            });
+        }
+        if let Some(t) = self.timing.as_mut() {
+            // Spans of signal-only values (none are timed) or of submissions already reported.
+            t.spans.retain(|s| s.key > done);
+        }
+        self.ctx.shared.report_transfers(finished, done);
     }
 
     /// Waits for everything submitted, then frees the pool.
-    fn shutdown(mut self) -> Vec<TransferSpan> {
+    fn shutdown(mut self) {
         if self.submitted > 0 {
             loop {
                 match self
@@ -449,19 +481,7 @@ impl Submitter {
                 }
             }
         }
-        let mut spans = Vec::new();
-        if let Some(t) = self.timing.as_mut() {
-            t.harvest(u64::MAX);
-            for s in t.spans.drain(..) {
-                if let Some(&first) = self.ranges.get(&s.key) {
-                    spans.push(TransferSpan {
-                        first_ticket: first,
-                        last_ticket: s.key,
-                        span: s,
-                    });
-                }
-            }
-        }
+        self.report(u64::MAX);
         self.timing = None;
         let dev = self.ctx.device.raw();
         for (_, fence) in self.busy.drain(..) {
@@ -481,7 +501,5 @@ impl Submitter {
             // SAFETY: every submission from this pool completed.
             unsafe { dev.destroy_command_pool(self.pool, None) };
         }
-        spans.sort_by_key(|s| s.first_ticket);
-        spans
     }
 }
