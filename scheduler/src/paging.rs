@@ -9,9 +9,18 @@ use std::collections::BTreeSet;
 pub enum Eviction {
     /// Farthest next use (ties: least recently used). Fewest loads for uniform pages.
     Min,
+    /// Farthest next use among pages not read in the `lag` steps before the step that needs the
+    /// slot (the farthest overall where every page is that recent). Under a runtime that submits
+    /// compute in batches (see [`crate::Bandwidth`]), a copy over a page read just now waits for
+    /// that reader's whole batch; MIN on a cyclic workload evicts exactly those pages.
+    MinCool { lag: u32 },
     /// Least recently used.
     Lru,
 }
+
+/// Resident pages `MinCool` looks through, farthest next use first, before it settles for the
+/// farthest (bounds its cost where many slots hold recently read pages).
+const COOL_SCAN: usize = 256;
 
 /// When a load may start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +81,17 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
             } else {
                 let victim = match eviction {
                     Eviction::Min => by_next.last().map(|&(_, _, v)| v),
+                    Eviction::MinCool { lag } => by_next
+                        .iter()
+                        .rev()
+                        .take(COOL_SCAN)
+                        .find(|&&(next, _, v)| {
+                            next as usize != j
+                                && last_used[v as usize]
+                                    .is_none_or(|l| l as usize + (lag as usize) < j)
+                        })
+                        .or(by_next.last())
+                        .map(|&(_, _, v)| v),
                     Eviction::Lru => by_last.first().map(|&(_, v)| v),
                 };
                 let Some(v) = victim else {
@@ -79,7 +99,7 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
                 };
                 let vu = v as usize;
                 match eviction {
-                    Eviction::Min => {
+                    Eviction::Min | Eviction::MinCool { .. } => {
                         by_next.remove(&(nu[vu], Reverse(lu_key(last_used[vu])), v));
                     }
                     Eviction::Lru => {
@@ -106,7 +126,7 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
                 after_step: after,
             });
             match eviction {
-                Eviction::Min => {
+                Eviction::Min | Eviction::MinCool { .. } => {
                     by_next.insert((nu[pu], Reverse(lu_key(last_used[pu])), p));
                 }
                 Eviction::Lru => {
@@ -120,7 +140,7 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
             let p = trace.refs[r];
             let pu = p as usize;
             match eviction {
-                Eviction::Min => {
+                Eviction::Min | Eviction::MinCool { .. } => {
                     by_next.remove(&(nu[pu], Reverse(lu_key(last_used[pu])), p));
                 }
                 Eviction::Lru => {
@@ -130,7 +150,7 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
             nu[pu] = trace.next_use[r];
             last_used[pu] = Some(j as u32);
             match eviction {
-                Eviction::Min => {
+                Eviction::Min | Eviction::MinCool { .. } => {
                     by_next.insert((nu[pu], Reverse(lu_key(last_used[pu])), p));
                 }
                 Eviction::Lru => {

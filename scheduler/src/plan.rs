@@ -80,7 +80,8 @@ pub struct PlanStats {
     /// Average time per repetition after the first (the cyclic steady state); the whole makespan when
     /// there is one repetition.
     pub steady_period_s: f64,
-    /// Which construction `planned` picked: `prefetch`, `min-early` or `lru-early`; else the policy name.
+    /// Which construction `planned` picked (`prefetch`, `prefetch-lead-N`, `min-early`,
+    /// `min-cool-early` or `lru-early`); else the policy name.
     pub variant: &'static str,
 }
 
@@ -271,7 +272,7 @@ fn planned_candidates(
         move |t: &Trace| prefetch_schedule_within(t, slots, bw, k * bw.transfer_s(t.page_bytes))
     };
     type Build<'a> = Box<dyn Fn(&Trace) -> Schedule + Send + Sync + 'a>;
-    let builds: [(&'static str, Build); 6] = [
+    let mut builds: Vec<(&'static str, Build)> = vec![
         (
             "prefetch",
             Box::new(|t: &Trace| prefetch_schedule(t, slots, bw)),
@@ -288,6 +289,16 @@ fn planned_candidates(
             Box::new(|t: &Trace| demand_schedule(t, slots, Eviction::Lru, Issue::Early)),
         ),
     ];
+    if bw.reuse_lag_steps > 0 {
+        // A reader's batch may end `lag` steps after it; the copy then needs time of its own.
+        let lag = 2 * bw.reuse_lag_steps;
+        builds.push((
+            "min-cool-early",
+            Box::new(move |t: &Trace| {
+                demand_schedule(t, slots, Eviction::MinCool { lag }, Issue::Early)
+            }),
+        ));
+    }
     let run = |(name, build): &(&'static str, Build)| {
         let s = build(trace);
         simulate_schedule(trace, &s, bw).map(|sim| (s, sim, *name))

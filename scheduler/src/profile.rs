@@ -68,11 +68,19 @@ pub struct Pipeline {
 /// Transfer cost model. A load of `b` bytes takes `per_transfer_s + b / rate` where the rate is
 /// `h2d_bytes_per_s`, or `min(h2d, disk)` when pages come from disk: disk reads and host→device copies
 /// are pipelined through the staging ring, so the slower stage sets the throughput.
+///
+/// `reuse_lag_steps` models a runtime that submits compute in batches: a copy into a slot waits
+/// for the slot's last reader, and the runtime can only wait for a whole submission, so the copy
+/// starts when the reader's batch ends: up to this many steps later, never later than the end of
+/// the reader's model run (a run's end is waited for) or the step before the first step that needs
+/// the copy (the runtime submits early there). 0 = a step-granular runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Bandwidth {
     pub h2d_bytes_per_s: f64,
     pub per_transfer_s: f64,
     pub disk_bytes_per_s: Option<f64>,
+    #[serde(default)]
+    pub reuse_lag_steps: u32,
 }
 
 impl Bandwidth {
@@ -96,6 +104,7 @@ impl Default for Bandwidth {
             h2d_bytes_per_s: 12e9,
             per_transfer_s: 20e-6,
             disk_bytes_per_s: None,
+            reuse_lag_steps: 0,
         }
     }
 }

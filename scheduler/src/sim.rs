@@ -24,7 +24,8 @@ pub struct Simulation {
 /// A load starts at max(end of the previous op, end of its `after_step`) and lasts
 /// `bw.transfer_s(page_bytes)`; an evict the same with zero duration. Step `j` starts at max(end of
 /// step `j-1`, end of op `step_wait[j]`). Returns [`PlanError::Deadlock`] if an op waits for a step that
-/// waits for that op or a later one.
+/// waits for that op or a later one. With `bw.reuse_lag_steps`, an op's `after_step` moves to the end
+/// of the reader's batch (see [`Bandwidth`]).
 pub fn simulate_schedule(
     trace: &Trace,
     schedule: &Schedule,
@@ -48,6 +49,7 @@ pub fn simulate_schedule(
         stalls: vec![0.0; n],
         ..Default::default()
     };
+    let lagged = reuse_lag(trace, schedule, bw.reuse_lag_steps);
     let (mut i, mut j) = (0usize, 0usize);
     let (mut t_op, mut t_step) = (0.0f64, 0.0f64);
     while i < ops.len() || j < n {
@@ -60,6 +62,9 @@ pub fn simulate_schedule(
                         "op {i} waits for step {d} of {n}"
                     )));
                 }
+            }
+            let dep = dep.map(|d| lagged.as_ref().map_or(d, |l| l.after(i, d)));
+            if let Some(d) = dep {
                 if d >= j {
                     break;
                 }
@@ -104,4 +109,51 @@ pub fn simulate_schedule(
     sim.makespan_s = t_op.max(t_step);
     sim.total_stall_s = sim.stalls.iter().sum();
     Ok(sim)
+}
+
+/// Where each op's wait for a step really ends under a batching runtime; see [`Bandwidth`].
+struct ReuseLag {
+    lag: usize,
+    /// First step that waits for op `i` (or a later op), `n` where none does.
+    need: Vec<usize>,
+    /// Last step of the model run holding step `j`.
+    run_end: Vec<usize>,
+}
+
+impl ReuseLag {
+    /// The step op `i`, which waits for step `d`, effectively waits for.
+    fn after(&self, i: usize, d: usize) -> usize {
+        let before_need = self.need[i].saturating_sub(1);
+        d.max((d + self.lag).min(self.run_end[d]).min(before_need))
+    }
+}
+
+fn reuse_lag(trace: &Trace, schedule: &Schedule, lag: u32) -> Option<ReuseLag> {
+    if lag == 0 {
+        return None;
+    }
+    let n = trace.steps.len();
+    let mut need = vec![n; schedule.ops.len()];
+    let mut next = 0usize;
+    for (j, w) in schedule.step_wait.iter().enumerate() {
+        if let Some(w) = w {
+            while next <= *w as usize && next < need.len() {
+                need[next] = j;
+                next += 1;
+            }
+        }
+    }
+    let mut run_end = vec![0usize; n];
+    for k in (0..n).rev() {
+        run_end[k] = if k + 1 < n && trace.steps[k + 1].step != 0 {
+            run_end[k + 1]
+        } else {
+            k
+        };
+    }
+    Some(ReuseLag {
+        lag: lag as usize,
+        need,
+        run_end,
+    })
 }

@@ -70,6 +70,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
                 h2d_bytes_per_s: bw_k as f64 * 1e6,
                 per_transfer_s: fixed as f64 * 1e-4,
                 disk_bytes_per_s: None,
+                reuse_lag_steps: 0,
             },
         })
 }

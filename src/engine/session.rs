@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use scheduler::{Pipeline, Plan, Profile, Stage};
+use scheduler::{Bandwidth, Pipeline, Plan, Profile, Stage};
 use vk_backend::{Device, PageSource, StreamConfig};
 
 use super::error::EngineError;
@@ -72,6 +72,9 @@ impl SessionTiming {
         a.download_s += b.download_s;
     }
 }
+
+/// Pages that must have streamed before the measured rate replaces the workload's.
+const MIN_PAGES_TO_MEASURE: u64 = 16;
 
 /// Why the next model run re-plans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -314,11 +317,17 @@ impl Session {
         // whole session: each step carries all of them.
         let act = dev.memory_stats().current_bytes - before;
         let profiles = with_activation(&loaded.profiles, act);
+        // The stream engine submits compute in batches: a copy over a page waits for its
+        // reader's whole batch, which the plans must know (see `Bandwidth::reuse_lag_steps`).
+        let bandwidth = Bandwidth {
+            reuse_lag_steps: config.steps_per_batch.saturating_sub(1),
+            ..loaded.bandwidth
+        };
         let CappedPlan { plan, min_cap: min } = plan_under_cap(
             &profiles,
             &first_pipe,
             cap,
-            &loaded.bandwidth,
+            &bandwidth,
             loaded.policy,
             &cost,
         )?;
@@ -341,7 +350,7 @@ impl Session {
         let basis = Arc::new(PlanBasis {
             profiles: Arc::new(profiles.clone()),
             cap: loaded.cap,
-            bandwidth: loaded.bandwidth,
+            bandwidth,
             policy: loaded.policy,
             cost,
             generation: 0,
@@ -442,12 +451,55 @@ impl Session {
         let generation = self.basis.generation + 1;
         self.basis = Arc::new(PlanBasis {
             profiles: Arc::new(self.profiles.clone()),
+            bandwidth: self.measured_bandwidth(),
             generation,
             ..PlanBasis::clone(&self.basis)
         });
         self.ahead.invalidate(generation);
         self.pending = Some(Replan::Calibration);
         self.timing = SessionTiming::default();
+    }
+
+    /// The transfer model with the time one page really took to stream so far, once enough
+    /// pages streamed to tell: the slower of its GPU copy (timestamps) and its read into staging
+    /// (spread over the I/O threads), since the two are pipelined. The workload's own figures
+    /// are a guess for a nominal device; a plan built on a rate 2.5× too slow (as the workloads'
+    /// 12 GB/s was on the H200) thinks every policy is transfer-bound and picks the plan with the
+    /// fewest loads even where its copies serialize with compute.
+    fn measured_bandwidth(&self) -> Bandwidth {
+        let c = self.counters();
+        let bw = self.basis.bandwidth;
+        let Some(copy) = c
+            .transfer_busy
+            .filter(|_| c.pages_loaded >= MIN_PAGES_TO_MEASURE)
+        else {
+            return bw;
+        };
+        let pages = c.pages_loaded as f64;
+        let io_threads = self.ex.engine().config().io_threads.max(1) as f64;
+        let per_page =
+            (copy.as_secs_f64() / pages).max(c.read_time.as_secs_f64() / pages / io_threads);
+        if !(per_page > 0.0 && per_page.is_finite()) {
+            return bw;
+        }
+        let measured = Bandwidth {
+            h2d_bytes_per_s: self.loaded.page_bytes as f64 / per_page,
+            per_transfer_s: 0.0,
+            disk_bytes_per_s: None,
+            ..bw
+        };
+        log::info!(
+            "streaming measured at {:.1} µs a page over {} pages (the workload's model said {:.1} µs)",
+            per_page * 1e6,
+            c.pages_loaded,
+            bw.transfer_s(self.loaded.page_bytes) * 1e6
+        );
+        measured
+    }
+
+    /// The transfer model plans use now (measured once calibrated).
+    pub fn bandwidth(&self) -> &Bandwidth {
+        &self.basis.bandwidth
     }
 
     /// Asks the planner thread for the plan each pipeline's request would need if it came
@@ -632,7 +684,7 @@ impl Session {
                     &self.profiles,
                     &pipe,
                     self.loaded.cap,
-                    &self.loaded.bandwidth,
+                    &self.basis.bandwidth,
                     self.loaded.policy,
                     &self.cost,
                 )?

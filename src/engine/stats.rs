@@ -165,6 +165,9 @@ pub struct EngineStats {
     pub min_cap_bytes: u64,
     pub slots: u32,
     pub page_bytes: u64,
+    /// Seconds one page takes to stream in the plans' transfer model: the workload's guess,
+    /// then the measured time once the engine calibrated.
+    pub page_transfer_s: f64,
     pub device_bytes: u64,
     pub peak_device_bytes: u64,
     pub vk_memory_budget: Option<Vec<HeapReading>>,
@@ -265,11 +268,12 @@ impl EngineStats {
             }
         }
         o += &format!(
-            "bytes streamed      {:.2} MiB ({} pages), evictions {}, kept in place at re-plans {}\n",
+            "bytes streamed      {:.2} MiB ({} pages), evictions {}, kept in place at re-plans {}; plans stream a page in {:.1} µs\n",
             mib(self.bytes_streamed),
             self.pages_loaded,
             self.evictions,
-            self.kept_pages
+            self.kept_pages,
+            self.page_transfer_s * 1e6
         );
         o += &format!(
             "GPU stall {:.3} ms, transfer busy {:.3} ms, compute busy {:.3} ms (GPU timestamps)\n",

@@ -498,6 +498,7 @@ impl Worker {
             st.min_cap_bytes = s.min_cap;
             st.slots = s.slots;
             st.page_bytes = s.loaded.page_bytes;
+            st.page_transfer_s = s.bandwidth().transfer_s(s.loaded.page_bytes);
             st.replans = self.settled_replans;
             st.replans.add(&s.replans);
             st.kept_pages = self.settled_kept + s.kept_pages();

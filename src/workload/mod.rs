@@ -286,6 +286,7 @@ impl LoadedWorkload {
                 .as_deref()
                 .map(|d| rate(d, "disk_per_s"))
                 .transpose()?,
+            reuse_lag_steps: 0,
         })
     }
 
