@@ -344,11 +344,24 @@ pub fn render_timeline(tl: &Timeline) -> String {
     lane(&mut s, &rects, lane_tx, &x, span / plot_w * 0.5);
     let rects: Vec<_> = tl.compute.iter().filter(visible).copied().collect();
     lane(&mut s, &rects, lane_cx, &x, span / plot_w * 0.5);
-    // Stalls: red bars on the compute lane and ticks under the area plot.
-    for &(a, b) in &tl.stalls {
-        if b < tl.t_start || a > tl.t_end {
-            continue;
+    // Stalls: red bars on the compute lane and ticks under the area plot, neighbours closer than
+    // half a pixel merged (a streamed decoder stalls thousands of times a second).
+    let mut stalls: Vec<(f64, f64)> = tl
+        .stalls
+        .iter()
+        .filter(|&&(a, b)| b >= tl.t_start && a <= tl.t_end)
+        .copied()
+        .collect();
+    stalls.sort_by(|p, q| p.0.total_cmp(&q.0));
+    let merge_dt = span / plot_w * 0.5;
+    let mut merged: Vec<(f64, f64)> = Vec::new();
+    for (a, b) in stalls {
+        match merged.last_mut() {
+            Some(last) if a - last.1 <= merge_dt => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
         }
+    }
+    for (a, b) in merged {
         let (a, b) = (x(a), x(b));
         let _ = writeln!(
             s,
