@@ -2,11 +2,19 @@
 //! ([`texstream::compile::Compiler`]).
 use std::path::PathBuf;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use texstream::compile::Compiler;
 use texstream::Precision;
 
-use super::args::parse_size_arg;
+use super::args::{parse_named_path, parse_size_arg};
+
+/// How `--activations` decides.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActivationMode {
+    /// Measure on the device: fp16 activations where they land within the tolerance of fp32
+    /// activations on the calibration inputs, fp32 otherwise; recorded in the packed file.
+    Auto,
+}
 
 #[derive(clap::Args, Debug)]
 pub struct CompileArgs {
@@ -37,6 +45,19 @@ pub struct CompileArgs {
     /// Also print the N steps with the most live activation bytes and what is live there.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub liveness: usize,
+    /// Choose the activation precision by measurement (fp16 weights only); the engine and
+    /// `infer` use the recorded choice where nothing else names one.
+    #[arg(long, value_enum)]
+    pub activations: Option<ActivationMode>,
+    /// A calibration input for --activations auto, NAME=FILE.npy (one per model input).
+    #[arg(long = "calibrate", value_name = "NAME=FILE", value_parser = parse_named_path)]
+    pub calibrate: Vec<(String, PathBuf)>,
+    /// Largest error of fp16 activations, as a fraction of an output's range, that keeps them.
+    #[arg(long, default_value_t = texstream::compile::precision::DEFAULT_TOLERANCE)]
+    pub activation_tolerance: f64,
+    /// Vulkan device for --activations auto (index or name substring).
+    #[arg(long)]
+    pub device: Option<String>,
 }
 
 pub fn run(args: &CompileArgs) -> anyhow::Result<()> {
@@ -57,7 +78,60 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<()> {
     for s in &args.binds {
         c = c.bind_spec(s)?;
     }
-    let compiled = c.compile_to(&args.out)?;
+    if args.activations.is_none() && !args.calibrate.is_empty() {
+        bail!("--calibrate is for --activations auto");
+    }
+    if !(args.activation_tolerance > 0.0 && args.activation_tolerance.is_finite()) {
+        bail!(
+            "--activation-tolerance must be a positive fraction, got {}",
+            args.activation_tolerance
+        );
+    }
+    let mut compiled = c.clone().compile()?;
+    if args.activations == Some(ActivationMode::Auto) {
+        let mut inputs = Vec::new();
+        for (name, file) in &args.calibrate {
+            inputs.push((name.clone(), texstream::runtime::npy::read_npy(file)?));
+        }
+        if args.precision != Precision::F16 {
+            bail!(
+                "--activations auto chooses for fp16 weights; these are {}",
+                args.precision
+            );
+        }
+        // The fp32 model, the measure of both.
+        let reference = c.precision(Precision::F32).compile()?.packed;
+        let device = super::infer::open_device(&args.device)?;
+        let p = &compiled.packed;
+        let choice = texstream::compile::precision::choose_activations(
+            &device,
+            (&p.header, p),
+            (&reference.header, &reference),
+            &inputs,
+            args.activation_tolerance,
+        )
+        .with_context(|| format!("{}: --activations auto", args.model.display()))?;
+        println!(
+            "activations: against the fp32 model, fp16 activations land {:.3e} of output `{}`'s \
+             range and fp32 activations {:.3e} (tolerance {:.0e}): {} chosen",
+            choice.fp16_error,
+            choice.worst_output,
+            choice.fp32_error,
+            choice.tolerance,
+            choice.precision
+        );
+        if choice.fp32_error > choice.tolerance {
+            eprintln!(
+                "warning: even fp32 activations miss the tolerance over fp16 weights; compile \
+                 with --precision f32 for this model"
+            );
+        }
+        compiled.packed.header.activations = Some(choice);
+    }
+    compiled
+        .packed
+        .write(&args.out)
+        .with_context(|| format!("writing {}", args.out.display()))?;
     let (h, r) = (&compiled.packed.header, &compiled.report);
     let weight_texels: u64 = h.weights.iter().map(|w| w.texels).sum();
     let flops: u64 = h.steps.iter().map(|s| s.flops).sum();

@@ -106,8 +106,8 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
         (None, None) => bail!("{}: nothing to run", args.model.display()),
     };
     let build_opts = BuildOptions {
-        activations: args
-            .activations
+        activations: header
+            .activations_or_measured(args.activations)
             .map(texstream::runtime::weights::vk_precision),
         // TEXSTREAM_ARENA=off gives every tensor its own image (for debugging the arena).
         pool_arena: std::env::var("TEXSTREAM_ARENA").map_or(true, |v| v != "off"),

@@ -4,6 +4,7 @@
 //! `.onnx`, the engine's compile-on-open in [`auto`]) goes through [`Compiler`], as tract chains
 //! `onnx().model_for_path(..)` into an optimized, runnable model.
 pub mod auto;
+pub mod precision;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

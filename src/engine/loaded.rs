@@ -94,9 +94,10 @@ pub fn load(
                 pm.page_bytes()
             )));
         }
+        let activations = pm.header().activations_or_measured(m.activations);
         profiles.push(
             pm.header()
-                .load_profile_at(&m.name, CostModel::NOMINAL, m.activations),
+                .load_profile_at(&m.name, CostModel::NOMINAL, activations),
         );
         models.push((m.name.clone(), Arc::new(pm)));
     }

@@ -214,13 +214,16 @@ impl Session {
         let mut models = Vec::new();
         let mut base = 0u32;
         for (name, pm) in &loaded.models {
-            let activations = loaded
+            let asked = loaded
                 .workload
                 .spec
                 .models
                 .iter()
                 .find(|m| &m.name == name)
-                .and_then(|m| m.activations)
+                .and_then(|m| m.activations);
+            let activations = pm
+                .header()
+                .activations_or_measured(asked)
                 .map(crate::runtime::weights::vk_precision);
             models.push(
                 StreamedModel::new(dev, name, pm.clone(), base, activations).map_err(|e| {

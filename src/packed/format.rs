@@ -243,4 +243,25 @@ pub struct PackedHeader {
     pub compensated_pages: Vec<u32>,
     /// ONNX metadata_props (e.g. the recognizer's `character` dictionary).
     pub metadata: BTreeMap<String, String>,
+    /// The activation precision measured for these weights (`texstream compile --activations
+    /// auto`, [`crate::compile::precision`]); absent when none was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activations: Option<ActivationChoice>,
+}
+
+/// What the measurement chose, as the packed header records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActivationChoice {
+    pub precision: Precision,
+    /// Largest error of fp16 activations (over these fp16 weights) against the fp32 model (fp32
+    /// weights and activations), as a fraction of the output's range (max |a − b| ÷ (max b −
+    /// min b)), over every output.
+    pub fp16_error: f64,
+    /// The same for fp32 activations over these fp16 weights.
+    pub fp32_error: f64,
+    /// The output the fp16 error was largest on.
+    pub worst_output: String,
+    pub tolerance: f64,
+    /// The calibration inputs, as `name [shape]`.
+    pub calibration: Vec<String>,
 }

@@ -397,6 +397,15 @@ impl PackedModel {
 }
 
 impl PackedHeader {
+    /// The activation precision to run at: `asked` (the workload or the command line), else
+    /// the one measured at compile time, else none (the weights').
+    pub fn activations_or_measured(
+        &self,
+        asked: Option<crate::Precision>,
+    ) -> Option<crate::Precision> {
+        asked.or(self.activations.as_ref().map(|c| c.precision))
+    }
+
     /// The scheduler's load profile: one step per non-view node, with its pages, roofline
     /// compute time and live activation bytes. Page counts fit u32 once the header is checked.
     pub fn load_profile(&self, model: &str, cost: CostModel) -> scheduler::Profile {

@@ -338,6 +338,7 @@ pub fn pack_graph(
     data.resize((page_count * opts.page_bytes) as usize, 0);
     let layout_transforms = graph.layout_transform_count();
     let header = PackedHeader {
+        activations: None,
         source: source.to_string(),
         precision: opts.precision,
         page_bytes: opts.page_bytes,

@@ -64,7 +64,8 @@ pub struct ModelSpec {
     /// in place (see `texstream::onnx::KvCache`); `Generate` steps need one.
     #[serde(default)]
     pub kv_cache: Option<KvCacheSpec>,
-    /// Precision of the model's activations; default: its weights' (`precision`). fp32
+    /// Precision of the model's activations; default: the one `texstream compile --activations
+    /// auto` measured and recorded in the packed file, else its weights' (`precision`). fp32
     /// activations over fp16 weights keep streaming at half the bytes with fp32 arithmetic
     /// (integer inputs past 2048, such as a large vocabulary's token ids, need it).
     #[serde(default)]
