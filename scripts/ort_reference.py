@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """Writes real-model inputs and ONNX Runtime (CPU) outputs as .npy for texstream's comparison tests.
 
-usage: ort_reference.py CASE OUTDIR      CASE: cls | rec | det | det320 | det384x768 | vad
+usage: ort_reference.py CASE OUTDIR      CASE: cls | rec | det | det320 | det384x768 | det256noise | vad
 
 Inputs come from real images (models/images/page.png, tests/data/ocr/page_crop0.png) preprocessed
 like RapidOCR; the VAD input is a deterministic synthetic 16 kHz signal. OUTDIR gets
 in_<i>.npy, out_<i>.npy and meta.json: {"model", "inputs": [[name, file]], "outputs": [[name,
 file]], "ort_ms"} (median of 3 timed runs after a warm-up).
+
+det256noise feeds the detector standard normal noise (seed 0), where every probability is below
+3e-3. ONNX Runtime's Sigmoid is a fast approximation, 4e-4 relative (5e-5 of this output's range)
+off for such small values, so this case also writes `exact_0.npy`: the logistic of ORT's own
+pre-sigmoid logits in float64 (meta "exact"), the reference fp32 should be held to.
 """
 import json
 import os
@@ -49,6 +54,27 @@ def det_input(size, width=None):
     return {"x": ((x - mean) / std)[None].astype(np.float32)}
 
 
+def det_noise_input(size):
+    rng = np.random.default_rng(0)
+    return {"x": rng.standard_normal((1, 3, size, size)).astype(np.float32)}
+
+
+def exact_sigmoid_output(model_path, feeds):
+    """The model's last node must be a Sigmoid: its input (ORT's logits) through a float64
+    logistic."""
+    import tempfile
+
+    import onnx
+
+    last = onnx.load(model_path).graph.node[-1]
+    assert last.op_type == "Sigmoid", last.op_type
+    with tempfile.TemporaryDirectory() as tmp:
+        cut = os.path.join(tmp, "logits.onnx")
+        onnx.utils.extract_model(model_path, cut, list(feeds), [last.input[0]])
+        logits = ort.InferenceSession(cut, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    return 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
+
+
 def vad_input():
     t = np.arange(576, dtype=np.float64) / 16000.0
     rng = np.random.default_rng(7)
@@ -66,6 +92,7 @@ CASES = {
     "det": ("models/ocr/det.onnx", lambda: det_input(640)),
     "det320": ("models/ocr/det.onnx", lambda: det_input(320)),
     "det384x768": ("models/ocr/det.onnx", lambda: det_input(384, 768)),
+    "det256noise": ("models/ocr/det.onnx", lambda: det_noise_input(256)),
     "vad": ("models/vad/silero_vad.onnx", vad_input),
 }
 
@@ -95,6 +122,9 @@ def main():
         f = f"out_{i}.npy"
         np.save(os.path.join(out_dir, f), np.asarray(v))
         meta["outputs"].append([o.name, f])
+    if sys.argv[1] == "det256noise":
+        np.save(os.path.join(out_dir, "exact_0.npy"), exact_sigmoid_output(os.path.join(ROOT, model), feeds))
+        meta["exact"] = [[sess.get_outputs()[0].name, "exact_0.npy"]]
     with open(os.path.join(out_dir, "meta.json"), "w") as fh:
         json.dump(meta, fh, indent=1)
     print(json.dumps(meta))

@@ -725,7 +725,7 @@ impl Session {
                 )
                 .into());
             }
-            let data = t.to_f32()?;
+            let data = t.f32_values()?;
             model.upload(name, &data, &self.io.up)?;
         }
         let t1 = Instant::now();

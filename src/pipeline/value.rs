@@ -94,6 +94,14 @@ impl Tensor {
         &self.data
     }
 
+    /// The values as f32, borrowed when they are f32 already (an upload reads them once).
+    pub fn f32_values(&self) -> Result<std::borrow::Cow<'_, [f32]>, TensorError> {
+        match &self.data {
+            TensorData::F32(v) => Ok(std::borrow::Cow::Borrowed(v)),
+            _ => self.to_f32().map(std::borrow::Cow::Owned),
+        }
+    }
+
     /// The values as f32 (converted from f16 or i64).
     pub fn to_f32(&self) -> Result<Vec<f32>, TensorError> {
         Ok(match &self.data {

@@ -39,15 +39,16 @@ impl Tensor {
     /// shorter than [`Self::physical_bytes`], in pieces), so repeated uploads allocate nothing
     /// (waits).
     pub fn upload_through(&self, data: &[f32], staging: &Buffer) -> Result<()> {
-        let bytes = self.pack_bytes(data)?;
-        if bytes.len() as u64 <= staging.size() {
-            staging.write(0, &bytes)?;
+        if self.physical_bytes() <= staging.size() {
+            // Converted straight into the mapped staging memory.
+            staging.with_mapped(|m| self.pack_bytes_into(data, m))??;
             let mut rec = Recorder::new(self.device(), QueueKind::Compute)?;
             rec.copy_buffer_to_tensor(staging, 0, self)?;
             return rec.submit_and_wait();
         }
         // A staging buffer smaller than the tensor (it counts against the cap on UMA devices)
         // carries it in pieces, one copy and wait each.
+        let bytes = self.pack_bytes(data)?;
         let bpt = self.precision().bytes_per_texel() as u64;
         for (first, count) in self.copy_chunks(staging.size())? {
             let range = (first * bpt) as usize..((first + count) * bpt) as usize;

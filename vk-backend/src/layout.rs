@@ -16,6 +16,7 @@
 //! i / (PW*PH))`. When W, H and L fit the limits, `PW = W, PH = H, PL = L` (identity).
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use crate::error::{Result, VkError};
 
@@ -356,7 +357,81 @@ impl FoldLayout {
     }
 }
 
-/// Readbacks at least this large are unpacked on several threads.
+impl FoldLayout {
+    /// NCHW values -> the physical texel stream's bytes at `precision`, written straight into
+    /// `out` (the first `out.len()` bytes of the stream: a buffer-backed tensor stores fewer
+    /// texels than the image fold; padding lanes and texels are written as 0). The inverse of
+    /// [`Self::unpack_bytes`] and the same as `texels_to_bytes(&self.pack(data), precision)`,
+    /// without the two intermediate buffers; large tensors are converted on several threads
+    /// (an input upload sits on the request's critical path). `data` must hold
+    /// [`Self::elements`] values.
+    pub fn pack_bytes_into(&self, data: &[f32], precision: Precision, out: &mut [u8]) {
+        let (c, c4) = (self.c as usize, self.c4 as usize);
+        let hw = (self.h as usize * self.w as usize).max(1);
+        let layers = self.n as usize * c4;
+        let bpv = precision.bytes_per_texel() / 4;
+        // Texels `first..` into `dst` (whole texels), one run of a layer at a time: each lane
+        // of the run is one channel plane's contiguous values (fp16 converted a slice at a
+        // time, with the CPU's conversion instructions where it has them).
+        let fill = |first: usize, dst: &mut [u8]| {
+            let texel_bytes = 4 * bpv;
+            let end = first + dst.len() / texel_bytes;
+            let mut half = Vec::new();
+            let mut t = first;
+            while t < end {
+                let (layer, k0) = (t / hw, t % hw);
+                let run = (hw - k0).min(end - t);
+                let off = (t - first) * texel_bytes;
+                let seg = &mut dst[off..off + run * texel_bytes];
+                let (n, cb) = (layer / c4.max(1), (layer % c4.max(1)) * 4);
+                for lane in 0..4 {
+                    let ch = cb + lane;
+                    let src = (layer < layers && ch < c)
+                        .then(|| data.get((n * c + ch) * hw + k0..)?.get(..run))
+                        .flatten();
+                    let at = lane * bpv;
+                    match precision {
+                        Precision::F32 => {
+                            for (i, texel) in seg.chunks_exact_mut(texel_bytes).enumerate() {
+                                let v = src.map_or(0.0, |s| s[i]);
+                                texel[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                            }
+                        }
+                        Precision::F16 => {
+                            half.clear();
+                            half.resize(run, f16::ZERO);
+                            if let Some(s) = src {
+                                half.convert_from_f32_slice(s);
+                            }
+                            for (texel, h) in seg.chunks_exact_mut(texel_bytes).zip(&half) {
+                                texel[at..at + 2].copy_from_slice(&h.to_le_bytes());
+                            }
+                        }
+                    }
+                }
+                t += run;
+            }
+        };
+        let texel_bytes = 4 * bpv;
+        let texels = out.len() / texel_bytes;
+        let (whole, rest) = out.split_at_mut(texels * texel_bytes);
+        rest.fill(0);
+        let threads = if texels * 4 >= PARALLEL_UNPACK_ELEMENTS {
+            std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+        } else {
+            1
+        };
+        let per = texels.div_ceil(threads).max(1);
+        std::thread::scope(|s| {
+            for (i, dst) in whole.chunks_mut(per * texel_bytes).enumerate() {
+                let fill = &fill;
+                s.spawn(move || fill(i * per, dst));
+            }
+        });
+    }
+}
+
+/// Readbacks and uploads at least this large are converted on several threads.
 const PARALLEL_UNPACK_ELEMENTS: usize = 1 << 18;
 
 fn check_len(what: &str, data: &[f32], expected: usize) -> Result<()> {
@@ -643,6 +718,42 @@ mod tests {
             let bytes = texels_to_bytes(&packed, p);
             let want: Vec<f32> = data.iter().map(|&v| p.round(v)).collect();
             assert_eq!(l.unpack_bytes(&bytes, p), want, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn packing_into_bytes_matches_the_texel_packer() {
+        // C not a multiple of 4, N > 1, both precisions, a stream cut short (buffer storage)
+        // and one longer than the tensor (the fold's padding texels); small and threaded sizes.
+        for (shape, max_dim, threaded) in [
+            ([2usize, 3, 5, 7], 8192, false),
+            ([1, 6, 2, 3], 8192, false),
+            ([1, 5, 1, 100], 16, false),
+            ([1, 3, 384, 256], 8192, true),
+        ] {
+            let l = FoldLayout::plan(shape, max_dim, 2048).unwrap().unwrap();
+            let data: Vec<f32> = (0..l.elements() as usize)
+                .map(|i| (i as f32 * 0.37).sin() * 100.0)
+                .collect();
+            assert_eq!(threaded, data.len() >= PARALLEL_UNPACK_ELEMENTS);
+            for p in [Precision::F16, Precision::F32] {
+                let want = texels_to_bytes(&l.pack(&data), p);
+                // The whole stream, one texel short, and more than it.
+                let texel = p.bytes_per_texel();
+                for len in [want.len(), want.len() - texel, want.len() + 16] {
+                    let mut got = vec![0xAAu8; len];
+                    l.pack_bytes_into(&data, p, &mut got);
+                    let m = len.min(want.len());
+                    assert_eq!(&got[..m], &want[..m], "{shape:?} {p:?} {len}");
+                    assert!(got[m..].iter().all(|&b| b == 0), "{shape:?} {p:?} tail");
+                    if len == want.len() {
+                        assert_eq!(
+                            l.unpack_bytes(&got, p),
+                            l.unpack(&bytes_to_texels(&want, p))
+                        );
+                    }
+                }
+            }
         }
     }
 

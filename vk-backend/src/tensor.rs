@@ -426,9 +426,24 @@ impl Tensor {
     /// Host NCHW values -> staging bytes in this tensor's physical texel order.
     pub fn pack_bytes(&self, data: &[f32]) -> Result<Vec<u8>> {
         self.check_len(data)?;
-        let mut texels = self.layout.pack(data);
-        texels.truncate(self.physical_bytes() as usize / self.precision.bytes_per_texel() * 4);
-        Ok(layout::texels_to_bytes(&texels, self.precision))
+        let mut out = vec![0u8; self.physical_bytes() as usize];
+        self.layout.pack_bytes_into(data, self.precision, &mut out);
+        Ok(out)
+    }
+
+    /// NCHW values straight into the first [`Self::physical_bytes`] of `out` (staging memory).
+    pub fn pack_bytes_into(&self, data: &[f32], out: &mut [u8]) -> Result<()> {
+        self.check_len(data)?;
+        let n = self.physical_bytes() as usize;
+        let Some(dst) = out.get_mut(..n) else {
+            return Err(VkError::Other(format!(
+                "{} bytes of staging for the {n} of `{}`",
+                out.len(),
+                self.name
+            )));
+        };
+        self.layout.pack_bytes_into(data, self.precision, dst);
+        Ok(())
     }
 
     /// Staging bytes -> NCHW values.
