@@ -7,6 +7,7 @@
 //! two-resource simulator ([`simulate`]), checks it with the validator and reports it against the
 //! [`LowerBound`]. No Vulkan, no ONNX.
 mod error;
+mod lazy_heap;
 mod paging;
 mod plan;
 mod policy;

@@ -1,8 +1,8 @@
 //! Demand paging over the trace: Belady's MIN (farthest next use) or LRU eviction, with loads issued
 //! either as early as the evicted page allows ("early") or only once the previous step ended ("on demand").
+use crate::lazy_heap::LazyHeap;
 use crate::{Op, Schedule, Trace};
 use std::cmp::Reverse;
-use std::collections::BTreeSet;
 
 /// Which page to evict when a slot is needed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,10 +44,13 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
     let mut slot_of: Vec<Option<u32>> = vec![None; np];
     let mut load_op: Vec<u32> = vec![0; np];
     let mut free: Vec<u32> = (0..slots).rev().collect();
-    // MIN: max of (next use, older last use first). LRU: min of (last use).
+    // MIN: the greatest (next use, older last use first, page). LRU: the least (last use, page),
+    // where a page the current step reads counts as used last (u64::MAX: never a victim).
     let lu_key = |l: Option<u32>| l.map_or(0u64, |v| v as u64 + 1);
-    let mut by_next: BTreeSet<(u32, Reverse<u64>, u32)> = BTreeSet::new();
-    let mut by_last: BTreeSet<(u64, u32)> = BTreeSet::new();
+    let mut by_next: LazyHeap<(u32, Reverse<u64>, u32)> = LazyHeap::new();
+    let mut by_last: LazyHeap<Reverse<(u64, u32)>> = LazyHeap::new();
+    let mut lru_key: Vec<u64> = vec![0; np];
+    let min_like = !matches!(eviction, Eviction::Lru);
     let mut sched = Schedule {
         slots,
         ops: Vec::new(),
@@ -58,10 +61,8 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
         if eviction == Eviction::Lru {
             // Pages of this step are in use now; they must not be picked as victims.
             for &p in pages {
-                let p = p as usize;
-                if slot_of[p].is_some() {
-                    by_last.remove(&(lu_key(last_used[p]), p as u32));
-                    by_last.insert((u64::MAX, p as u32));
+                if slot_of[p as usize].is_some() {
+                    lru_key[p as usize] = u64::MAX;
                 }
             }
         }
@@ -79,33 +80,33 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
             let slot = if let Some(s) = free.pop() {
                 s
             } else {
+                let next_valid = |k: &(u32, Reverse<u64>, u32)| {
+                    let v = k.2 as usize;
+                    slot_of[v].is_some() && nu[v] == k.0 && lu_key(last_used[v]) == k.1 .0
+                };
                 let victim = match eviction {
-                    Eviction::Min => by_next.last().map(|&(_, _, v)| v),
+                    Eviction::Min => by_next.peek(next_valid).map(|k| k.2),
                     Eviction::MinCool { lag } => by_next
-                        .iter()
-                        .rev()
-                        .take(COOL_SCAN)
-                        .find(|&&(next, _, v)| {
-                            next as usize != j
-                                && last_used[v as usize]
-                                    .is_none_or(|l| l as usize + (lag as usize) < j)
+                        .find(
+                            next_valid,
+                            |&(next, _, v)| {
+                                next as usize != j
+                                    && last_used[v as usize]
+                                        .is_none_or(|l| l as usize + (lag as usize) < j)
+                            },
+                            COOL_SCAN,
+                        )
+                        .map(|k| k.2),
+                    Eviction::Lru => by_last
+                        .peek(|Reverse((key, v))| {
+                            slot_of[*v as usize].is_some() && lru_key[*v as usize] == *key
                         })
-                        .or(by_next.last())
-                        .map(|&(_, _, v)| v),
-                    Eviction::Lru => by_last.first().map(|&(_, v)| v),
+                        .map(|Reverse((_, v))| v),
                 };
                 let Some(v) = victim else {
                     unreachable!("no slots: the caller checked the cap")
                 };
                 let vu = v as usize;
-                match eviction {
-                    Eviction::Min | Eviction::MinCool { .. } => {
-                        by_next.remove(&(nu[vu], Reverse(lu_key(last_used[vu])), v));
-                    }
-                    Eviction::Lru => {
-                        by_last.remove(&(lu_key(last_used[vu]), v));
-                    }
-                }
                 let s = slot_of[vu].take().unwrap_or(0);
                 let evict_after = match (last_used[vu], after) {
                     (Some(a), Some(b)) => Some(a.max(b)),
@@ -125,13 +126,10 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
                 slot,
                 after_step: after,
             });
-            match eviction {
-                Eviction::Min | Eviction::MinCool { .. } => {
-                    by_next.insert((nu[pu], Reverse(lu_key(last_used[pu])), p));
-                }
-                Eviction::Lru => {
-                    by_last.insert((u64::MAX, p));
-                }
+            if min_like {
+                by_next.push((nu[pu], Reverse(lu_key(last_used[pu])), p));
+            } else {
+                lru_key[pu] = u64::MAX;
             }
         }
         sched.step_wait[j] = pages.iter().map(|&p| load_op[p as usize]).max();
@@ -139,24 +137,25 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
         for r in trace.ref_range(j) {
             let p = trace.refs[r];
             let pu = p as usize;
-            match eviction {
-                Eviction::Min | Eviction::MinCool { .. } => {
-                    by_next.remove(&(nu[pu], Reverse(lu_key(last_used[pu])), p));
-                }
-                Eviction::Lru => {
-                    by_last.remove(&(u64::MAX, p));
-                }
-            }
             nu[pu] = trace.next_use[r];
             last_used[pu] = Some(j as u32);
-            match eviction {
-                Eviction::Min | Eviction::MinCool { .. } => {
-                    by_next.insert((nu[pu], Reverse(lu_key(last_used[pu])), p));
-                }
-                Eviction::Lru => {
-                    by_last.insert((lu_key(last_used[pu]), p));
-                }
+            if min_like {
+                by_next.push((nu[pu], Reverse(lu_key(last_used[pu])), p));
+            } else {
+                lru_key[pu] = lu_key(last_used[pu]);
+                by_last.push(Reverse((lru_key[pu], p)));
             }
+        }
+        let live = slots as usize - free.len();
+        if min_like {
+            by_next.compact(live, |k| {
+                let v = k.2 as usize;
+                slot_of[v].is_some() && nu[v] == k.0 && lu_key(last_used[v]) == k.1 .0
+            });
+        } else {
+            by_last.compact(live, |Reverse((key, v))| {
+                slot_of[*v as usize].is_some() && lru_key[*v as usize] == *key
+            });
         }
     }
     sched

@@ -199,8 +199,12 @@ pub fn slots_for_cap(trace: &Trace, cap_bytes: u64) -> Result<u32, PlanError> {
 
 /// The lower bound of a trace with `slots` slots.
 pub fn lower_bound_trace(trace: &Trace, slots: u32, bw: &Bandwidth) -> LowerBound {
+    lower_bound_with(trace, bw, min_loads(trace, slots))
+}
+
+/// The lower bound given MIN's load count (a plan that built MIN's schedule has it already).
+fn lower_bound_with(trace: &Trace, bw: &Bandwidth, min_loads: u64) -> LowerBound {
     let compute_s = trace.compute_s();
-    let min_loads = min_loads(trace, slots);
     let t = bw.transfer_s(trace.page_bytes);
     let io_s = min_loads as f64 * t;
     let mut first_at = vec![0u64; trace.steps.len()];
@@ -349,6 +353,8 @@ pub fn plan_trace(
             Ok(())
         }
     };
+    // MIN's load count, where the policy built MIN's schedule anyway (the bound needs it).
+    let mut known_min_loads = None;
     let (schedule, sim, variant) = match policy {
         Policy::Preload => {
             needs(trace.total_pages as u64)?;
@@ -379,6 +385,8 @@ pub fn plan_trace(
         }
         Policy::OnDemand => {
             let s = demand_schedule(&trace, slots, Eviction::Min, Issue::OnDemand);
+            // The same evictions as MIN's, issued later: the same loads.
+            known_min_loads = Some(s.loads());
             let sim = simulate_schedule(&trace, &s, bw)?;
             (s, sim, "on-demand")
         }
@@ -396,6 +404,10 @@ pub fn plan_trace(
             // dominates on-demand and lru-early dominates lru (same loads, fewer waits), so
             // `planned` is never slower than either.
             let runs = planned_candidates(&trace, slots, bw)?;
+            known_min_loads = runs
+                .iter()
+                .find(|r| r.2 == "min-early")
+                .map(|r| r.0.loads());
             let fastest = runs
                 .iter()
                 .map(|r| r.1.makespan_s)
@@ -429,7 +441,10 @@ pub fn plan_trace(
         }
     };
     let peak_bytes = validate(&trace, &schedule, &sim, cap_bytes)?;
-    let lb = lower_bound_trace(&trace, slots, bw);
+    let lb = match known_min_loads {
+        Some(m) => lower_bound_with(&trace, bw, m),
+        None => lower_bound_trace(&trace, slots, bw),
+    };
     let loads = schedule.loads();
     let reps = trace.steps.last().map_or(0, |s| s.rep + 1);
     let steady_period_s = if reps >= 2 {

@@ -3,10 +3,10 @@
 //! farthest next use (MIN), but only if that page is needed later than the one loaded. This runs
 //! across model and repetition boundaries, so the next model streams in under the current one's tail
 //! and pages reused soonest (e.g. by the next frame) stay resident.
+use crate::lazy_heap::LazyHeap;
 use crate::trace::NEVER;
 use crate::{Bandwidth, Op, Schedule, Trace};
 use std::cmp::Reverse;
-use std::collections::BTreeSet;
 
 /// Builds the aggressive-prefetch schedule by an event-driven run with the estimated times. The caller
 /// guarantees every step's page count fits in `slots`.
@@ -45,12 +45,15 @@ pub fn prefetch_schedule_within(
     let mut load_op: Vec<u32> = vec![0; np];
     let mut free: Vec<u32> = (0..slots).rev().collect();
     let lu_key = |l: Option<u32>| l.map_or(0u64, |v| v as u64 + 1);
-    // Resident pages by (next use, older last use first); missing pages with a future use by next use.
-    let mut resident: BTreeSet<(u32, Reverse<u64>, u32)> = BTreeSet::new();
-    let mut missing: BTreeSet<(u32, u32)> = (0..np as u32)
-        .filter(|&p| nu[p as usize] != NEVER)
-        .map(|p| (nu[p as usize], p))
-        .collect();
+    // Resident pages by (next use, older last use first); missing pages with a future use by next
+    // use, the soonest first. Entries go stale as pages are read, loaded and evicted.
+    let mut resident: LazyHeap<(u32, Reverse<u64>, u32)> = LazyHeap::new();
+    let mut missing: LazyHeap<Reverse<(u32, u32)>> = LazyHeap::new();
+    for p in 0..np as u32 {
+        if nu[p as usize] != NEVER {
+            missing.push(Reverse((nu[p as usize], p)));
+        }
+    }
     let mut sched = Schedule {
         slots,
         ops: Vec::new(),
@@ -71,26 +74,39 @@ pub fn prefetch_schedule_within(
             for r in trace.ref_range(f) {
                 let p = trace.refs[r];
                 let pu = p as usize;
-                resident.remove(&(nu[pu], Reverse(lu_key(last_used[pu])), p));
                 nu[pu] = trace.next_use[r];
                 last_used[pu] = Some(f as u32);
-                resident.insert((nu[pu], Reverse(lu_key(last_used[pu])), p));
+                resident.push((nu[pu], Reverse(lu_key(last_used[pu])), p));
             }
+            let live = slots as usize - free.len();
+            resident.compact(live, |k| {
+                let v = k.2 as usize;
+                slot_of[v].is_some() && nu[v] == k.0 && lu_key(last_used[v]) == k.1 .0
+            });
+            missing.compact(np - live, |Reverse((n, v))| {
+                slot_of[*v as usize].is_none() && nu[*v as usize] == *n
+            });
             t_c = e;
             f += 1;
             continue;
         }
         // Transfer decision at t_x: every step before f has finished by now.
         let mut issued = false;
-        if let Some(&(cn, c)) = missing.first() {
+        let candidate = missing
+            .peek(|Reverse((n, v))| slot_of[*v as usize].is_none() && nu[*v as usize] == *n)
+            .map(|Reverse(k)| k);
+        if let Some((cn, c)) = candidate {
+            let victim = resident.peek(|k| {
+                let v = k.2 as usize;
+                slot_of[v].is_some() && nu[v] == k.0 && lu_key(last_used[v]) == k.1 .0
+            });
             let slot = if let Some(s) = free.pop() {
                 Some(s)
-            } else if let Some(&(vn, vk, v)) = resident.last() {
+            } else if let Some((vn, _, v)) = victim {
                 // Evict only a page needed later than the one we bring in (and never one of step f),
                 // and only for a page needed within the lead.
                 let soon = (cn as usize) < n && start_est[cn as usize] - start_est[f] <= lead_s;
                 if vn > cn && vn != f as u32 && soon {
-                    resident.remove(&(vn, vk, v));
                     let vu = v as usize;
                     let s = slot_of[vu].take().unwrap_or(0);
                     sched.ops.push(Op::Evict {
@@ -99,7 +115,7 @@ pub fn prefetch_schedule_within(
                         after_step: last_used[vu],
                     });
                     if vn != NEVER {
-                        missing.insert((vn, v));
+                        missing.push(Reverse((vn, v)));
                     }
                     Some(s)
                 } else {
@@ -109,7 +125,6 @@ pub fn prefetch_schedule_within(
                 None
             };
             if let Some(s) = slot {
-                missing.remove(&(cn, c));
                 let cu = c as usize;
                 slot_of[cu] = Some(s);
                 load_op[cu] = sched.ops.len() as u32;
@@ -120,7 +135,7 @@ pub fn prefetch_schedule_within(
                 });
                 t_x += load_s;
                 ready[cu] = t_x;
-                resident.insert((nu[cu], Reverse(lu_key(last_used[cu])), c));
+                resident.push((nu[cu], Reverse(lu_key(last_used[cu])), c));
                 issued = true;
             }
         }
