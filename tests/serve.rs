@@ -1254,3 +1254,31 @@ fn loadgen_and_body_limit() {
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A workload file rewritten in place stays empty between its truncation and its write for as
+/// long as the writer is descheduled (on a loaded machine, past the debounce): the watcher waits
+/// for the content instead of reloading an empty file, so the save is one successful reload.
+#[test]
+fn an_in_place_save_that_lingers_empty_is_one_good_reload() {
+    let dir = workspace("empty");
+    let workload = dir.join("tiny.ron");
+    let s = Server::start(&workload, &[]);
+    let c = client();
+    let before = reloads(&c, &s);
+    let text = variant(&Variant {
+        cap: Some("7MiB"),
+        ..Variant::default()
+    });
+    std::fs::write(&workload, "").unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    std::fs::write(&workload, &text).unwrap();
+    let (ok, msg) = next_reload(&c, &s, (before.0, before.1));
+    assert!(ok, "the save was refused: {msg}");
+    let plan = get_json(&c, &s, "/v1/plan", None);
+    assert_eq!(plan["cap_bytes"], 7u64 << 20, "{plan}");
+    // No second reload follows (the write's own event finds the version already seen).
+    std::thread::sleep(Duration::from_millis(1000));
+    let after = reloads(&c, &s);
+    assert_eq!((after.0, after.1), (before.0 + 1, before.1), "{:?}", after.2);
+    s.assert_clean_log();
+}

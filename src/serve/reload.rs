@@ -101,6 +101,9 @@ fn version(path: &Path, read_bytes: bool) -> Version {
     }
 }
 
+/// Debounce periods an empty workload file is waited on before it is read (see `start`).
+const EMPTY_WAITS: u32 = 10;
+
 /// Starts watching `workload` for `engine`.
 pub fn start(
     engine: Arc<Engine>,
@@ -154,6 +157,16 @@ pub fn start(
                 });
                 if !relevant {
                     continue;
+                }
+                // A workload file rewritten in place is empty between its truncation and its
+                // write, and a busy machine can stretch that past the debounce: wait while it
+                // is empty, up to EMPTY_WAITS debounce periods (still empty then, it is
+                // reloaded and refused like any other bad file).
+                for _ in 0..EMPTY_WAITS {
+                    if !std::fs::metadata(&state.workload).is_ok_and(|m| m.len() == 0) {
+                        break;
+                    }
+                    std::thread::sleep(debounce);
                 }
                 // Versions are taken before the reload: a change made while it runs shows
                 // up as a difference next time.
