@@ -1279,6 +1279,11 @@ fn an_in_place_save_that_lingers_empty_is_one_good_reload() {
     // No second reload follows (the write's own event finds the version already seen).
     std::thread::sleep(Duration::from_millis(1000));
     let after = reloads(&c, &s);
-    assert_eq!((after.0, after.1), (before.0 + 1, before.1), "{:?}", after.2);
+    assert_eq!(
+        (after.0, after.1),
+        (before.0 + 1, before.1),
+        "{:?}",
+        after.2
+    );
     s.assert_clean_log();
 }

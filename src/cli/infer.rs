@@ -46,6 +46,10 @@ pub struct InferArgs {
     /// time goes, by op and by node (median per node)
     #[arg(long, value_name = "N")]
     pub profile: Option<usize>,
+    /// Record every run's commands again instead of replaying the second run's recording
+    /// (to compare the host cost of recording).
+    #[arg(long)]
+    pub no_replay: bool,
 }
 
 /// Opens the device the environment selects ([`vk_backend::DeviceOptions::from_env`]), or the
@@ -111,6 +115,7 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
             .map(texstream::runtime::weights::vk_precision),
         // TEXSTREAM_ARENA=off gives every tensor its own image (for debugging the arena).
         pool_arena: std::env::var("TEXSTREAM_ARENA").map_or(true, |v| v != "off"),
+        replay: !args.no_replay,
     };
     let mut exe = Executable::with_options(&device, &header, pages, &build_opts)?;
     let build = t0.elapsed();
@@ -130,11 +135,12 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
     let t1 = Instant::now();
     let outs = exe.run(&feeds)?;
     let first = t1.elapsed();
+    let first_timings = exe.last_timings;
     let mut times = Vec::new();
     for _ in 0..args.repeat {
         let t = Instant::now();
         exe.run(&feeds)?;
-        times.push(t.elapsed().as_secs_f64() * 1e3);
+        times.push(RepeatTime::new(t.elapsed(), &exe.last_timings));
     }
     let profile = match args.profile {
         Some(n) => Some(super::profile::NodeProfile::measure(
@@ -170,7 +176,7 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
         "activation arena: {} images, {} bytes (naive {} bytes, live peak {} bytes)",
         a.images, a.allocated_bytes, a.naive_bytes, a.live_peak_bytes
     );
-    let tm = exe.last_timings;
+    let tm = first_timings;
     println!(
         "timings: build {:.1} ms, first run {:.1} ms (record {:.1} ms, gpu {:.1} ms)",
         build.as_secs_f64() * 1e3,
@@ -179,17 +185,58 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
         tm.gpu.as_secs_f64() * 1e3
     );
     if !times.is_empty() {
-        times.sort_by(f64::total_cmp);
+        let median = |f: fn(&RepeatTime) -> f64| {
+            let mut v: Vec<f64> = times.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let gpu = if times.iter().all(|t| t.gpu_ms.is_some()) {
+            format!("{:.3} ms", median(|t| t.gpu_ms.unwrap_or(0.0)))
+        } else {
+            "no timestamps".into()
+        };
         println!(
-            "repeat runs: median {:.1} ms over {}",
-            times[times.len() / 2],
-            times.len()
+            "repeat runs: median {:.3} ms over {} ({}; host before submit {:.3} ms, submit to done {:.3} ms, GPU {gpu}, readback {:.3} ms)",
+            median(|t| t.total_ms),
+            times.len(),
+            if times.iter().all(|t| t.replayed) {
+                "replayed"
+            } else {
+                "recorded each run"
+            },
+            median(|t| t.host_ms),
+            median(|t| t.wait_ms),
+            median(|t| t.readback_ms),
         );
     }
     if let Some(p) = profile {
         print!("{}", p.report(exe.graph(), 15));
     }
     Ok(())
+}
+
+/// One repeat run's wall time and its split (milliseconds).
+struct RepeatTime {
+    total_ms: f64,
+    host_ms: f64,
+    wait_ms: f64,
+    readback_ms: f64,
+    gpu_ms: Option<f64>,
+    replayed: bool,
+}
+
+impl RepeatTime {
+    fn new(total: std::time::Duration, t: &texstream::runtime::RunTimings) -> RepeatTime {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        RepeatTime {
+            total_ms: ms(total),
+            host_ms: ms(t.record),
+            wait_ms: ms(t.gpu),
+            readback_ms: ms(t.readback),
+            gpu_ms: t.gpu_ns.map(|n| n / 1e6),
+            replayed: t.replayed,
+        }
+    }
 }
 
 /// Output names may contain '/' or ':'; file names keep only safe characters.

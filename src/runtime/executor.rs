@@ -22,12 +22,17 @@ pub type NamedOutputs = Vec<(String, HostTensor)>;
 /// Wall-clock split of one run.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RunTimings {
-    /// Packing inputs and recording every dispatch.
+    /// Packing inputs and recording every dispatch (a replayed run records nothing).
     pub record: Duration,
     /// Submit until the GPU finished (includes input upload and output download copies).
     pub gpu: Duration,
     /// Unpacking outputs on the host.
     pub readback: Duration,
+    /// GPU time from the run's first command to its last, from timestamps (`None` where the
+    /// queue has none, and in profiled runs).
+    pub gpu_ns: Option<f64>,
+    /// Whether the run submitted the recorded commands again instead of recording them.
+    pub replayed: bool,
 }
 
 /// How [`Executable::with_options`] builds a model.
@@ -38,6 +43,9 @@ pub struct BuildOptions {
     /// Pool the activation arena: a dead tensor's image is taken over by a later tensor of the
     /// same image extent. Off, every tensor has its own image (for debugging the arena).
     pub pool_arena: bool,
+    /// Record the runs' commands once and submit them again for every later run
+    /// ([`Executable::run`]); off, every run records every dispatch.
+    pub replay: bool,
 }
 
 impl Default for BuildOptions {
@@ -45,6 +53,7 @@ impl Default for BuildOptions {
         BuildOptions {
             activations: None,
             pool_arena: true,
+            replay: true,
         }
     }
 }
@@ -76,6 +85,14 @@ pub struct Executable {
     /// Lookups write only the rows on resident pages (set for streamed models, whose stream
     /// executor runs a lookup step once per page it loads).
     pub(crate) streamed_lookups: bool,
+    /// Whether runs after the first replay recorded commands ([`BuildOptions::replay`]).
+    pub(crate) replay_enabled: bool,
+    /// The recorded run, built by the second run.
+    pub(crate) replay: Option<super::replay::RunReplay>,
+    /// Runs completed; the first records every dispatch and initializes every image.
+    pub(crate) runs: u64,
+    /// Two timestamps around a run (`None`: the compute queue has no timestamps).
+    pub(crate) run_stamps: Option<vk_backend::TimestampQueries>,
 }
 
 impl Executable {
@@ -117,13 +134,15 @@ impl Executable {
         pages: &dyn PageSource,
         opts: &BuildOptions,
     ) -> Result<Executable> {
-        Self::build(
+        let mut exe = Self::build(
             device,
             header,
             pages,
             Some(opts.pool_arena),
             opts.activations,
-        )
+        )?;
+        exe.replay_enabled = opts.replay;
+        Ok(exe)
     }
 
     /// `pooled_arena`: allocate the arena, pooled or not; `None`: plan it unpooled for shared
@@ -172,6 +191,11 @@ impl Executable {
             demoted_views: 0,
             last_timings: RunTimings::default(),
             streamed_lookups: false,
+            // Streamed models record step by step (`run_model.rs`); only `run` replays.
+            replay_enabled: false,
+            replay: None,
+            runs: 0,
+            run_stamps: None,
         };
         exe.demoted_views = exe.demote_refolded_views();
         exe.materialize_constants()?;
@@ -501,6 +525,7 @@ impl Executable {
     /// Places the arena planned by [`Executable::new_unplaced`] at `offsets` (from
     /// [`Executable::arena_layout`]) in `memory`.
     pub fn bind_arena(&mut self, memory: &SharedMemory, offsets: &[Option<u64>]) -> Result<()> {
+        self.replay = None;
         if !self.arena_tensors.is_empty() {
             return Err(RuntimeError::BadNode {
                 node: "(arena)".into(),
@@ -557,16 +582,27 @@ impl Executable {
         inputs: &[(String, HostTensor)],
         profile: Option<&vk_backend::TimestampQueries>,
     ) -> Result<Vec<(String, HostTensor)>> {
-        let t0 = Instant::now();
-        let g = self.header.graph.clone();
-        let mut rec =
-            Recorder::new(&self.device, QueueKind::Compute).map_err(vk("starting a run"))?;
+        let feeds = self.check_inputs(inputs)?;
+        let out = if profile.is_none() && self.replay_enabled && self.runs > 0 {
+            self.run_replayed(&feeds)?
+        } else {
+            self.run_recorded(&feeds, profile)?
+        };
+        self.runs += 1;
+        Ok(out)
+    }
+
+    /// The host values for each graph input, in the graph's input order: every input given,
+    /// with the compiled shape, and nothing else.
+    fn check_inputs<'a>(&self, inputs: &'a [(String, HostTensor)]) -> Result<Vec<&'a HostTensor>> {
+        let g = &self.header.graph;
+        let mut feeds = Vec::with_capacity(g.inputs.len());
         for p in &g.inputs {
             let info = &g.tensors[p.tensor];
             let Some((_, host)) = inputs.iter().find(|(n, _)| *n == p.name) else {
                 return Err(RuntimeError::Input {
                     name: p.name.clone(),
-                    reason: format!("missing (model inputs: {:?})", input_names(&g)),
+                    reason: format!("missing (model inputs: {:?})", input_names(g)),
                 });
             };
             if host.shape != info.shape {
@@ -578,28 +614,69 @@ impl Executable {
                     ),
                 });
             }
-            let t = self.tensors[p.tensor]
-                .as_ref()
-                .ok_or_else(|| RuntimeError::Input {
-                    name: p.name.clone(),
-                    reason: "has no GPU tensor".into(),
-                })?;
+            feeds.push(host);
+        }
+        for (name, _) in inputs {
+            if !g.inputs.iter().any(|p| &p.name == name) {
+                return Err(RuntimeError::Input {
+                    name: name.clone(),
+                    reason: format!("not a model input (model inputs: {:?})", input_names(g)),
+                });
+            }
+        }
+        Ok(feeds)
+    }
+
+    /// The GPU tensor of graph input or output `p`.
+    pub(crate) fn port_tensor(&self, p: &crate::ir::Port) -> Result<Tensor> {
+        self.tensors[p.tensor]
+            .clone()
+            .ok_or_else(|| RuntimeError::Input {
+                name: p.name.clone(),
+                reason: "has no GPU tensor".into(),
+            })
+    }
+
+    /// The two run timestamps, made on first use (`None` where the queue has no timestamps).
+    pub(crate) fn run_stamps(&mut self) -> Result<Option<vk_backend::TimestampQueries>> {
+        if self.run_stamps.is_none()
+            && vk_backend::timestamps::timestamp_valid_bits(&self.device, QueueKind::Compute) > 0
+        {
+            self.run_stamps = Some(
+                vk_backend::TimestampQueries::new(&self.device, QueueKind::Compute, 2)
+                    .map_err(vk("run timestamps"))?,
+            );
+        }
+        Ok(self.run_stamps.clone())
+    }
+
+    /// One run recorded from scratch: uploads, every node, downloads, one submission.
+    fn run_recorded(
+        &mut self,
+        feeds: &[&HostTensor],
+        profile: Option<&vk_backend::TimestampQueries>,
+    ) -> Result<Vec<(String, HostTensor)>> {
+        let t0 = Instant::now();
+        let g = self.header.graph.clone();
+        let stamps = match profile {
+            Some(_) => None,
+            None => self.run_stamps()?,
+        };
+        let mut rec =
+            Recorder::new(&self.device, QueueKind::Compute).map_err(vk("starting a run"))?;
+        if let Some(q) = &stamps {
+            rec.write_timestamp(q, 0).map_err(vk("run timestamp"))?;
+        }
+        for (p, host) in g.inputs.iter().zip(feeds) {
+            let t = self.port_tensor(p)?;
             let bytes = t
                 .pack_bytes(&host.data)
                 .map_err(vk(format!("input `{}`", p.name)))?;
             let staging = Buffer::staging_upload(&self.device, "input staging", bytes.len() as u64)
                 .map_err(vk("input staging"))?;
             staging.write(0, &bytes).map_err(vk("input staging"))?;
-            rec.copy_buffer_to_tensor(&staging, 0, t)
+            rec.copy_buffer_to_tensor(&staging, 0, &t)
                 .map_err(vk(format!("uploading input `{}`", p.name)))?;
-        }
-        for (name, _) in inputs {
-            if !g.inputs.iter().any(|p| &p.name == name) {
-                return Err(RuntimeError::Input {
-                    name: name.clone(),
-                    reason: format!("not a model input (model inputs: {:?})", input_names(&g)),
-                });
-            }
         }
         rec.use_weights(&self.weights.atlas);
         let stamp = |rec: &mut Recorder, i: usize| -> Result<()> {
@@ -622,18 +699,21 @@ impl Executable {
         }
         let mut downloads = Vec::new();
         for p in &g.outputs {
-            let t = self.tensors[p.tensor]
-                .clone()
-                .ok_or_else(|| RuntimeError::Input {
-                    name: p.name.clone(),
-                    reason: "output has no GPU tensor".into(),
-                })?;
+            let t = self.port_tensor(p)?;
             let size = t.physical_bytes();
             let buf = Buffer::staging_download(&self.device, "output staging", size)
                 .map_err(vk("output staging"))?;
             rec.copy_tensor_to_buffer(&t, &buf, 0)
                 .map_err(vk(format!("downloading output `{}`", p.name)))?;
-            downloads.push((p.name.clone(), g.port_shape(p).to_vec(), t, buf, size));
+            downloads.push(Download {
+                name: p.name.clone(),
+                shape: g.port_shape(p).to_vec(),
+                tensor: t,
+                staging: buf,
+            });
+        }
+        if let Some(q) = &stamps {
+            rec.write_timestamp(q, 1).map_err(vk("run timestamp"))?;
         }
         let t1 = Instant::now();
         rec.submit_and_wait().map_err(vk("running the model"))?;
@@ -641,17 +721,13 @@ impl Executable {
             .check_validation()
             .map_err(vk("Vulkan validation"))?;
         let t2 = Instant::now();
-        let mut out = Vec::new();
-        for (name, shape, t, buf, size) in downloads {
-            let bytes = buf
-                .read(0, size as usize)
-                .map_err(vk(format!("reading output `{name}`")))?;
-            out.push((name, HostTensor::new(shape, t.unpack_bytes(&bytes))));
-        }
+        let out = read_downloads(&downloads)?;
         self.last_timings = RunTimings {
             record: t1 - t0,
             gpu: t2 - t1,
             readback: t2.elapsed(),
+            gpu_ns: stamps.and_then(|q| q.elapsed_ns(0, 1).ok()),
+            replayed: false,
         };
         Ok(out)
     }
@@ -664,6 +740,30 @@ impl Executable {
             .find(|p| p.name == name)
             .map(|p| g.tensors[p.tensor].dtype)
     }
+}
+
+/// An output's host-visible copy, read after its run.
+pub(crate) struct Download {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub tensor: Tensor,
+    pub staging: Buffer,
+}
+
+/// The outputs of a finished run, unpacked from their staging copies.
+pub(crate) fn read_downloads(downloads: &[Download]) -> Result<NamedOutputs> {
+    let mut out = Vec::with_capacity(downloads.len());
+    for d in downloads {
+        let bytes = d
+            .staging
+            .read(0, d.tensor.physical_bytes() as usize)
+            .map_err(vk(format!("reading output `{}`", d.name)))?;
+        out.push((
+            d.name.clone(),
+            HostTensor::new(d.shape.clone(), d.tensor.unpack_bytes(&bytes)),
+        ));
+    }
+    Ok(out)
 }
 
 fn input_names(g: &Graph) -> Vec<String> {

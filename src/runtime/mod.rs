@@ -8,6 +8,7 @@ pub mod dispatch;
 pub mod error;
 pub mod executor;
 pub mod npy;
+mod replay;
 pub mod weights;
 
 pub use arena::{ArenaPlan, ArenaStats};

@@ -10,12 +10,14 @@
 //! - `copy.rs`: buffer, image and tensor copies, in-stream buffer updates and clears;
 //! - `weights.rs`: binding the weight atlas, page uploads and page-table updates;
 //! - `timestamp.rs`: timestamp writes;
-//! - `submit.rs`: ending, submitting, and the in-flight [`Submission`].
+//! - `submit.rs`: ending, submitting, and the in-flight [`Submission`];
+//! - `replay.rs`: a command buffer recorded once and submitted again per run ([`Replay`]).
 
 mod copy;
 mod descriptors;
 mod dispatch;
 mod hazard;
+mod replay;
 mod submit;
 mod timestamp;
 mod variant;
@@ -23,6 +25,7 @@ mod weights;
 
 pub use dispatch::Arg;
 pub use hazard::Access;
+pub use replay::Replay;
 pub use submit::Submission;
 
 use std::collections::HashSet;
@@ -72,6 +75,20 @@ pub struct Recorder {
 
 impl Recorder {
     pub fn new(device: &Device, queue: QueueKind) -> Result<Recorder> {
+        Self::begin(device, queue, vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT)
+    }
+
+    /// A recorder whose commands become a [`Replay`] ([`Recorder::finish_replay`]): submitted
+    /// once per run instead of recorded again.
+    pub fn new_replay(device: &Device, queue: QueueKind) -> Result<Recorder> {
+        Self::begin(device, queue, vk::CommandBufferUsageFlags::empty())
+    }
+
+    fn begin(
+        device: &Device,
+        queue: QueueKind,
+        usage: vk::CommandBufferUsageFlags,
+    ) -> Result<Recorder> {
         let dev = device.raw();
         let family = device.queue(queue).family;
         // SAFETY (block): valid create infos; objects destroyed on error.
@@ -101,11 +118,9 @@ impl Recorder {
                     }
                 }
             };
-            if let Err(e) = dev.begin_command_buffer(
-                cmd,
-                &vk::CommandBufferBeginInfo::default()
-                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
-            ) {
+            if let Err(e) =
+                dev.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default().flags(usage))
+            {
                 dev.destroy_command_pool(pool, None);
                 return Err(e).vk("vkBeginCommandBuffer");
             }

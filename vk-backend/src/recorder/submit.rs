@@ -18,23 +18,7 @@ impl Recorder {
         signals: &[SemaphoreSignal],
     ) -> Result<Submission> {
         let dev = self.device.raw().clone();
-        // Make every write visible to the host (readback) and to later submissions.
-        let mb = vk::MemoryBarrier::default()
-            .src_access_mask(self.work_access(false))
-            .dst_access_mask(vk::AccessFlags::HOST_READ);
-        // SAFETY: recording state.
-        unsafe {
-            dev.cmd_pipeline_barrier(
-                self.cmd,
-                self.work_stages(),
-                vk::PipelineStageFlags::HOST,
-                vk::DependencyFlags::empty(),
-                &[mb],
-                &[],
-                &[],
-            );
-            dev.end_command_buffer(self.cmd).vk("vkEndCommandBuffer")?;
-        }
+        self.end()?;
         let wait_sems: Vec<_> = waits.iter().map(|w| w.semaphore.raw()).collect();
         let wait_vals: Vec<_> = waits.iter().map(|w| w.value).collect();
         let wait_stages: Vec<_> = waits.iter().map(|w| w.stage).collect();
@@ -89,6 +73,28 @@ impl Recorder {
         // Ownership of the pool moved into the submission.
         self.pool = vk::CommandPool::null();
         Ok(sub)
+    }
+
+    /// Ends recording after a barrier that makes every write visible to the host (readback)
+    /// and to later submissions.
+    pub(super) fn end(&mut self) -> Result<()> {
+        let dev = self.device.raw();
+        let mb = vk::MemoryBarrier::default()
+            .src_access_mask(self.work_access(false))
+            .dst_access_mask(vk::AccessFlags::HOST_READ);
+        // SAFETY: recording state.
+        unsafe {
+            dev.cmd_pipeline_barrier(
+                self.cmd,
+                self.work_stages(),
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &[mb],
+                &[],
+                &[],
+            );
+            dev.end_command_buffer(self.cmd).vk("vkEndCommandBuffer")
+        }
     }
 
     /// Submits without semaphores and waits for completion.
