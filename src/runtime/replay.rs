@@ -16,6 +16,11 @@ pub(crate) struct RunReplay {
     commands: Replay,
     /// Per graph input, in the graph's order: its tensor and the staging its upload reads.
     uploads: Vec<(Tensor, Buffer)>,
+    /// Per input, its packed bytes: packed in host memory, then copied into the staging in one
+    /// sequential write (the staging may be write-combined device memory, where the packer's
+    /// scattered lane writes cost more than the copy; on the H200 the detector's input took
+    /// 2.37 ms packed in place against 1.68 ms through a host buffer).
+    packed: Vec<Vec<u8>>,
     downloads: Vec<Download>,
     stamps: Option<vk_backend::TimestampQueries>,
 }
@@ -66,6 +71,10 @@ impl Executable {
             .map_err(vk("recording a run for replay"))?;
         Ok(RunReplay {
             commands,
+            packed: uploads
+                .iter()
+                .map(|(t, _)| vec![0; t.physical_bytes() as usize])
+                .collect(),
             uploads,
             downloads,
             stamps,
@@ -88,10 +97,10 @@ impl Executable {
             None => self.record_replay()?,
         };
         let names = self.header.graph.inputs.iter().map(|p| &p.name);
-        for (((t, staging), host), name) in replay.uploads.iter().zip(feeds).zip(names) {
-            staging
-                .with_mapped(|bytes| t.pack_bytes_into(&host.data, bytes))
-                .and_then(|r| r)
+        let inputs = replay.uploads.iter().zip(replay.packed.iter_mut());
+        for (((t, staging), bytes), (host, name)) in inputs.zip(feeds.iter().zip(names)) {
+            t.pack_bytes_into(&host.data, bytes)
+                .and_then(|()| staging.write(0, bytes))
                 .map_err(vk(format!("input `{name}`")))?;
         }
         let t1 = Instant::now();
