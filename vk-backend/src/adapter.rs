@@ -143,6 +143,11 @@ pub struct DeviceFeatures {
     /// `VK_NV_cooperative_matrix` enabled with the fp16 16x8x16 (fp32 accumulate) subgroup shape,
     /// `shaderFloat16` and 32-wide subgroups: MatMul with constant B uses tensor-core kernels.
     pub cooperative_matrix_f16: bool,
+    /// About how many invocations the device runs at once: streaming multiprocessors x warps
+    /// x subgroup width where `VK_NV_shader_sm_builtins` tells, else a figure by device type.
+    /// Kernels size their work splits by it (a CPU device gains nothing from many small
+    /// invocations; a large GPU idles without them).
+    pub concurrent_invocations: u64,
 }
 
 /// What an adapter offers (`Device::new` then turns off what its options ask it not to use).
@@ -200,6 +205,14 @@ impl Capabilities {
         let mut sub = vk::PhysicalDeviceSubgroupProperties::default();
         let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut sub);
         unsafe { instance.get_physical_device_properties2(physical, &mut p2) };
+        let sm_builtins = has_ext(ash::nv::shader_sm_builtins::NAME).then(|| {
+            let mut sm = vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV::default();
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut sm);
+            unsafe { instance.get_physical_device_properties2(physical, &mut p2) };
+            (sm.shader_sm_count, sm.shader_warps_per_sm)
+        });
+        let concurrent_invocations =
+            concurrent_invocations(properties.device_type, sm_builtins, sub.subgroup_size);
         let coop_shape = coop_ext
             && coop_f.cooperative_matrix == vk::TRUE
             && f12.shader_float16 == vk::TRUE
@@ -215,6 +228,7 @@ impl Capabilities {
             });
         let features = DeviceFeatures {
             cooperative_matrix_f16: coop_shape,
+            concurrent_invocations,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),
@@ -260,6 +274,26 @@ impl Capabilities {
             transfer_family,
             limits,
         })
+    }
+}
+
+/// [`DeviceFeatures::concurrent_invocations`]: from the SM count and warps per SM where the
+/// driver reports them, else by device type (a discrete GPU of a few dozen compute units, an
+/// integrated one, a CPU implementation such as lavapipe: a few threads of SIMD lanes).
+fn concurrent_invocations(
+    device_type: vk::PhysicalDeviceType,
+    sm_builtins: Option<(u32, u32)>,
+    subgroup_size: u32,
+) -> u64 {
+    match sm_builtins {
+        Some((sms, warps)) if sms > 0 && warps > 0 => {
+            sms as u64 * warps as u64 * subgroup_size.max(1) as u64
+        }
+        _ => match device_type {
+            vk::PhysicalDeviceType::DISCRETE_GPU => 1 << 17,
+            vk::PhysicalDeviceType::CPU => 1 << 11,
+            _ => 1 << 15,
+        },
     }
 }
 

@@ -5,7 +5,8 @@
 //! page boundaries.
 
 use vk_backend::kernels::{
-    conv2d, conv2d_add_into, conv2d_is_depthwise, Conv2dParams, ConvWeights, UnaryOp, Window2d,
+    conv2d, conv2d_add_into, conv2d_is_depthwise, conv2d_split, Conv2dParams, ConvWeights, UnaryOp,
+    Window2d,
 };
 use vk_backend::layout::{pack_conv_filter, pack_depthwise_filter, pack_vector};
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -187,6 +188,33 @@ fn cases() -> Vec<Case> {
                 beta: 0.5,
             },
         },
+        // Long reductions over small outputs (conv2d_split > 1): 16 lanes per unit; 64 lanes
+        // in batch 2 with padded output channels; a 7x7 kernel over 2 input texels, so a lane's
+        // steps cross taps (8 lanes per unit).
+        Case {
+            x: [1, 64, 4, 3],
+            o: 6,
+            groups: 1,
+            window: win([3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            bias: true,
+            act: UnaryOp::Relu,
+        },
+        Case {
+            x: [2, 256, 3, 3],
+            o: 7,
+            groups: 1,
+            window: win([3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            bias: true,
+            act: UnaryOp::Identity,
+        },
+        Case {
+            x: [1, 8, 9, 9],
+            o: 5,
+            groups: 1,
+            window: win([7, 7], [2, 2], [1, 1], [3, 2, 3, 1]),
+            bias: false,
+            act: UnaryOp::Tanh,
+        },
         // Kernel larger than stride with no activation.
         Case {
             x: [1, 4, 5, 5],
@@ -245,6 +273,7 @@ fn conv2d_matches_reference() {
         let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
         rec.use_weights(&atlas);
         let mut checks = Vec::new();
+        let mut splits = std::collections::BTreeSet::new();
         for (c, w, b, cw) in prepared {
             let xv = rng.vec(c.x.iter().product(), -1.0, 1.0);
             let x = Tensor::from_data(&d, "x", &c.x, p, &xv).unwrap();
@@ -254,6 +283,7 @@ fn conv2d_matches_reference() {
                 out_channels: c.o,
                 activation: c.act,
             };
+            splits.insert(conv2d_split(&d, &c.x, &params).unwrap());
             let out = conv2d(&mut rec, &x, cw, &params, "y").unwrap();
             let [_, _, oh, ow] = [0, 0, out.shape()[2], out.shape()[3]];
             let r = |v: &[f32]| v.iter().map(|&v| p.round(v) as f64).collect::<Vec<_>>();
@@ -271,6 +301,12 @@ fn conv2d_matches_reference() {
                 want,
             ));
         }
+        // Both kernels, and split reductions of several widths, are covered.
+        assert_eq!(
+            splits.into_iter().collect::<Vec<_>>(),
+            [1, 2, 4, 8, 16, 64],
+            "lanes per output unit"
+        );
         rec.submit_and_wait().unwrap();
         for (what, out, want) in &checks {
             assert_close(what, &out.download().unwrap(), want, tol(p));

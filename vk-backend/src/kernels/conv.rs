@@ -1,6 +1,7 @@
 //! Conv2d with groups, stride, dilation, asymmetric pads, fused bias and activation; a separate
 //! depthwise fast path. Filters and bias are read through `fetch_weight`.
 
+use crate::device::Device;
 use crate::error::Result;
 use crate::kernels::elementwise::UnaryOp;
 use crate::kernels::launch::{kerr, launch, IMAGES_2, IMAGES_3};
@@ -18,6 +19,13 @@ const CONV2D: KernelDesc = KernelDesc {
     uses_weights: true,
 };
 
+const CONV2D_SPLITK: KernelDesc = KernelDesc {
+    name: "conv2d_splitk",
+    bindings: IMAGES_3,
+    push_constant_bytes: 112,
+    uses_weights: true,
+};
+
 const CONV2D_DW: KernelDesc = KernelDesc {
     name: "conv2d_dw",
     bindings: IMAGES_2,
@@ -27,6 +35,24 @@ const CONV2D_DW: KernelDesc = KernelDesc {
 
 /// Output pixels per invocation along W (the shaders' `PX`).
 pub(crate) const CONV_PX: u64 = 4;
+/// Invocations per workgroup of `conv2d_splitk.comp` (its `WG`).
+const SPLITK_WORKGROUP: u64 = 64;
+/// Fewest reduction steps per lane worth a split (below it the shared-memory sum dominates).
+const SPLITK_MIN_STEPS: u64 = 8;
+
+/// log2 of the invocations that share one output unit (4 channels x `CONV_PX` pixels) whose
+/// reduction takes `steps` (taps x input texels): 0 runs the direct kernel. Splits until the
+/// conv has `target` invocations (half what the device runs at once: on an H200 the direct
+/// kernel gives a 7x7 ResNet stage fewer than 2 k of its ~270 k) or a lane's share gets short.
+/// Depends on the shapes and the device only, so every run of a model picks the same kernels.
+pub(crate) fn conv_split_log2(units: u64, steps: u64, target: u64) -> u32 {
+    let mut log2 = 0;
+    while log2 < 6 && units << log2 < target && steps >> (log2 + 1) >= SPLITK_MIN_STEPS {
+        log2 += 1;
+    }
+    log2
+}
+
 /// "No bias" marker in push constants.
 pub(crate) const NO_BIAS: u32 = u32::MAX;
 
@@ -115,17 +141,7 @@ pub fn conv2d_add_into(
         }
     }
     let aligned = p.groups == 1 || (icg.is_multiple_of(4) && ocg.is_multiple_of(4));
-    let flags =
-        if aligned || depthwise { 0 } else { 0x100 } | if addend.is_some() { 0x200 } else { 0 };
-    let pc = conv_push_constants(x, out, &p.window, [icg, ocg], weights, p.activation, flags);
-    let desc = if depthwise { &CONV2D_DW } else { &CONV2D };
     let l = out.layout();
-    let groups = dispatch_3d(
-        rec.device(),
-        "conv2d",
-        [(l.w as u64).div_ceil(CONV_PX), l.h as u64, l.layers()],
-        [8, 8, 1],
-    )?;
     let args = if depthwise {
         vec![Arg::input(x), Arg::output(out)]
     } else {
@@ -135,7 +151,57 @@ pub fn conv2d_add_into(
             Arg::input(addend.unwrap_or(x)),
         ]
     };
+    let addend_flag = if addend.is_some() { 0x200 } else { 0 };
+    let units_x = (l.w as u64).div_ceil(CONV_PX);
+    let split = conv2d_split(rec.device(), x.shape(), p)?.trailing_zeros();
+    if split > 0 {
+        let pc = conv_push_constants(
+            x,
+            out,
+            &p.window,
+            [icg, ocg],
+            weights,
+            p.activation,
+            addend_flag,
+        )
+        .set_word(27, split);
+        let per_group = SPLITK_WORKGROUP >> split;
+        let groups = dispatch_3d(
+            rec.device(),
+            "conv2d",
+            [(units_x * l.h as u64).div_ceil(per_group), 1, l.layers()],
+            [1, 1, 1],
+        )?;
+        return launch(rec, &CONV2D_SPLITK, out.precision(), &args, &pc, groups);
+    }
+    let flags = if aligned || depthwise { 0 } else { 0x100 } | addend_flag;
+    let pc = conv_push_constants(x, out, &p.window, [icg, ocg], weights, p.activation, flags);
+    let desc = if depthwise { &CONV2D_DW } else { &CONV2D };
+    let groups = dispatch_3d(
+        rec.device(),
+        "conv2d",
+        [(l.w as u64).div_ceil(CONV_PX), l.h as u64, l.layers()],
+        [8, 8, 1],
+    )?;
     launch(rec, desc, out.precision(), &args, &pc, groups)
+}
+
+/// How many invocations share one output unit's reduction (a power of two; 1 is the direct
+/// kernel): more when the output is small and the reduction long ([`conv_split_log2`]). Only
+/// the aligned, non-depthwise path splits.
+pub fn conv2d_split(device: &Device, x: &[usize], p: &Conv2dParams) -> Result<u32> {
+    let [n, o, oh, ow] = conv2d_output_shape(x, p)?;
+    let c = x[1];
+    let (icg, ocg) = (c / p.groups, p.out_channels / p.groups);
+    let aligned = p.groups == 1 || (icg.is_multiple_of(4) && ocg.is_multiple_of(4));
+    if !aligned || conv2d_is_depthwise(c, o, p.groups) {
+        return Ok(1);
+    }
+    let units = (ow as u64).div_ceil(CONV_PX) * (oh * n * o.div_ceil(4)) as u64;
+    let [kh, kw] = p.window.kernel;
+    let steps = (kh * kw * icg.div_ceil(4)) as u64;
+    let target = device.features().concurrent_invocations / 2;
+    Ok(1 << conv_split_log2(units, steps, target))
 }
 
 /// Groups must divide the input and output channel counts (errors name `kernel`).

@@ -26,8 +26,8 @@ mod window;
 pub use attention::{attention_into, attention_shape, AttentionOpts, ATTENTION_MAX_HEAD_DIM};
 pub use cache::kv_write_into;
 pub use conv::{
-    conv2d, conv2d_add_into, conv2d_into, conv2d_is_depthwise, conv2d_output_shape, Conv2dParams,
-    ConvWeights,
+    conv2d, conv2d_add_into, conv2d_into, conv2d_is_depthwise, conv2d_output_shape, conv2d_split,
+    Conv2dParams, ConvWeights,
 };
 pub use conv_transpose::{
     conv_transpose2d, conv_transpose2d_into, conv_transpose2d_output_shape, ConvTranspose2dParams,

@@ -35,6 +35,14 @@ impl PushConstants {
         self.words.resize(self.words.len().max(words), 0);
         self
     }
+    /// Overwrites word `index` (a padding word, for a kernel that reuses another's block);
+    /// out of range does nothing.
+    pub fn set_word(mut self, index: usize, v: u32) -> Self {
+        if let Some(w) = self.words.get_mut(index) {
+            *w = v;
+        }
+        self
+    }
     pub fn len_bytes(&self) -> usize {
         self.words.len() * 4
     }

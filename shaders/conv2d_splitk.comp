@@ -1,0 +1,119 @@
+#version 450
+// 2D convolution for outputs too small to fill the GPU: SPLIT invocations (a power of two up to
+// 64, from the push constants) share one output unit of conv2d.comp (4 output channels at PX
+// consecutive pixels of a row) and split its reduction over (ky, kx, input texel) between them;
+// their partial sums meet in shared memory. conv2d.comp gives a unit one invocation, which walks
+// every tap in a chain of page-table, weight and input reads: on a large GPU a 7x7 output (1792
+// invocations of 1152 taps each) leaves nearly every core waiting on memory.
+// Same bindings, push constants (the last word carries log2 SPLIT), filter packing, fused bias,
+// activation and addend as conv2d.comp; aligned path only (groups == 1, or icg and ocg multiples
+// of 4). Lanes of one unit are adjacent, so at a given step they read adjacent weight texels.
+#include "tensor.glsl"
+#include "weights.glsl"
+#include "activation.glsl"
+
+#define PX 4
+#define WG 64
+layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
+
+TENSOR_IN(0, img_in);
+TENSOR_OUT(1, img_out);
+TENSOR_IN(2, img_add);
+
+layout(push_constant) uniform Push {
+    TensorDesc in_t;
+    TensorDesc out_t;
+    uint kernel;    // kh | kw << 16
+    uint stride;    // sh | sw << 16
+    uint dilation;  // dh | dw << 16
+    uint pad;       // top | left << 16
+    uint icg;       // input channels per group
+    uint ocg;       // output channels per group
+    uint w_off;     // filter texel offset in the weight space
+    uint b_off;     // bias texel offset, 0xFFFFFFFF = no bias
+    uint act;       // activation code (bits 0-7), bit 9: addend
+    float alpha;
+    float beta;
+    uint split_log2;
+} pc;
+
+shared vec4 partial[WG * PX];
+
+void main() {
+    uint lane = gl_LocalInvocationID.x;
+    uint split = 1u << pc.split_log2;
+    uint klane = lane & (split - 1u);
+    uint units_x = (pc.out_t.w + uint(PX) - 1u) / uint(PX);
+    uint unit = gl_WorkGroupID.x * (uint(WG) >> pc.split_log2) + (lane >> pc.split_log2);
+    uint layer = gl_WorkGroupID.z;
+    uint ox0 = (unit % units_x) * uint(PX);
+    uint oy = unit / units_x;
+    // Every lane takes part in the barriers below; lanes past the output only add zeros.
+    bool live = oy < pc.out_t.h && layer < pc.out_t.n * pc.out_t.c4;
+
+    vec4 acc[PX];
+    for (int p = 0; p < PX; ++p) acc[p] = vec4(0.0);
+
+    uint n = layer / pc.out_t.c4;
+    uint oc4 = layer % pc.out_t.c4;
+    if (live) {
+        uint kh = pc.kernel & 0xFFFFu, kw = pc.kernel >> 16u;
+        uint sh = pc.stride & 0xFFFFu, sw = pc.stride >> 16u;
+        uint dh = pc.dilation & 0xFFFFu, dw = pc.dilation >> 16u;
+        int pt = int(pc.pad & 0xFFFFu), pl = int(pc.pad >> 16u);
+        int H = int(pc.in_t.h), W = int(pc.in_t.w);
+        uint icg4 = (pc.icg + 3u) / 4u;
+        uint o0 = oc4 * 4u;
+        int ix0[PX];
+        for (int p = 0; p < PX; ++p) ix0[p] = int((ox0 + uint(p)) * sw) - pl;
+        int iy0 = int(oy * sh) - pt;
+        uint g = o0 / pc.ocg;
+        uint in_layer0 = n * pc.in_t.c4 + (g * pc.icg) / 4u;
+        // Padding output lanes read the last real filter (their result is zeroed on store).
+        uvec4 orow = min(uvec4(o0, o0 + 1u, o0 + 2u, o0 + 3u), uvec4(pc.out_t.c - 1u));
+        uvec4 wbase = orow * (kh * kw * icg4) + pc.w_off;
+        uint taps = kh * kw;
+        // This lane's steps: flat index tap * icg4 + i4 = klane, klane + split, ...
+        uint tap = 0u, i4 = klane;
+        while (i4 >= icg4) { i4 -= icg4; ++tap; }
+        while (tap < taps) {
+            uint ky = tap / kw, kx = tap - ky * kw;
+            int iy = iy0 + int(ky * dh);
+            if (iy >= 0 && iy < H) {
+                uvec4 t = wbase + tap * icg4 + i4;
+                mat4 wm = mat4(fetch_weight(t.x), fetch_weight(t.y), fetch_weight(t.z), fetch_weight(t.w));
+                uint row = texel_index(pc.in_t, in_layer0 + i4, uint(iy), 0u);
+                for (int p = 0; p < PX; ++p) {
+                    int ix = ix0[p] + int(kx * dw);
+                    if (ix >= 0 && ix < W) acc[p] += LOAD_TEXEL(img_in, pc.in_t, row + uint(ix)) * wm;
+                }
+            }
+            i4 += split;
+            while (i4 >= icg4) { i4 -= icg4; ++tap; }
+        }
+    }
+
+    for (int p = 0; p < PX; ++p) partial[lane * uint(PX) + uint(p)] = acc[p];
+    barrier();
+    for (uint s = split >> 1u; s > 0u; s >>= 1u) {
+        if (klane < s) {
+            for (int p = 0; p < PX; ++p)
+                partial[lane * uint(PX) + uint(p)] += partial[(lane + s) * uint(PX) + uint(p)];
+        }
+        barrier();
+    }
+    if (!live || klane != 0u) return;
+
+    vec4 bias = pc.b_off == 0xFFFFFFFFu ? vec4(0.0) : fetch_weight(pc.b_off + oc4);
+    uint act = pc.act & 0xFFu;
+    bool addend = (pc.act & 0x200u) != 0u;
+    uint orow_out = texel_index(pc.out_t, layer, oy, 0u);
+    for (int p = 0; p < PX; ++p) {
+        uint ox = ox0 + uint(p);
+        if (ox >= pc.out_t.w) break;
+        vec4 s = partial[lane * uint(PX) + uint(p)] + bias;
+        if (addend) s += LOAD_TEXEL(img_add, pc.out_t, orow_out + ox);
+        vec4 v = apply_unary(act, pc.alpha, pc.beta, s);
+        STORE_TEXEL(img_out, pc.out_t, orow_out + ox, zero_padding(pc.out_t, oc4, v));
+    }
+}
