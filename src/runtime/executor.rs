@@ -754,14 +754,14 @@ pub(crate) struct Download {
 pub(crate) fn read_downloads(downloads: &[Download]) -> Result<NamedOutputs> {
     let mut out = Vec::with_capacity(downloads.len());
     for d in downloads {
-        let bytes = d
+        // Unpacked straight from the (host-cached) staging: no copy of the padded texels.
+        let values = d
             .staging
-            .read(0, d.tensor.physical_bytes() as usize)
+            .read_with(0, d.tensor.physical_bytes() as usize, |bytes| {
+                d.tensor.unpack_bytes(bytes)
+            })
             .map_err(vk(format!("reading output `{}`", d.name)))?;
-        out.push((
-            d.name.clone(),
-            HostTensor::new(d.shape.clone(), d.tensor.unpack_bytes(&bytes)),
-        ));
+        out.push((d.name.clone(), HostTensor::new(d.shape.clone(), values)));
     }
     Ok(out)
 }

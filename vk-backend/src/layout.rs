@@ -16,7 +16,7 @@
 //! i / (PW*PH))`. When W, H and L fit the limits, `PW = W, PH = H, PL = L` (identity).
 
 use half::f16;
-use half::slice::HalfFloatSliceExt;
+use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
 use crate::error::{Result, VkError};
 
@@ -312,29 +312,41 @@ impl FoldLayout {
     pub fn unpack_bytes(&self, bytes: &[u8], precision: Precision) -> Vec<f32> {
         let (c, c4) = (self.c as usize, self.c4 as usize);
         let hw = self.h as usize * self.w as usize;
-        let lane = |i: usize| -> f32 {
-            match precision {
-                Precision::F16 => bytes
-                    .get(2 * i..2 * i + 2)
-                    .map_or(0.0, |b| f16::from_le_bytes([b[0], b[1]]).to_f32()),
-                Precision::F32 => bytes
-                    .get(4 * i..4 * i + 4)
-                    .map_or(0.0, |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            }
-        };
+        let bpv = precision.bytes_per_texel() / 4;
+        let texel_bytes = 4 * bpv;
         // Elements `start..` in NCHW order: plane p = n * C + ch holds hw values, which sit in
-        // lane ch % 4 of the texels from (n * C4 + ch / 4) * hw on.
+        // lane ch % 4 of the texels from (n * C4 + ch / 4) * hw on. A run of a plane walks its
+        // texels once (no per-value bounds checks or precision match); fp16 lanes are gathered
+        // as bits and converted a slice at a time (F16C where the CPU has it).
         let fill = |start: usize, dst: &mut [f32]| {
             let (mut plane, mut k) = (start / hw, start % hw);
             let mut rest = dst;
+            let mut bits: Vec<u16> = Vec::new();
             while !rest.is_empty() {
                 let (n, ch) = (plane / c, plane % c);
-                let first = ((n * c4 + ch / 4) * hw) * 4 + ch % 4;
+                let first = (n * c4 + ch / 4) * hw + k;
+                let at = (ch % 4) * bpv;
                 let take = (hw - k).min(rest.len());
                 let (run, tail) = rest.split_at_mut(take);
-                for (j, d) in run.iter_mut().enumerate() {
-                    *d = lane(first + (k + j) * 4);
+                let from = (first * texel_bytes).min(bytes.len());
+                let to = ((first + take) * texel_bytes).min(bytes.len());
+                let texels = bytes[from..to].chunks_exact(texel_bytes);
+                let got = texels.len();
+                match precision {
+                    Precision::F16 => {
+                        bits.clear();
+                        bits.extend(texels.map(|t| u16::from_le_bytes([t[at], t[at + 1]])));
+                        let halves: &[f16] = bits.reinterpret_cast();
+                        halves.convert_to_f32_slice(&mut run[..got]);
+                    }
+                    Precision::F32 => {
+                        for (d, t) in run.iter_mut().zip(texels) {
+                            *d = f32::from_le_bytes([t[at], t[at + 1], t[at + 2], t[at + 3]]);
+                        }
+                    }
                 }
+                // Texels past the end of `bytes` read as 0.
+                run[got..].fill(0.0);
                 rest = tail;
                 plane += 1;
                 k = 0;
@@ -373,10 +385,13 @@ impl FoldLayout {
         // Texels `first..` into `dst` (whole texels), one run of a layer at a time: each lane
         // of the run is one channel plane's contiguous values (fp16 converted a slice at a
         // time, with the CPU's conversion instructions where it has them).
+        // Each texel is written once, in order, as one word (fp16: the four lanes' slices are
+        // converted first): four strided passes over the texels were the slow part, and in
+        // place in write-combined staging memory partial writes are slower still.
         let fill = |first: usize, dst: &mut [u8]| {
             let texel_bytes = 4 * bpv;
             let end = first + dst.len() / texel_bytes;
-            let mut half = Vec::new();
+            let mut halves: [Vec<f16>; 4] = Default::default();
             let mut t = first;
             while t < end {
                 let (layer, k0) = (t / hw, t % hw);
@@ -384,28 +399,42 @@ impl FoldLayout {
                 let off = (t - first) * texel_bytes;
                 let seg = &mut dst[off..off + run * texel_bytes];
                 let (n, cb) = (layer / c4.max(1), (layer % c4.max(1)) * 4);
-                for lane in 0..4 {
+                let src = |lane: usize| {
                     let ch = cb + lane;
-                    let src = (layer < layers && ch < c)
+                    (layer < layers && ch < c)
                         .then(|| data.get((n * c + ch) * hw + k0..)?.get(..run))
-                        .flatten();
-                    let at = lane * bpv;
-                    match precision {
-                        Precision::F32 => {
-                            for (i, texel) in seg.chunks_exact_mut(texel_bytes).enumerate() {
-                                let v = src.map_or(0.0, |s| s[i]);
-                                texel[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                        .flatten()
+                };
+                match precision {
+                    Precision::F32 => {
+                        let lanes = [src(0), src(1), src(2), src(3)];
+                        for (i, texel) in seg.chunks_exact_mut(16).enumerate() {
+                            let mut word = [0u8; 16];
+                            for (lane, src) in lanes.iter().enumerate() {
+                                if let Some(s) = src {
+                                    word[4 * lane..4 * lane + 4]
+                                        .copy_from_slice(&s[i].to_le_bytes());
+                                }
                             }
+                            texel.copy_from_slice(&word);
                         }
-                        Precision::F16 => {
+                    }
+                    Precision::F16 => {
+                        for (lane, half) in halves.iter_mut().enumerate() {
                             half.clear();
                             half.resize(run, f16::ZERO);
-                            if let Some(s) = src {
+                            if let Some(s) = src(lane) {
                                 half.convert_from_f32_slice(s);
                             }
-                            for (texel, h) in seg.chunks_exact_mut(texel_bytes).zip(&half) {
-                                texel[at..at + 2].copy_from_slice(&h.to_le_bytes());
-                            }
+                        }
+                        let [a, b, c, d] = &halves;
+                        let lanes = a.iter().zip(b).zip(c).zip(d);
+                        for (texel, (((a, b), c), d)) in seg.chunks_exact_mut(8).zip(lanes) {
+                            let word = a.to_bits() as u64
+                                | (b.to_bits() as u64) << 16
+                                | (c.to_bits() as u64) << 32
+                                | (d.to_bits() as u64) << 48;
+                            texel.copy_from_slice(&word.to_le_bytes());
                         }
                     }
                 }

@@ -241,6 +241,12 @@ impl Buffer {
 
     /// Reads bytes from a host-visible buffer.
     pub fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.read_with(offset, len, <[u8]>::to_vec)
+    }
+
+    /// Calls `f` on `len` mapped bytes at `offset`, in place: a readback that converts what it
+    /// reads (unpacking texels) needs no copy of the whole buffer first.
+    pub fn read_with<R>(&self, offset: u64, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
         let g = self.inner.alloc.lock().unwrap_or_else(|e| e.into_inner());
         let slice = g.as_ref().and_then(|a| a.mapped_slice()).ok_or_else(|| {
             VkError::Other(format!("buffer `{}` is not host-visible", self.name()))
@@ -252,7 +258,7 @@ impl Buffer {
                 self.name()
             )));
         }
-        Ok(slice[offset as usize..end].to_vec())
+        Ok(f(&slice[offset as usize..end]))
     }
 }
 

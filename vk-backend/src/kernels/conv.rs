@@ -37,8 +37,9 @@ const CONV2D_DW: KernelDesc = KernelDesc {
 pub(crate) const CONV_PX: u64 = 4;
 /// Invocations per workgroup of `conv2d_splitk.comp` (its `WG`).
 const SPLITK_WORKGROUP: u64 = 64;
-/// Fewest reduction steps per lane worth a split (below it the shared-memory sum dominates).
-const SPLITK_MIN_STEPS: u64 = 8;
+/// Fewest reduction steps a lane keeps: each step waits on memory (~1.5 us on an H200), the
+/// shared-memory sum of up to 64 lanes costs less than one.
+const SPLITK_MIN_STEPS: u64 = 2;
 
 /// log2 of the invocations that share one output unit (4 channels x `CONV_PX` pixels) whose
 /// reduction takes `steps` (taps x input texels): 0 runs the direct kernel. Splits until the
