@@ -283,7 +283,8 @@ fn conv2d_matches_reference() {
                 out_channels: c.o,
                 activation: c.act,
             };
-            splits.insert(conv2d_split(&d, &c.x, &params).unwrap());
+            let depthwise = conv2d_is_depthwise(c.x[1], c.o, c.groups);
+            splits.insert((depthwise, conv2d_split(&d, &c.x, &params).unwrap()));
             let out = conv2d(&mut rec, &x, cw, &params, "y").unwrap();
             let [_, _, oh, ow] = [0, 0, out.shape()[2], out.shape()[3]];
             let r = |v: &[f32]| v.iter().map(|&v| p.round(v) as f64).collect::<Vec<_>>();
@@ -301,11 +302,21 @@ fn conv2d_matches_reference() {
                 want,
             ));
         }
-        // Both kernels, and split reductions of several widths, are covered.
+        // Every kernel, and split reductions of several widths, are covered.
         assert_eq!(
             splits.into_iter().collect::<Vec<_>>(),
-            [1, 2, 4, 8, 16, 32, 64],
-            "lanes per output unit"
+            [
+                (false, 1),
+                (false, 2),
+                (false, 4),
+                (false, 8),
+                (false, 16),
+                (false, 32),
+                (false, 64),
+                (true, 4),
+                (true, 8)
+            ],
+            "(depthwise, lanes per output unit)"
         );
         rec.submit_and_wait().unwrap();
         for (what, out, want) in &checks {

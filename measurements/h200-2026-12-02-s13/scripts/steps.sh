@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# H200 session 13, run 4: splits down to 2 reduction steps a lane (was 8) and the texel packing
-# that writes each texel once (inputs) or reads it once per plane run (outputs), against run 1's
+# H200 session 13, run 4: splits down to 2 reduction steps a lane (was 8), depthwise convolutions
+# split over their taps (conv2d_dw_splitk.comp), and the texel packing that writes each texel
+# once (inputs) or reads it once per plane run (outputs), against run 1's
 # binary (texstream.s13a, b87f2c7); same models, inputs and settings as run 1 (splitk.sh), with
 # per-node profiles. Outputs: $OUT/k.tgz.
 set -u

@@ -26,6 +26,13 @@ const CONV2D_SPLITK: KernelDesc = KernelDesc {
     uses_weights: true,
 };
 
+const CONV2D_DW_SPLITK: KernelDesc = KernelDesc {
+    name: "conv2d_dw_splitk",
+    bindings: IMAGES_2,
+    push_constant_bytes: 112,
+    uses_weights: true,
+};
+
 const CONV2D_DW: KernelDesc = KernelDesc {
     name: "conv2d_dw",
     bindings: IMAGES_2,
@@ -173,7 +180,12 @@ pub fn conv2d_add_into(
             [(units_x * l.h as u64).div_ceil(per_group), 1, l.layers()],
             [1, 1, 1],
         )?;
-        return launch(rec, &CONV2D_SPLITK, out.precision(), &args, &pc, groups);
+        let desc = if depthwise {
+            &CONV2D_DW_SPLITK
+        } else {
+            &CONV2D_SPLITK
+        };
+        return launch(rec, desc, out.precision(), &args, &pc, groups);
     }
     let flags = if aligned || depthwise { 0 } else { 0x100 } | addend_flag;
     let pc = conv_push_constants(x, out, &p.window, [icg, ocg], weights, p.activation, flags);
@@ -188,14 +200,16 @@ pub fn conv2d_add_into(
 }
 
 /// How many invocations share one output unit's reduction (a power of two; 1 is the direct
-/// kernel): more when the output is small and the reduction long ([`conv_split_log2`]). Only
-/// the aligned, non-depthwise path splits.
+/// kernel): more when the output is small and the reduction long ([`conv_split_log2`]). The
+/// aligned path (`conv2d_splitk.comp`) and depthwise convolutions (`conv2d_dw_splitk.comp`,
+/// their taps split) do; the general grouped path does not.
 pub fn conv2d_split(device: &Device, x: &[usize], p: &Conv2dParams) -> Result<u32> {
     let [n, o, oh, ow] = conv2d_output_shape(x, p)?;
     let c = x[1];
     let (icg, ocg) = (c / p.groups, p.out_channels / p.groups);
     let aligned = p.groups == 1 || (icg.is_multiple_of(4) && ocg.is_multiple_of(4));
-    if !aligned || conv2d_is_depthwise(c, o, p.groups) {
+    // A depthwise unit's reduction is its taps (one input texel each).
+    if !aligned && !conv2d_is_depthwise(c, o, p.groups) {
         return Ok(1);
     }
     let units = (ow as u64).div_ceil(CONV_PX) * (oh * n * o.div_ceil(4)) as u64;

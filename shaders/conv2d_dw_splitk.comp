@@ -1,0 +1,97 @@
+#version 450
+// Depthwise 2D convolution for outputs too small to fill the GPU: SPLIT invocations (a power of
+// two up to 64, from the push constants) share one output unit of conv2d_dw.comp (one C4 texel at
+// PX consecutive pixels of a row) and split its taps between them; partial sums meet in shared
+// memory. conv2d_dw.comp walks every tap of a unit in one invocation, each a chain of page-table,
+// weight and input reads: on a large GPU a 14x14 MobileNet stage has a few thousand such chains.
+// Same bindings, push constants (the last word carries log2 SPLIT), filter packing
+// (vk_backend::layout::pack_depthwise_filter), fused bias and activation as conv2d_dw.comp.
+#include "tensor.glsl"
+#include "weights.glsl"
+#include "activation.glsl"
+
+#define PX 4
+#define WG 64
+layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
+
+TENSOR_IN(0, img_in);
+TENSOR_OUT(1, img_out);
+
+layout(push_constant) uniform Push {
+    TensorDesc in_t;
+    TensorDesc out_t;
+    uint kernel;    // kh | kw << 16
+    uint stride;    // sh | sw << 16
+    uint dilation;  // dh | dw << 16
+    uint pad;       // top | left << 16
+    uint icg;
+    uint ocg;
+    uint w_off;
+    uint b_off;     // 0xFFFFFFFF = no bias
+    uint act;       // activation code (bits 0-7)
+    float alpha;
+    float beta;
+    uint split_log2;
+} pc;
+
+shared vec4 partial[WG * PX];
+
+void main() {
+    uint lane = gl_LocalInvocationID.x;
+    uint split = 1u << pc.split_log2;
+    uint klane = lane & (split - 1u);
+    uint units_x = (pc.out_t.w + uint(PX) - 1u) / uint(PX);
+    uint unit = gl_WorkGroupID.x * (uint(WG) >> pc.split_log2) + (lane >> pc.split_log2);
+    uint layer = gl_WorkGroupID.z;
+    uint ox0 = (unit % units_x) * uint(PX);
+    uint oy = unit / units_x;
+    // Every lane takes part in the barriers below; lanes past the output only add zeros.
+    bool live = oy < pc.out_t.h && layer < pc.out_t.n * pc.out_t.c4;
+    uint c4 = pc.out_t.c4;
+    uint oc4 = layer % c4;
+
+    vec4 acc[PX];
+    for (int p = 0; p < PX; ++p) acc[p] = vec4(0.0);
+    if (live) {
+        uint kh = pc.kernel & 0xFFFFu, kw = pc.kernel >> 16u;
+        uint sh = pc.stride & 0xFFFFu, sw = pc.stride >> 16u;
+        uint dh = pc.dilation & 0xFFFFu, dw = pc.dilation >> 16u;
+        int pt = int(pc.pad & 0xFFFFu), pl = int(pc.pad >> 16u);
+        int H = int(pc.in_t.h), W = int(pc.in_t.w);
+        int ix0[PX];
+        for (int p = 0; p < PX; ++p) ix0[p] = int((ox0 + uint(p)) * sw) - pl;
+        int iy0 = int(oy * sh) - pt;
+        for (uint tap = klane; tap < kh * kw; tap += split) {
+            uint ky = tap / kw, kx = tap - ky * kw;
+            int iy = iy0 + int(ky * dh);
+            if (iy < 0 || iy >= H) continue;
+            uint row = texel_index(pc.in_t, layer, uint(iy), 0u);
+            vec4 w = fetch_weight(pc.w_off + tap * c4 + oc4);
+            for (int p = 0; p < PX; ++p) {
+                int ix = ix0[p] + int(kx * dw);
+                if (ix >= 0 && ix < W) acc[p] += LOAD_TEXEL(img_in, pc.in_t, row + uint(ix)) * w;
+            }
+        }
+    }
+
+    for (int p = 0; p < PX; ++p) partial[lane * uint(PX) + uint(p)] = acc[p];
+    barrier();
+    for (uint s = split >> 1u; s > 0u; s >>= 1u) {
+        if (klane < s) {
+            for (int p = 0; p < PX; ++p)
+                partial[lane * uint(PX) + uint(p)] += partial[(lane + s) * uint(PX) + uint(p)];
+        }
+        barrier();
+    }
+    if (!live || klane != 0u) return;
+
+    vec4 bias = pc.b_off == 0xFFFFFFFFu ? vec4(0.0) : fetch_weight(pc.b_off + oc4);
+    uint act = pc.act & 0xFFu;
+    uint orow_out = texel_index(pc.out_t, layer, oy, 0u);
+    for (int p = 0; p < PX; ++p) {
+        uint ox = ox0 + uint(p);
+        if (ox >= pc.out_t.w) break;
+        vec4 v = apply_unary(act, pc.alpha, pc.beta, partial[lane * uint(PX) + uint(p)] + bias);
+        STORE_TEXEL(img_out, pc.out_t, orow_out + ox, zero_padding(pc.out_t, oc4, v));
+    }
+}
