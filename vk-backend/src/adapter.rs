@@ -279,7 +279,8 @@ impl Capabilities {
 
 /// [`DeviceFeatures::concurrent_invocations`]: from the SM count and warps per SM where the
 /// driver reports them, else by device type (a discrete GPU of a few dozen compute units, an
-/// integrated one, a CPU implementation such as lavapipe: a few threads of SIMD lanes).
+/// integrated one, a CPU implementation such as lavapipe: a few threads of SIMD lanes, where a
+/// split reduction only adds work, so just the smallest outputs split).
 fn concurrent_invocations(
     device_type: vk::PhysicalDeviceType,
     sm_builtins: Option<(u32, u32)>,
@@ -291,7 +292,8 @@ fn concurrent_invocations(
         }
         _ => match device_type {
             vk::PhysicalDeviceType::DISCRETE_GPU => 1 << 17,
-            vk::PhysicalDeviceType::CPU => 1 << 11,
+            // A few threads of 8-16 lanes: more invocations only queue (a split costs there).
+            vk::PhysicalDeviceType::CPU => 1 << 7,
             _ => 1 << 15,
         },
     }
