@@ -10,10 +10,6 @@
 #include "weights.glsl"
 #include "activation.glsl"
 
-#define PX 4
-#define WG 64
-layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
-
 TENSOR_IN(0, img_in);
 TENSOR_OUT(1, img_out);
 
@@ -34,19 +30,12 @@ layout(push_constant) uniform Push {
     uint split_log2;
 } pc;
 
-shared vec4 partial[WG * PX];
+#include "conv_splitk.glsl"
 
 void main() {
-    uint lane = gl_LocalInvocationID.x;
-    uint split = 1u << pc.split_log2;
-    uint klane = lane & (split - 1u);
-    uint units_x = (pc.out_t.w + uint(PX) - 1u) / uint(PX);
-    uint unit = gl_WorkGroupID.x * (uint(WG) >> pc.split_log2) + (lane >> pc.split_log2);
-    uint layer = gl_WorkGroupID.z;
-    uint ox0 = (unit % units_x) * uint(PX);
-    uint oy = unit / units_x;
-    // Every lane takes part in the barriers below; lanes past the output only add zeros.
-    bool live = oy < pc.out_t.h && layer < pc.out_t.n * pc.out_t.c4;
+    SplitUnit u = split_unit(pc.out_t, pc.split_log2);
+    uint layer = u.layer, ox0 = u.ox0, oy = u.oy, klane = u.klane, split = u.split;
+    bool live = u.live;
     uint c4 = pc.out_t.c4;
     uint oc4 = layer % c4;
 
@@ -74,15 +63,7 @@ void main() {
         }
     }
 
-    for (int p = 0; p < PX; ++p) partial[lane * uint(PX) + uint(p)] = acc[p];
-    barrier();
-    for (uint s = split >> 1u; s > 0u; s >>= 1u) {
-        if (klane < s) {
-            for (int p = 0; p < PX; ++p)
-                partial[lane * uint(PX) + uint(p)] += partial[(lane + s) * uint(PX) + uint(p)];
-        }
-        barrier();
-    }
+    reduce_partials(u, acc);
     if (!live || klane != 0u) return;
 
     vec4 bias = pc.b_off == 0xFFFFFFFFu ? vec4(0.0) : fetch_weight(pc.b_off + oc4);
@@ -91,7 +72,7 @@ void main() {
     for (int p = 0; p < PX; ++p) {
         uint ox = ox0 + uint(p);
         if (ox >= pc.out_t.w) break;
-        vec4 v = apply_unary(act, pc.alpha, pc.beta, partial[lane * uint(PX) + uint(p)] + bias);
+        vec4 v = apply_unary(act, pc.alpha, pc.beta, acc[p] + bias);
         STORE_TEXEL(img_out, pc.out_t, orow_out + ox, zero_padding(pc.out_t, oc4, v));
     }
 }

@@ -383,11 +383,10 @@ impl FoldLayout {
         let layers = self.n as usize * c4;
         let bpv = precision.bytes_per_texel() / 4;
         // Texels `first..` into `dst` (whole texels), one run of a layer at a time: each lane
-        // of the run is one channel plane's contiguous values (fp16 converted a slice at a
-        // time, with the CPU's conversion instructions where it has them).
-        // Each texel is written once, in order, as one word (fp16: the four lanes' slices are
-        // converted first): four strided passes over the texels were the slow part, and in
-        // place in write-combined staging memory partial writes are slower still.
+        // of the run is one channel plane's contiguous values. Each texel is written once, in
+        // order, as one word (fp16: the four lanes' slices are converted first, with the CPU's
+        // conversion instructions where it has them): four strided passes over the texels were
+        // the slow part, and in write-combined staging memory partial writes are slower still.
         let fill = |first: usize, dst: &mut [u8]| {
             let texel_bytes = 4 * bpv;
             let end = first + dst.len() / texel_bytes;

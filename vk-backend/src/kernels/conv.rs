@@ -1,5 +1,6 @@
 //! Conv2d with groups, stride, dilation, asymmetric pads, fused bias and activation; a separate
-//! depthwise fast path. Filters and bias are read through `fetch_weight`.
+//! depthwise fast path, and split-reduction variants of both for small outputs
+//! ([`conv2d_split`]). Filters and bias are read through `fetch_weight`.
 
 use crate::device::Device;
 use crate::error::Result;
@@ -42,7 +43,7 @@ const CONV2D_DW: KernelDesc = KernelDesc {
 
 /// Output pixels per invocation along W (the shaders' `PX`).
 pub(crate) const CONV_PX: u64 = 4;
-/// Invocations per workgroup of `conv2d_splitk.comp` (its `WG`).
+/// Invocations per workgroup of the split kernels (`include/conv_splitk.glsl`'s `WG`).
 const SPLITK_WORKGROUP: u64 = 64;
 /// Fewest reduction steps a lane keeps: each step waits on memory (~1.5 us on an H200), the
 /// shared-memory sum of up to 64 lanes costs less than one.
@@ -193,7 +194,7 @@ pub fn conv2d_add_into(
     let groups = dispatch_3d(
         rec.device(),
         "conv2d",
-        [(l.w as u64).div_ceil(CONV_PX), l.h as u64, l.layers()],
+        [units_x, l.h as u64, l.layers()],
         [8, 8, 1],
     )?;
     launch(rec, desc, out.precision(), &args, &pc, groups)
