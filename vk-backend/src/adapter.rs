@@ -148,6 +148,9 @@ pub struct DeviceFeatures {
     /// Kernels size their work splits by it (a CPU device gains nothing from many small
     /// invocations; a large GPU idles without them).
     pub concurrent_invocations: u64,
+    /// The tile every cooperative-matrix convolution runs on, where the device's options fix
+    /// one ([`crate::DeviceOptions::coop_conv_tile`]); `None` picks by shape.
+    pub coop_conv_tile: Option<crate::kernels::CoopTile>,
 }
 
 /// What an adapter offers (`Device::new` then turns off what its options ask it not to use).
@@ -229,6 +232,7 @@ impl Capabilities {
         let features = DeviceFeatures {
             cooperative_matrix_f16: coop_shape,
             concurrent_invocations,
+            coop_conv_tile: None,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),

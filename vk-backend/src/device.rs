@@ -292,6 +292,7 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     if opts.no_cooperative_matrix {
         caps.features.cooperative_matrix_f16 = false;
     }
+    caps.features.coop_conv_tile = opts.coop_conv_tile;
     if opts.no_transfer_queue {
         caps.transfer_family = None;
     }

@@ -29,6 +29,9 @@ pub struct DeviceOptions {
     /// Do not enable cooperative-matrix kernels even where the device has them: the portable
     /// kernels run instead, e.g. to compare the two.
     pub no_cooperative_matrix: bool,
+    /// Run every cooperative-matrix convolution on this tile instead of the one
+    /// [`crate::kernels::conv2d_kernel`] picks by shape (to measure one against the other).
+    pub coop_conv_tile: Option<crate::kernels::CoopTile>,
 }
 
 impl DeviceOptions {
@@ -37,7 +40,9 @@ impl DeviceOptions {
     /// - `TEXSTREAM_VALIDATION=1`: [`DeviceOptions::validation`];
     /// - `TEXSTREAM_NO_TRANSFER_QUEUE=1`: [`DeviceOptions::no_transfer_queue`];
     /// - `TEXSTREAM_NO_COOPMAT=1`: [`DeviceOptions::no_cooperative_matrix`];
-    /// - `TEXSTREAM_PAD_ROWS=1` (or any other value for "no"): [`DeviceOptions::pads_image_rows`].
+    /// - `TEXSTREAM_PAD_ROWS=1` (or any other value for "no"): [`DeviceOptions::pads_image_rows`];
+    /// - `TEXSTREAM_COOP_CONV_TILE=small` or `wide`: [`DeviceOptions::coop_conv_tile`] (any
+    ///   other value leaves the choice to the shapes).
     ///
     /// Flags take `1`, `true`, `yes` or `on`. Set fields on the result to override them (an
     /// explicit `--device` flag, a test's own cap).
@@ -60,6 +65,13 @@ impl DeviceOptions {
             no_transfer_queue: flag("TEXSTREAM_NO_TRANSFER_QUEUE"),
             no_cooperative_matrix: flag("TEXSTREAM_NO_COOPMAT"),
             pads_image_rows: var("TEXSTREAM_PAD_ROWS").map(|v| v == "1"),
+            coop_conv_tile: var("TEXSTREAM_COOP_CONV_TILE").and_then(|v| {
+                match v.trim().to_ascii_lowercase().as_str() {
+                    "small" => Some(crate::kernels::CoopTile::Small),
+                    "wide" => Some(crate::kernels::CoopTile::Wide),
+                    _ => None,
+                }
+            }),
             ..Self::default()
         }
     }

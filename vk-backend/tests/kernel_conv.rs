@@ -5,8 +5,8 @@
 //! page boundaries.
 
 use vk_backend::kernels::{
-    conv2d, conv2d_add_into, conv2d_is_depthwise, conv2d_split, Conv2dParams, ConvWeights, UnaryOp,
-    Window2d,
+    conv2d, conv2d_add_into, conv2d_is_depthwise, conv2d_kernel, Conv2dParams, ConvKernel,
+    ConvWeights, CoopTile, UnaryOp, Window2d,
 };
 use vk_backend::layout::{pack_conv_filter, pack_depthwise_filter, pack_vector};
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -188,6 +188,42 @@ fn cases() -> Vec<Case> {
                 beta: 0.5,
             },
         },
+        // Dense convolutions that the implicit GEMM takes where the device has cooperative
+        // matrices: tiles with padded pixels and channels, batch 2 with stride 2 and input
+        // channels off the texel, a 7x7 stem over 3 channels, a pointwise conv, and a reduction
+        // of 144 steps (every subgroup's share holds several).
+        Case {
+            x: [2, 10, 9, 11],
+            o: 40,
+            groups: 1,
+            window: win([3, 3], [2, 2], [1, 1], [1, 1, 1, 1]),
+            bias: true,
+            act: UnaryOp::Relu,
+        },
+        Case {
+            x: [1, 3, 20, 21],
+            o: 16,
+            groups: 1,
+            window: win([7, 7], [2, 2], [1, 1], [3, 3, 3, 3]),
+            bias: true,
+            act: UnaryOp::Identity,
+        },
+        Case {
+            x: [1, 64, 7, 7],
+            o: 48,
+            groups: 1,
+            window: win([1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+            bias: false,
+            act: UnaryOp::Identity,
+        },
+        Case {
+            x: [1, 256, 3, 5],
+            o: 36,
+            groups: 1,
+            window: win([3, 3], [1, 1], [2, 1], [2, 1, 2, 1]),
+            bias: true,
+            act: UnaryOp::Relu,
+        },
         // Long reductions over one or two output units (conv2d_split > 1 on any device: the
         // reduction's length sets the width): 64 lanes over 64 input texels x 9 taps, 32 over a
         // 7x7 kernel of 2 input texels (a lane's steps cross taps), 16 with padded output
@@ -255,8 +291,70 @@ fn cases() -> Vec<Case> {
 #[test]
 fn conv2d_matches_reference() {
     let d = device();
-    let mut rng = Rng::new(11);
-    for p in [Precision::F32, Precision::F16] {
+    let kernels = check_cases(&d, &[Precision::F32, Precision::F16], 11);
+    // Every kernel, and split reductions of every width, are covered (a device with more
+    // concurrent invocations splits the larger cases too). Where the implicit GEMM runs the
+    // dense convolutions, it must take the fp16 cases that ask for it; the dense splits then only
+    // cover what it leaves (fp32 still covers them all).
+    let split = |lanes| ConvKernel::Split { lanes };
+    let mut want = vec![
+        (false, false, ConvKernel::Direct),
+        (true, false, ConvKernel::Direct),
+    ];
+    for fp16 in [false, true] {
+        want.extend([(fp16, true, split(4)), (fp16, true, split(8))]);
+    }
+    want.extend([2, 4, 8, 16, 32, 64].map(|l| (false, false, split(l))));
+    if d.features().cooperative_matrix_f16 {
+        want.push((true, false, ConvKernel::CoopGemm(CoopTile::Small)));
+    } else {
+        want.extend([2, 4, 8, 16, 32, 64].map(|l| (true, false, split(l))));
+        assert!(!kernels
+            .iter()
+            .any(|k| matches!(k.2, ConvKernel::CoopGemm(_))));
+    }
+    for w in want {
+        assert!(
+            kernels.contains(&w),
+            "(fp16, depthwise, kernel) {w:?} not covered: {kernels:?}"
+        );
+    }
+}
+
+/// Each cooperative-matrix tile, forced onto every dense fp16 case (the shapes pick the small
+/// one for all of them on an H200). Without cooperative matrices the portable kernels run the
+/// same cases.
+#[test]
+fn conv2d_on_each_cooperative_tile_matches_reference() {
+    for tile in [CoopTile::Small, CoopTile::Wide] {
+        let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
+            coop_conv_tile: Some(tile),
+            ..vk_backend::DeviceOptions::from_env()
+        })
+        .unwrap();
+        let kernels = check_cases(&d, &[Precision::F16], 13);
+        let coop = kernels.contains(&(true, false, ConvKernel::CoopGemm(tile)));
+        assert_eq!(
+            coop,
+            d.features().cooperative_matrix_f16,
+            "{tile:?}: {kernels:?}"
+        );
+        if !coop {
+            eprintln!("no cooperative matrices on this device: the portable kernels ran");
+        }
+    }
+}
+
+/// Runs every case of [`cases`] at each precision on `d` against the f64 reference, and returns
+/// the kernels that ran them (fp16, depthwise, kernel).
+fn check_cases(
+    d: &vk_backend::Device,
+    precisions: &[Precision],
+    seed: u64,
+) -> std::collections::BTreeSet<(bool, bool, ConvKernel)> {
+    let mut rng = Rng::new(seed);
+    let mut kernels = std::collections::BTreeSet::new();
+    for &p in precisions {
         // Pack every case's weights into one weight space, like the compiler does for a model.
         let mut space: Vec<f32> = Vec::new();
         let mut prepared = Vec::new();
@@ -283,7 +381,7 @@ fn conv2d_matches_reference() {
             prepared.push((c, w, b, ConvWeights { filter, bias }));
         }
         let atlas = WeightAtlas::new(
-            &d,
+            d,
             AtlasConfig {
                 slots: 64,
                 precision: p,
@@ -295,13 +393,12 @@ fn conv2d_matches_reference() {
         assert!(space.len() / 4 > atlas.texels_per_page() as usize);
         atlas.load_all_now(&space).unwrap();
 
-        let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+        let mut rec = Recorder::new(d, QueueKind::Compute).unwrap();
         rec.use_weights(&atlas);
         let mut checks = Vec::new();
-        let mut splits = std::collections::BTreeSet::new();
         for (c, w, b, cw) in prepared {
             let xv = rng.vec(c.x.iter().product(), -1.0, 1.0);
-            let x = Tensor::from_data(&d, "x", &c.x, p, &xv).unwrap();
+            let x = Tensor::from_data(d, "x", &c.x, p, &xv).unwrap();
             let params = Conv2dParams {
                 window: c.window,
                 groups: c.groups,
@@ -309,7 +406,11 @@ fn conv2d_matches_reference() {
                 activation: c.act,
             };
             let depthwise = conv2d_is_depthwise(c.x[1], c.o, c.groups);
-            splits.insert((depthwise, conv2d_split(&d, &c.x, &params).unwrap()));
+            kernels.insert((
+                p == Precision::F16,
+                depthwise,
+                conv2d_kernel(d, &c.x, &params, p).unwrap(),
+            ));
             let out = conv2d(&mut rec, &x, cw, &params, "y").unwrap();
             let [_, _, oh, ow] = [0, 0, out.shape()[2], out.shape()[3]];
             let r = |v: &[f32]| v.iter().map(|&v| p.round(v) as f64).collect::<Vec<_>>();
@@ -327,31 +428,13 @@ fn conv2d_matches_reference() {
                 want,
             ));
         }
-        // Every kernel, and split reductions of every width, are covered (a device with more
-        // concurrent invocations splits the larger cases too).
-        let want = [
-            (false, 1),
-            (false, 2),
-            (false, 4),
-            (false, 8),
-            (false, 16),
-            (false, 32),
-            (false, 64),
-            (true, 4),
-            (true, 8),
-        ];
-        for w in want {
-            assert!(
-                splits.contains(&w),
-                "(depthwise, lanes per output unit) {w:?} not covered: {splits:?}"
-            );
-        }
         rec.submit_and_wait().unwrap();
         for (what, out, want) in &checks {
             assert_close(what, &out.download().unwrap(), want, tol(p));
         }
     }
-    assert_no_validation_messages(&d);
+    assert_no_validation_messages(d);
+    kernels
 }
 
 #[test]
@@ -393,9 +476,10 @@ fn conv2d_output_shapes_and_errors() {
 fn conv2d_adds_its_addend_before_the_activation_in_place() {
     let d = device();
     let mut rng = Rng::new(23);
+    // 20 output channels: the implicit GEMM takes it where the device has cooperative matrices.
     let c = Case {
         x: [1, 6, 9, 11],
-        o: 8,
+        o: 20,
         groups: 1,
         window: win([3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
         bias: true,
@@ -456,7 +540,7 @@ fn conv2d_on_block_friendly_folds_matches_reference() {
     let mut rng = Rng::new(31);
     let c = Case {
         x: [1, 24, 40, 48],
-        o: 8,
+        o: 20,
         groups: 1,
         window: win([3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
         bias: true,

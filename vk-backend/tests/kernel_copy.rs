@@ -3,8 +3,8 @@
 //! rounding the inputs to the storage precision.
 
 use vk_backend::kernels::{
-    cast, concat, expand_into, gather, reshape, reshape_needs_copy, slice, split, tile, transpose,
-    CastTo,
+    cast, concat, concat_by_texels, expand_into, gather, reshape, reshape_needs_copy, slice, split,
+    tile, transpose, CastTo,
 };
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
 use vk_backend::{Precision, QueueKind, Recorder, Tensor};
@@ -192,8 +192,17 @@ fn data_movement() {
                 want,
             );
         }
-        // Concat + Split along several axes (C not a multiple of 4 included).
+        // Concat + Split along several axes (C not a multiple of 4 included). Along channels with
+        // every input but the last a multiple of 4, whole texels move, 8 inputs a dispatch: 11
+        // inputs take two dispatches, the last one with padding lanes.
+        let mut by_texels = Vec::new();
+        let aligned: Vec<Vec<usize>> = [4, 8, 4, 4, 12, 4, 4, 4, 8, 4, 3]
+            .iter()
+            .map(|&ch| vec![2, ch, 3, 5])
+            .collect();
         for (shapes, axis) in [
+            (aligned, 1i64),
+            (vec![vec![1, 4, 2, 3], vec![1, 6, 2, 3]], 1),
             (
                 vec![vec![2, 3, 4, 5], vec![2, 6, 4, 5], vec![2, 1, 4, 5]],
                 1i64,
@@ -207,6 +216,7 @@ fn data_movement() {
             let out = concat(&mut rec, &refs, axis, "c").unwrap();
             let r = shapes[0].len();
             let a = ((axis + r as i64) % r as i64) as usize;
+            by_texels.push(concat_by_texels(&refs, a, &out));
             let os = out.shape().to_vec();
             let want: Vec<f64> = (0..numel(&os))
                 .map(|f| {
@@ -230,6 +240,7 @@ fn data_movement() {
                 c.check(format!("split {shapes:?} axis {axis}"), part, v.clone());
             }
         }
+        assert_eq!(by_texels, [true, true, false, false, false, false]);
         // Gather with tensor indices (negative ones wrap).
         for (s, is, axis) in [
             (&[5usize, 6][..], &[4usize][..], 0i64),
@@ -323,4 +334,42 @@ fn bad_parameters_are_rejected() {
         .unwrap_err()
         .to_string()
         .contains("repeats"));
+}
+
+/// On a device whose images are padded to power-of-two row blocks the inputs fold into 128-row
+/// layers, each by its own channel count; the texel concatenation reads each through its fold.
+#[test]
+fn concat_by_texels_through_folds() {
+    let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
+        pads_image_rows: Some(true),
+        ..vk_backend::DeviceOptions::from_env()
+    })
+    .unwrap();
+    let p = Precision::F16;
+    let mut rng = Rng::new(43);
+    let shapes = [
+        [1, 8, 40, 48],
+        [1, 12, 40, 48],
+        [1, 4, 40, 48],
+        [1, 3, 40, 48],
+    ];
+    let values: Vec<Vec<f32>> = shapes
+        .iter()
+        .map(|s| rng.vec(numel(s), -8.0, 8.0))
+        .collect();
+    let ins: Vec<Tensor> = shapes
+        .iter()
+        .zip(&values)
+        .map(|(s, v)| Tensor::from_data(&d, "x", s, p, v).unwrap())
+        .collect();
+    assert!(ins.iter().all(|t| t.layout().ph != 40), "inputs are folded");
+    let refs: Vec<&Tensor> = ins.iter().collect();
+    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    let out = concat(&mut rec, &refs, 1, "c").unwrap();
+    assert!(concat_by_texels(&refs, 1, &out));
+    rec.submit_and_wait().unwrap();
+    // NCHW with N = 1: the inputs' values one after another.
+    let want: Vec<f64> = values.concat().iter().map(|&v| p.round(v) as f64).collect();
+    assert_close("concat through folds", &out.download().unwrap(), &want, 0.0);
+    assert_no_validation_messages(&d);
 }

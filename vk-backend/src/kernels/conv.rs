@@ -1,6 +1,7 @@
 //! Conv2d with groups, stride, dilation, asymmetric pads, fused bias and activation; a separate
-//! depthwise fast path, and split-reduction variants of both for small outputs
-//! ([`conv2d_split`]). Filters and bias are read through `fetch_weight`.
+//! depthwise fast path, split-reduction variants of both for small outputs, and an implicit GEMM
+//! on cooperative matrices for dense convolutions ([`conv2d_kernel`] picks one). Filters and bias
+//! are read through `fetch_weight`.
 
 use crate::device::Device;
 use crate::error::Result;
@@ -33,6 +34,41 @@ const CONV2D_DW_SPLITK: KernelDesc = KernelDesc {
     push_constant_bytes: 112,
     uses_weights: true,
 };
+
+const CONV2D_COOP: KernelDesc = KernelDesc {
+    name: "conv2d_coop",
+    bindings: IMAGES_3,
+    push_constant_bytes: 112,
+    uses_weights: true,
+};
+
+const CONV2D_COOP_WIDE: KernelDesc = KernelDesc {
+    name: "conv2d_coop_wide",
+    bindings: IMAGES_3,
+    push_constant_bytes: 112,
+    uses_weights: true,
+};
+
+/// The output tile of a cooperative-matrix convolution (`include/conv_coop.glsl`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CoopTile {
+    /// 16 pixels x 16 channels, 64 k a step (`conv2d_coop.comp`): four times the workgroups
+    /// of a wide tile, each lane with 16 texel loads in flight.
+    Small,
+    /// 32 pixels x 32 channels, 16 k a step (`conv2d_coop_wide.comp`): each staged texel
+    /// serves twice the products.
+    Wide,
+}
+
+impl CoopTile {
+    /// Pixels x output channels per workgroup.
+    pub fn pixels_channels(self) -> [u64; 2] {
+        match self {
+            CoopTile::Small => [16, 16],
+            CoopTile::Wide => [32, 32],
+        }
+    }
+}
 
 const CONV2D_DW: KernelDesc = KernelDesc {
     name: "conv2d_dw",
@@ -162,62 +198,146 @@ pub fn conv2d_add_into(
     };
     let addend_flag = if addend.is_some() { 0x200 } else { 0 };
     let units_x = (l.w as u64).div_ceil(CONV_PX);
-    let split = conv2d_split(rec.device(), x.shape(), p)?.trailing_zeros();
-    if split > 0 {
-        let pc = conv_push_constants(
-            x,
-            out,
-            &p.window,
-            [icg, ocg],
-            weights,
-            p.activation,
-            addend_flag,
-        )
-        .set_word(27, split);
-        let per_group = SPLITK_WORKGROUP >> split;
-        let groups = dispatch_3d(
-            rec.device(),
-            "conv2d",
-            [(units_x * l.h as u64).div_ceil(per_group), 1, l.layers()],
-            [1, 1, 1],
-        )?;
-        let desc = if depthwise {
-            &CONV2D_DW_SPLITK
-        } else {
-            &CONV2D_SPLITK
-        };
-        return launch(rec, desc, out.precision(), &args, &pc, groups);
+    match conv2d_kernel(rec.device(), x.shape(), p, out.precision())? {
+        ConvKernel::CoopGemm(tile) => {
+            let [tp, tc] = tile.pixels_channels();
+            let pc = conv_push_constants(
+                x,
+                out,
+                &p.window,
+                [icg, ocg],
+                weights,
+                p.activation,
+                addend_flag,
+            );
+            let groups = dispatch_3d(
+                rec.device(),
+                "conv2d",
+                [
+                    (l.h as u64 * l.w as u64).div_ceil(tp),
+                    (p.out_channels as u64).div_ceil(tc),
+                    l.n as u64,
+                ],
+                [1, 1, 1],
+            )?;
+            let desc = match tile {
+                CoopTile::Small => &CONV2D_COOP,
+                CoopTile::Wide => &CONV2D_COOP_WIDE,
+            };
+            launch(rec, desc, out.precision(), &args, &pc, groups)
+        }
+        ConvKernel::Split { lanes } => {
+            let split = lanes.trailing_zeros();
+            let pc = conv_push_constants(
+                x,
+                out,
+                &p.window,
+                [icg, ocg],
+                weights,
+                p.activation,
+                addend_flag,
+            )
+            .set_word(27, split);
+            let per_group = SPLITK_WORKGROUP >> split;
+            let groups = dispatch_3d(
+                rec.device(),
+                "conv2d",
+                [(units_x * l.h as u64).div_ceil(per_group), 1, l.layers()],
+                [1, 1, 1],
+            )?;
+            let desc = if depthwise {
+                &CONV2D_DW_SPLITK
+            } else {
+                &CONV2D_SPLITK
+            };
+            launch(rec, desc, out.precision(), &args, &pc, groups)
+        }
+        ConvKernel::Direct => {
+            let flags = if aligned || depthwise { 0 } else { 0x100 } | addend_flag;
+            let pc =
+                conv_push_constants(x, out, &p.window, [icg, ocg], weights, p.activation, flags);
+            let desc = if depthwise { &CONV2D_DW } else { &CONV2D };
+            let groups = dispatch_3d(
+                rec.device(),
+                "conv2d",
+                [units_x, l.h as u64, l.layers()],
+                [8, 8, 1],
+            )?;
+            launch(rec, desc, out.precision(), &args, &pc, groups)
+        }
     }
-    let flags = if aligned || depthwise { 0 } else { 0x100 } | addend_flag;
-    let pc = conv_push_constants(x, out, &p.window, [icg, ocg], weights, p.activation, flags);
-    let desc = if depthwise { &CONV2D_DW } else { &CONV2D };
-    let groups = dispatch_3d(
-        rec.device(),
-        "conv2d",
-        [units_x, l.h as u64, l.layers()],
-        [8, 8, 1],
-    )?;
-    launch(rec, desc, out.precision(), &args, &pc, groups)
 }
 
-/// How many invocations share one output unit's reduction (a power of two; 1 is the direct
-/// kernel): more when the output is small and the reduction long ([`conv_split_log2`]). The
-/// aligned path (`conv2d_splitk.comp`) and depthwise convolutions (`conv2d_dw_splitk.comp`,
-/// their taps split) do; the general grouped path does not.
-pub fn conv2d_split(device: &Device, x: &[usize], p: &Conv2dParams) -> Result<u32> {
+/// Which kernel runs a convolution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ConvKernel {
+    /// One invocation per output unit (`conv2d.comp`, `conv2d_dw.comp`).
+    Direct,
+    /// `lanes` invocations (a power of two, 2..=64) share one output unit's reduction
+    /// (`conv2d_splitk.comp`, `conv2d_dw_splitk.comp`).
+    Split { lanes: u32 },
+    /// Implicit GEMM on cooperative matrices, on one of its tiles.
+    CoopGemm(CoopTile),
+}
+
+/// Fewest output channels and input texels of reduction for which the implicit GEMM runs:
+/// below them its tiles and steps are mostly padding.
+const COOP_MIN_CHANNELS: usize = 16;
+const COOP_MIN_TEXELS: usize = 8;
+/// Small tiles only where wide ones would leave most of the device idle: fewer wide workgroups
+/// than a third of its SMs (2 k invocations each: 44 workgroups on an H200). On the H200 the small
+/// tile lost wherever the wide one had more (ResNet-50's 1x1 convolutions at 56x56: 173 against
+/// 43 us; its 3x3 at 14x14: 88 against 77 us; `measurements/h200-2026-12-02-s14/run2`).
+const COOP_SMALL_SM_DIVISOR: u64 = 3;
+
+/// The kernel that runs conv `p` over input shape `x` with `precision` activations. Dense
+/// convolutions (groups 1) run as an implicit GEMM on cooperative matrices where the device
+/// enabled them and activations are fp16. Elsewhere, the direct kernels split an output unit's
+/// reduction over more invocations when the output is small and the reduction long
+/// ([`conv_split_log2`]); the general grouped path never splits. Depends on the shapes and the
+/// device only, so every run of a model picks the same kernels.
+pub fn conv2d_kernel(
+    device: &Device,
+    x: &[usize],
+    p: &Conv2dParams,
+    precision: crate::layout::Precision,
+) -> Result<ConvKernel> {
     let [n, o, oh, ow] = conv2d_output_shape(x, p)?;
     let c = x[1];
     let (icg, ocg) = (c / p.groups, p.out_channels / p.groups);
+    let [kh, kw] = p.window.kernel;
+    let depthwise = conv2d_is_depthwise(c, o, p.groups);
+    let features = device.features();
+    if features.cooperative_matrix_f16
+        && precision == crate::layout::Precision::F16
+        && p.groups == 1
+        && !depthwise
+        && o >= COOP_MIN_CHANNELS
+        && kh * kw * icg.div_ceil(4) >= COOP_MIN_TEXELS
+    {
+        let [tp, tc] = CoopTile::Wide.pixels_channels();
+        let wide_groups = ((oh * ow) as u64).div_ceil(tp) * (o as u64).div_ceil(tc) * n as u64;
+        let sms = (features.concurrent_invocations / 2048).max(1);
+        let by_shape = if wide_groups * COOP_SMALL_SM_DIVISOR < sms {
+            CoopTile::Small
+        } else {
+            CoopTile::Wide
+        };
+        let tile = features.coop_conv_tile.unwrap_or(by_shape);
+        return Ok(ConvKernel::CoopGemm(tile));
+    }
     let aligned = p.groups == 1 || (icg.is_multiple_of(4) && ocg.is_multiple_of(4));
     // A depthwise unit's reduction is its taps (one input texel each).
-    if !aligned && !conv2d_is_depthwise(c, o, p.groups) {
-        return Ok(1);
+    if !aligned && !depthwise {
+        return Ok(ConvKernel::Direct);
     }
     let units = (ow as u64).div_ceil(CONV_PX) * (oh * n * o.div_ceil(4)) as u64;
-    let [kh, kw] = p.window.kernel;
     let steps = (kh * kw * icg.div_ceil(4)) as u64;
     let target = device.features().concurrent_invocations / 2;
-    Ok(1 << conv_split_log2(units, steps, target))
+    Ok(match conv_split_log2(units, steps, target) {
+        0 => ConvKernel::Direct,
+        log2 => ConvKernel::Split { lanes: 1 << log2 },
+    })
 }
 
 /// Groups must divide the input and output channel counts (errors name `kernel`).

@@ -15,6 +15,27 @@ use crate::pipeline::{BindingKind, KernelDesc};
 use crate::recorder::{Access, Arg, Recorder};
 use crate::tensor::Tensor;
 
+/// Channel concatenation on texel boundaries, up to [`CONCAT_C4_INPUTS`] inputs a dispatch.
+const CONCAT_C4: KernelDesc = KernelDesc {
+    name: "concat_c4",
+    // 8 inputs, the output, the per-input parameters.
+    bindings: &[
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageBuffer,
+    ],
+    push_constant_bytes: 40,
+    uses_weights: false,
+};
+const CONCAT_C4_INPUTS: usize = 8;
+
 const COPY: KernelDesc = KernelDesc {
     name: "copy",
     bindings: &[
@@ -419,13 +440,42 @@ pub fn concat_shape(shapes: &[&[usize]], axis: i64) -> Result<Vec<usize>> {
     Ok(out)
 }
 
-/// Records Concat: one copy per input into its region of `out`.
+/// Records Concat: whole texels, up to 8 inputs a dispatch, where [`concat_by_texels`] allows;
+/// else one copy per input into its region of `out`.
 pub fn concat_into(rec: &mut Recorder, inputs: &[&Tensor], axis: i64, out: &Tensor) -> Result<()> {
     let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape()).collect();
     let want = concat_shape(&shapes, axis)?;
     check_out("concat", out, &want)?;
     let r = want.len();
     let a = normalize_axes("concat", &[axis], r)?[0];
+    if concat_by_texels(inputs, a, out) {
+        let mut c4_lo = 0u32;
+        for chunk in inputs.chunks(CONCAT_C4_INPUTS) {
+            let first = c4_lo;
+            let mut words = vec![0u32; 4 * CONCAT_C4_INPUTS];
+            for (j, t) in chunk.iter().enumerate() {
+                let l = t.layout();
+                words[4 * j..4 * j + 4].copy_from_slice(&[c4_lo, l.c4, l.pw, l.ph]);
+                c4_lo += l.c4;
+            }
+            let params = params_buffer(rec, "concat params", &words)?;
+            let box_c4 = c4_lo - first;
+            let pc = PushConstants::new()
+                .tensor(out.desc())
+                .u32(chunk.len() as u32)
+                .u32(box_c4);
+            let l = out.layout();
+            let texels = l.n as u64 * box_c4 as u64 * l.h as u64 * l.w as u64;
+            let mut args: Vec<Arg> = (0..CONCAT_C4_INPUTS)
+                .map(|j| Arg::input(chunk.get(j).unwrap_or(&chunk[0])))
+                .collect();
+            args.push(Arg::output(out));
+            args.push(Arg::buffer(&params, Access::Read));
+            let groups = dispatch_1d(rec.device(), texels, 64);
+            launch(rec, &CONCAT_C4, out.precision(), &args, &pc, groups)?;
+        }
+        return Ok(());
+    }
     let pos = 6 - r + a;
     let mut offset = 0;
     for t in inputs {
@@ -435,6 +485,22 @@ pub fn concat_into(rec: &mut Recorder, inputs: &[&Tensor], axis: i64, out: &Tens
         record(rec, "concat", t, None, out, &spec)?;
     }
     Ok(())
+}
+
+/// Whether a Concat along `axis` copies whole texels (`concat_c4.comp`): rank-4 tensors along
+/// channels, every input but the last a multiple of 4 channels (so each starts on a texel of
+/// the output), all in the output's storage kind and precision.
+pub fn concat_by_texels(inputs: &[&Tensor], axis: usize, out: &Tensor) -> bool {
+    out.shape().len() == 4
+        && axis == 1
+        && inputs
+            .iter()
+            .all(|t| t.storage_kind() == out.storage_kind() && t.precision() == out.precision())
+        && inputs
+            .iter()
+            .rev()
+            .skip(1)
+            .all(|t| t.shape()[1].is_multiple_of(4))
 }
 
 /// Allocates the output and records Concat.

@@ -26,17 +26,17 @@ mod window;
 pub use attention::{attention_into, attention_shape, AttentionOpts, ATTENTION_MAX_HEAD_DIM};
 pub use cache::kv_write_into;
 pub use conv::{
-    conv2d, conv2d_add_into, conv2d_into, conv2d_is_depthwise, conv2d_output_shape, conv2d_split,
-    Conv2dParams, ConvWeights,
+    conv2d, conv2d_add_into, conv2d_into, conv2d_is_depthwise, conv2d_kernel, conv2d_output_shape,
+    Conv2dParams, ConvKernel, ConvWeights, CoopTile,
 };
 pub use conv_transpose::{
     conv_transpose2d, conv_transpose2d_into, conv_transpose2d_output_shape, ConvTranspose2dParams,
 };
 pub use copy::{
-    cast, cast_into, concat, concat_into, concat_shape, expand_into, gather, gather_elements_into,
-    gather_into, gather_shape, reshape, reshape_into, reshape_needs_copy, slice, slice_into,
-    slice_shape, split, split_into, tile, tile_into, tile_shape, transpose, transpose_into,
-    transpose_shape, CastTo,
+    cast, cast_into, concat, concat_by_texels, concat_into, concat_shape, expand_into, gather,
+    gather_elements_into, gather_into, gather_shape, reshape, reshape_into, reshape_needs_copy,
+    slice, slice_into, slice_shape, split, split_into, tile, tile_into, tile_shape, transpose,
+    transpose_into, transpose_shape, CastTo,
 };
 pub use elementwise::{
     binary, binary_into, unary, unary_into, weight_copy_into, BinaryOp, UnaryOp,
