@@ -7,14 +7,16 @@
 //!    size (Linux `VmHWM`).
 //! 2. The service's case, a re-plan when a request arrives: the camera workload's frame pipeline
 //!    (`workloads/camera-ocr.ron`, its profiles read from the packed models like `texstream
-//!    plan`), planned at the workload's cap, median of 50.
+//!    plan`), planned at the workload's cap, median of 50; and `planned` as the service re-plans
+//!    (`scheduler::replan`: the construction that won last time is known), with the frame's
+//!    fan-out at 1 to 8 crops while the previous plan assumed the workload's count.
 //!
 //! `TEXSTREAM_BENCH_MAX_STEPS` lowers the largest size (CI machines, quick looks).
 use std::path::Path;
 use std::time::Instant;
 
 use scheduler::synth::{uniform, UniformSpec};
-use scheduler::{plan, Bandwidth, Pipeline, Policy, Stage};
+use scheduler::{plan, replan, Bandwidth, Pipeline, Policy, Stage};
 
 const POLICIES: [Policy; 3] = [Policy::OnDemand, Policy::Lru, Policy::Planned];
 
@@ -140,6 +142,55 @@ fn camera_replan() {
                 ratio
             ),
             Err(e) => println!("{:<10} error: {e}", policy.name()),
+        }
+    }
+    // The service's re-plan: the previous plan (the workload's own fan-out) chose a
+    // construction; each request's real crop count then gets a warm re-plan.
+    let previous = match plan(&profiles, &pipeline, cap, &bw, Policy::Planned) {
+        Ok(p) => p.stats.variant,
+        Err(e) => {
+            println!("planned (warm) error: {e}");
+            return;
+        }
+    };
+    println!("planned re-plans, previous construction `{previous}`, by crops per frame:");
+    println!(
+        "{:<6} {:>12} {:>12} {:>10} {:>10}   warm chose",
+        "crops", "warm median", "full median", "warm ÷ LB", "full ÷ LB"
+    );
+    for crops in [1u32, 2, 4, 8] {
+        let mut p = pipeline.clone();
+        for st in p.stages.iter_mut().skip(1) {
+            st.count = crops;
+        }
+        let mut warm = Vec::new();
+        let mut chose = "";
+        let mut warm_ratio = f64::NAN;
+        for _ in 0..50 {
+            let t = Instant::now();
+            match replan(&profiles, &p, cap, &bw, Policy::Planned, previous) {
+                Ok(r) => {
+                    warm_ratio = r.stats.ratio;
+                    chose = r.stats.variant;
+                }
+                Err(e) => {
+                    println!("{crops:<6} error: {e}");
+                    break;
+                }
+            }
+            warm.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        warm.sort_by(f64::total_cmp);
+        match (
+            time_plans(&profiles, &p, cap, &bw, Policy::Planned, 50),
+            warm.get(warm.len() / 2),
+        ) {
+            (Ok((full, full_ratio)), Some(w)) => println!(
+                "{crops:<6} {w:>9.3} ms {:>9.3} ms {warm_ratio:>10.3} {full_ratio:>10.3}   {chose}",
+                full[full.len() / 2]
+            ),
+            (Err(e), _) => println!("{crops:<6} error: {e}"),
+            _ => {}
         }
     }
 }

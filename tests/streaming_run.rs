@@ -224,6 +224,7 @@ fn run_on(
         &Bandwidth::default(),
         policy,
         &cost,
+        None,
     )?
     .plan;
     let sources: Vec<Arc<dyn PageSource>> = ms

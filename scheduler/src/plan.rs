@@ -261,16 +261,37 @@ pub fn plan(
     plan_trace(trace, cap_bytes, bw, policy)
 }
 
+/// [`plan`] for a re-plan of a workload already planned, where `previous` is the construction
+/// `planned` chose last time ([`PlanStats::variant`]). `planned` then builds only that one and
+/// the demand-paged ones it must never be slower than (`min-early`, `lru-early`, and
+/// `min-cool-early` where the engine has a reuse lag), not the prefetch variants: a request
+/// that changes a fan-out count rarely changes which construction wins, and the service re-plans
+/// on the request's path. An unknown `previous` (or another policy) plans as [`plan`] does.
+pub fn replan(
+    profiles: &[Profile],
+    pipeline: &Pipeline,
+    cap_bytes: u64,
+    bw: &Bandwidth,
+    policy: Policy,
+    previous: &str,
+) -> Result<Plan, PlanError> {
+    let trace = Trace::build(profiles, pipeline)?;
+    plan_trace_from(trace, cap_bytes, bw, policy, Some(previous))
+}
+
 /// Traces at least this long build `planned`'s candidates on parallel threads.
 const PARALLEL_MIN_STEPS: usize = 20_000;
 
 /// The constructions `planned` chooses among, each built and simulated. They only read the
 /// trace, so long traces run them on parallel threads where the machine has more than one core
 /// (a 1 M step plan spends most of its time here); the result is the same either way.
+/// The candidates `planned` builds: all of them, or with `previous` (a construction's name)
+/// that one and the demand-paged ones, which the choice must never be slower than.
 fn planned_candidates(
     trace: &Trace,
     slots: u32,
     bw: &Bandwidth,
+    previous: Option<&str>,
 ) -> Result<Vec<(Schedule, Simulation, &'static str)>, PlanError> {
     let lead = |k: f64| {
         move |t: &Trace| prefetch_schedule_within(t, slots, bw, k * bw.transfer_s(t.page_bytes))
@@ -302,6 +323,11 @@ fn planned_candidates(
                 demand_schedule(t, slots, Eviction::MinCool { lag }, Issue::Early)
             }),
         ));
+    }
+    if let Some(prev) = previous {
+        if builds.iter().any(|(name, _)| *name == prev) {
+            builds.retain(|(name, _)| *name == prev || !name.starts_with("prefetch"));
+        }
     }
     let run = |(name, build): &(&'static str, Build)| {
         let s = build(trace);
@@ -335,6 +361,17 @@ pub fn plan_trace(
     cap_bytes: u64,
     bw: &Bandwidth,
     policy: Policy,
+) -> Result<Plan, PlanError> {
+    plan_trace_from(trace, cap_bytes, bw, policy, None)
+}
+
+/// [`plan_trace`], or with `previous` [`replan`]'s narrower search.
+pub fn plan_trace_from(
+    trace: Trace,
+    cap_bytes: u64,
+    bw: &Bandwidth,
+    policy: Policy,
+    previous: Option<&str>,
 ) -> Result<Plan, PlanError> {
     if !(bw.rate() > 0.0 && bw.rate().is_finite() && bw.per_transfer_s >= 0.0) {
         return Err(PlanError::Invalid(format!("bad bandwidth model {bw:?}")));
@@ -403,7 +440,7 @@ pub fn plan_trace(
             // that margin is below the simulator's accuracy, the bytes are not. min-early
             // dominates on-demand and lru-early dominates lru (same loads, fewer waits), so
             // `planned` is never slower than either.
-            let runs = planned_candidates(&trace, slots, bw)?;
+            let runs = planned_candidates(&trace, slots, bw, previous)?;
             known_min_loads = runs
                 .iter()
                 .find(|r| r.2 == "min-early")

@@ -152,6 +152,30 @@ proptest! {
         prop_assert!(planned <= t(Policy::Lru) + 1e-12);
     }
 
+    /// A warm re-plan (the previous construction known, the fan-out changed) is still a valid
+    /// plan, built from that construction or a demand-paged one, and still never slower than
+    /// on-demand or lru; a construction name it does not know plans in full.
+    #[test]
+    fn warm_replans_keep_planned_ahead(case in arb_case(), fan in 1u32..=3) {
+        let cap = cap_of(&case);
+        let previous = plan(&case.profiles, &case.pipeline, cap, &case.bw, Policy::Planned)
+            .unwrap()
+            .stats
+            .variant;
+        let mut changed = case.pipeline.clone();
+        for st in changed.stages.iter_mut() {
+            st.count = st.count.max(1) * fan;
+        }
+        let t = |policy| plan(&case.profiles, &changed, cap, &case.bw, policy).unwrap().stats.predicted_s;
+        let warm = replan(&case.profiles, &changed, cap, &case.bw, Policy::Planned, previous).unwrap();
+        let v = warm.stats.variant;
+        prop_assert!(v == previous || !v.starts_with("prefetch"), "{} after {}", v, previous);
+        prop_assert!(warm.stats.predicted_s <= t(Policy::OnDemand) + 1e-12);
+        prop_assert!(warm.stats.predicted_s <= t(Policy::Lru) + 1e-12);
+        let unknown = replan(&case.profiles, &changed, cap, &case.bw, Policy::Planned, "no-such").unwrap();
+        prop_assert_eq!(unknown.stats, plan(&case.profiles, &changed, cap, &case.bw, Policy::Planned).unwrap().stats);
+    }
+
     #[test]
     fn cap_below_minimum_is_refused(case in arb_case()) {
         let min = min_feasible_cap(&case.profiles, &case.pipeline).unwrap();

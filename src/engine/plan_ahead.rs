@@ -166,6 +166,8 @@ fn planner(jobs: Receiver<Job>, shelf: Arc<Mutex<Shelf>>) {
             &b.bandwidth,
             b.policy,
             &b.cost,
+            // Off the request path: the full search.
+            None,
         );
         let mut s = shelf.lock().unwrap_or_else(|e| e.into_inner());
         s.in_flight.remove(&job.key);

@@ -333,6 +333,7 @@ impl Session {
             &bandwidth,
             loaded.policy,
             &cost,
+            None,
         )?;
         let slots = plan.slots;
         let sources: Vec<Arc<dyn PageSource>> = loaded
@@ -682,6 +683,8 @@ impl Session {
                 self.replans.prepared += 1;
                 plan
             }
+            // On the request's path: only the construction that won last time and the ones it
+            // must not be slower than (`scheduler::replan`).
             None => {
                 plan_under_cap(
                     &self.profiles,
@@ -690,6 +693,7 @@ impl Session {
                     &self.basis.bandwidth,
                     self.loaded.policy,
                     &self.cost,
+                    Some(self.ex.plan().stats.variant),
                 )?
                 .plan
             }

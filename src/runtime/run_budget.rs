@@ -1,6 +1,9 @@
 //! Cap accounting for a streamed run: what the engine itself takes on this device (measured with
 //! the counted allocator, not assumed), and the scheduler cap that leaves for slots + activations.
-use scheduler::{min_feasible_cap, plan, Bandwidth, Pipeline, Plan, PlanError, Policy, Profile};
+use scheduler::{
+    min_feasible_cap, min_feasible_cap_trace, plan_trace_from, Bandwidth, Pipeline, Plan,
+    PlanError, Policy, Profile, Trace,
+};
 use vk_backend::{AtlasConfig, Device, StreamConfig, VkError, WeightAtlas};
 
 /// Device bytes the stream engine takes besides its page slots, measured on the device.
@@ -140,10 +143,16 @@ pub fn min_cap(
     pipeline: &Pipeline,
     cost: &EngineCost,
 ) -> Result<(u64, scheduler::MinCap), CapError> {
-    let mc = min_feasible_cap(profiles, pipeline)?;
+    Ok(min_cap_of(min_feasible_cap(profiles, pipeline)?, cost))
+}
+
+/// [`min_cap`] from the scheduler's minimum.
+fn min_cap_of(mc: scheduler::MinCap, cost: &EngineCost) -> (u64, scheduler::MinCap) {
     let slots = (mc.step_pages + mc.lookup_slots) as u64;
-    let min = cost.fixed_bytes() + mc.activation_bytes + slots * cost.slot_bytes;
-    Ok((min, mc))
+    (
+        cost.fixed_bytes() + mc.activation_bytes + slots * cost.slot_bytes,
+        mc,
+    )
 }
 
 /// A plan under a device cap, and the workload's minimum cap on this device.
@@ -154,7 +163,9 @@ pub struct CappedPlan {
 
 /// Plans under `cap` device bytes: the engine's fixed bytes come off first, and the scheduler
 /// cap is rounded so that its slots, at the measured per-slot bytes, still fit. A cap below
-/// the minimum is refused, naming the minimum and the step that sets it.
+/// the minimum is refused, naming the minimum and the step that sets it. With `previous` (the
+/// construction the last plan chose) `planned` re-plans as [`scheduler::replan`] does. The
+/// pipeline is unrolled once for both the minimum and the plan.
 pub fn plan_under_cap(
     profiles: &[Profile],
     pipeline: &Pipeline,
@@ -162,8 +173,10 @@ pub fn plan_under_cap(
     bw: &Bandwidth,
     policy: Policy,
     cost: &EngineCost,
+    previous: Option<&str>,
 ) -> Result<CappedPlan, CapError> {
-    let (min, mc) = min_cap(profiles, pipeline, cost)?;
+    let trace = Trace::build(profiles, pipeline)?;
+    let (min, mc) = min_cap_of(min_feasible_cap_trace(&trace), cost);
     if cap < min {
         return Err(CapError::too_small(cap, min, mc, cost, true));
     }
@@ -172,7 +185,7 @@ pub fn plan_under_cap(
     let room = cap - cost.fixed_bytes() - act;
     let sched_cap = act + room / cost.slot_bytes * page;
     Ok(CappedPlan {
-        plan: plan(profiles, pipeline, sched_cap, bw, policy)?,
+        plan: plan_trace_from(trace, sched_cap, bw, policy, previous)?,
         min_cap: min,
     })
 }
