@@ -19,6 +19,7 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
 #include "tensor.glsl"
 #include "weights.glsl"
 #include "activation.glsl"
@@ -74,7 +75,7 @@ void load_slice(uint step, uint lane, uint n, uint m0, uint o0, uint K4) {
     uint OW = pc.out_t.w, M = pc.out_t.h * OW;
     uint icg4 = pc.in_t.c4;
     // A: lanes walk pixels (neighbouring lanes read neighbouring texels of a row).
-    for (uint r = 0u; r < NA; r++) {
+    [[unroll]] for (uint r = 0u; r < NA; r++) {
         uint e = lane + 32u * r;
         uint mm = e % TM, j = e / TM;
         uint m = m0 + mm, k4 = step * STEP_TEXELS + j;
@@ -92,7 +93,7 @@ void load_slice(uint step, uint lane, uint n, uint m0, uint o0, uint K4) {
         next_a[r] = v;
     }
     // B: lanes walk k4 within an output channel (contiguous texels of the filter).
-    for (uint r = 0u; r < NB; r++) {
+    [[unroll]] for (uint r = 0u; r < NB; r++) {
         uint e = lane + 32u * r;
         uint j = e % STEP_TEXELS, nn = e / STEP_TEXELS;
         uint o = o0 + nn, k4 = step * STEP_TEXELS + j;
@@ -101,7 +102,7 @@ void load_slice(uint step, uint lane, uint n, uint m0, uint o0, uint K4) {
 }
 
 void stage_slice(uint lane, uint abase, uint bbase) {
-    for (uint r = 0u; r < NA; r++) {
+    [[unroll]] for (uint r = 0u; r < NA; r++) {
         uint e = lane + 32u * r;
         uint mm = e % TM, j = e / TM;
         f16vec4 h = f16vec4(next_a[r]);
@@ -111,7 +112,7 @@ void stage_slice(uint lane, uint abase, uint bbase) {
         As[at + 2u] = h.z;
         As[at + 3u] = h.w;
     }
-    for (uint r = 0u; r < NB; r++) {
+    [[unroll]] for (uint r = 0u; r < NB; r++) {
         uint e = lane + 32u * r;
         uint j = e % STEP_TEXELS, nn = e / STEP_TEXELS;
         f16vec4 h = f16vec4(next_b[r]);
@@ -133,8 +134,8 @@ void main() {
     uint abase = sg * TM * TKS, bbase = sg * TN * TKS;
 
     ACC acc[TMB][TNB];
-    for (uint i = 0u; i < TMB; i++) {
-        for (uint j = 0u; j < TNB; j++) {
+    [[unroll]] for (uint i = 0u; i < TMB; i++) {
+        [[unroll]] for (uint j = 0u; j < TNB; j++) {
             acc[i][j] = ACC(0.0);
         }
     }
@@ -148,13 +149,13 @@ void main() {
         subgroupMemoryBarrierShared();
         subgroupBarrier();
         if (step + SUBGROUPS < steps) load_slice(step + SUBGROUPS, lane, n, m0, o0, K4);
-        for (uint kc = 0u; kc < KC; kc++) {
-            for (uint i = 0u; i < TMB; i++) {
+        [[unroll]] for (uint kc = 0u; kc < KC; kc++) {
+            [[unroll]] for (uint i = 0u; i < TMB; i++) {
                 coopMatLoadNV(a[i], As, abase + 16u * i * TKS + 16u * kc, TKS, false);
             }
-            for (uint j = 0u; j < TNB; j++) {
+            [[unroll]] for (uint j = 0u; j < TNB; j++) {
                 coopMatLoadNV(b, Bs, bbase + 8u * j * TKS + 16u * kc, TKS, true);
-                for (uint i = 0u; i < TMB; i++) {
+                [[unroll]] for (uint i = 0u; i < TMB; i++) {
                     acc[i][j] = coopMatMulAddNV(a[i], b, acc[i][j]);
                 }
             }
@@ -172,8 +173,8 @@ void main() {
     for (uint round_ = 0u; round_ < SUBGROUPS / SLOTS; round_++) {
         if (sg / SLOTS == round_) {
             uint slot = (sg % SLOTS) * TM * TN;
-            for (uint i = 0u; i < TMB; i++) {
-                for (uint j = 0u; j < TNB; j++) {
+            [[unroll]] for (uint i = 0u; i < TMB; i++) {
+                [[unroll]] for (uint j = 0u; j < TNB; j++) {
                     coopMatStoreNV(acc[i][j], Cs, slot + 16u * i * TN + 8u * j, TN, false);
                 }
             }
