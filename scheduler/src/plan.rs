@@ -282,11 +282,11 @@ pub fn replan(
 /// Traces at least this long build `planned`'s candidates on parallel threads.
 const PARALLEL_MIN_STEPS: usize = 20_000;
 
-/// The constructions `planned` chooses among, each built and simulated. They only read the
-/// trace, so long traces run them on parallel threads where the machine has more than one core
-/// (a 1 M step plan spends most of its time here); the result is the same either way.
-/// The candidates `planned` builds: all of them, or with `previous` (a construction's name)
-/// that one and the demand-paged ones, which the choice must never be slower than.
+/// The constructions `planned` chooses among, each built and simulated: all of them, or with
+/// `previous` (a construction's name, [`replan`]) that one and the demand-paged ones, which the
+/// choice must never be slower than. They only read the trace, so long traces run them on
+/// parallel threads where the machine has more than one core (a 1 M step plan spends most of its
+/// time here); the result is the same either way.
 fn planned_candidates(
     trace: &Trace,
     slots: u32,

@@ -95,6 +95,7 @@ mod tests {
         assert_eq!(o.device, None);
         assert!(!o.validation && !o.no_transfer_queue && !o.no_cooperative_matrix);
         assert_eq!(o.pads_image_rows, None);
+        assert_eq!(o.coop_conv_tile, None);
     }
 
     #[test]
@@ -105,10 +106,14 @@ mod tests {
             ("TEXSTREAM_NO_TRANSFER_QUEUE", "1"),
             ("TEXSTREAM_NO_COOPMAT", "on"),
             ("TEXSTREAM_PAD_ROWS", "1"),
+            ("TEXSTREAM_COOP_CONV_TILE", " Wide"),
         ]);
         assert_eq!(o.device.as_deref(), Some("nvidia"));
         assert!(o.validation && o.no_transfer_queue && o.no_cooperative_matrix);
         assert_eq!(o.pads_image_rows, Some(true));
+        assert_eq!(o.coop_conv_tile, Some(crate::kernels::CoopTile::Wide));
+        let small = with(&[("TEXSTREAM_COOP_CONV_TILE", "small")]);
+        assert_eq!(small.coop_conv_tile, Some(crate::kernels::CoopTile::Small));
     }
 
     #[test]
@@ -117,8 +122,10 @@ mod tests {
             ("TEXSTREAM_VALIDATION", "0"),
             ("TEXSTREAM_NO_COOPMAT", "off"),
             ("TEXSTREAM_PAD_ROWS", "0"),
+            ("TEXSTREAM_COOP_CONV_TILE", "auto"),
         ]);
         assert!(!o.validation && !o.no_cooperative_matrix);
         assert_eq!(o.pads_image_rows, Some(false));
+        assert_eq!(o.coop_conv_tile, None);
     }
 }

@@ -197,19 +197,22 @@ pub fn conv2d_add_into(
         ]
     };
     let addend_flag = if addend.is_some() { 0x200 } else { 0 };
+    // Every kernel takes the same push constants; `flags` adds the direct kernel's path bit.
+    let push = |flags: u32| {
+        conv_push_constants(
+            x,
+            out,
+            &p.window,
+            [icg, ocg],
+            weights,
+            p.activation,
+            flags | addend_flag,
+        )
+    };
     let units_x = (l.w as u64).div_ceil(CONV_PX);
     match conv2d_kernel(rec.device(), x.shape(), p, out.precision())? {
         ConvKernel::CoopGemm(tile) => {
             let [tp, tc] = tile.pixels_channels();
-            let pc = conv_push_constants(
-                x,
-                out,
-                &p.window,
-                [icg, ocg],
-                weights,
-                p.activation,
-                addend_flag,
-            );
             let groups = dispatch_3d(
                 rec.device(),
                 "conv2d",
@@ -224,20 +227,10 @@ pub fn conv2d_add_into(
                 CoopTile::Small => &CONV2D_COOP,
                 CoopTile::Wide => &CONV2D_COOP_WIDE,
             };
-            launch(rec, desc, out.precision(), &args, &pc, groups)
+            launch(rec, desc, out.precision(), &args, &push(0), groups)
         }
         ConvKernel::Split { lanes } => {
             let split = lanes.trailing_zeros();
-            let pc = conv_push_constants(
-                x,
-                out,
-                &p.window,
-                [icg, ocg],
-                weights,
-                p.activation,
-                addend_flag,
-            )
-            .set_word(27, split);
             let per_group = SPLITK_WORKGROUP >> split;
             let groups = dispatch_3d(
                 rec.device(),
@@ -250,12 +243,11 @@ pub fn conv2d_add_into(
             } else {
                 &CONV2D_SPLITK
             };
+            let pc = push(0).set_word(27, split);
             launch(rec, desc, out.precision(), &args, &pc, groups)
         }
         ConvKernel::Direct => {
-            let flags = if aligned || depthwise { 0 } else { 0x100 } | addend_flag;
-            let pc =
-                conv_push_constants(x, out, &p.window, [icg, ocg], weights, p.activation, flags);
+            let pc = push(if aligned || depthwise { 0 } else { 0x100 });
             let desc = if depthwise { &CONV2D_DW } else { &CONV2D };
             let groups = dispatch_3d(
                 rec.device(),
@@ -333,7 +325,7 @@ pub fn conv2d_kernel(
     }
     let units = (ow as u64).div_ceil(CONV_PX) * (oh * n * o.div_ceil(4)) as u64;
     let steps = (kh * kw * icg.div_ceil(4)) as u64;
-    let target = device.features().concurrent_invocations / 2;
+    let target = features.concurrent_invocations / 2;
     Ok(match conv_split_log2(units, steps, target) {
         0 => ConvKernel::Direct,
         log2 => ConvKernel::Split { lanes: 1 << log2 },
