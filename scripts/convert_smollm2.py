@@ -87,14 +87,16 @@ class Builder:
         return outputs[0] if len(outputs) == 1 else outputs
 
 
-def build_graph(cfg, weights):
+def build_graph(cfg, weights, builder=None):
     """cfg: dict (see TINY_CONFIG); weights: dict of HF-named float32 arrays in HF layout
-    ([out, in] for linear layers, q/k already in rotate_half order)."""
+    ([out, in] for linear layers, q/k already in rotate_half order), read once each; builder:
+    where initializers go (default: inline; make_scale_models.py passes one that writes them
+    to an external data file as they come)."""
     L, H, nh, nkv, hd = cfg["layers"], cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
     V, max_pos = cfg["vocab"], cfg["max_positions"]
     n_rep = nh // nkv
     assert nh % nkv == 0 and hd % 2 == 0
-    b = Builder()
+    b = builder if builder is not None else Builder()
 
     # shared constants
     c_axis1 = b.const_i64("const_axes_1", [1])

@@ -1,7 +1,9 @@
 // Weight access through the paged weight atlas (set 0, bindings 16 and 17; kernel bindings use 0..15). Every kernel reads weights and biases
 // ONLY through fetch_weight(global texel index in the model's weight space).
-// page = idx >> page_shift, within = idx & (texels_per_page - 1), layer = page_table[page],
-// coord = (within % 512, within / 512, layer). Page width is always 512 texels.
+// page = idx >> page_shift, within = idx & (texels_per_page - 1), slot = page_table[page],
+// coord = (within % 512, (slot % k) * page_rows + within / 512, slot / k) with k = 1 << stack_shift
+// pages stacked per layer (1 unless the atlas has more slots than the device has layers).
+// Page width is always 512 texels.
 #ifndef TEXSTREAM_WEIGHTS_GLSL
 #define TEXSTREAM_WEIGHTS_GLSL
 
@@ -18,7 +20,7 @@ layout(set = 0, binding = 16, WFMT) uniform readonly image2DArray weight_atlas;
 layout(set = 0, binding = 17, std430) readonly buffer WeightPageTable {
     uint page_shift;  // log2(texels per page)
     uint num_pages;
-    uint _pad0;
+    uint stack_shift;  // log2(pages per atlas layer)
     uint _pad1;
     uint page_table[];
 };
@@ -44,12 +46,14 @@ vec4 fetch_weight(uint texel_index) {
     if (entry == WEIGHT_UNMAPPED) {
         return vec4(0.0);
     }
-    int layer = int(entry & ~WEIGHT_COMPENSATED);
-    vec4 v = imageLoad(weight_atlas, ivec3(int(within & 511u), int(within >> 9u), layer));
+    uint slot = entry & ~WEIGHT_COMPENSATED;
+    int layer = int(slot >> stack_shift);
+    uint row0 = (slot & ((1u << stack_shift) - 1u)) << (page_shift - 9u);
+    vec4 v = imageLoad(weight_atlas, ivec3(int(within & 511u), int(row0 + (within >> 9u)), layer));
     uint region = 1u << (page_shift - 4u);
     if ((entry & WEIGHT_COMPENSATED) != 0u && within < region) {
         uint lo = within + region;
-        v += imageLoad(weight_atlas, ivec3(int(lo & 511u), int(lo >> 9u), layer)) *
+        v += imageLoad(weight_atlas, ivec3(int(lo & 511u), int(row0 + (lo >> 9u)), layer)) *
              (1.0 / WEIGHT_LO_SCALE);
     }
     return v;

@@ -4,6 +4,7 @@
 //! outputs and the engine's statistics, and checks that every policy produced the same bits.
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -52,6 +53,11 @@ pub struct RunArgs {
     /// Vulkan device (index or name substring).
     #[arg(long)]
     pub device: Option<String>,
+    /// Measure each policy's cold start: drop the packed models from the page cache, then time
+    /// opening them (which verifies every byte), the engine's start and the first request, and
+    /// report that beside the warm requests' median.
+    #[arg(long)]
+    pub cold: bool,
 }
 
 /// `--resident-reference`'s cap: large enough for any workload's weights (the atlas only takes
@@ -69,6 +75,78 @@ struct Outcome {
     costs: Vec<scheduler::Profile>,
     /// The last requests' residency as they ran.
     residency_svg: Option<String>,
+    /// Seconds the engine took to open (device, atlas, pipelines; preload's uploads).
+    open_s: f64,
+    /// Wall seconds of each request, in order.
+    request_s: Vec<f64>,
+}
+
+/// `--cold`: one policy's start from disk.
+#[derive(serde::Serialize)]
+struct ColdStart {
+    policy: String,
+    /// Opening the packed models after they left the page cache: reads and verifies every byte.
+    load_s: f64,
+    read_bytes: u64,
+    open_s: f64,
+    first_request_s: f64,
+    /// Median of the later requests (the calibrating ones excluded where there are others).
+    warm_request_s: Option<f64>,
+}
+
+impl ColdStart {
+    fn integrated_s(&self) -> f64 {
+        self.load_s + self.open_s + self.first_request_s
+    }
+
+    fn line(&self) -> String {
+        let ms = |s: f64| format!("{:.1} ms", s * 1e3);
+        format!(
+            "cold start ({}): load {} ({:.0} MiB from disk at {:.0} MB/s), engine open {}, first request {}; integrated {}; warm request {}",
+            self.policy,
+            ms(self.load_s),
+            self.read_bytes as f64 / (1 << 20) as f64,
+            self.read_bytes as f64 / self.load_s.max(1e-9) / 1e6,
+            ms(self.open_s),
+            ms(self.first_request_s),
+            ms(self.integrated_s()),
+            self.warm_request_s.map_or("-".into(), ms),
+        )
+    }
+}
+
+/// The workload reloaded after its packed models were dropped from the page cache, and the
+/// seconds and bytes that took.
+fn load_cold(loaded: &Loaded) -> Result<(Loaded, f64, u64)> {
+    let mut bytes = 0;
+    for (name, m) in &loaded.models {
+        texstream::packed::drop_from_page_cache(m.path()).with_context(|| {
+            format!(
+                "model `{name}`: dropping {} from the page cache",
+                m.path().display()
+            )
+        })?;
+        bytes += std::fs::metadata(m.path())?.len();
+    }
+    let t = Instant::now();
+    let cold =
+        texstream::engine::loaded::load(loaded.workload.clone(), None, None, &mut |model, why| {
+            log::warn!("--cold: compiling model `{model}` ({why})")
+        })?;
+    Ok((cold, t.elapsed().as_secs_f64(), bytes))
+}
+
+/// The median of the requests after the first (and after the calibrating ones where more
+/// remain).
+fn warm_median(request_s: &[f64], calibrating: u32) -> Option<f64> {
+    let skip = if request_s.len() > calibrating as usize + 1 {
+        calibrating.max(1) as usize
+    } else {
+        1
+    };
+    let mut warm: Vec<f64> = request_s.iter().skip(skip).copied().collect();
+    warm.sort_by(f64::total_cmp);
+    warm.get(warm.len().checked_sub(1)? / 2).copied()
 }
 
 /// The pipeline's inputs: demo inputs by name, replaced by `--input`; read and checked before
@@ -131,14 +209,19 @@ fn run_one(
     progress: &Progress,
     label: &str,
 ) -> Result<Outcome> {
+    let t_open = Instant::now();
     let engine = Engine::open_loaded(loaded.clone(), opts)?;
+    let open_s = t_open.elapsed().as_secs_f64();
     let mut hash = HASH_SEED;
     let mut last = Values::new();
+    let mut request_s = Vec::with_capacity(iterations as usize);
     for i in 0..iterations {
         progress.say(&format!("{label}: request {}/{iterations}", i + 1));
+        let t = Instant::now();
         let r = engine
             .run(pipeline, inputs.clone())
             .with_context(|| format!("{label}: request {}", i + 1))?;
+        request_s.push(t.elapsed().as_secs_f64());
         for (k, v) in &r.outputs {
             hash_bytes(&mut hash, k.as_bytes());
             hash_value(v, &mut hash);
@@ -154,6 +237,8 @@ fn run_one(
         last,
         costs,
         residency_svg,
+        open_s,
+        request_s,
     })
 }
 
@@ -234,6 +319,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         resident = Some(o.stats);
     }
     let mut summaries: Vec<EngineStats> = Vec::new();
+    let mut cold_starts: Vec<ColdStart> = Vec::new();
     let mut failures: Vec<(Policy, String)> = Vec::new();
     for &policy in &policies {
         let opts = EngineOptions {
@@ -241,8 +327,18 @@ pub fn run(args: &RunArgs) -> Result<()> {
             fixed_costs: fixed.clone(),
             ..base.clone()
         };
+        let cold_load = if args.cold {
+            progress.say(&format!(
+                "{}: dropping the packed models from the page cache",
+                policy.name()
+            ));
+            Some(load_cold(&loaded)?)
+        } else {
+            None
+        };
+        let calibrating = opts.calibrate_after;
         match run_one(
-            &loaded,
+            cold_load.as_ref().map_or(&loaded, |(l, _, _)| l),
             &pipeline,
             &inputs,
             opts,
@@ -251,6 +347,18 @@ pub fn run(args: &RunArgs) -> Result<()> {
             policy.name(),
         ) {
             Ok(o) => {
+                if let Some((_, load_s, read_bytes)) = cold_load {
+                    let c = ColdStart {
+                        policy: policy.name().to_string(),
+                        load_s,
+                        read_bytes,
+                        open_s: o.open_s,
+                        first_request_s: o.request_s.first().copied().unwrap_or(0.0),
+                        warm_request_s: warm_median(&o.request_s, calibrating),
+                    };
+                    progress.suspend(|| println!("\n{}", c.line()));
+                    cold_starts.push(c);
+                }
                 match reference_hash {
                     None => {
                         progress.suspend(|| print_outputs(&o.last));
@@ -281,11 +389,37 @@ pub fn run(args: &RunArgs) -> Result<()> {
     if args.all_policies || resident.is_some() {
         print_comparison(resident.as_ref(), &summaries, &failures);
     }
+    if cold_starts.len() > 1 {
+        println!(
+            "\n{:<18} {:>10} {:>10} {:>10} {:>14} {:>14} {:>12}",
+            "cold start",
+            "load ms",
+            "open ms",
+            "first ms",
+            "integrated ms",
+            "warm req ms",
+            "first/warm"
+        );
+        for c in &cold_starts {
+            let warm = c.warm_request_s.unwrap_or(f64::NAN);
+            println!(
+                "{:<18} {:>10.1} {:>10.1} {:>10.1} {:>14.1} {:>14.1} {:>12.2}",
+                c.policy,
+                c.load_s * 1e3,
+                c.open_s * 1e3,
+                c.first_request_s * 1e3,
+                c.integrated_s() * 1e3,
+                warm * 1e3,
+                c.integrated_s() / warm
+            );
+        }
+    }
     if let Some(path) = &args.metrics_json {
         let json = if let Some(r) = &resident {
             serde_json::to_string_pretty(&serde_json::json!({
                 "resident_reference": r,
                 "policies": summaries,
+                "cold_start": cold_starts,
             }))?
         } else if args.all_policies {
             serde_json::to_string_pretty(&summaries)?

@@ -91,11 +91,14 @@ pub struct DeviceChoice {
     pub no_cooperative_matrix: bool,
     /// Where to keep the pipeline cache between runs; `None`: in memory only.
     pub pipeline_cache: Option<std::path::PathBuf>,
+    /// Treat the device as having at most this many image array layers (the weight atlas then
+    /// stacks pages as it does for models larger than a GPU's 2048 layers; for tests).
+    pub max_array_layers: Option<u32>,
 }
 
 impl DeviceChoice {
-    /// What `TEXSTREAM_DEVICE`, `TEXSTREAM_VALIDATION`, `TEXSTREAM_NO_TRANSFER_QUEUE` and
-    /// `TEXSTREAM_NO_COOPMAT` say.
+    /// What `TEXSTREAM_DEVICE`, `TEXSTREAM_VALIDATION`, `TEXSTREAM_NO_TRANSFER_QUEUE`,
+    /// `TEXSTREAM_NO_COOPMAT` and `TEXSTREAM_MAX_ARRAY_LAYERS` say.
     pub fn from_env() -> DeviceChoice {
         let o = vk_backend::DeviceOptions::from_env();
         DeviceChoice {
@@ -104,6 +107,7 @@ impl DeviceChoice {
             no_transfer_queue: o.no_transfer_queue,
             no_cooperative_matrix: o.no_cooperative_matrix,
             pipeline_cache: o.pipeline_cache_path,
+            max_array_layers: o.limits_override.map(|l| l.max_image_array_layers),
         }
     }
 
@@ -115,6 +119,10 @@ impl DeviceChoice {
             no_cooperative_matrix: self.no_cooperative_matrix,
             pipeline_cache_path: self.pipeline_cache.clone(),
             memory_cap: Some(cap),
+            limits_override: self.max_array_layers.map(|layers| vk_backend::ImageLimits {
+                max_image_dimension_2d: u32::MAX,
+                max_image_array_layers: layers,
+            }),
             ..vk_backend::DeviceOptions::default()
         }
     }

@@ -6,8 +6,9 @@
 //! resident (the executor keeps pages that are already in place), only on the stages planned,
 //! the step costs and the cap, so a prepared plan is exactly the one the re-plan would make.
 use std::collections::{HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use scheduler::{Bandwidth, Pipeline, Plan, Policy, Profile, Stage};
@@ -65,9 +66,12 @@ struct Job {
     basis: Arc<PlanBasis>,
 }
 
+/// The shelf, and a signal the planner thread gives each time it finishes a job.
+type SharedShelf = Arc<(Mutex<Shelf>, Condvar)>;
+
 /// The shelf of prepared plans and the thread that fills it.
 pub struct PlanAhead {
-    shelf: Arc<Mutex<Shelf>>,
+    shelf: SharedShelf,
     jobs: Option<Sender<Job>>,
     thread: Option<JoinHandle<()>>,
     /// Re-plans that took a prepared plan.
@@ -78,7 +82,7 @@ impl PlanAhead {
     /// Starts the planner thread (none when it cannot be spawned: every re-plan then plans
     /// on the request path, as it would without this).
     pub fn start() -> PlanAhead {
-        let shelf = Arc::new(Mutex::new(Shelf::default()));
+        let shelf: SharedShelf = Arc::new((Mutex::new(Shelf::default()), Condvar::new()));
         let (tx, rx) = crossbeam_channel::bounded::<Job>(QUEUED);
         let s = shelf.clone();
         let thread = std::thread::Builder::new()
@@ -94,7 +98,16 @@ impl PlanAhead {
     }
 
     fn shelf(&self) -> std::sync::MutexGuard<'_, Shelf> {
-        self.shelf.lock().unwrap_or_else(|e| e.into_inner())
+        self.shelf.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits (at most `limit`) until the planner thread has no plan in the making. After
+    /// calibration the engine waits for the next request's plan here, at the end of the last
+    /// profiling request, rather than make it again on the next request's path.
+    pub fn wait_idle(&self, limit: Duration) {
+        let (lock, done) = &*self.shelf;
+        let s = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = done.wait_timeout_while(s, limit, |s| !s.in_flight.is_empty());
     }
 
     /// Forgets every prepared plan (the step costs changed).
@@ -156,7 +169,7 @@ impl Drop for PlanAhead {
     }
 }
 
-fn planner(jobs: Receiver<Job>, shelf: Arc<Mutex<Shelf>>) {
+fn planner(jobs: Receiver<Job>, shelf: SharedShelf) {
     while let Ok(job) = jobs.recv() {
         let b = &job.basis;
         let made = plan_under_cap(
@@ -169,11 +182,13 @@ fn planner(jobs: Receiver<Job>, shelf: Arc<Mutex<Shelf>>) {
             // Off the request path: the full search.
             None,
         );
-        let mut s = shelf.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = shelf.0.lock().unwrap_or_else(|e| e.into_inner());
         s.in_flight.remove(&job.key);
         // A plan that fails here fails on the request path too, with its error; keep nothing.
         if let (Ok(c), true) = (made, s.generation == b.generation) {
             s.put(job.key, Arc::new(c.plan));
         }
+        drop(s);
+        shelf.1.notify_all();
     }
 }

@@ -531,6 +531,11 @@ impl Session {
         }
     }
 
+    /// Waits for the plans [`Self::prepare_next`] asked for (at most `limit`).
+    pub fn wait_for_prepared_plans(&self, limit: std::time::Duration) {
+        self.ahead.wait_idle(limit);
+    }
+
     /// The profiles the session plans with (calibrated once calibration ran).
     pub fn costs(&self) -> &[Profile] {
         &self.profiles

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender};
 use vk_backend::Device;
@@ -14,6 +14,10 @@ use super::error::{EngineError, RequestError};
 use super::loaded::Loaded;
 use super::request::{Response, Values};
 use super::session::{Session, SessionOptions};
+
+/// Longest the last profiling request waits for the calibrated plan of the next one (a planner
+/// that has not finished by then leaves the re-plan to that request, as without the wait).
+const CALIBRATION_PLAN_WAIT: Duration = Duration::from_secs(30);
 use super::stats::{names, EngineStats, HeapReading, LatencyWindow, ReloadOutcome};
 use crate::pipeline::{execute, ExecError, Stop};
 
@@ -235,6 +239,14 @@ impl Worker {
                 let was_calibrated = session.calibrated;
                 let profiled = session.end_request(ex.fan_counts.clone());
                 session.prepare_next();
+                // Calibration changed every step cost: the next request's plan is made now,
+                // as part of the profiling, not on that request's path.
+                let dt = if profiled {
+                    session.wait_for_prepared_plans(CALIBRATION_PLAN_WAIT);
+                    t0.elapsed().as_secs_f64()
+                } else {
+                    dt
+                };
                 if was_calibrated {
                     self.measured_s += dt;
                 } else {

@@ -102,6 +102,13 @@ impl TensorData {
             values,
         }
     }
+    /// The values as f32, borrowed when they are stored as f32.
+    pub fn f32_values(&self) -> std::borrow::Cow<'_, [f32]> {
+        match &self.values {
+            Values::F(v) => std::borrow::Cow::Borrowed(v),
+            Values::I(v) => v.iter().map(|&x| x as f32).collect::<Vec<_>>().into(),
+        }
+    }
     pub fn as_f32(&self) -> Vec<f32> {
         match &self.values {
             Values::F(v) => v.clone(),

@@ -324,6 +324,22 @@ impl CostModel {
     };
 }
 
+/// Drops a file's pages from the operating system's page cache (written pages are flushed
+/// first), so that the next reads come from the disk: what a process started after a reboot,
+/// or after other work pushed the model out of memory, would see. For cold-start measurements;
+/// needs no privileges (`posix_fadvise(POSIX_FADV_DONTNEED)` on the file).
+pub fn drop_from_page_cache(path: &Path) -> std::io::Result<()> {
+    let file = File::open(path)?;
+    file.sync_all()?;
+    nix::fcntl::posix_fadvise(
+        &file,
+        0,
+        0,
+        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+    )
+    .map_err(std::io::Error::from)
+}
+
 impl PackedModel {
     /// Opens and fully verifies a packed model: magic, version, sizes against the file length
     /// (before any allocation of those sizes), checksum, then every index and size of the

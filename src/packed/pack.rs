@@ -1,5 +1,6 @@
 //! Builds a packed model: assigns every float constant operand a weight kind, lays the weights
 //! into the weight space in first-use order, and computes per-step pages, costs and liveness.
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::cost;
@@ -69,14 +70,18 @@ pub struct Packed {
     pub data: Vec<u8>,
 }
 
-/// The weight kind and the values (row-major in that kind's logical shape) for input `slot` of
-/// node `ni`, or None when the input stays inline (integer constants).
-fn classify(
-    g: &Graph,
+/// A weight's kind and its values (row-major in that kind's logical shape).
+type Classified<'g> = Option<(WeightKind, Cow<'g, [f32]>)>;
+
+/// The weight kind and the values for input `slot` of node `ni`, or None when the input stays
+/// inline (integer constants). The values borrow the constant where no reordering is needed: a
+/// tied vocabulary table read by a hundred head pieces is not copied a hundred times.
+fn classify<'g>(
+    g: &'g Graph,
     tables: &HashSet<usize>,
     ni: usize,
     slot: usize,
-) -> Result<Option<(WeightKind, Vec<f32>)>, PackError> {
+) -> Result<Classified<'g>, PackError> {
     let n = &g.nodes[ni];
     let Some(t) = n.input(slot) else {
         return Ok(None);
@@ -88,10 +93,10 @@ fn classify(
         return Ok(None);
     }
     let s = &d.shape;
-    let v = d.as_f32();
-    let vector = |v: Vec<f32>| Ok(Some((WeightKind::Vector { c: v.len() }, v)));
-    let act = |v: Vec<f32>| Ok(Some((WeightKind::Activation { shape: s.clone() }, v)));
-    let rows = |v: Vec<f32>| {
+    let v = d.f32_values();
+    let vector = |v: Cow<'g, [f32]>| Ok(Some((WeightKind::Vector { c: v.len() }, v)));
+    let act = |v: Cow<'g, [f32]>| Ok(Some((WeightKind::Activation { shape: s.clone() }, v)));
+    let rows = |v: Cow<'g, [f32]>| {
         Ok(Some((
             WeightKind::Rows {
                 rows: s[0],
@@ -143,7 +148,7 @@ fn classify(
                     kh,
                     kw,
                 },
-                w,
+                w.into(),
             )))
         }
         (
@@ -159,7 +164,7 @@ fn classify(
             let (rows, cols) = (s[1], s[2]);
             Ok(Some((
                 WeightKind::MatrixKN { k: cols, n: rows },
-                texels::transpose2(&v, rows, cols),
+                texels::transpose2(&v, rows, cols).into(),
             )))
         }
         (Op::Lstm { hidden_size }, 3) => {
@@ -171,7 +176,7 @@ fn classify(
                     expected: 2 * h4,
                 });
             }
-            vector((0..h4).map(|i| v[i] + v[i + h4]).collect())
+            vector((0..h4).map(|i| v[i] + v[i + h4]).collect::<Vec<_>>().into())
         }
         _ => act(v),
     }
@@ -192,13 +197,13 @@ fn graph_input_of(g: &Graph, producers: &[Option<usize>], mut t: usize) -> Optio
 }
 
 /// A constant B operand `[K, N]` (or `[N, K]` read transposed) as a `[K, N]` matrix weight.
-fn matrix_kn(
+fn matrix_kn<'g>(
     s: &[usize],
-    v: Vec<f32>,
+    v: Cow<'g, [f32]>,
     transposed: bool,
-) -> Result<Option<(WeightKind, Vec<f32>)>, PackError> {
+) -> Result<Classified<'g>, PackError> {
     let (k, n, v) = if transposed {
-        (s[1], s[0], texels::transpose2(&v, s[0], s[1]))
+        (s[1], s[0], texels::transpose2(&v, s[0], s[1]).into())
     } else {
         (s[0], s[1], v)
     };

@@ -4,7 +4,7 @@ use scheduler::{
     min_feasible_cap, min_feasible_cap_trace, plan_trace_from, Bandwidth, Pipeline, Plan,
     PlanError, Policy, Profile, Trace,
 };
-use vk_backend::{AtlasConfig, Device, StreamConfig, VkError, WeightAtlas};
+use vk_backend::{AtlasConfig, Device, StackLimits, StreamConfig, VkError, WeightAtlas};
 
 /// Device bytes the stream engine takes besides its page slots, measured on the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +15,9 @@ pub struct EngineCost {
     pub table_bytes: u64,
     /// Counted bytes of the staging ring (0 when it lives in host-only memory).
     pub staging_bytes: u64,
+    /// How the atlas stacks pages where its slots outnumber the device's layers: the slots a
+    /// cap allows are rounded down to whole layers, so the image never outgrows them.
+    pub stack: StackLimits,
 }
 
 impl EngineCost {
@@ -60,6 +63,7 @@ pub fn measure_engine_cost(
         // The table's init upload goes through a staging buffer of the same size.
         table_bytes: 2 * table.max(one.table_staging_bytes),
         staging_bytes: staging_one * config.staging_slots as u64,
+        stack: StackLimits::of(device, page_height),
     })
 }
 
@@ -183,7 +187,7 @@ pub fn plan_under_cap(
     let page = profiles.first().map_or(1, |p| p.page_bytes.max(1));
     let act = mc.activation_bytes;
     let room = cap - cost.fixed_bytes() - act;
-    let sched_cap = act + room / cost.slot_bytes * page;
+    let sched_cap = act + cost.stack.usable_slots(room / cost.slot_bytes) * page;
     Ok(CappedPlan {
         plan: plan_trace_from(trace, sched_cap, bw, policy, previous)?,
         min_cap: min,

@@ -1,8 +1,13 @@
-//! Paged weight atlas: one 2D-array image whose layers are fixed-size pages, plus a page-table
-//! storage buffer (logical page -> atlas layer) read by `fetch_weight` in `shaders/include/weights.glsl`.
+//! Paged weight atlas: one 2D-array image whose layers hold fixed-size pages, plus a page-table
+//! storage buffer (logical page -> atlas slot) read by `fetch_weight` in `shaders/include/weights.glsl`.
 //!
-//! Page-table buffer layout (std430): `uint page_shift; uint num_pages; uint pad[2]; uint table[]`
-//! where `page_shift = log2(texels per page)`; unmapped pages hold [`UNMAPPED`].
+//! A layer holds one page, or, where the slots outnumber the device's array layers (2048 on
+//! most GPUs: 2 GiB of 1 MiB pages), a power of two of pages stacked down its rows: slot `s`
+//! is rows `(s % k) * page_height ..` of layer `s / k` ([`WeightAtlas::slot_origin`]).
+//!
+//! Page-table buffer layout (std430): `uint page_shift; uint num_pages; uint stack_shift; uint pad;
+//! uint table[]` where `page_shift = log2(texels per page)` and `stack_shift = log2(pages per
+//! layer)`; unmapped pages hold [`UNMAPPED`].
 
 use std::sync::{Arc, Mutex};
 
@@ -40,6 +45,8 @@ struct Inner {
     device: Device,
     config: AtlasConfig,
     page_height: u32,
+    /// log2 of the pages one layer stacks.
+    stack_shift: u32,
     image: Image,
     page_table: Buffer,
     /// Host mirror of the page table (what the last recorded/applied updates set).
@@ -65,16 +72,86 @@ pub struct AtlasNeeds {
     pub table_staging_bytes: u64,
 }
 
+/// The device limits that decide how many pages an atlas layer stacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StackLimits {
+    /// Array layers one image may have.
+    pub max_layers: u32,
+    /// Pages one layer may stack (`max image height / page height`, a power of two).
+    pub max_pages_per_layer: u32,
+}
+
+impl StackLimits {
+    /// The limits of `device` for pages `page_height` rows high.
+    pub fn of(device: &Device, page_height: u32) -> StackLimits {
+        let l = device.image_limits();
+        let per_layer = (l.max_image_dimension_2d / page_height.max(1)).max(1);
+        StackLimits {
+            max_layers: l.max_image_array_layers,
+            // The largest power of two not above it.
+            max_pages_per_layer: 1 << (31 - per_layer.leading_zeros()),
+        }
+    }
+
+    /// Pages per layer for `slots` slots: 1 where they fit the layers, else the fewest (a
+    /// power of two) that make them fit; `None` where no stacking does.
+    pub fn pages_per_layer(&self, slots: u32) -> Option<u32> {
+        let mut k = 1u32;
+        while slots.div_ceil(k) > self.max_layers {
+            k = k
+                .checked_mul(2)
+                .filter(|&k| k <= self.max_pages_per_layer)?;
+        }
+        Some(k)
+    }
+
+    /// The most of `slots` that an atlas can hold without a partly used layer: all of them
+    /// where a layer holds one page, else a whole number of stacked layers (so an atlas of any
+    /// count up to the result allocates no more than the result's pages).
+    pub fn usable_slots(&self, slots: u64) -> u64 {
+        let capped = slots.min(u32::MAX as u64) as u32;
+        let k = match self.pages_per_layer(capped) {
+            Some(k) => k,
+            None => return self.max_layers as u64 * self.max_pages_per_layer as u64,
+        };
+        if k == 1 {
+            slots.min(self.max_layers as u64)
+        } else {
+            (capped / k * k) as u64
+        }
+    }
+}
+
+/// The atlas image's `[width, height, layers]` and log2 of its pages per layer.
+fn geometry(device: &Device, config: &AtlasConfig, page_height: u32) -> Result<([u32; 3], u32)> {
+    let limits = StackLimits::of(device, page_height);
+    let slots = config.slots.max(1);
+    let k = limits.pages_per_layer(slots).ok_or_else(|| {
+        VkError::Atlas(format!(
+            "{slots} page slots requested; this device's atlas holds at most {} ({} layers of {} \
+             pages of {page_height} rows)",
+            limits.max_layers as u64 * limits.max_pages_per_layer as u64,
+            limits.max_layers,
+            limits.max_pages_per_layer
+        ))
+    })?;
+    Ok((
+        [PAGE_WIDTH, page_height * k, slots.div_ceil(k)],
+        k.trailing_zeros(),
+    ))
+}
+
 impl WeightAtlas {
     /// What [`WeightAtlas::new`] with `config` would allocate, without allocating.
     pub fn memory_needs(device: &Device, config: &AtlasConfig) -> Result<AtlasNeeds> {
         let page_height = config
             .page_height
             .unwrap_or_else(|| config.precision.default_page_height());
+        let (extent, _) = geometry(device, config, page_height)?;
         let image = Image::memory_requirements(
             device,
             crate::conv::tensor_format(config.precision),
-            [PAGE_WIDTH, page_height, config.slots.max(1)],
+            extent,
         )?;
         let table = table_bytes(config.logical_pages.max(1));
         let buffer = Buffer::memory_requirements(
@@ -102,29 +179,26 @@ impl WeightAtlas {
         let page_height = config
             .page_height
             .unwrap_or_else(|| config.precision.default_page_height());
-        let limits = device.properties().limits;
-        if !page_height.is_power_of_two() || page_height > limits.max_image_dimension2_d {
+        let max_height = device.image_limits().max_image_dimension_2d;
+        if !page_height.is_power_of_two() || page_height > max_height {
             return Err(VkError::Atlas(format!(
-                "page height {page_height} must be a power of two <= {}",
-                limits.max_image_dimension2_d
+                "page height {page_height} must be a power of two <= {max_height}"
             )));
         }
-        if config.slots == 0 || config.slots > limits.max_image_array_layers {
-            return Err(VkError::Atlas(format!(
-                "{} page slots requested; one atlas image holds 1..={} layers on this device",
-                config.slots, limits.max_image_array_layers
-            )));
+        if config.slots == 0 {
+            return Err(VkError::Atlas("an atlas needs at least one slot".into()));
         }
         if config.logical_pages == 0 {
             return Err(VkError::Atlas("logical_pages must be at least 1".into()));
         }
+        let ([width, height, layers], stack_shift) = geometry(device, &config, page_height)?;
         let image = Image::new_2d_array(
             device,
             "weight atlas",
             crate::conv::tensor_format(config.precision),
-            PAGE_WIDTH,
-            page_height,
-            config.slots,
+            width,
+            height,
+            layers,
             MemoryCategory::Weights,
         )?;
         let page_table = Buffer::new(
@@ -140,6 +214,7 @@ impl WeightAtlas {
                 device: device.clone(),
                 config,
                 page_height,
+                stack_shift,
                 image,
                 page_table,
                 table: Mutex::new(vec![UNMAPPED; config.logical_pages as usize]),
@@ -151,7 +226,7 @@ impl WeightAtlas {
     /// The page table's initial GPU contents: the header and every page unmapped.
     pub(crate) fn initial_table(&self) -> Vec<u8> {
         let pages = self.inner.config.logical_pages;
-        let mut words = vec![self.page_shift(), pages, 0, 0];
+        let mut words = vec![self.page_shift(), pages, self.inner.stack_shift, 0];
         words.extend(std::iter::repeat_n(UNMAPPED, pages as usize));
         words.iter().flat_map(|w| w.to_le_bytes()).collect()
     }
@@ -167,6 +242,15 @@ impl WeightAtlas {
     }
     pub fn page_height(&self) -> u32 {
         self.inner.page_height
+    }
+    /// Pages one layer of the image stacks (1 unless the slots outnumber the device's layers).
+    pub fn pages_per_layer(&self) -> u32 {
+        1 << self.inner.stack_shift
+    }
+    /// Where slot `slot` starts in the image: `(layer, first row)`.
+    pub fn slot_origin(&self, slot: u32) -> (u32, u32) {
+        let k = self.pages_per_layer();
+        (slot / k, slot % k * self.inner.page_height)
     }
     /// Texels per page (`512 * page_height`).
     pub fn texels_per_page(&self) -> u32 {

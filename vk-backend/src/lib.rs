@@ -33,7 +33,7 @@ pub mod timestamps;
 mod types;
 
 pub use adapter::{enumerate_adapters, select_adapter, AdapterInfo, DeviceFeatures, ImageLimits};
-pub use atlas::{AtlasConfig, AtlasNeeds, WeightAtlas, COMPENSATED, UNMAPPED};
+pub use atlas::{AtlasConfig, AtlasNeeds, StackLimits, WeightAtlas, COMPENSATED, UNMAPPED};
 pub use device::{Device, QueueKind};
 pub use error::{Result, VkError};
 pub use layout::{FoldLayout, Precision};

@@ -42,7 +42,10 @@ impl DeviceOptions {
     /// - `TEXSTREAM_NO_COOPMAT=1`: [`DeviceOptions::no_cooperative_matrix`];
     /// - `TEXSTREAM_PAD_ROWS=1` (or any other value for "no"): [`DeviceOptions::pads_image_rows`];
     /// - `TEXSTREAM_COOP_CONV_TILE=small` or `wide`: [`DeviceOptions::coop_conv_tile`] (any
-    ///   other value leaves the choice to the shapes).
+    ///   other value leaves the choice to the shapes);
+    /// - `TEXSTREAM_MAX_ARRAY_LAYERS=N`: [`DeviceOptions::limits_override`] with at most `N`
+    ///   image array layers (the weight atlas stacks pages beyond them, as on a GPU for models
+    ///   over 2048 pages).
     ///
     /// Flags take `1`, `true`, `yes` or `on`. Set fields on the result to override them (an
     /// explicit `--device` flag, a test's own cap).
@@ -72,6 +75,13 @@ impl DeviceOptions {
                     _ => None,
                 }
             }),
+            limits_override: var("TEXSTREAM_MAX_ARRAY_LAYERS")
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .filter(|&n| n > 0)
+                .map(|layers| ImageLimits {
+                    max_image_dimension_2d: u32::MAX,
+                    max_image_array_layers: layers,
+                }),
             ..Self::default()
         }
     }
@@ -96,6 +106,7 @@ mod tests {
         assert!(!o.validation && !o.no_transfer_queue && !o.no_cooperative_matrix);
         assert_eq!(o.pads_image_rows, None);
         assert_eq!(o.coop_conv_tile, None);
+        assert_eq!(o.limits_override, None);
     }
 
     #[test]
@@ -107,7 +118,12 @@ mod tests {
             ("TEXSTREAM_NO_COOPMAT", "on"),
             ("TEXSTREAM_PAD_ROWS", "1"),
             ("TEXSTREAM_COOP_CONV_TILE", " Wide"),
+            ("TEXSTREAM_MAX_ARRAY_LAYERS", " 16"),
         ]);
+        assert_eq!(
+            o.limits_override.map(|l| l.max_image_array_layers),
+            Some(16)
+        );
         assert_eq!(o.device.as_deref(), Some("nvidia"));
         assert!(o.validation && o.no_transfer_queue && o.no_cooperative_matrix);
         assert_eq!(o.pads_image_rows, Some(true));
@@ -123,7 +139,9 @@ mod tests {
             ("TEXSTREAM_NO_COOPMAT", "off"),
             ("TEXSTREAM_PAD_ROWS", "0"),
             ("TEXSTREAM_COOP_CONV_TILE", "auto"),
+            ("TEXSTREAM_MAX_ARRAY_LAYERS", "0"),
         ]);
+        assert_eq!(o.limits_override, None);
         assert!(!o.validation && !o.no_cooperative_matrix);
         assert_eq!(o.pads_image_rows, Some(false));
         assert_eq!(o.coop_conv_tile, None);

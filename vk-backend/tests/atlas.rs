@@ -152,3 +152,82 @@ fn compensated_pages_add_the_scaled_remainder() {
     assert!(atlas.mark_compensated(&[2]).is_err());
     assert_no_validation_messages(&d);
 }
+
+#[test]
+fn pages_stack_in_layers_where_slots_outnumber_the_layers() {
+    // A device that admits 2 array layers: 5 slots of 4-row pages stack 4 to a layer.
+    let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
+        limits_override: Some(vk_backend::ImageLimits {
+            max_image_dimension_2d: u32::MAX,
+            max_image_array_layers: 2,
+        }),
+        ..vk_backend::DeviceOptions::from_env()
+    })
+    .unwrap();
+    let p = Precision::F16;
+    let config = AtlasConfig {
+        slots: 5,
+        precision: p,
+        page_height: Some(4),
+        logical_pages: 6,
+    };
+    let atlas = WeightAtlas::new(&d, config).unwrap();
+    assert_eq!(atlas.pages_per_layer(), 4);
+    assert_eq!(atlas.image().extent(), [512, 16, 2]);
+    assert_eq!(atlas.slot_origin(4), (1, 0));
+    assert_eq!(atlas.slot_origin(3), (0, 12));
+    let needs = WeightAtlas::memory_needs(&d, &config).unwrap();
+    // What the budget counts is the stacked image (2 layers of 16 rows of 512 fp16 texels).
+    assert!(needs.image_bytes >= 2 * 16 * 512 * 8, "{needs:?}");
+    assert_eq!(needs.image_bytes, atlas.image().allocated_bytes());
+
+    let tpp = atlas.texels_per_page() as usize;
+    let pages: Vec<Vec<f32>> = (0..6)
+        .map(|i| Rng::new(40 + i).vec(tpp * 4, -2.0, 2.0))
+        .collect();
+    // Logical page i in slot (3 i + 1) % 5, page 5 unmapped; page 2 compensated.
+    atlas.mark_compensated(&[2]).unwrap();
+    for (i, page) in pages.iter().enumerate().take(5) {
+        let slot = (3 * i as u32 + 1) % 5;
+        atlas
+            .load_page_now(i as u32, slot, &texels_to_bytes(page, p))
+            .unwrap();
+    }
+    let round = |v: &[f32]| v.iter().map(|&x| p.round(x)).collect::<Vec<_>>();
+    for (i, page) in pages.iter().enumerate().take(5) {
+        let got = {
+            let t = Tensor::new(&d, "weights view", &[1, 4, 1, tpp], p).unwrap();
+            let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+            rec.use_weights(&atlas);
+            weight_copy_into(&mut rec, (i * tpp) as u32, &t).unwrap();
+            rec.submit_and_wait().unwrap();
+            let nchw = t.download().unwrap();
+            (0..tpp)
+                .flat_map(|x| (0..4).map(move |c| (x, c)))
+                .map(|(x, c)| nchw[c * tpp + x])
+                .collect::<Vec<_>>()
+        };
+        if i == 2 {
+            // The compensated region adds the scaled next sixteenth: only check past it.
+            let region = tpp / 16 * 4;
+            assert_eq!(got[2 * region..], round(&page[2 * region..]), "page {i}");
+        } else {
+            assert_eq!(got, round(page), "page {i} (slot {})", (3 * i + 1) % 5);
+        }
+    }
+    // Slots past the last layer, and atlases larger than the device can stack, are refused.
+    assert!(atlas
+        .load_page_now(0, 5, &texels_to_bytes(&pages[0], p))
+        .is_err());
+    let too_many = AtlasConfig {
+        slots: 1 << 20,
+        page_height: Some(1 << 12),
+        ..config
+    };
+    let e = WeightAtlas::new(&d, too_many)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("at most"), "{e}");
+    assert_no_validation_messages(&d);
+}

@@ -122,35 +122,42 @@ impl Recorder {
         Ok(())
     }
 
-    /// Copies `width*height` texels from `src` at `src_offset` into one layer of an image
-    /// (weight atlas pages).
-    pub fn copy_buffer_to_image_layer(
+    /// Copies `width * rows` texels from `src` at `src_offset` into rows `first_row..` of one
+    /// layer of an image (a weight atlas page).
+    pub fn copy_buffer_to_image_rows(
         &mut self,
         src: &Buffer,
         src_offset: u64,
         dst: &Image,
         layer: u32,
+        first_row: u32,
+        rows: u32,
     ) -> Result<()> {
         let [w, h, l] = dst.extent();
-        if layer >= l {
+        if layer >= l || rows == 0 || first_row.checked_add(rows).is_none_or(|end| end > h) {
             return Err(VkError::Other(format!(
-                "layer {layer} out of range for image `{}` ({l} layers)",
+                "rows {first_row}+{rows} of layer {layer} out of range for image `{}` ({h} rows, {l} layers)",
                 dst.name()
             )));
         }
         let texel = crate::conv::texel_bytes(dst.format());
-        check_range(src, src_offset, w as u64 * h as u64 * texel)?;
+        check_range(src, src_offset, w as u64 * rows as u64 * texel)?;
         let sid = self.keep_buffer(src);
         let did = self.keep_image(dst);
         self.access(&[sid], &[did]);
         let region = vk::BufferImageCopy::default()
             .buffer_offset(src_offset)
             .buffer_row_length(w)
-            .buffer_image_height(h)
+            .buffer_image_height(rows)
             .image_subresource(layers(layer, 1))
+            .image_offset(vk::Offset3D {
+                x: 0,
+                y: first_row as i32,
+                z: 0,
+            })
             .image_extent(vk::Extent3D {
                 width: w,
-                height: h,
+                height: rows,
                 depth: 1,
             });
         // SAFETY: recording state; sizes checked.

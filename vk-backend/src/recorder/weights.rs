@@ -24,7 +24,15 @@ impl Recorder {
         slot: u32,
     ) -> Result<()> {
         atlas.check_slot(slot)?;
-        self.copy_buffer_to_image_layer(staging, offset, atlas.image(), slot)
+        let (layer, row) = atlas.slot_origin(slot);
+        self.copy_buffer_to_image_rows(
+            staging,
+            offset,
+            atlas.image(),
+            layer,
+            row,
+            atlas.page_height(),
+        )
     }
 
     /// Records page-table updates `(logical page, Some(slot) | None = unmapped)`; consecutive

@@ -199,6 +199,7 @@ impl StreamEngine {
                 device: device.clone(),
                 atlas_image: atlas.image().clone(),
                 page_height: atlas.page_height(),
+                pages_per_layer: atlas.pages_per_layer(),
                 ring: ring.clone(),
                 transfer_sem: transfer_sem.clone(),
                 compute_sem,

@@ -30,6 +30,8 @@ pub(crate) struct TransferCtx {
     pub device: Device,
     pub atlas_image: Image,
     pub page_height: u32,
+    /// Pages per atlas layer ([`crate::WeightAtlas::slot_origin`]).
+    pub pages_per_layer: u32,
     pub ring: Arc<StagingRing>,
     pub transfer_sem: TimelineSemaphore,
     pub compute_sem: TimelineSemaphore,
@@ -245,6 +247,8 @@ impl Submitter {
                         );
                     }
                     seen.push(d.req.slot);
+                    let k = self.ctx.pages_per_layer;
+                    let (layer, row) = (d.req.slot / k, d.req.slot % k * self.ctx.page_height);
                     let region = vk::BufferImageCopy::default()
                         .buffer_offset(0)
                         .buffer_row_length(PAGE_WIDTH)
@@ -252,8 +256,13 @@ impl Submitter {
                         .image_subresource(vk::ImageSubresourceLayers {
                             aspect_mask: vk::ImageAspectFlags::COLOR,
                             mip_level: 0,
-                            base_array_layer: d.req.slot,
+                            base_array_layer: layer,
                             layer_count: 1,
+                        })
+                        .image_offset(vk::Offset3D {
+                            x: 0,
+                            y: row as i32,
+                            z: 0,
                         })
                         .image_extent(vk::Extent3D {
                             width: PAGE_WIDTH,
