@@ -2,7 +2,7 @@
 # H200 session 15: workloads/assistant-scale.ron (a BERT-base-shaped encoder -> a 1.34 B decoder,
 # 8 prompt + 16 greedy tokens -> a small encoder; 2771 pages of 1 MiB) under every policy at
 # caps of 1/2, 1/4 and 1/8 of its weights, and PyTorch fp16 on the same decoder.
-#   [TORCH=1] [ITER=N] [RUNFLAGS=...] scale.sh CAPS...
+#   [SIZE=1.3b|2.7b] [TORCH=1] [ITER=N] [RUNFLAGS=...] scale.sh CAPS...
 #   e.g. TORCH=1 scale.sh;  scale.sh 1386MiB 693MiB;  ITER=5 RUNFLAGS=--cold scale.sh 693MiB
 # Each call generates the models on the device (scripts/make_scale_models.py, numpy + onnx
 # only; about 30 s) into models/scale unless they are there, compiles them (`texstream check`,
@@ -15,13 +15,15 @@ cd "$(dirname "$0")/../../.."
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 PY=/opt/torch/.venv/bin/python3
-W=/tmp/w; mkdir -p /tmp/bin $W
+W=/tmp/w; rm -rf $W; mkdir -p /tmp/bin $W
 xz -dc .devbin/texstream.xz > /tmp/bin/texstream && chmod +x /tmp/bin/texstream
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > $W/gpu.txt
-if [ ! -f models/scale/lm/decoder.onnx.data ]; then
+if [ "$(cat models/scale/size 2>/dev/null)" != "${SIZE:-1.3b}" ]; then
+  rm -rf models/scale
   S=$(date +%s%3N)
-  $PY scripts/make_scale_models.py models/scale --decoder 1.3b > $W/gen.txt 2>&1
+  $PY scripts/make_scale_models.py models/scale --decoder ${SIZE:-1.3b} > $W/gen.txt 2>&1
   echo "generate: rc $? in $(( $(date +%s%3N) - S )) ms" >> $W/gen.txt
+  echo "${SIZE:-1.3b}" > models/scale/size
 fi
 S=$(date +%s%3N)
 /tmp/bin/texstream check workloads/assistant-scale.ron > $W/check.txt 2>&1
