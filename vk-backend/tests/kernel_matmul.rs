@@ -3,8 +3,8 @@
 //! |got - ref| / max(1, |ref|): fp32 1e-4, fp16 3e-3 (output rounding 5e-4 plus fp16 bias).
 
 use vk_backend::kernels::{
-    matmul, matmul_shape, matmul_tensor_bias_into, uses_cooperative_matrix, MatBias, MatMulOpts,
-    MatRhs, UnaryOp,
+    coop_min_tiles, matmul, matmul_shape, matmul_tensor_bias_into, uses_cooperative_matrix,
+    MatBias, MatMulOpts, MatRhs, UnaryOp,
 };
 use vk_backend::layout::{pack_matrix_kn, pack_vector};
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -627,8 +627,9 @@ fn shape_errors_are_clear() {
 
 /// Constant-B MatMuls of the shapes the tensor-core kernel takes (fp16, output channel dim 1,
 /// sizes not multiples of its 32x32x16 tiles, batch in the layer index, bias + activation). Where
-/// the device has cooperative matrices they run on them (asserted); elsewhere the same cases
-/// check the portable kernel.
+/// the device has cooperative matrices, the ones with at least a 64x64 tile per SM run on them
+/// and the smaller ones on the portable kernel (asserted; the last case has enough tiles on an
+/// H200); elsewhere every case checks the portable kernel.
 #[test]
 fn constant_b_on_cooperative_matrices_where_available() {
     let d = device();
@@ -642,6 +643,7 @@ fn constant_b_on_cooperative_matrices_where_available() {
         (&[2, 1, 70, 150], 150, 90, true),
         (&[33, 200], 200, 17, false),
         (&[64, 1024], 1024, 96, true),
+        (&[2, 1, 300, 256], 256, 2200, true),
     ];
     let mut rng = Rng::new(77);
     let mut stream: Vec<f32> = Vec::new();
@@ -680,7 +682,10 @@ fn constant_b_on_cooperative_matrices_where_available() {
             n,
         };
         let out = matmul(&mut rec, &a, rhs, &opts, "out").unwrap();
-        assert_eq!(uses_cooperative_matrix(&d, &out, &opts), coop, "{sa:?}");
+        let rows = sa[sa.len() - 2];
+        let tiles = (rows.div_ceil(64) * n.div_ceil(64)) as u64 * out.layout().layers();
+        let takes = coop && tiles >= coop_min_tiles(&d.features());
+        assert_eq!(uses_cooperative_matrix(&d, &out, &opts), takes, "{sa:?}");
         let (shape, prod) = matmul_ref(
             &rounded(&av, p),
             sa,
@@ -699,7 +704,7 @@ fn constant_b_on_cooperative_matrices_where_available() {
             })
             .collect();
         assert_eq!(out.shape(), &shape[..]);
-        checks.push((format!("{sa:?} x W[{k},{n}] coop={coop}"), out, want));
+        checks.push((format!("{sa:?} x W[{k},{n}] coop={takes}"), out, want));
     }
     rec.submit_and_wait().unwrap();
     for (what, out, want) in checks {

@@ -479,17 +479,34 @@ fn uses_gemv(b: &MatRhs<'_>, out_c: usize, m: usize) -> bool {
 
 /// Whether a MatMul with a constant B (and no run-time bias) writing `out` runs on cooperative
 /// matrices (tensor cores): where the device enabled them, for fp16 storage, an output whose
-/// rank-rule channel dim is 1 (the usual [.., M, N] case) and an A that is not transposed.
+/// rank-rule channel dim is 1 (the usual [.., M, N] case), an A that is not transposed, and at
+/// least one 64x64 output tile per streaming multiprocessor. Each tile's workgroup walks the
+/// whole reduction alone, so with fewer tiles most of the GPU idles: BERT-base's MLP down
+/// projection (`[1, 128, 3072] x [3072, 768]`, 24 tiles) took 705 us on an H200's tensor
+/// cores and 193 us on the portable kernel (`measurements/h200-2026-12-02-s15/run7`).
 /// Elsewhere the portable kernel runs.
 pub fn uses_cooperative_matrix(
     device: &crate::device::Device,
     out: &Tensor,
     opts: &MatMulOpts,
 ) -> bool {
-    device.features().cooperative_matrix_f16
+    let features = device.features();
+    let Ok(d) = dims6(out.shape()) else {
+        return false;
+    };
+    let tiles =
+        (d[4].div_ceil(COOP_TILE) * d[5].div_ceil(COOP_TILE)) as u64 * out.layout().layers();
+    features.cooperative_matrix_f16
         && out.precision() == crate::layout::Precision::F16
-        && dims6(out.shape()).is_ok_and(|d| d[3] == 1)
+        && d[3] == 1
         && !opts.trans_a
+        && tiles >= coop_min_tiles(&features)
+}
+
+/// The fewest 64x64 output tiles the tensor-core MatMul takes on a device: one per
+/// streaming multiprocessor (2 k invocations each).
+pub fn coop_min_tiles(features: &crate::DeviceFeatures) -> u64 {
+    (features.concurrent_invocations / 2048).max(1)
 }
 
 /// Allocates the output (precision of `a`) and records the MatMul.
