@@ -264,3 +264,62 @@ fn smollm2_greedy_decoding_matches_onnx_runtime_for_64_tokens() {
     );
     assert_eq!(got, want, "texstream (left) vs ONNX Runtime (right)");
 }
+
+/// `texstream compile --kv-cache N` packs a with-past decoder with its cache as state, the way a
+/// workload's `kv_cache` does; the file decodes like ONNX Runtime. Without the flag the error
+/// names it.
+#[test]
+fn compile_command_takes_a_key_value_cache() {
+    let model = root().join("tests/data/tiny_llama/decoder.onnx");
+    let prompt = [1i64, 17, 42, 99, 200];
+    let Some(want) = ort_greedy(&model, &prompt, 16, "cli") else {
+        return;
+    };
+    let out = root().join("target/decoder_cache/cli.tspk");
+    let compile = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_texstream"))
+            .arg("compile")
+            .arg(&model)
+            .args(["--precision", "f32", "--shape", "input_ids=1x1"])
+            .args([
+                "--shape",
+                "position_ids=1x1",
+                "--shape",
+                "attention_mask=1x96",
+            ])
+            .args(extra)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .expect("run texstream compile")
+    };
+    let refused = compile(&[]);
+    let e = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "compiled without a cache");
+    assert!(
+        e.contains("past_key_values.0.key") && e.contains("--kv-cache"),
+        "{e}"
+    );
+    let done = compile(&["--kv-cache", "96"]);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let packed = texstream::packed::PackedModel::open(&out).expect("open the packed file");
+    assert_eq!(
+        packed.graph().state.len(),
+        4,
+        "a key and a value cache per layer"
+    );
+    let device = vk_backend::testing::device();
+    let mut exe = Executable::from_packed_model(&device, &packed).expect("build executable");
+    assert_eq!(
+        greedy(&mut exe, &prompt, 16, 96),
+        want,
+        "texstream vs ONNX Runtime"
+    );
+    let zero = compile(&["--kv-cache", "0"]);
+    assert!(!zero.status.success());
+    assert!(String::from_utf8_lossy(&zero.stderr).contains("--kv-cache"));
+}

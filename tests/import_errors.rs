@@ -83,7 +83,7 @@ fn input_shape_mismatch_shows_expected_and_given() {
     assert!(e.contains("[1, 3, 8]"), "{e}");
     let e = err("tiny_conv.onnx", &[]);
     assert!(
-        e.contains("needs a concrete shape") && e.contains("--input x="),
+        e.contains("needs a concrete shape") && e.contains("--shape x="),
         "{e}"
     );
     let e = err("tiny_conv.onnx", &["x=1x3x8x8", "nope=1"]);

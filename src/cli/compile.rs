@@ -26,6 +26,17 @@ pub struct CompileArgs {
     /// (Renamed: input shapes are given with --shape.)
     #[arg(long = "input", value_name = "NAME=DIMS", hide = true)]
     pub old_inputs: Vec<String>,
+    /// A decoder exported with past keys and values: keep them in a key/value cache of this
+    /// many positions on the device, written in place (what a workload's `kv_cache` does).
+    #[arg(long = "kv-cache", value_name = "MAX_LEN")]
+    pub kv_cache: Option<u32>,
+    /// With --kv-cache: the input holding a run's first position.
+    #[arg(
+        long = "kv-position-input",
+        value_name = "NAME",
+        default_value = "position_ids"
+    )]
+    pub kv_position_input: String,
     /// Bind a scalar input to a constant, NAME=VALUE (repeatable), e.g. --bind sr=16000.
     #[arg(long = "bind", value_name = "NAME=VALUE")]
     pub binds: Vec<String>,
@@ -77,6 +88,12 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<()> {
     }
     for s in &args.binds {
         c = c.bind_spec(s)?;
+    }
+    if let Some(max_len) = args.kv_cache {
+        if max_len == 0 {
+            bail!("--kv-cache must be at least 1 position");
+        }
+        c = c.kv_cache(max_len as usize, &args.kv_position_input);
     }
     if args.activations.is_none() && !args.calibrate.is_empty() {
         bail!("--calibrate is for --activations auto");

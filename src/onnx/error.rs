@@ -40,7 +40,7 @@ pub enum ImportError {
         expected: String,
         given: String,
     },
-    #[error("{file}: input '{input}': needs a concrete shape (model declares {declared}); pass --input {input}=D0xD1x..")]
+    #[error("{file}: input '{input}': needs a concrete shape (model declares {declared}); give it as `--shape {input}=D0xD1x..` (`texstream compile`) or in the workload's `inputs`, or, for a decoder's past keys and values, give the model a key/value cache (`--kv-cache MAX_LEN`, or the workload's `kv_cache`)")]
     MissingInputShape {
         file: PathBuf,
         input: String,
