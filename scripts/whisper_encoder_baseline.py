@@ -14,29 +14,13 @@ input_features=OUT_DIR/input.npy --precision f16 --repeat 30`.
 import argparse
 import json
 import os
-import statistics
-import time
+import sys
 
 import numpy as np
 
-
-def bench(torch, fn, iters, warmup=5):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    ms = []
-    for _ in range(iters):
-        t = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        ms.append((time.perf_counter() - t) * 1e3)
-    return {"ms_median": round(statistics.median(ms), 4), "ms_min": round(min(ms), 4),
-            "runs": iters}
-
-
-def rel(a, ref):
-    a, ref = np.asarray(a, np.float64), np.asarray(ref, np.float64)
-    return float(np.abs(a - ref).max() / (ref.max() - ref.min()))
+sys.dont_write_bytecode = True  # no scripts/__pycache__ from the import below
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from encoder_baseline import bench, rel  # noqa: E402  (the same timing and distance)
 
 
 def main():

@@ -34,7 +34,7 @@ pub mod workload;
 
 pub use engine::{
     CancelToken, DeviceChoice, Engine, EngineError, EngineOptions, EngineStats, PipelineInfo,
-    RequestError, RequestHandle, Response, SubmitOptions, Values,
+    RequestError, RequestHandle, Response, StreamTuning, SubmitOptions, Values,
 };
 pub use pipeline::{Audio, Image, Tensor, TensorData, Value, ValueType};
 pub use precision::Precision;

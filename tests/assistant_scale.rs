@@ -7,12 +7,12 @@
 //! gives bit-identical outputs, and the peak stays under the cap. The GB-scale sizes
 //! (`--decoder 1.3b`, `2.7b`) run the same file on a GPU; see BENCHMARKS.md.
 mod common;
-use common::{assert_cap_held, python, root};
+use common::{assert_cap_held, opts, python, root};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use texstream::pipeline::io::read_value;
-use texstream::{Engine, EngineOptions, Policy, Value, Values};
+use texstream::{Engine, Policy, Value, Values};
 
 const REPLY_TOKENS: usize = 16;
 
@@ -76,15 +76,6 @@ fn setup_in(tag: &str) -> Option<(PathBuf, Vec<u32>, Vec<f32>)> {
     let workload = dir.join("assistant-scale.ron");
     std::fs::write(&workload, text).unwrap();
     Some((workload, reply, encoded))
-}
-
-fn opts(cap: Option<u64>, policy: Policy) -> EngineOptions {
-    EngineOptions {
-        cap,
-        policy: Some(policy),
-        calibrate_after: 0,
-        ..EngineOptions::from_env()
-    }
 }
 
 fn demo_inputs(workload: &Path) -> Values {

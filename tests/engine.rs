@@ -6,6 +6,7 @@
 //! requests and bad ones keep the old workload serving; a failed page read fails one request and
 //! the engine serves the next ones as before.
 mod common;
+use common::opts;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -96,15 +97,6 @@ fn inputs(dir: &Path) -> Values {
         read_value(&dir.join("input.npy")).expect("input.npy"),
     );
     v
-}
-
-fn opts(cap: Option<u64>, policy: Policy) -> EngineOptions {
-    EngineOptions {
-        cap,
-        policy: Some(policy),
-        calibrate_after: 0,
-        ..EngineOptions::from_env()
-    }
 }
 
 fn probs(r: &texstream::Response) -> Vec<u32> {
@@ -381,4 +373,68 @@ fn a_failed_page_read_fails_one_request_and_the_next_ones_succeed() {
     let s = engine.stats();
     assert_eq!((s.requests_ok, s.requests_failed), (4, 1));
     assert!(s.peak_device_bytes <= min);
+}
+
+/// The streaming settings change how pages reach the device, never what the models compute: with
+/// a host mirror (every page read once, loads copied from it; on lavapipe its bytes count
+/// against the cap, so the minimum grows by the weights) and with a shallow staging ring, both
+/// pipelines give the resident outputs bit for bit at each setting's minimum cap, which holds.
+#[test]
+fn streaming_settings_never_change_an_output_and_the_cap_holds() {
+    let Some(dir) = chain_dir() else { return };
+    let (full, short) = reference(dir);
+    let path = write("tuning.ron", &workload_text(dir, "256MiB", ""));
+    for (what, tuning) in [
+        (
+            "host mirror",
+            texstream::StreamTuning {
+                host_mirror: Some(true),
+                io_threads: Some(2),
+                ..Default::default()
+            },
+        ),
+        (
+            "two-page staging ring",
+            texstream::StreamTuning {
+                host_mirror: Some(false),
+                staging_pages: Some(2),
+                loads_per_submit: Some(1),
+                ..Default::default()
+            },
+        ),
+    ] {
+        let with = |cap| EngineOptions {
+            stream: tuning,
+            ..opts(cap, Policy::Planned)
+        };
+        let min = Engine::open(&path, with(None))
+            .expect("open")
+            .stats()
+            .min_cap_bytes;
+        let engine = Engine::open(&path, with(Some(min))).expect("open at the minimum");
+        for p in ["full", "short", "full"] {
+            let want = if p == "full" { &full } else { &short };
+            assert_eq!(
+                &probs(&engine.run(p, inputs(dir)).expect(p)),
+                want,
+                "{what}: {p}"
+            );
+        }
+        let s = engine.stats();
+        assert!(s.evictions > 0, "{what}: the minimum cap must stream");
+        assert!(
+            s.peak_device_bytes <= min,
+            "{what}: peak {} over {min}",
+            s.peak_device_bytes
+        );
+        if tuning.host_mirror == Some(true) {
+            assert!(s.host_mirror_bytes > 0, "{what}: no mirror");
+        } else {
+            assert_eq!((s.host_mirror_bytes, s.staging_pages), (0, 2), "{what}");
+        }
+        eprintln!(
+            "{what}: minimum cap {min}, {} B streamed, mirror {} B",
+            s.bytes_streamed, s.host_mirror_bytes
+        );
+    }
 }

@@ -4,11 +4,11 @@
 //! workload's minimum, and the cap holds; a stop token ends the reply early and the plan
 //! follows the shorter request; sampling with a seed repeats itself.
 mod common;
-use common::{assert_cap_held, python, root};
+use common::{assert_cap_held, opts, python, root};
 use std::path::PathBuf;
 use std::process::Command;
 
-use texstream::{Engine, EngineOptions, Policy, Value, Values};
+use texstream::{Engine, Policy, Value, Values};
 
 const PROMPT: [u32; 5] = [1, 17, 42, 99, 200];
 
@@ -41,15 +41,6 @@ fn ort_reply() -> Option<Vec<u32>> {
 
 fn workload() -> PathBuf {
     root().join("tests/data/tiny_llama/tiny-lm.ron")
-}
-
-fn opts(cap: Option<u64>, policy: Policy) -> EngineOptions {
-    EngineOptions {
-        cap,
-        policy: Some(policy),
-        calibrate_after: 0,
-        ..EngineOptions::from_env()
-    }
 }
 
 fn prompt() -> Values {

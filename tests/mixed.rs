@@ -3,9 +3,9 @@
 //! turn, two frames: the workload's ten to one takes too long on a CPU driver). Every policy at the workload's minimum cap gives exactly what `preload` (everything
 //! resident, no cap) gives, the cap holds, and the plan follows the mix.
 mod common;
-use common::{assert_cap_held, root};
+use common::{assert_cap_held, opts, root};
 
-use texstream::{Audio, Engine, EngineOptions, Image, Policy, Value, Values};
+use texstream::{Audio, Engine, Image, Policy, Value, Values};
 
 fn requests() -> Vec<(&'static str, Values)> {
     let png = std::fs::read(root().join("models/images/page.png")).unwrap();
@@ -21,15 +21,6 @@ fn requests() -> Vec<(&'static str, Values)> {
     let mut v: Vec<(&str, Values)> = (0..4).map(|_| ("frame", frame.clone())).collect();
     v.insert(2, ("turn", turn));
     v
-}
-
-fn opts(cap: Option<u64>, policy: Policy) -> EngineOptions {
-    EngineOptions {
-        cap,
-        policy: Some(policy),
-        calibrate_after: 0,
-        ..EngineOptions::from_env()
-    }
 }
 
 /// Each request's outputs, printed (`Value` holds floats; their Debug form is exact enough to

@@ -58,6 +58,21 @@ pub struct RunArgs {
     /// report that beside the warm requests' median.
     #[arg(long)]
     pub cold: bool,
+    /// Pages the streaming staging ring holds (default: 64 MiB of pages in system memory, one
+    /// page where the ring is device memory under the cap); to measure one depth against another.
+    #[arg(long, value_name = "N")]
+    pub staging_pages: Option<u32>,
+    /// Most page copies in one transfer submission (default 8).
+    #[arg(long, value_name = "N")]
+    pub loads_per_submit: Option<u32>,
+    /// Threads reading weight pages into the staging ring or the host mirror (default 4).
+    #[arg(long, value_name = "N")]
+    pub io_threads: Option<u32>,
+    /// Read every weight page once into pinned host memory and copy loads from there (`on`), or
+    /// read each page from its file when it is loaded (`off`). Default: on for a discrete GPU
+    /// when a streaming policy runs and the weights take at most half the RAM.
+    #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
+    pub host_mirror: Option<bool>,
 }
 
 /// `--resident-reference`'s cap: large enough for any workload's weights (the atlas only takes
@@ -266,6 +281,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
             ..env.device.clone()
         },
         first_pipeline: args.pipeline.clone(),
+        stream: texstream::StreamTuning {
+            staging_pages: args.staging_pages,
+            loads_per_submit: args.loads_per_submit,
+            io_threads: args.io_threads,
+            host_mirror: args.host_mirror,
+        },
         // The first request (the first two with three or more) profiles: step costs are scaled
         // to the measured model times, the rest is planned with them.
         calibrate_after: if iterations >= 3 {

@@ -74,6 +74,28 @@ pub struct EngineOptions {
     /// Step costs to plan with once calibrated, instead of measured ones (a resident
     /// reference run's, so streamed runs are compared with resident compute).
     pub fixed_costs: Option<Vec<Profile>>,
+    /// How weight pages stream (every field `None`: the engine's choice).
+    pub stream: StreamTuning,
+}
+
+/// Knobs of the weight-streaming pipeline (disk → staging ring → copy into the atlas). Each
+/// `None` leaves the choice to the engine; the CLI exposes them to measure one against another.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamTuning {
+    /// Pages the host-side staging ring holds: how far page reads may run ahead of the copies
+    /// that wait for their slots. Default: 64 MiB of pages (6 to 256) in system memory, or one
+    /// page where the ring is device memory paid out of the cap.
+    pub staging_pages: Option<u32>,
+    /// Most page copies in one transfer submission (default 8).
+    pub loads_per_submit: Option<u32>,
+    /// Threads reading pages into the staging ring or the host mirror (default 4).
+    pub io_threads: Option<u32>,
+    /// Read every weight page once into pinned host memory and copy each load from there,
+    /// instead of reading the page from its file per load. Default: on where that memory is
+    /// not device memory (a discrete GPU), the policy streams (not `preload`) and the weights
+    /// take at most half the machine's RAM; `Some(true)` where host memory is device memory
+    /// counts the mirror against the cap.
+    pub host_mirror: Option<bool>,
 }
 
 /// Which Vulkan device an engine opens and how: the backend's device options, without its
@@ -148,6 +170,7 @@ impl Default for EngineOptions {
             first_pipeline: None,
             calibrate_after: 2,
             fixed_costs: None,
+            stream: StreamTuning::default(),
         }
     }
 }
@@ -240,13 +263,14 @@ impl Engine {
                 first_pipeline,
                 calibrate_after: options.calibrate_after,
                 fixed_costs: options.fixed_costs.clone(),
-                stream: None,
+                stream: options.stream,
                 faults: faults.clone(),
             },
             shared: shared.clone(),
             jobs: rx,
             base: Default::default(),
             gpu: (0.0, 0.0, 0.0),
+            host_io: (0.0, 0.0),
             profiling_s: 0.0,
             measured_s: 0.0,
             settled_prediction: (0.0, 0.0),

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use scheduler::{Bandwidth, Pipeline, Plan, Profile, Stage};
+use scheduler::{Bandwidth, Pipeline, Plan, Policy, Profile, Stage};
 use vk_backend::{Device, PageSource, StreamConfig};
 
 use super::error::EngineError;
@@ -32,6 +32,13 @@ use crate::runtime::stream_exec::StreamExec;
 const IO_STAGING_PIECE_BYTES: u64 = 1 << 19;
 /// Staging ring pages where the ring counts against the cap.
 const UMA_STAGING_SLOTS: u32 = 1;
+/// The staging ring's size in system memory (not capped): deep enough that page reads run far
+/// ahead of the copies, which wait on the GPU for their slots' last readers. With six pages
+/// the reads stalled behind every copy that waited, and the copy queue idled between them.
+const SYSTEM_STAGING_BYTES: u64 = 64 << 20;
+/// Bounds of the ring in pages.
+const STAGING_SLOTS_MIN: u32 = 6;
+const STAGING_SLOTS_MAX: u32 = 256;
 
 /// How a session plans and calibrates.
 #[derive(Debug, Clone)]
@@ -43,7 +50,7 @@ pub struct SessionOptions {
     /// Step costs to plan with after calibration instead of this session's measurements (a
     /// resident reference run's), so that predicted times come from resident compute.
     pub fixed_costs: Option<Vec<Profile>>,
-    pub stream: Option<StreamConfig>,
+    pub stream: super::StreamTuning,
     /// Page reads still to fail, shared with every session's sources (fault injection).
     pub faults: Arc<std::sync::atomic::AtomicU32>,
 }
@@ -132,6 +139,50 @@ fn dev_err(what: &str) -> impl Fn(vk_backend::VkError) -> EngineError + '_ {
     move |e| EngineError::Device(format!("{what}: {e}"))
 }
 
+/// The stream engine's configuration: the tuning's choices, else a staging ring of
+/// [`SYSTEM_STAGING_BYTES`] where it lives in uncapped system memory, or of
+/// [`UMA_STAGING_SLOTS`] where it is paid out of the cap (double buffering is not worth a page
+/// of weights there).
+fn stream_config(
+    dev: &Device,
+    tuning: &super::StreamTuning,
+    page_bytes: u64,
+    weight_bytes: u64,
+    policy: Policy,
+) -> StreamConfig {
+    let mut c = StreamConfig::default();
+    c.host_mirror = tuning.host_mirror.unwrap_or_else(|| {
+        policy != Policy::Preload
+            && !c.staging_memory.counts_against_cap(dev)
+            && weight_bytes <= host_ram_bytes().map_or(0, |ram| ram / 2)
+    });
+    c.staging_slots = match tuning.staging_pages {
+        Some(n) => n.max(1),
+        None if c.staging_memory.counts_against_cap(dev) => UMA_STAGING_SLOTS,
+        None => (SYSTEM_STAGING_BYTES / page_bytes.max(1))
+            .clamp(STAGING_SLOTS_MIN as u64, STAGING_SLOTS_MAX as u64) as u32,
+    };
+    if let Some(n) = tuning.loads_per_submit {
+        c.max_loads_per_submit = n.max(1);
+    }
+    if let Some(n) = tuning.io_threads {
+        c.io_threads = n.max(1);
+    }
+    c
+}
+
+/// The machine's RAM, where the OS says.
+fn host_ram_bytes() -> Option<u64> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        nix::sys::sysinfo::sysinfo().ok().map(|i| i.ram_total())
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        None
+    }
+}
+
 /// `profiles` with every step carrying `bytes` of activations.
 fn with_activation(profiles: &[Profile], bytes: u64) -> Vec<Profile> {
     let mut profiles = profiles.to_vec();
@@ -151,16 +202,19 @@ impl Session {
         opts: &SessionOptions,
     ) -> Result<Session, EngineError> {
         let cap = loaded.cap;
-        let mut config = opts.stream.unwrap_or_else(|| {
-            let mut c = StreamConfig::default();
-            // A staging ring in device memory (UMA) is paid for out of the cap: keep it double
-            // buffered rather than six pages deep.
-            if c.staging_memory.counts_against_cap(dev) {
-                c.staging_slots = c.staging_slots.min(UMA_STAGING_SLOTS);
-            }
-            c
-        });
         let first = &loaded.models[0].1;
+        let total_pages: u32 = loaded
+            .models
+            .iter()
+            .map(|(_, pm)| pm.page_count() as u32)
+            .sum();
+        let mut config = stream_config(
+            dev,
+            &opts.stream,
+            loaded.page_bytes,
+            total_pages as u64 * loaded.page_bytes,
+            loaded.policy,
+        );
         // One atlas holds one weight precision (and so one page of texels).
         for (name, pm) in &loaded.models[1..] {
             let (a, b) = (first.header(), pm.header());
@@ -189,11 +243,6 @@ impl Session {
         // Before anything is allocated: the engine's own bytes (from the driver's memory
         // requirements) and the packed models' activation peaks bound the minimum from below,
         // so a cap far too small (even 0) is refused with that bound before any allocation.
-        let total_pages: u32 = loaded
-            .models
-            .iter()
-            .map(|(_, pm)| pm.page_count() as u32)
-            .sum();
         let cost =
             measure_engine_cost(dev, &config, total_pages).map_err(dev_err("engine cost"))?;
         let packed_peak = loaded
@@ -465,8 +514,9 @@ impl Session {
     }
 
     /// The transfer model with the time one page really took to stream so far, once enough
-    /// pages streamed to tell: the slower of its GPU copy (timestamps) and its read into staging
-    /// (spread over the I/O threads), since the two are pipelined. The workload's own figures
+    /// pages streamed to tell: the slowest of its GPU copy (timestamps), its read into staging
+    /// (spread over the I/O threads), since the two are pipelined, and the copy's wall time
+    /// probed when the engine started. The workload's own figures
     /// are a guess for a nominal device; a plan built on a rate 2.5× too slow (as the workloads'
     /// 12 GB/s was on the H200) thinks every policy is transfer-bound and picks the plan with the
     /// fewest loads even where its copies serialize with compute.
@@ -481,8 +531,12 @@ impl Session {
         };
         let pages = c.pages_loaded as f64;
         let io_threads = self.ex.engine().config().io_threads.max(1) as f64;
-        let per_page =
-            (copy.as_secs_f64() / pages).max(c.read_time.as_secs_f64() / pages / io_threads);
+        // A copy's wall time probed at the start bounds it from below where the transfer
+        // queue's timestamps undercount (see `StreamStats::copy_probe`).
+        let probe = c.copy_probe.map_or(0.0, |d| d.as_secs_f64());
+        let per_page = (copy.as_secs_f64() / pages)
+            .max(c.read_time.as_secs_f64() / pages / io_threads)
+            .max(probe);
         if !(per_page > 0.0 && per_page.is_finite()) {
             return bw;
         }
@@ -559,6 +613,11 @@ impl Session {
 
     pub fn counters(&self) -> vk_backend::StreamStats {
         self.ex.engine().counters()
+    }
+
+    /// Pages the stream engine's staging ring holds.
+    pub fn staging_pages(&self) -> u32 {
+        self.ex.engine().config().staging_slots
     }
 
     /// Whether the stream engine stopped on a device or I/O error.

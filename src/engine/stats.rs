@@ -186,6 +186,18 @@ pub struct EngineStats {
     pub stall_s: f64,
     pub transfer_busy_s: f64,
     pub compute_busy_s: f64,
+    /// Pages the staging ring holds, the time spent reading pages into it (summed over the I/O
+    /// threads) and the time its dispatcher waited for a free page (every page still waiting
+    /// for its copy).
+    pub staging_pages: u32,
+    /// Bytes of the host mirror every load copies from instead (0: none), and the time it took
+    /// to fill.
+    pub host_mirror_bytes: u64,
+    pub mirror_fill_s: f64,
+    /// Wall-clock seconds one page's copy from the mirror took when the engine started.
+    pub copy_probe_s: Option<f64>,
+    pub page_read_s: f64,
+    pub staging_wait_s: f64,
     pub replans: ReplanCounts,
     /// Loads skipped at re-plans because the page was already in place.
     pub kept_pages: u64,
@@ -281,6 +293,23 @@ impl EngineStats {
             ms(self.transfer_busy_s),
             ms(self.compute_busy_s)
         );
+        o += &if self.host_mirror_bytes > 0 {
+            format!(
+                "host mirror {:.2} MiB (every load copies from it), filled in {:.3} ms; page reads {:.3} ms (summed over I/O threads); a page's copy probed at {}\n",
+                mib(self.host_mirror_bytes),
+                ms(self.mirror_fill_s),
+                ms(self.page_read_s),
+                self.copy_probe_s
+                    .map_or("-".into(), |t| format!("{:.1} µs", t * 1e6))
+            )
+        } else {
+            format!(
+                "staging ring {} pages: page reads {:.3} ms (summed over I/O threads), waits for a free staging page {:.3} ms\n",
+                self.staging_pages,
+                ms(self.page_read_s),
+                ms(self.staging_wait_s)
+            )
+        };
         o += &format!(
             "peak device bytes   {} of cap {} ({:.2} / {:.2} MiB; minimum feasible {:.2} MiB)\n",
             self.peak_device_bytes,

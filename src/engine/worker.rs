@@ -107,6 +107,9 @@ pub(crate) struct Worker {
     /// Counters of sessions that ended (a session's own restart from zero).
     pub base: vk_backend::StreamStats,
     pub gpu: (f64, f64, f64),
+    /// Host-side streaming times of ended sessions: page reads (summed over the I/O threads)
+    /// and the dispatcher's waits for a free staging page.
+    pub host_io: (f64, f64),
     /// Wall time of requests before calibration, and after it.
     pub profiling_s: f64,
     pub measured_s: f64,
@@ -361,6 +364,8 @@ impl Worker {
         self.gpu.0 += secs(stats.compute_stall);
         self.gpu.1 += secs(stats.transfer_busy);
         self.gpu.2 += secs(stats.compute_busy);
+        self.host_io.0 += stats.read_time.as_secs_f64();
+        self.host_io.1 += stats.staging_wait_time.as_secs_f64();
         if calibrated {
             self.settled_prediction.0 += p;
             self.settled_prediction.1 += lb;
@@ -495,6 +500,7 @@ impl Worker {
         // GPU times: the ended sessions' totals plus the live session's, as far as the GPU has
         // finished (the stream journal resolves them as batches and copies complete).
         let mut gpu = self.gpu;
+        let mut host_io = self.host_io;
         if let Some(s) = &self.session {
             let c = s.counters();
             loaded += c.pages_loaded;
@@ -504,6 +510,12 @@ impl Worker {
             gpu.0 += secs(c.compute_stall);
             gpu.1 += secs(c.transfer_busy);
             gpu.2 += secs(c.compute_busy);
+            host_io.0 += c.read_time.as_secs_f64();
+            host_io.1 += c.staging_wait_time.as_secs_f64();
+            st.staging_pages = s.staging_pages();
+            st.host_mirror_bytes = c.host_mirror_bytes;
+            st.mirror_fill_s = c.mirror_fill.as_secs_f64();
+            st.copy_probe_s = c.copy_probe.map(|d| d.as_secs_f64());
             st.workload = s.loaded.workload.spec.name.clone();
             st.policy = s.loaded.policy.name().into();
             st.cap_bytes = s.loaded.cap;
@@ -526,6 +538,7 @@ impl Worker {
         st.stall_s = gpu.0;
         st.transfer_busy_s = gpu.1;
         st.compute_busy_s = gpu.2;
+        (st.page_read_s, st.staging_wait_s) = host_io;
         st.pages_loaded = loaded;
         st.bytes_streamed = bytes;
         st.evictions = ev;

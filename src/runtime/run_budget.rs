@@ -13,7 +13,8 @@ pub struct EngineCost {
     pub slot_bytes: u64,
     /// Page-table buffer plus its transient init staging buffer.
     pub table_bytes: u64,
-    /// Counted bytes of the staging ring (0 when it lives in host-only memory).
+    /// Counted bytes of the staging ring or the host mirror (0 when it lives in host-only
+    /// memory).
     pub staging_bytes: u64,
     /// How the atlas stacks pages where its slots outnumber the device's layers: the slots a
     /// cap allows are rounded down to whole layers, so the image never outgrows them.
@@ -57,12 +58,19 @@ pub fn measure_engine_cost(
         .saturating_sub(one.image_bytes)
         .max(page_bytes);
     let table = (one.image_bytes + one.table_bytes).saturating_sub(slot_bytes);
-    let staging_one = config.staging_memory.ring_buffer_cost(device, page_bytes)?;
+    // Staging: the ring, or the host mirror of every page that replaces it.
+    let staging_bytes = if config.host_mirror {
+        config
+            .staging_memory
+            .mirror_cost(device, page_bytes, logical_pages as u64)?
+    } else {
+        config.staging_memory.ring_buffer_cost(device, page_bytes)? * config.staging_slots as u64
+    };
     Ok(EngineCost {
         slot_bytes,
         // The table's init upload goes through a staging buffer of the same size.
         table_bytes: 2 * table.max(one.table_staging_bytes),
-        staging_bytes: staging_one * config.staging_slots as u64,
+        staging_bytes,
         stack: StackLimits::of(device, page_height),
     })
 }

@@ -1,5 +1,5 @@
-//! Helpers the integration tests share: the repository root, the reference venv's python, and
-//! the cap check after an engine's requests.
+//! Helpers the integration tests share: the repository root, the reference venv's python, the
+//! engine options of a test, and the cap check after an engine's requests.
 // Each test binary uses some of these.
 #![allow(dead_code)]
 use std::path::PathBuf;
@@ -20,6 +20,17 @@ pub fn python() -> Option<PathBuf> {
         return None;
     }
     Some(p)
+}
+
+/// Engine options for a test: the device the environment picks, `cap` (None: the workload's),
+/// `policy`, and no calibration (plans keep the packed models' step costs).
+pub fn opts(cap: Option<u64>, policy: texstream::Policy) -> texstream::EngineOptions {
+    texstream::EngineOptions {
+        cap,
+        policy: Some(policy),
+        calibrate_after: 0,
+        ..texstream::EngineOptions::from_env()
+    }
 }
 
 /// Asserts that the engine's device peak stayed within its cap, and prints what it streamed.

@@ -115,7 +115,7 @@ impl StackLimits {
             None => return self.max_layers as u64 * self.max_pages_per_layer as u64,
         };
         if k == 1 {
-            slots.min(self.max_layers as u64)
+            slots
         } else {
             (capped / k * k) as u64
         }

@@ -102,8 +102,20 @@ fn run_plan(
     steps: usize,
     seed: u64,
 ) -> (Result<StreamStats, VkError>, Vec<Check>, usize) {
-    let mut engine = StreamEngine::new(d, config, sources(pages, config.precision, fail))
-        .expect("create the stream engine");
+    let srcs = sources(pages, config.precision, fail);
+    run_plan_on(d, config, srcs, pages, steps, seed)
+}
+
+/// [`run_plan`] over the given sources.
+fn run_plan_on(
+    d: &Device,
+    config: StreamConfig,
+    srcs: Vec<Arc<dyn PageSource>>,
+    pages: &[u32],
+    steps: usize,
+    seed: u64,
+) -> (Result<StreamStats, VkError>, Vec<Check>, usize) {
+    let mut engine = StreamEngine::new(d, config, srcs).expect("create the stream engine");
     let mut rng = Rng::new(seed);
     let mut held: Vec<Option<(u32, u32)>> = vec![None; config.slots as usize];
     let mut victim = 0usize;
@@ -258,6 +270,73 @@ fn failing_source_ends_the_run_and_the_next_run_works() {
     res.expect("a fresh run on the same device succeeds");
     verify(&checks);
     drop(checks);
+    assert_eq!(d.memory_stats().live_allocations, baseline);
+    assert_no_validation_messages(&d);
+}
+
+/// With a host mirror every page is read exactly once, when the engine is created, and each
+/// load copies from the mirror: the steps read the same numbers as through the staging ring,
+/// the mirror's bytes are counted (on lavapipe host-visible memory is device memory) and the
+/// cap holds. A page that cannot be read fails the engine's creation with its model and page.
+#[test]
+fn a_host_mirror_serves_every_load_from_one_read() {
+    let cap = 32 << 20;
+    let d = open_device(cap, false);
+    let baseline = d.memory_stats().live_allocations;
+    let pages = [13, 6, 9];
+    for p in [Precision::F16, Precision::F32] {
+        let models: Vec<Arc<SyntheticModel>> = pages
+            .iter()
+            .enumerate()
+            .map(|(m, &n)| {
+                Arc::new(SyntheticModel {
+                    model: m as u32,
+                    pages: n,
+                    precision: p,
+                    fail_at: None,
+                    reads: AtomicU32::new(0),
+                })
+            })
+            .collect();
+        let srcs: Vec<Arc<dyn PageSource>> = models
+            .iter()
+            .map(|m| m.clone() as Arc<dyn PageSource>)
+            .collect();
+        let cfg = StreamConfig {
+            host_mirror: true,
+            ..config(p)
+        };
+        let (res, checks, loads) = run_plan_on(&d, cfg, srcs, &pages, 60, 11);
+        let stats = res.expect("run succeeds");
+        assert!(loads > 28, "the plan must stream ({loads} loads)");
+        assert_eq!(stats.pages_loaded, loads as u64);
+        for m in &models {
+            assert_eq!(
+                m.reads.load(Ordering::Relaxed),
+                m.pages,
+                "model {}: every page read once",
+                m.model
+            );
+        }
+        let page_bytes = (TEXELS_PER_PAGE * p.bytes_per_texel()) as u64;
+        assert_eq!(stats.host_mirror_bytes, 28 * page_bytes);
+        assert_eq!(stats.staging_bytes, 0, "no staging ring beside the mirror");
+        assert!(stats
+            .copy_probe
+            .is_some_and(|t| t > std::time::Duration::ZERO));
+        verify(&checks);
+    }
+    assert!(d.memory_stats().peak_bytes <= cap);
+    assert_eq!(d.memory_stats().live_allocations, baseline);
+    let cfg = StreamConfig {
+        host_mirror: true,
+        ..config(Precision::F16)
+    };
+    match StreamEngine::new(&d, cfg, sources(&pages, Precision::F16, Some((2, 4)))) {
+        Err(VkError::PageRead { model, page, .. }) => assert_eq!((model, page), (2, 4)),
+        Err(e) => panic!("expected the read error of model 2 page 4, got {e}"),
+        Ok(_) => panic!("a mirror with an unreadable page was created"),
+    }
     assert_eq!(d.memory_stats().live_allocations, baseline);
     assert_no_validation_messages(&d);
 }

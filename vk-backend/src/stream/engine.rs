@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use ash::vk;
 use crossbeam_channel::Sender;
 
-use super::io::{self, LoadReq};
+use super::io::{self, LoadReq, ReadDone, Staged};
 use super::journal::{BatchInfo, Journal, StreamEvent};
+use super::mirror::HostMirror;
 use super::residency::{PageId, Residency};
 use super::shared::Shared;
 use super::staging::StagingRing;
@@ -42,6 +43,16 @@ struct Batch {
     models: Vec<(Option<u32>, u32)>,
 }
 
+/// Where the engine sends a load.
+enum Feed {
+    /// To the I/O dispatcher, which reads the page into the staging ring.
+    Io(Sender<LoadReq>),
+    /// Straight to the transfer thread: the page is in the host mirror.
+    Mirror(Sender<ReadDone>),
+    /// Shut down.
+    Closed,
+}
+
 /// Streams weight pages into a [`WeightAtlas`] while compute steps run; see the module docs.
 ///
 /// Drive it in plan order: `load` / `evict` calls for the operations before step k, then
@@ -57,7 +68,7 @@ pub struct StreamEngine {
     transfer_sem: TimelineSemaphore,
     compute_sem: TimelineSemaphore,
     shared: Arc<Shared>,
-    requests: Option<Sender<LoadReq>>,
+    feed: Feed,
     io_threads: Vec<JoinHandle<()>>,
     transfer_thread: Option<JoinHandle<()>>,
     residency: Residency,
@@ -139,12 +150,30 @@ impl StreamEngine {
         rec.init_image(atlas.image());
         rec.submit_and_wait()?;
 
-        let ring = Arc::new(StagingRing::new(
-            device,
-            config.staging_slots,
-            page_bytes,
-            config.staging_memory,
-        )?);
+        // Either a host mirror filled now, or a staging ring that I/O threads fill per load.
+        let (ring, mirror) = if config.host_mirror {
+            let m = HostMirror::fill(
+                device,
+                &sources,
+                &bases,
+                page_bytes,
+                config.staging_memory,
+                config.io_threads,
+            )?;
+            (None, Some(Arc::new(m)))
+        } else {
+            let r = StagingRing::new(
+                device,
+                config.staging_slots,
+                page_bytes,
+                config.staging_memory,
+            )?;
+            (Some(Arc::new(r)), None)
+        };
+        let copy_probe = match &mirror {
+            Some(m) => m.probe_copy(device, &atlas)?,
+            None => None,
+        };
         let transfer_sem = TimelineSemaphore::new(device, 0)?;
         let compute_sem = TimelineSemaphore::new(device, 0)?;
         let shared = Arc::new(Shared::default());
@@ -155,8 +184,13 @@ impl StreamEngine {
             None
         };
         let stats = StreamStats {
-            staging_device_local: ring.device_local(),
-            staging_bytes: ring.bytes(),
+            staging_device_local: ring.as_ref().is_some_and(|r| r.device_local())
+                || mirror.as_ref().is_some_and(|m| m.device_local()),
+            staging_bytes: ring.as_ref().map_or(0, |r| r.bytes()),
+            host_mirror_bytes: mirror.as_ref().map_or(0, |m| m.bytes()),
+            read_time: mirror.as_ref().map_or(Duration::ZERO, |m| m.fill_read),
+            mirror_fill: mirror.as_ref().map_or(Duration::ZERO, |m| m.fill_wall),
+            copy_probe,
             ..Default::default()
         };
         let (req_tx, req_rx) = crossbeam_channel::unbounded();
@@ -170,7 +204,7 @@ impl StreamEngine {
             transfer_sem: transfer_sem.clone(),
             compute_sem: compute_sem.clone(),
             shared: shared.clone(),
-            requests: Some(req_tx),
+            feed: Feed::Closed,
             io_threads: Vec::new(),
             transfer_thread: None,
             residency: Residency::new(config.slots),
@@ -201,6 +235,8 @@ impl StreamEngine {
                 page_height: atlas.page_height(),
                 pages_per_layer: atlas.pages_per_layer(),
                 ring: ring.clone(),
+                mirror: mirror.clone(),
+                bases: engine.bases.clone(),
                 transfer_sem: transfer_sem.clone(),
                 compute_sem,
                 shared: shared.clone(),
@@ -209,16 +245,22 @@ impl StreamEngine {
             },
             done_rx,
         )?);
-        let threads = io::spawn(
-            req_rx,
-            done_tx,
-            ring,
-            sources,
-            transfer_sem,
-            shared,
-            config.io_threads,
-        );
-        engine.io_threads = threads?.handles;
+        match ring {
+            Some(ring) => {
+                let threads = io::spawn(
+                    req_rx,
+                    done_tx,
+                    ring,
+                    sources,
+                    transfer_sem,
+                    shared,
+                    config.io_threads,
+                );
+                engine.io_threads = threads?.handles;
+                engine.feed = Feed::Io(req_tx);
+            }
+            None => engine.feed = Feed::Mirror(done_tx),
+        }
         Ok(engine)
     }
 
@@ -378,8 +420,18 @@ impl StreamEngine {
             slot,
             compute_wait: wait,
         };
-        let sent = self.requests.as_ref().map(|tx| tx.send(req).is_ok());
-        if sent != Some(true) {
+        let sent = match &self.feed {
+            Feed::Io(tx) => tx.send(req).is_ok(),
+            Feed::Mirror(tx) => tx
+                .send(ReadDone {
+                    req,
+                    staging: Staged::Mirror,
+                    ready: true,
+                })
+                .is_ok(),
+            Feed::Closed => false,
+        };
+        if !sent {
             return Err(self.fail(VkError::Stream("the I/O dispatcher stopped".into())));
         }
         self.journal.load_issued(ticket, model, page, slot);
@@ -637,7 +689,7 @@ impl StreamEngine {
         self.finished = true;
         // Closing the request channel ends the dispatcher, then the I/O threads, then the
         // transfer thread (after it has signalled every ticket).
-        self.requests = None;
+        self.feed = Feed::Closed;
         for h in self.io_threads.drain(..) {
             if h.join().is_err() {
                 self.shared
@@ -656,7 +708,7 @@ impl StreamEngine {
         self.journal_update(u64::MAX, true);
         self.timing = None;
         self.stats.transfer_submits = Shared::get(&self.shared.transfer_submits);
-        self.stats.read_time = Duration::from_nanos(Shared::get(&self.shared.read_ns));
+        self.stats.read_time += Duration::from_nanos(Shared::get(&self.shared.read_ns));
         self.stats.staging_wait_time =
             Duration::from_nanos(Shared::get(&self.shared.staging_wait_ns));
         self.stats.wall = self.started.elapsed();

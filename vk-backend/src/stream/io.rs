@@ -25,10 +25,19 @@ pub(crate) struct LoadReq {
     pub compute_wait: u64,
 }
 
+/// Where a load's bytes wait for their copy.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Staged {
+    /// Staging ring buffer `i`.
+    Ring(usize),
+    /// The host mirror, at the page's own place.
+    Mirror,
+}
+
 /// A load whose bytes are in staging (or that was skipped / failed), for the transfer thread.
 pub(crate) struct ReadDone {
     pub req: LoadReq,
-    pub staging: usize,
+    pub staging: Staged,
     /// `true` when the page is in the staging buffer and should be copied.
     pub ready: bool,
 }
@@ -76,7 +85,8 @@ fn dispatcher(
     shared: Arc<Shared>,
 ) {
     for req in requests {
-        let staging = ring.index_for(req.ticket);
+        let index = ring.index_for(req.ticket);
+        let staging = Staged::Ring(index);
         let skip = |done: &Sender<ReadDone>| {
             let _ = done.send(ReadDone {
                 req,
@@ -94,7 +104,7 @@ fn dispatcher(
             skip(&done);
             continue;
         }
-        if io.send((req, staging)).is_err() {
+        if io.send((req, index)).is_err() {
             // Every I/O thread is gone (panicked): end the run, still signal the ticket.
             shared.fail(VkError::Stream("the I/O threads stopped".into()));
             skip(&done);
@@ -129,13 +139,14 @@ fn io_worker(
     sources: Arc<Vec<Arc<dyn PageSource>>>,
     shared: Arc<Shared>,
 ) {
-    for (req, staging) in rx {
+    for (req, index) in rx {
+        let staging = Staged::Ring(index);
         let mut ready = false;
         if !shared.failed() {
             let src = &sources[req.model as usize];
             let t0 = Instant::now();
             let n = src.page_bytes();
-            let res = ring.buffer(staging).with_mapped(|m| match m.get_mut(..n) {
+            let res = ring.buffer(index).with_mapped(|m| match m.get_mut(..n) {
                 // A panicking source must not lose the ticket (the GPU would wait forever).
                 Some(dst) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     src.read_page(req.page, dst)

@@ -3,7 +3,8 @@
 //! Data path: [`PageSource::read_page`] on I/O threads → a ring of page-sized host-visible
 //! staging buffers → `vkCmdCopyBufferToImage` into an atlas layer on the transfer queue (the
 //! compute queue where the device has no transfer-only family) → kernels read the page through
-//! `fetch_weight` once the page table maps it.
+//! `fetch_weight` once the page table maps it. With [`StreamConfig::host_mirror`] every page is
+//! read once into host-visible buffers at creation and each load copies from there.
 //!
 //! Synchronization is GPU-side, through two timeline semaphores owned by the engine:
 //! - the *transfer* semaphore: load number `t` (its [`LoadTicket`]) signals value `t`; loads are
@@ -29,6 +30,7 @@
 mod engine;
 mod io;
 mod journal;
+mod mirror;
 mod residency;
 mod shared;
 mod staging;
@@ -37,6 +39,7 @@ mod transfer;
 
 pub use engine::StreamEngine;
 pub use journal::{StreamEvent, MAX_EVENTS};
+pub use mirror::MIRROR_BUFFER_BYTES;
 
 use std::time::Duration;
 
@@ -76,8 +79,12 @@ pub struct StreamConfig {
     pub staging_slots: u32,
     /// Threads calling [`PageSource::read_page`].
     pub io_threads: u32,
-    /// Where the staging ring lives.
+    /// Where the staging ring (or the host mirror) lives.
     pub staging_memory: StagingMemory,
+    /// Read every page once, at creation, into a host mirror the copies read directly, instead
+    /// of reading each page into the staging ring when it is loaded (see `mirror.rs`). The ring
+    /// and the I/O threads are then not created; `io_threads` threads fill the mirror.
+    pub host_mirror: bool,
     /// Steps recorded into one compute submission before it is submitted automatically.
     pub steps_per_batch: u32,
     /// Most page copies in one transfer submission.
@@ -95,6 +102,7 @@ impl Default for StreamConfig {
             staging_slots: 6,
             io_threads: 4,
             staging_memory: StagingMemory::System,
+            host_mirror: false,
             steps_per_batch: 16,
             max_loads_per_submit: 8,
             timestamps: true,
@@ -125,6 +133,12 @@ pub struct StreamStats {
     pub staging_device_local: bool,
     /// Bytes of the staging ring.
     pub staging_bytes: u64,
+    /// Bytes of the host mirror (0 without one), and the wall time it took to fill.
+    pub host_mirror_bytes: u64,
+    pub mirror_fill: Duration,
+    /// Wall-clock time of one page's copy from the host mirror, probed at creation (`None`
+    /// without a mirror).
+    pub copy_probe: Option<Duration>,
     /// GPU time the transfer queue spent on page copies.
     pub transfer_busy: Option<Duration>,
     /// GPU time compute batches ran, excluding the time they waited for transfers.

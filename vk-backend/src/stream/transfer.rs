@@ -12,8 +12,9 @@ use std::time::Duration;
 use ash::vk;
 use crossbeam_channel::Receiver;
 
-use super::io::ReadDone;
+use super::io::{ReadDone, Staged};
 use super::journal::TransferDone;
+use super::mirror::HostMirror;
 use super::shared::Shared;
 use super::staging::StagingRing;
 use super::timing::QueryRing;
@@ -32,7 +33,11 @@ pub(crate) struct TransferCtx {
     pub page_height: u32,
     /// Pages per atlas layer ([`crate::WeightAtlas::slot_origin`]).
     pub pages_per_layer: u32,
-    pub ring: Arc<StagingRing>,
+    /// Where loads' bytes wait: the staging ring, or the host mirror.
+    pub ring: Option<Arc<StagingRing>>,
+    pub mirror: Option<Arc<HostMirror>>,
+    /// First global page of each model (the mirror is indexed by global page).
+    pub bases: Vec<u32>,
     pub transfer_sem: TimelineSemaphore,
     pub compute_sem: TimelineSemaphore,
     pub shared: Arc<Shared>,
@@ -205,7 +210,27 @@ impl Submitter {
         Ok(v[0])
     }
 
+    /// The buffer and offset holding `d`'s bytes.
+    fn source(&self, d: &ReadDone) -> Option<(vk::Buffer, u64)> {
+        match d.staging {
+            Staged::Ring(i) => Some((self.ctx.ring.as_ref()?.buffer(i).raw(), 0)),
+            Staged::Mirror => {
+                let global = self.ctx.bases.get(d.req.model as usize)? + d.req.page;
+                let (b, offset) = self.ctx.mirror.as_ref()?.locate(global)?;
+                Some((b.raw(), offset))
+            }
+        }
+    }
+
     fn record_and_submit(&mut self, copies: &[&ReadDone], wait: u64, signal: u64) -> Result<()> {
+        let sources = copies
+            .iter()
+            .map(|d| {
+                self.source(d).ok_or_else(|| {
+                    VkError::Stream(format!("load {} has no staged bytes", d.req.ticket))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         let cmd = self.command_buffer()?;
         let dev = self.ctx.device.raw().clone();
         let img = self.ctx.atlas_image.raw();
@@ -269,12 +294,13 @@ impl Submitter {
                             height: self.ctx.page_height,
                             depth: 1,
                         });
+                    let (src, offset) = sources[i];
                     dev.cmd_copy_buffer_to_image(
                         cmd,
-                        self.ctx.ring.buffer(d.staging).raw(),
+                        src,
                         img,
                         vk::ImageLayout::GENERAL,
-                        &[region],
+                        &[region.buffer_offset(offset)],
                     );
                 }
                 if let Some(t) = self.timing.as_mut() {
