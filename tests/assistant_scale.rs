@@ -5,7 +5,8 @@
 //! policy and at caps from the minimum up, the reply equals ONNX Runtime's greedy decoding of
 //! the decoder, the encoders' output is within fp16's reach of ONNX Runtime's, every policy
 //! gives bit-identical outputs, and the peak stays under the cap. The GB-scale sizes
-//! (`--decoder 1.3b`, `2.7b`) run the same file on a GPU; see BENCHMARKS.md.
+//! (`--decoder 1.3b`, `2.7b`) run the same file on a GPU; see BENCHMARKS.md. The same tiny
+//! models beside the real camera OCR models run `workloads/camera-plus-scale.ron`.
 mod common;
 use common::{assert_cap_held, opts, python, root};
 use std::path::{Path, PathBuf};
@@ -219,4 +220,66 @@ fn cold_start_is_reported_per_policy() {
         );
     }
     assert!(text.contains("integrated ms"), "{text}");
+}
+
+/// `workloads/camera-plus-scale.ron` at the CI size: camera frames (the real OCR models) and a
+/// turn of the scale pipeline (the tiny generated models) interleaved under one cap at the
+/// workload's minimum. Every request's outputs are what preload gives, and the cap holds.
+#[test]
+fn camera_frames_and_a_scale_turn_share_one_cap() {
+    let needed = ["models/ocr/det.onnx", "models/images/page.png"];
+    if let Some(m) = needed.iter().find(|m| !root().join(m).exists()) {
+        eprintln!("SKIPPED: {m} missing (scripts/fetch_models.py)");
+        return;
+    }
+    let Some((scale, _, _)) = setup_in("camera") else {
+        return;
+    };
+    let dir = scale.parent().unwrap();
+    let models = dir.join("models");
+    let text = std::fs::read_to_string(root().join("workloads/camera-plus-scale.ron")).unwrap();
+    let text = text
+        .replace("../models/scale/", &format!("{}/", models.display()))
+        .replace("../models/", &format!("{}/models/", root().display()))
+        .replace("[1, 128, 768]", "[1, 16, 64]");
+    let workload = dir.join("camera-plus-scale.ron");
+    std::fs::write(&workload, text).unwrap();
+
+    let png = std::fs::read(root().join("models/images/page.png")).unwrap();
+    let frame = Values::from([(
+        "camera".to_string(),
+        Value::Image(texstream::Image::decode(&png).unwrap()),
+    )]);
+    let requests = [
+        ("frame", frame.clone()),
+        ("turn", demo_inputs(&scale)),
+        ("frame", frame),
+    ];
+    let run_all = |e: &Engine| -> Vec<String> {
+        requests
+            .iter()
+            .map(|(p, inputs)| {
+                let out = e.run(p, inputs.clone()).expect(p).outputs;
+                format!("{p}: {out:?}")
+            })
+            .collect()
+    };
+    let e = Engine::open(&workload, opts(Some(1 << 40), Policy::Preload)).expect("open");
+    let want = run_all(&e);
+    assert!(want[0].contains("text"), "{}", want[0]);
+    drop(e);
+    let min = Engine::open(&workload, opts(None, Policy::Planned))
+        .expect("open")
+        .stats()
+        .min_cap_bytes;
+    for policy in [Policy::Lru, Policy::Planned] {
+        let e = Engine::open(&workload, opts(Some(min), policy)).expect("open");
+        let got = run_all(&e);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "{policy:?}: request {i} differs from preload");
+        }
+        let s = e.stats();
+        assert!(s.evictions > 0, "{policy:?}: the minimum cap must stream");
+        assert_cap_held(&e, &format!("{policy:?} at the minimum {min} B"));
+    }
 }
