@@ -215,7 +215,7 @@ fn cold_start_is_reported_per_policy() {
             .find(|l| l.starts_with(&format!("cold start ({policy}):")))
             .unwrap_or_else(|| panic!("no cold start line for {policy}:\n{text}"));
         assert!(
-            line.contains("MiB from disk") && line.contains("warm request"),
+            line.contains("MiB on disk") && line.contains("warm request"),
             "{line}"
         );
     }

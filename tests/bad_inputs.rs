@@ -185,8 +185,17 @@ const HEADER_CASES: &[HeaderCase] = &[
         &["page size 1073741824 bytes", "16777216-byte limit"],
     ),
     (
+        "page_crcs",
+        |h| h["page_crcs"] = serde_json::json!([1]),
+        &["1 page checksums for 2 pages"],
+    ),
+    (
         "page_count",
-        |h| h["page_count"] = 3.into(),
+        |h| {
+            h["page_count"] = 3.into();
+            // One checksum per page, so that only the preamble disagrees.
+            h["page_crcs"] = serde_json::json!([1, 2, 3]);
+        },
         &["the header says 3 pages of 4096 bytes, the preamble 2 of 4096"],
     ),
 ];

@@ -333,6 +333,91 @@ fn corruption_is_detected_and_names_the_file() {
     std::fs::remove_file(&out).unwrap();
 }
 
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
+}
+
+#[test]
+fn pages_carry_checksums_verified_when_read() {
+    let out = tmp("pagecrc.tspk");
+    let pm = compile(1, Precision::F16, 512 * 8, &out);
+    let good = std::fs::read(&out).unwrap();
+    let count = pm.page_count();
+    assert!(count >= 2, "want several pages, got {count}");
+    assert_eq!(u32::from_le_bytes(good[12..16].try_into().unwrap()), 1);
+    assert_eq!(pm.header().page_crcs.len() as u64, count);
+    drop(pm);
+    let (data_offset, page_bytes) = (u64_at(&good, 24), u64_at(&good, 32));
+    let mut page = vec![0u8; page_bytes as usize];
+
+    // A flipped byte in page k: the full check refuses the file, the lazy open does not read
+    // pages, and only reading page k fails.
+    let k = count - 1;
+    let mut b = good.clone();
+    b[(data_offset + k * page_bytes + 10) as usize] ^= 0x40;
+    std::fs::write(&out, &b).unwrap();
+    let e = PackedModel::open(&out)
+        .err()
+        .expect("page flip not detected");
+    assert!(matches!(e, PackedError::Checksum { .. }), "{e}");
+    let lazy = PackedModel::open_lazy(&out).unwrap();
+    let e = lazy
+        .read_page(k, &mut page)
+        .expect_err("page flip not read");
+    assert!(
+        matches!(e, PackedError::PageChecksum { page, .. } if page == k),
+        "{e}"
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.contains("pagecrc.tspk") && msg.contains(&format!("page {k} checksum")),
+        "{msg}"
+    );
+    for i in (0..count).filter(|&i| i != k) {
+        lazy.read_page(i, &mut page).unwrap();
+    }
+    drop(lazy);
+
+    // A flipped header byte fails the lazy open's header checksum.
+    let mut b = good.clone();
+    b[80] ^= 0x01;
+    std::fs::write(&out, &b).unwrap();
+    let e = PackedModel::open_lazy(&out)
+        .err()
+        .expect("header flip not detected");
+    assert!(matches!(e, PackedError::Checksum { .. }), "{e}");
+    assert!(e.to_string().contains("pagecrc.tspk"), "{e}");
+
+    // A file without the flag (as written before it) is fully verified by the lazy open, and
+    // so still refused with a flipped page...
+    let mut old = good.clone();
+    old[12..16].fill(0);
+    old[52..56].fill(0);
+    let hl = u64_at(&old, 16) as usize;
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&old[..48]);
+    crc.update(&old[64..64 + hl]);
+    crc.update(&old[data_offset as usize..]);
+    let sum = crc.finalize().to_le_bytes();
+    old[48..52].copy_from_slice(&sum);
+    let mut b = old.clone();
+    b[(data_offset + k * page_bytes + 10) as usize] ^= 0x40;
+    std::fs::write(&out, &b).unwrap();
+    let e = PackedModel::open_lazy(&out)
+        .err()
+        .expect("unflagged page flip");
+    assert!(matches!(e, PackedError::Checksum { .. }), "{e}");
+    // ...and its pages read as written.
+    std::fs::write(&out, &old).unwrap();
+    let pm = PackedModel::open_lazy(&out).unwrap();
+    for i in 0..count {
+        pm.read_page(i, &mut page).unwrap();
+        let at = (data_offset + i * page_bytes) as usize;
+        assert_eq!(page, old[at..at + page_bytes as usize], "page {i}");
+    }
+    std::fs::remove_file(&out).unwrap();
+}
+
 #[test]
 fn write_replaces_atomically() {
     let out = tmp("atomic.tspk");

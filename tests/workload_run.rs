@@ -286,14 +286,49 @@ fn corrupt_packed_file_fails_its_checksum_before_any_device_work() {
     let Some(dir) = packed_models() else { return };
     let bad = work_dir().join("corrupt-det.tspk");
     let mut bytes = std::fs::read(dir.join("det.tspk")).expect("read det.tspk");
-    let at = bytes.len() - 1000;
-    bytes[at] ^= 0x40;
+    // A header byte: the engine opens packed files lazily, so a flipped page byte is only
+    // caught when that page is read (tests/import_packed.rs).
+    bytes[80] ^= 0x01;
     std::fs::write(&bad, &bytes).expect("write corrupt copy");
     let path = write_workload("corrupt.ron", &workload_text(dir, &bad, ""));
     let e = prepare(&path).err().expect("must fail");
     let msg = e.to_string();
     assert!(
         msg.contains("corrupt-det.tspk") && msg.contains("checksum"),
+        "{msg}"
+    );
+}
+
+/// A flipped byte inside a page passes the lazy open (only the header is read then) and fails
+/// the request that reads the page, with the file and the page named; the engine answers the
+/// request with that error instead of computing on bad weights.
+#[test]
+fn a_corrupt_page_fails_the_request_that_reads_it_and_names_it() {
+    let Some(dir) = packed_models() else { return };
+    let bad = work_dir().join("corrupt-page-det.tspk");
+    let mut bytes = std::fs::read(dir.join("det.tspk")).expect("read det.tspk");
+    let at = bytes.len() - 1000;
+    bytes[at] ^= 0x40;
+    std::fs::write(&bad, &bytes).expect("write corrupt copy");
+    let path = write_workload("corrupt-page.ron", &workload_text(dir, &bad, ""));
+    prepare(&path).expect("the header is intact: the lazy open passes");
+    let opts = EngineOptions {
+        policy: Some(Policy::OnDemand),
+        calibrate_after: 0,
+        ..EngineOptions::from_env()
+    };
+    let msg = match Engine::open(&path, opts) {
+        Err(e) => e.to_string(),
+        Ok(engine) => {
+            let pipeline = engine.pipelines()[0].name.clone();
+            match engine.run(&pipeline, demo_inputs(&path)) {
+                Err(e) => e.to_string(),
+                Ok(_) => panic!("a request computed on a corrupt page"),
+            }
+        }
+    };
+    assert!(
+        msg.contains("corrupt-page-det.tspk") && msg.contains("page") && msg.contains("checksum"),
         "{msg}"
     );
 }

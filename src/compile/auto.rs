@@ -49,7 +49,9 @@ fn stale_reason(onnx: &Path, packed: &Path, spec: &ModelSpec, page_bytes: u64) -
             return Some("the ONNX file is newer".into());
         }
     }
-    let pm = match PackedModel::open(packed) {
+    // A bad preamble or header (checksum included) still makes the file unreadable here, so it
+    // is recompiled; a corrupt page is caught when the engine reads it.
+    let pm = match PackedModel::open_lazy(packed) {
         Ok(pm) => pm,
         Err(e) => return Some(format!("the packed file is unreadable ({e})")),
     };

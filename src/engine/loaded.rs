@@ -86,7 +86,7 @@ pub fn load(
                 packed.display()
             )));
         }
-        let pm = PackedModel::open(&packed).map_err(|e| merr(e.to_string()))?;
+        let pm = PackedModel::open_lazy(&packed).map_err(|e| merr(e.to_string()))?;
         if pm.page_bytes() != page_bytes {
             return Err(merr(format!(
                 "{} has {}-byte pages, the workload's page_size is {page_bytes}",

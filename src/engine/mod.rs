@@ -88,7 +88,8 @@ pub struct StreamTuning {
     pub staging_pages: Option<u32>,
     /// Most page copies in one transfer submission (default 8).
     pub loads_per_submit: Option<u32>,
-    /// Threads reading pages into the staging ring or the host mirror (default 4).
+    /// Threads reading pages into the staging ring (default 4; the host mirror is filled on one
+    /// thread per core, at most 16, and at least this many).
     pub io_threads: Option<u32>,
     /// Read every weight page once into pinned host memory and copy each load from there,
     /// instead of reading the page from its file per load. Default: on where that memory is

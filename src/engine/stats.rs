@@ -190,6 +190,9 @@ pub struct EngineStats {
     /// threads) and the time its dispatcher waited for a free page (every page still waiting
     /// for its copy).
     pub staging_pages: u32,
+    /// Compute and copy submissions (copies: of ended streaming sessions only).
+    pub compute_submits: u64,
+    pub transfer_submits: u64,
     /// Bytes of the host mirror every load copies from instead (0: none), and the time it took
     /// to fill.
     pub host_mirror_bytes: u64,
@@ -288,10 +291,12 @@ impl EngineStats {
             self.page_transfer_s * 1e6
         );
         o += &format!(
-            "GPU stall {:.3} ms, transfer busy {:.3} ms, compute busy {:.3} ms (GPU timestamps)\n",
+            "GPU stall {:.3} ms, transfer busy {:.3} ms, compute busy {:.3} ms (GPU timestamps); {} compute and {} copy submissions\n",
             ms(self.stall_s),
             ms(self.transfer_busy_s),
-            ms(self.compute_busy_s)
+            ms(self.compute_busy_s),
+            self.compute_submits,
+            self.transfer_submits
         );
         o += &if self.host_mirror_bytes > 0 {
             format!(

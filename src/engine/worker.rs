@@ -360,6 +360,8 @@ impl Worker {
         self.base.pages_loaded += stats.pages_loaded;
         self.base.bytes_streamed += stats.bytes_streamed;
         self.base.evictions += stats.evictions;
+        self.base.compute_submits += stats.compute_submits;
+        self.base.transfer_submits += stats.transfer_submits;
         let secs = |d: Option<std::time::Duration>| d.map_or(0.0, |d| d.as_secs_f64());
         self.gpu.0 += secs(stats.compute_stall);
         self.gpu.1 += secs(stats.transfer_busy);
@@ -510,6 +512,8 @@ impl Worker {
             gpu.0 += secs(c.compute_stall);
             gpu.1 += secs(c.transfer_busy);
             gpu.2 += secs(c.compute_busy);
+            st.compute_submits += c.compute_submits;
+            st.transfer_submits += c.transfer_submits;
             host_io.0 += c.read_time.as_secs_f64();
             host_io.1 += c.staging_wait_time.as_secs_f64();
             st.staging_pages = s.staging_pages();
@@ -538,6 +542,8 @@ impl Worker {
         st.stall_s = gpu.0;
         st.transfer_busy_s = gpu.1;
         st.compute_busy_s = gpu.2;
+        st.compute_submits += self.base.compute_submits;
+        st.transfer_submits += self.base.transfer_submits;
         (st.page_read_s, st.staging_wait_s) = host_io;
         st.pages_loaded = loaded;
         st.bytes_streamed = bytes;

@@ -3,17 +3,21 @@
 //! ```text
 //! 0   8  magic "TXSTPACK"
 //! 8   4  version (u32 LE) = FORMAT_VERSION
-//! 12  4  flags (0)
+//! 12  4  flags (u32 LE): FLAG_PAGE_CRCS (1), or 0 in files written before it
 //! 16  8  header_len (u64 LE): bytes of the JSON header at offset 64
 //! 24  8  data_offset (u64 LE): multiple of 4096, >= 64 + header_len
 //! 32  8  page_bytes (u64 LE)
 //! 40  8  page_count (u64 LE)
 //! 48  4  crc32 (IEEE) of bytes 0..48, then the header, then all page bytes
-//! 52  12 reserved (0)
+//! 52  4  header crc32 (IEEE) of bytes 0..48, then the header; 0 unless FLAG_PAGE_CRCS
+//! 56  8  reserved (0)
 //! 64     header: UTF-8 JSON of [`PackedHeader`]
 //!        zero padding up to data_offset
 //! data_offset + i * page_bytes: page i (texels in weight-space order, fp16 or fp32 LE, RGBA)
 //! ```
+//! With FLAG_PAGE_CRCS the header also lists each page's crc32 (`page_crcs`), so a reader can
+//! verify the preamble and header at open and each page when it reads it, without reading the
+//! whole file first; the whole-file crc32 at 48 is written either way.
 //! JSON was chosen for the header because it is small next to the weights, self-describing and
 //! easy to inspect (`dd bs=1 skip=64 count=header_len`).
 use std::collections::BTreeMap;
@@ -35,8 +39,10 @@ pub const FORMAT_VERSION: u32 = 1;
 /// and GreaterOrEqual, 8: large constant tables gathered by rows pack four rows a texel, 9: row
 /// tables streamed by rows, 10: attention chains fused into one kernel, 11: heads tied to a row
 /// table split into row-range pieces, 12: RMSNorm chains fused into one kernel,
-/// 13: rotate-half RoPE chains fused into one kernel.
-pub const COMPILER_REVISION: u32 = 13;
+/// 13: rotate-half RoPE chains fused into one kernel, 14: pages carry their own checksums.
+pub const COMPILER_REVISION: u32 = 14;
+/// Preamble flag: the header CRC at bytes 52..56 and the header's `page_crcs` are present.
+pub const FLAG_PAGE_CRCS: u32 = 1;
 pub const PREAMBLE_BYTES: usize = 64;
 pub const DATA_ALIGN: u64 = 4096;
 /// Every page is this many texels wide (the atlas layer width).
@@ -247,6 +253,11 @@ pub struct PackedHeader {
     /// auto`, [`crate::compile::precision`]); absent when none was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activations: Option<ActivationChoice>,
+    /// CRC32 (IEEE) of each page's bytes, one per page, so a page can be verified when it is
+    /// read ([`super::PackedModel::open_lazy`]). Empty in files written before them (no
+    /// `FLAG_PAGE_CRCS`) and in headers built before the pages are written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub page_crcs: Vec<u32>,
 }
 
 /// What the measurement chose, as the packed header records it.

@@ -45,6 +45,13 @@ pub enum PackedError {
         stored: u32,
         computed: u32,
     },
+    #[error("{file}: page {page} checksum mismatch (stored {stored:08x}, computed {computed:08x}): the file is corrupt; delete it to compile it again")]
+    PageChecksum {
+        file: PathBuf,
+        page: u64,
+        stored: u32,
+        computed: u32,
+    },
     #[error("{file}: page {page} out of range (model has {count} pages)")]
     PageRange {
         file: PathBuf,
@@ -68,6 +75,7 @@ fn preamble(
     let mut p = [0u8; PREAMBLE_BYTES];
     p[..8].copy_from_slice(MAGIC);
     p[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    p[12..16].copy_from_slice(&FLAG_PAGE_CRCS.to_le_bytes());
     p[16..24].copy_from_slice(&header_len.to_le_bytes());
     p[24..32].copy_from_slice(&data_offset.to_le_bytes());
     p[32..40].copy_from_slice(&page_bytes.to_le_bytes());
@@ -77,29 +85,47 @@ fn preamble(
 
 impl Packed {
     /// Writes to a temp file next to `path`, fsyncs it, then renames it into place, so a reader
-    /// never sees a half-written file and a mapped old file is never truncated.
+    /// never sees a half-written file and a mapped old file is never truncated. The file gets
+    /// each page's checksum and the header checksum (`FLAG_PAGE_CRCS`), for
+    /// [`PackedModel::open_lazy`].
     pub fn write(&self, path: &Path) -> Result<(), PackedError> {
         let io = |source| PackedError::Io {
             file: path.to_path_buf(),
             source,
         };
-        let header = serde_json::to_vec(&self.header).map_err(|e| PackedError::Corrupt {
+        let corrupt = |reason: String| PackedError::Corrupt {
             file: path.into(),
-            reason: e.to_string(),
-        })?;
+            reason,
+        };
+        let (page_bytes, page_count) = (self.header.page_bytes, self.header.page_count);
+        // A file whose data is not its pages could not be opened.
+        if page_bytes.checked_mul(page_count) != Some(self.data.len() as u64) {
+            return Err(corrupt(format!(
+                "{} bytes of page data for {page_count} pages of {page_bytes} bytes",
+                self.data.len()
+            )));
+        }
+        // The checksums always describe the data written here, whatever the header held. (Zero-
+        // byte pages cannot be checked or opened: `validate` refuses them.)
+        let page_crcs = match usize::try_from(page_bytes) {
+            Ok(pb) if pb > 0 => self.data.chunks_exact(pb).map(crc32fast::hash).collect(),
+            _ => Vec::new(),
+        };
+        let header = PackedHeader {
+            page_crcs,
+            ..self.header.clone()
+        };
+        let header = serde_json::to_vec(&header).map_err(|e| corrupt(e.to_string()))?;
         let hl = header.len() as u64;
         let data_offset = (PREAMBLE_BYTES as u64 + hl).div_ceil(DATA_ALIGN) * DATA_ALIGN;
-        let mut pre = preamble(
-            hl,
-            data_offset,
-            self.header.page_bytes,
-            self.header.page_count,
-        );
+        let mut pre = preamble(hl, data_offset, page_bytes, page_count);
+        let header_crc = header_crc(&pre, &header);
         let mut crc = crc32fast::Hasher::new();
         crc.update(&pre[..48]);
         crc.update(&header);
         crc.update(&self.data);
         pre[48..52].copy_from_slice(&crc.finalize().to_le_bytes());
+        pre[52..56].copy_from_slice(&header_crc.to_le_bytes());
         let dir = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -153,13 +179,23 @@ impl ReadAt for [u8] {
     }
 }
 
+/// CRC32 of the preamble's first 48 bytes and the header JSON (preamble bytes 52..56).
+fn header_crc(pre: &[u8; PREAMBLE_BYTES], header: &[u8]) -> u32 {
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&pre[..48]);
+    crc.update(header);
+    crc.finalize()
+}
+
 /// The preamble's sizes, checked to add up to the file's length.
 struct Preamble {
+    flags: u32,
     header_len: u64,
     data_offset: u64,
     page_bytes: u64,
     page_count: u64,
     crc: u32,
+    header_crc: u32,
 }
 
 impl Preamble {
@@ -187,11 +223,13 @@ impl Preamble {
             });
         }
         let p = Preamble {
+            flags: u32_at(12),
             header_len: u64_at(16),
             data_offset: u64_at(24),
             page_bytes: u64_at(32),
             page_count: u64_at(40),
             crc: u32_at(48),
+            header_crc: u32_at(52),
         };
         let header_end = p.header_len.checked_add(PREAMBLE_BYTES as u64);
         let data_end = p
@@ -214,6 +252,108 @@ impl Preamble {
     }
 }
 
+/// A packed file's preamble and header JSON, read with the sizes checked against the file's
+/// length but nothing verified yet.
+struct Head {
+    raw: [u8; PREAMBLE_BYTES],
+    pre: Preamble,
+    json: Vec<u8>,
+}
+
+impl Head {
+    /// Reads the preamble and the header JSON of a packed file of `len` bytes.
+    fn read<R: ReadAt + ?Sized>(file: &Path, source: &R, len: u64) -> Result<Head, PackedError> {
+        let io = |source| PackedError::Io {
+            file: file.to_path_buf(),
+            source,
+        };
+        let mut raw = [0u8; PREAMBLE_BYTES];
+        if len < PREAMBLE_BYTES as u64 {
+            if len >= 8 {
+                source.read_at(&mut raw[..8], 0).map_err(io)?;
+                if &raw[..8] != MAGIC {
+                    return Err(PackedError::BadMagic { file: file.into() });
+                }
+            }
+            return Err(PackedError::Corrupt {
+                file: file.into(),
+                reason: format!(
+                    "file is {len} bytes, shorter than the {PREAMBLE_BYTES}-byte preamble"
+                ),
+            });
+        }
+        source.read_at(&mut raw, 0).map_err(io)?;
+        let pre = Preamble::parse(file, &raw, len)?;
+        // Bounded by the file length (checked above).
+        let mut json = vec![0u8; pre.header_len as usize];
+        source
+            .read_at(&mut json, PREAMBLE_BYTES as u64)
+            .map_err(io)?;
+        Ok(Head { raw, pre, json })
+    }
+
+    /// Checks the whole-file checksum, reading every page byte of `source` (`len` bytes).
+    fn verify_all<R: ReadAt + ?Sized>(
+        &self,
+        file: &Path,
+        source: &R,
+        len: u64,
+    ) -> Result<(), PackedError> {
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&self.raw[..48]);
+        crc.update(&self.json);
+        let mut buf = vec![0u8; (1 << 20).min(len - self.pre.data_offset) as usize];
+        let mut off = self.pre.data_offset;
+        while off < len {
+            let n = ((len - off) as usize).min(buf.len());
+            source
+                .read_at(&mut buf[..n], off)
+                .map_err(|source| PackedError::Io {
+                    file: file.to_path_buf(),
+                    source,
+                })?;
+            crc.update(&buf[..n]);
+            off += n as u64;
+        }
+        checksum(file, self.pre.crc, crc.finalize())
+    }
+
+    /// Checks the header checksum (preamble bytes 52..56): the preamble and the header only.
+    fn verify_header(&self, file: &Path) -> Result<(), PackedError> {
+        checksum(file, self.pre.header_crc, header_crc(&self.raw, &self.json))
+    }
+
+    /// Parses and checks the header, and that it agrees with the preamble on the pages.
+    fn parse(&self, file: &Path) -> Result<PackedHeader, PackedError> {
+        let header = parse_header(file, &self.json)?;
+        let p = &self.pre;
+        if header.page_bytes != p.page_bytes || header.page_count != p.page_count {
+            return Err(PackedError::Header {
+                file: file.into(),
+                source: HeaderError::PreambleMismatch {
+                    header_count: header.page_count,
+                    header_bytes: header.page_bytes,
+                    preamble_count: p.page_count,
+                    preamble_bytes: p.page_bytes,
+                },
+            });
+        }
+        Ok(header)
+    }
+}
+
+fn checksum(file: &Path, stored: u32, computed: u32) -> Result<(), PackedError> {
+    if stored == computed {
+        Ok(())
+    } else {
+        Err(PackedError::Checksum {
+            file: file.into(),
+            stored,
+            computed,
+        })
+    }
+}
+
 /// Reads and verifies a whole packed file of `len` bytes from `source`: preamble, checksum,
 /// header. Returns the header and where the page data starts.
 fn decode<R: ReadAt + ?Sized>(
@@ -221,62 +361,9 @@ fn decode<R: ReadAt + ?Sized>(
     source: &R,
     len: u64,
 ) -> Result<(PackedHeader, u64), PackedError> {
-    let io = |source| PackedError::Io {
-        file: file.to_path_buf(),
-        source,
-    };
-    let mut pre = [0u8; PREAMBLE_BYTES];
-    if len < PREAMBLE_BYTES as u64 {
-        if len >= 8 {
-            source.read_at(&mut pre[..8], 0).map_err(io)?;
-            if &pre[..8] != MAGIC {
-                return Err(PackedError::BadMagic { file: file.into() });
-            }
-        }
-        return Err(PackedError::Corrupt {
-            file: file.into(),
-            reason: format!("file is {len} bytes, shorter than the {PREAMBLE_BYTES}-byte preamble"),
-        });
-    }
-    source.read_at(&mut pre, 0).map_err(io)?;
-    let p = Preamble::parse(file, &pre, len)?;
-    // Bounded by the file length (checked above).
-    let mut header = vec![0u8; p.header_len as usize];
-    source
-        .read_at(&mut header, PREAMBLE_BYTES as u64)
-        .map_err(io)?;
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(&pre[..48]);
-    crc.update(&header);
-    let mut buf = vec![0u8; (1 << 20).min(len - p.data_offset) as usize];
-    let mut off = p.data_offset;
-    while off < len {
-        let n = ((len - off) as usize).min(buf.len());
-        source.read_at(&mut buf[..n], off).map_err(io)?;
-        crc.update(&buf[..n]);
-        off += n as u64;
-    }
-    let computed = crc.finalize();
-    if computed != p.crc {
-        return Err(PackedError::Checksum {
-            file: file.into(),
-            stored: p.crc,
-            computed,
-        });
-    }
-    let header = parse_header(file, &header)?;
-    if header.page_bytes != p.page_bytes || header.page_count != p.page_count {
-        return Err(PackedError::Header {
-            file: file.into(),
-            source: HeaderError::PreambleMismatch {
-                header_count: header.page_count,
-                header_bytes: header.page_bytes,
-                preamble_count: p.page_count,
-                preamble_bytes: p.page_bytes,
-            },
-        });
-    }
-    Ok((header, p.data_offset))
+    let head = Head::read(file, source, len)?;
+    head.verify_all(file, source, len)?;
+    Ok((head.parse(file)?, head.pre.data_offset))
 }
 
 /// Parses a header's JSON and checks every index and size in it
@@ -306,6 +393,9 @@ pub struct PackedModel {
     file: File,
     header: PackedHeader,
     data_offset: u64,
+    /// Opened by [`PackedModel::open_lazy`] without reading the pages: `read_page` checks each
+    /// page against `header.page_crcs` (then one per page).
+    verify_pages: bool,
 }
 
 /// Converts per-step FLOPs/bytes to seconds with a simple roofline: max(flops/F, bytes/B).
@@ -357,6 +447,46 @@ impl PackedModel {
             file,
             header,
             data_offset,
+            verify_pages: false,
+        })
+    }
+
+    /// Opens a packed model reading only its preamble and header, when the file carries page
+    /// checksums (`FLAG_PAGE_CRCS`): the header checksum and every check of [`Self::open`] on
+    /// the preamble and header are made now, and each page is verified by [`Self::read_page`]
+    /// when it is read. A file without them is fully verified, as by [`Self::open`].
+    pub fn open_lazy(path: &Path) -> Result<PackedModel, PackedError> {
+        let file_err = |source| PackedError::Io {
+            file: path.to_path_buf(),
+            source,
+        };
+        let file = File::open(path).map_err(file_err)?;
+        let len = file.metadata().map_err(file_err)?.len();
+        let head = Head::read(path, &file, len)?;
+        let verify_pages = head.pre.flags & FLAG_PAGE_CRCS != 0;
+        if verify_pages {
+            head.verify_header(path)?;
+        } else {
+            head.verify_all(path, &file, len)?;
+        }
+        let header = head.parse(path)?;
+        // The flag promises one checksum per page; `read_page` relies on it.
+        if verify_pages && header.page_crcs.len() as u64 != header.page_count {
+            return Err(PackedError::Corrupt {
+                file: path.into(),
+                reason: format!(
+                    "the preamble flags page checksums, but the header has {} for {} pages",
+                    header.page_crcs.len(),
+                    header.page_count
+                ),
+            });
+        }
+        Ok(PackedModel {
+            path: path.to_path_buf(),
+            file,
+            header,
+            data_offset: head.pre.data_offset,
+            verify_pages,
         })
     }
 
@@ -382,7 +512,9 @@ impl PackedModel {
         &self.path
     }
 
-    /// Reads logical page `i` into `buf` (exactly `page_bytes` long) with a positioned read.
+    /// Reads logical page `i` into `buf` (exactly `page_bytes` long) with a positioned read,
+    /// and checks its checksum if the model was opened by [`Self::open_lazy`] without reading
+    /// the pages.
     pub fn read_page(&self, i: u64, buf: &mut [u8]) -> Result<(), PackedError> {
         if i >= self.header.page_count {
             return Err(PackedError::PageRange {
@@ -403,7 +535,22 @@ impl PackedModel {
             .map_err(|source| PackedError::Io {
                 file: self.path.clone(),
                 source,
-            })
+            })?;
+        if self.verify_pages {
+            // `open_lazy` checked there is one checksum per page.
+            if let Some(&stored) = self.header.page_crcs.get(i as usize) {
+                let computed = crc32fast::hash(buf);
+                if computed != stored {
+                    return Err(PackedError::PageChecksum {
+                        file: self.path.clone(),
+                        page: i,
+                        stored,
+                        computed,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The scheduler's load profile ([`PackedHeader::load_profile`]).

@@ -359,6 +359,8 @@ pub fn pack_graph(
         compiler_revision: super::format::COMPILER_REVISION,
         compensated_pages: compensated_pages.iter().map(|&p| p as u32).collect(),
         metadata,
+        // Filled in by `Packed::write`, from the data it writes.
+        page_crcs: Vec::new(),
     };
     Ok(Packed { header, data })
 }

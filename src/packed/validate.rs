@@ -91,6 +91,8 @@ pub enum HeaderError {
     },
     #[error("compensated page {page} is out of range ({count} pages)")]
     CompensatedPage { page: u32, count: u64 },
+    #[error("{found} page checksums for {count} pages (must be one per page, or none)")]
+    PageCrcCount { found: usize, count: u64 },
 }
 
 /// What is wrong with one node of a packed graph.
@@ -141,6 +143,12 @@ pub fn check_header(h: &PackedHeader) -> Check {
     {
         return Err(HeaderError::CompensatedPage {
             page,
+            count: h.page_count,
+        });
+    }
+    if !h.page_crcs.is_empty() && h.page_crcs.len() as u64 != h.page_count {
+        return Err(HeaderError::PageCrcCount {
+            found: h.page_crcs.len(),
             count: h.page_count,
         });
     }

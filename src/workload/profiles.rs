@@ -46,7 +46,7 @@ pub fn packed_profile(
         path: w.path.clone(),
         msg,
     };
-    let m = crate::packed::PackedModel::open(path)
+    let m = crate::packed::PackedModel::open_lazy(path)
         .map_err(|e| invalid(format!("model `{name}`: {e}")))?;
     let prof = m
         .header()

@@ -83,7 +83,8 @@ pub struct StreamConfig {
     pub staging_memory: StagingMemory,
     /// Read every page once, at creation, into a host mirror the copies read directly, instead
     /// of reading each page into the staging ring when it is loaded (see `mirror.rs`). The ring
-    /// and the I/O threads are then not created; `io_threads` threads fill the mirror.
+    /// and the I/O threads are then not created; one thread per core (at most 16, at least
+    /// `io_threads`) fills the mirror.
     pub host_mirror: bool,
     /// Steps recorded into one compute submission before it is submitted automatically.
     pub steps_per_batch: u32,
