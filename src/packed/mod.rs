@@ -430,17 +430,23 @@ pub fn drop_from_page_cache(path: &Path) -> std::io::Result<()> {
     .map_err(std::io::Error::from)
 }
 
+/// Opens `path` for positioned reads and gets its length.
+fn open_file(path: &Path) -> Result<(File, u64), PackedError> {
+    let file_err = |source| PackedError::Io {
+        file: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(file_err)?;
+    let len = file.metadata().map_err(file_err)?.len();
+    Ok((file, len))
+}
+
 impl PackedModel {
     /// Opens and fully verifies a packed model: magic, version, sizes against the file length
     /// (before any allocation of those sizes), checksum, then every index and size of the
     /// header ([`validate::check_header`]).
     pub fn open(path: &Path) -> Result<PackedModel, PackedError> {
-        let file_err = |source| PackedError::Io {
-            file: path.to_path_buf(),
-            source,
-        };
-        let file = File::open(path).map_err(file_err)?;
-        let len = file.metadata().map_err(file_err)?.len();
+        let (file, len) = open_file(path)?;
         let (header, data_offset) = decode(path, &file, len)?;
         Ok(PackedModel {
             path: path.to_path_buf(),
@@ -456,12 +462,7 @@ impl PackedModel {
     /// the preamble and header are made now, and each page is verified by [`Self::read_page`]
     /// when it is read. A file without them is fully verified, as by [`Self::open`].
     pub fn open_lazy(path: &Path) -> Result<PackedModel, PackedError> {
-        let file_err = |source| PackedError::Io {
-            file: path.to_path_buf(),
-            source,
-        };
-        let file = File::open(path).map_err(file_err)?;
-        let len = file.metadata().map_err(file_err)?.len();
+        let (file, len) = open_file(path)?;
         let head = Head::read(path, &file, len)?;
         let verify_pages = head.pre.flags & FLAG_PAGE_CRCS != 0;
         if verify_pages {

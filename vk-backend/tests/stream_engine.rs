@@ -69,7 +69,9 @@ fn open_device(cap: u64, validation: bool) -> Device {
     .expect("open a Vulkan device")
 }
 
-fn sources(pages: &[u32], p: Precision, fail: Option<(u32, u32)>) -> Vec<Arc<dyn PageSource>> {
+/// One synthetic model per entry of `pages` (that many pages each); `fail` = (model, page)
+/// whose read fails.
+fn models(pages: &[u32], p: Precision, fail: Option<(u32, u32)>) -> Vec<Arc<SyntheticModel>> {
     pages
         .iter()
         .enumerate()
@@ -80,8 +82,15 @@ fn sources(pages: &[u32], p: Precision, fail: Option<(u32, u32)>) -> Vec<Arc<dyn
                 precision: p,
                 fail_at: fail.filter(|f| f.0 == m as u32).map(|f| f.1),
                 reads: AtomicU32::new(0),
-            }) as Arc<dyn PageSource>
+            })
         })
+        .collect()
+}
+
+fn sources(pages: &[u32], p: Precision, fail: Option<(u32, u32)>) -> Vec<Arc<dyn PageSource>> {
+    models(pages, p, fail)
+        .into_iter()
+        .map(|m| m as Arc<dyn PageSource>)
         .collect()
 }
 
@@ -285,19 +294,7 @@ fn a_host_mirror_serves_every_load_from_one_read() {
     let baseline = d.memory_stats().live_allocations;
     let pages = [13, 6, 9];
     for p in [Precision::F16, Precision::F32] {
-        let models: Vec<Arc<SyntheticModel>> = pages
-            .iter()
-            .enumerate()
-            .map(|(m, &n)| {
-                Arc::new(SyntheticModel {
-                    model: m as u32,
-                    pages: n,
-                    precision: p,
-                    fail_at: None,
-                    reads: AtomicU32::new(0),
-                })
-            })
-            .collect();
+        let models = models(&pages, p, None);
         let srcs: Vec<Arc<dyn PageSource>> = models
             .iter()
             .map(|m| m.clone() as Arc<dyn PageSource>)
