@@ -5,9 +5,10 @@ encoder, as ONNX files with external data, plus the demo inputs.
 
     make_scale_models.py OUT_DIR [--decoder 1.3b] [--seed 0] [--reference]
 
---decoder picks the decoder's size: tiny (the CI size: every model a few hundred kB), 125m, 350m,
-760m, 1.3b (the default) or 2.7b. The encoders are BERT-base-shaped (12 layers, 768 wide, 128
-tokens) and 4 layers of the same, except with `tiny`. --reference runs ONNX Runtime (CPU) on both
+--decoder picks the decoder's size: tiny or tiny-d128 (the CI sizes: every model a few hundred
+kB; tiny-d128 has 128-wide heads), 125m, 350m, 760m, 1.3b (the default) or 2.7b. The encoders
+are BERT-base-shaped (12 layers, 768 wide, 128 tokens) and 4 layers of the same, except with the
+tiny sizes. --reference runs ONNX Runtime (CPU) on both
 encoders with the demo input and writes enc_out.npy and post_out.npy beside them; the decoder's
 reference is scripts/lm_reference.py on OUT_DIR/lm.
 
@@ -122,9 +123,19 @@ class RandomWeights:
         return a
 
 
+# Tiny decoders for CI, each a few hundred kB: "tiny" is convert_smollm2's, "tiny-d128" the same
+# with 128-wide heads (four query heads on two key/value heads), the head width of the 1.3b and
+# 2.7b sizes, which takes the attention kernel's wide variant.
+TINY_DECODERS = {
+    "tiny": dict(llama.TINY_CONFIG, name="tiny random llama"),
+    "tiny-d128": dict(llama.TINY_CONFIG, hidden=256, heads=4, kv_heads=2, head_dim=128,
+                      name="tiny random llama, 128-wide heads"),
+}
+
+
 def decoder_config(size):
-    if size == "tiny":
-        return dict(llama.TINY_CONFIG, name="tiny random llama")
+    if size in TINY_DECODERS:
+        return dict(TINY_DECODERS[size])
     L, H, nh, nkv, inter = DECODERS[size]
     return dict(layers=L, hidden=H, heads=nh, kv_heads=nkv, head_dim=H // nh,
                 intermediate=inter, vocab=VOCAB, max_positions=2048, rope_theta=10000.0,
@@ -151,7 +162,7 @@ def write_decoder(out_dir, size, seed):
     os.makedirs(out_dir, exist_ok=True)
     cfg = decoder_config(size)
     onnx_path = os.path.join(out_dir, "decoder.onnx")
-    if size == "tiny":
+    if size in TINY_DECODERS:
         # convert_smollm2's tiny weights (with its residual gain, so the reply depends on the
         # context and the cache is exercised).
         weights = llama.tiny_weights(cfg, seed)
@@ -160,7 +171,7 @@ def write_decoder(out_dir, size, seed):
         weights = RandomWeights(seed, decoder_shapes(cfg))
     b = ExternalBuilder(onnx_path + ".data")
     model = build_with(b, lambda: llama.build_graph(cfg, weights, builder=b))
-    if size != "tiny":
+    if size not in TINY_DECODERS:
         n_params = weights.count
     onnx.save(model, onnx_path)
     onnx.checker.check_model(onnx_path)
@@ -271,13 +282,13 @@ def run_reference(out_dir, features):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir")
-    ap.add_argument("--decoder", default="1.3b", choices=["tiny", *DECODERS])
+    ap.add_argument("--decoder", default="1.3b", choices=[*TINY_DECODERS, *DECODERS])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--reference", action="store_true",
                     help="write ONNX Runtime's encoder outputs (enc_out.npy, post_out.npy)")
     args = ap.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
-    encoders = TINY_ENCODERS if args.decoder == "tiny" else ENCODERS
+    encoders = TINY_ENCODERS if args.decoder in TINY_DECODERS else ENCODERS
 
     total = 0
     for i, (name, cfg) in enumerate(encoders.items()):

@@ -33,6 +33,11 @@ fn run_python(args: &[&std::ffi::OsStr]) -> Option<()> {
 /// its own (`tag`: one per test, since tests run in parallel); returns the workload file
 /// pointed at them and the reference (reply ids, final encoder output).
 fn setup_in(tag: &str) -> Option<(PathBuf, Vec<u32>, Vec<f32>)> {
+    setup_decoder_in(tag, "tiny")
+}
+
+/// [`setup_in`] with one of `make_scale_models.py`'s tiny decoder sizes.
+fn setup_decoder_in(tag: &str, decoder: &str) -> Option<(PathBuf, Vec<u32>, Vec<f32>)> {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("assistant-scale-{tag}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -41,7 +46,7 @@ fn setup_in(tag: &str) -> Option<(PathBuf, Vec<u32>, Vec<f32>)> {
         root().join("scripts/make_scale_models.py").as_os_str(),
         models.as_os_str(),
         "--decoder".as_ref(),
-        "tiny".as_ref(),
+        decoder.as_ref(),
         "--reference".as_ref(),
     ])?;
     let prompt = std::fs::read_to_string(models.join("prompt.tokens")).unwrap();
@@ -180,6 +185,28 @@ fn scale_workload_matches_onnx_runtime_under_every_policy_and_cap() {
             "{policy:?}, 2 layers: encoders not bit-identical"
         );
         assert_cap_held(&e, &format!("{policy:?}, 2 layers"));
+    }
+}
+
+/// Heads 128 wide (the 1.3b and 2.7b sizes') take the attention kernel's wide variant: greedy
+/// decoding still equals ONNX Runtime's, resident and streamed at the minimum cap.
+#[test]
+fn a_decoder_with_128_wide_heads_matches_onnx_runtime() {
+    let Some((workload, want_reply, _)) = setup_decoder_in("d128", "tiny-d128") else {
+        return;
+    };
+    let min = Engine::open(&workload, opts(None, Policy::Planned))
+        .expect("open")
+        .stats()
+        .min_cap_bytes;
+    for (policy, cap) in [(Policy::Preload, 1 << 40), (Policy::Planned, min)] {
+        let e = Engine::open(&workload, opts(Some(cap), policy)).expect("open");
+        let (reply, _) = turn(&e, &workload);
+        assert_eq!(
+            reply, want_reply,
+            "{policy:?} at {cap} B: reply against ONNX Runtime"
+        );
+        assert_cap_held(&e, &format!("{policy:?} at {cap} B"));
     }
 }
 

@@ -54,8 +54,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub device: Option<String>,
     /// Measure each policy's cold start: drop the packed models from the page cache, then time
-    /// opening them (which verifies every byte), the engine's start and the first request, and
-    /// report that beside the warm requests' median.
+    /// opening them (headers checked; each page is checked when it is read), the engine's start
+    /// and the first request, and report that beside the warm requests' median.
     #[arg(long)]
     pub cold: bool,
     /// Pages the streaming staging ring holds (default: 64 MiB of pages in system memory, one

@@ -530,13 +530,18 @@ impl Session {
             return bw;
         };
         let pages = c.pages_loaded as f64;
-        let io_threads = self.ex.engine().config().io_threads.max(1) as f64;
+        let config = self.ex.engine().config();
+        let io_threads = config.io_threads.max(1) as f64;
+        // A load from the host mirror reads nothing: its read time is the fill's, at the start.
+        let read_per_page = if config.host_mirror {
+            0.0
+        } else {
+            c.read_time.as_secs_f64() / pages / io_threads
+        };
         // A copy's wall time probed at the start bounds it from below where the transfer
         // queue's timestamps undercount (see `StreamStats::copy_probe`).
         let probe = c.copy_probe.map_or(0.0, |d| d.as_secs_f64());
-        let per_page = (copy.as_secs_f64() / pages)
-            .max(c.read_time.as_secs_f64() / pages / io_threads)
-            .max(probe);
+        let per_page = (copy.as_secs_f64() / pages).max(read_per_page).max(probe);
         if !(per_page > 0.0 && per_page.is_finite()) {
             return bw;
         }

@@ -231,6 +231,33 @@ fn fused_attention_matches_the_stored_softmax() {
             key_rows: false,
             nan_guard: false,
         },
+        // Head dims past 64 take attention_d128.comp: the 1.34 B scale decoder's decode step
+        // (16 query heads on 4, D 128, a cache mask), and a prefill with D 96 and Dv 128 over
+        // more rows than one workgroup, a per-row mask and K transposed.
+        Case {
+            batch: 1,
+            heads: 16,
+            kv_heads: 4,
+            sq: 1,
+            sk: 67,
+            d: 128,
+            dv: 128,
+            mask: Some([1, 1, 1]),
+            key_rows: true,
+            nan_guard: false,
+        },
+        Case {
+            batch: 1,
+            heads: 5,
+            kv_heads: 5,
+            sq: 19,
+            sk: 23,
+            d: 96,
+            dv: 128,
+            mask: Some([1, 1, 19]),
+            key_rows: false,
+            nan_guard: true,
+        },
     ];
     for (i, c) in cases.iter().enumerate() {
         for p in [Precision::F32, Precision::F16] {
@@ -243,10 +270,10 @@ fn fused_attention_matches_the_stored_softmax() {
 fn attention_refuses_shapes_it_cannot_hold() {
     let d = device();
     let p = Precision::F32;
-    let q = Tensor::new(&d, "q", &[1, 2, 4, 80], p).unwrap();
-    let k = Tensor::new(&d, "k", &[1, 2, 6, 80], p).unwrap();
-    let v = Tensor::new(&d, "v", &[1, 2, 6, 80], p).unwrap();
-    let out = Tensor::new(&d, "out", &[1, 2, 4, 80], p).unwrap();
+    let q = Tensor::new(&d, "q", &[1, 2, 4, 160], p).unwrap();
+    let k = Tensor::new(&d, "k", &[1, 2, 6, 160], p).unwrap();
+    let v = Tensor::new(&d, "v", &[1, 2, 6, 160], p).unwrap();
+    let out = Tensor::new(&d, "out", &[1, 2, 4, 160], p).unwrap();
     let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
     let opts = AttentionOpts {
         scale: 1.0,

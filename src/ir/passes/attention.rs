@@ -11,7 +11,7 @@ use crate::ir::infer::{attention_shapes, mask_broadcasts};
 use crate::ir::{nchw, Activation, BinaryOp, DType, Graph, Op, ReshapeKind, TensorId, UnaryOp};
 
 /// The kernel's largest head dimension (`vk_backend::kernels::ATTENTION_MAX_HEAD_DIM`).
-const MAX_HEAD_DIM: usize = 64;
+const MAX_HEAD_DIM: usize = 128;
 
 /// Fuses every attention chain; returns how many.
 pub fn fuse_attention(g: &mut Graph) -> usize {

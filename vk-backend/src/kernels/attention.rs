@@ -5,7 +5,9 @@
 //! Shapes follow the rank rule: Q `[.., Sq, D]`, K `[.., Sk, D]` (or `[.., D, Sk]`, a transposed
 //! K that the graph already holds), V `[.., Sk, Dv]`, out `[.., Sq, Dv]`, with equal leading dims.
 //! The last leading dim (the heads) is the packed channel axis, so one texel carries four heads.
-//! The additive mask is `[.., Hm, Sk]` whose N, C and Hm are each 1 or full. D, Dv <= 64.
+//! The additive mask is `[.., Hm, Sk]` whose N, C and Hm are each 1 or full. D, Dv <= 128:
+//! `attention.comp` up to 64, `attention_d128.comp` above (twice the threads a query row, so a
+//! thread holds as many registers).
 //! Grouped-query attention: K and V may have fewer heads than Q, a divisor of Q's; query head
 //! `h` reads key/value head `h / (Hq / Hkv)`.
 
@@ -24,11 +26,20 @@ const ATTENTION: KernelDesc = KernelDesc {
     uses_weights: false,
 };
 
-/// Query rows per workgroup (`BQ` in the shader).
-const ROWS_PER_GROUP: usize = 16;
+const ATTENTION_D128: KernelDesc = KernelDesc {
+    name: "attention_d128",
+    ..ATTENTION
+};
 
-/// The largest head dimension the kernel holds in registers (`MAXD` in the shader).
-pub const ATTENTION_MAX_HEAD_DIM: usize = 64;
+/// The largest head dimension `attention.comp` holds in registers (`MAXD`), and its query rows
+/// per workgroup (`BQ`).
+const SMALL_HEAD_DIM: usize = 64;
+const SMALL_ROWS_PER_GROUP: usize = 16;
+/// The same for `attention_d128.comp`.
+const LARGE_ROWS_PER_GROUP: usize = 8;
+
+/// The largest head dimension the kernels take.
+pub const ATTENTION_MAX_HEAD_DIM: usize = 128;
 
 /// How Q, K and V are combined.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -144,8 +155,14 @@ pub fn attention_into(
             out.shape()
         )));
     }
+    let head_dim = want[want.len() - 1].max(q.shape()[q.shape().len() - 1]);
+    let (desc, rows_per_group) = if head_dim <= SMALL_HEAD_DIM {
+        (&ATTENTION, SMALL_ROWS_PER_GROUP)
+    } else {
+        (&ATTENTION_D128, LARGE_ROWS_PER_GROUP)
+    };
     let l = q.layout();
-    let groups_per_layer = (l.h as usize).div_ceil(ROWS_PER_GROUP);
+    let groups_per_layer = (l.h as usize).div_ceil(rows_per_group);
     let layers = (l.n * l.c4) as u64;
     let m = mask.unwrap_or(q);
     let ml = m.layout();
@@ -171,5 +188,5 @@ pub fn attention_into(
         Arg::input(m),
         Arg::output(out),
     ];
-    launch(rec, &ATTENTION, out.precision(), &args, &pc, groups)
+    launch(rec, desc, out.precision(), &args, &pc, groups)
 }

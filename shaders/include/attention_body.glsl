@@ -1,0 +1,206 @@
+// Fused scaled dot-product attention: out = softmax(scale * Q K^T + mask) V, with the softmax taken
+// online over blocks of keys (FlashAttention's running max and sum), so the [Sq, Sk] scores are
+// never stored. Tensors are C4-packed by the rank rule: Q [N, C, Sq, D], K [N, C, Sk, D] (or
+// [N, C, D, Sk] when K_ROWS is clear), V [N, C, Sk, Dv], out [N, C, Sq, Dv]. C is the head axis,
+// so a texel's four lanes are four heads and every score, max and sum below is a vec4 of them.
+// The mask is additive, [Nm, Cm, Hm, Sk] with Nm, Cm, Hm each 1 (broadcast) or full.
+// Grouped-query attention: K and V may have fewer heads (kvc) than Q (c), c a multiple of kvc;
+// query head h reads key/value head h / (c / kvc), so a texel of four query heads gathers its
+// lanes from up to two key texels.
+//
+// One workgroup: BQ = 64 / PARTS query rows of one (n, c4) layer, PARTS threads per row; thread
+// part p holds Q and the accumulator for the head-dim texels p, p + PARTS, ... (D, Dv <= MAXD).
+// Each key block (BK keys) is staged in shared memory, each thread scores its part of the dot
+// product, and the parts are summed through shared memory. Variants: attention.comp (MAXD 64,
+// 4 parts, 8 keys a block), attention_d128.comp (MAXD 128, 8 parts, 4 keys a block: the same
+// registers a thread, and shared memory within lavapipe's 32 KiB).
+#ifndef TEXSTREAM_ATTENTION_BODY_GLSL
+#define TEXSTREAM_ATTENTION_BODY_GLSL
+#include "tensor.glsl"
+
+layout(local_size_x = 64) in;
+
+// The entry file defines MAXD (the largest head dim), PARTS (threads per query row) and BK (keys
+// per staged block); each thread holds DPT = MAXD / PARTS head-dim texels.
+#define BQ (64u / PARTS)
+#define DPT int(MAXD / PARTS)
+
+TENSOR_IN(0, img_q);
+TENSOR_IN(1, img_k);
+TENSOR_IN(2, img_v);
+TENSOR_IN(3, img_mask);
+TENSOR_OUT(4, img_out);
+
+// Per tensor: logical h, w and the physical fold (pw, ph); the layer count is shared.
+layout(push_constant) uniform Push {
+    uvec4 q;    // Sq, D, pw, ph
+    uvec4 k;    // h, w, pw, ph (h = Sk, w = D when K_ROWS; h = D, w = Sk otherwise)
+    uvec4 v;    // Sk, Dv, pw, ph
+    uvec4 o;    // Sq, Dv, pw, ph
+    uvec4 m;    // h, w, pw, ph of the mask
+    uint n;     // batch (N of the rank rule)
+    uint c;     // heads (C)
+    uint mc;    // the mask's C (1: broadcast over heads)
+    uint mn;    // the mask's N (1: broadcast over the batch)
+    float scale;
+    uint flags; // bit 0: a mask is bound; bit 1: K_ROWS (K is [.., Sk, D]); bit 2: a row with
+                // every key at -inf gives 0, not NaN
+    uint groups_per_layer;
+    uint kvc;   // key/value heads (= c without grouping)
+} pc;
+
+TensorDesc desc(uvec4 t, uint c) {
+    uint c4 = (c + 3u) / 4u;
+    return TensorDesc(pc.n, c, t.x, t.y, c4, t.z, t.w, 0u);
+}
+
+shared vec4 ks[BK][MAXD];
+shared vec4 vs[BK][MAXD];
+shared vec4 part_scores[BQ][PARTS][BK];
+
+void main() {
+    uint lid = gl_LocalInvocationID.x;
+    uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    uint layer = group / pc.groups_per_layer;
+    uint c4 = (pc.c + 3u) / 4u;
+    if (layer >= pc.n * c4) {
+        return; // whole workgroup: no barrier is skipped by part of it
+    }
+    uint row = lid / PARTS, part = lid % PARTS;
+    uint sq = (group % pc.groups_per_layer) * BQ + row;
+    uint d = pc.q.y, dv = pc.v.y, sk = pc.v.x;
+    bool live = sq < pc.q.x;
+    TensorDesc tq = desc(pc.q, pc.c), tk = desc(pc.k, pc.kvc), tv = desc(pc.v, pc.kvc);
+    TensorDesc to = desc(pc.o, pc.c);
+    TensorDesc tm = TensorDesc(pc.mn, pc.mc, pc.m.x, pc.m.y, (pc.mc + 3u) / 4u, pc.m.z, pc.m.w, 0u);
+    bool has_mask = (pc.flags & 1u) != 0u, k_rows = (pc.flags & 2u) != 0u;
+
+    uint n_i = layer / c4, c4_i = layer % c4;
+    // Key/value head of each lane's query head, and its texel layer.
+    uint group_size = pc.c / pc.kvc, kv_c4 = (pc.kvc + 3u) / 4u;
+    uvec4 kv_head, kv_layer;
+    for (uint l = 0u; l < 4u; l++) {
+        kv_head[l] = min((4u * c4_i + l) / group_size, pc.kvc - 1u);
+        kv_layer[l] = n_i * kv_c4 + kv_head[l] / 4u;
+    }
+
+    vec4 q[DPT];
+    vec4 acc[DPT];
+    for (int i = 0; i < DPT; i++) {
+        uint x = part + PARTS * uint(i);
+        q[i] = (live && x < d) ? LOAD_TEXEL(img_q, tq, texel_index(tq, layer, sq, x)) * pc.scale
+                               : vec4(0.0);
+        acc[i] = vec4(0.0);
+    }
+    // The mask row this query reads (broadcast axes read index 0).
+    uint m_layer = (pc.mn == 1u ? 0u : n_i) * tm.c4 + (pc.mc == 1u ? 0u : c4_i);
+    uint m_row = pc.m.x == 1u ? 0u : sq;
+
+    vec4 run_max = vec4(-3.402823466e38);
+    vec4 run_sum = vec4(0.0);
+    // A mask row shared by every query row and head (a decoder's cache mask, a padding mask)
+    // lets the workgroup skip a block of keys that is masked out entirely (every value at or
+    // below MASKED) once some earlier key was not: such keys add exp(-huge) = 0 exactly, so
+    // skipping them changes no bit. The test reads only the mask, so it is uniform.
+    const float MASKED = -1e30;
+    bool shared_mask = has_mask && pc.m.x == 1u && pc.mc == 1u;
+    bool seen_real = false;
+    for (uint k0 = 0u; k0 < sk; k0 += BK) {
+        if (shared_mask) {
+            bool block_masked = true;
+            for (uint j = 0u; j < BK && k0 + j < sk; j++) {
+                float mv = LOAD_TEXEL(img_mask, tm, texel_index(tm, m_layer, 0u, k0 + j)).x;
+                block_masked = block_masked && mv <= MASKED;
+            }
+            if (block_masked && seen_real) {
+                continue;
+            }
+            seen_real = seen_real || !block_masked;
+        }
+        // Stage BK keys and values.
+        for (uint e = lid; e < BK * MAXD; e += 64u) {
+            uint j = e / MAXD, x = e % MAXD, key = k0 + j;
+            vec4 kv = vec4(0.0), vv = vec4(0.0);
+            if (key < sk && x < d) {
+                if (group_size == 1u) {
+                    uint ti = k_rows ? texel_index(tk, layer, key, x) : texel_index(tk, layer, x, key);
+                    kv = LOAD_TEXEL(img_k, tk, ti);
+                } else {
+                    for (uint l = 0u; l < 4u; l++) {
+                        uint kl = kv_layer[l];
+                        uint ti = k_rows ? texel_index(tk, kl, key, x) : texel_index(tk, kl, x, key);
+                        kv[l] = LOAD_TEXEL(img_k, tk, ti)[kv_head[l] % 4u];
+                    }
+                }
+            }
+            if (key < sk && x < dv) {
+                if (group_size == 1u) {
+                    vv = LOAD_TEXEL(img_v, tv, texel_index(tv, layer, key, x));
+                } else {
+                    for (uint l = 0u; l < 4u; l++) {
+                        vv[l] = LOAD_TEXEL(img_v, tv, texel_index(tv, kv_layer[l], key, x))[kv_head[l] % 4u];
+                    }
+                }
+            }
+            ks[j][x] = kv;
+            vs[j][x] = vv;
+        }
+        barrier();
+        for (uint j = 0u; j < BK; j++) {
+            vec4 s = vec4(0.0);
+            for (int i = 0; i < DPT; i++) {
+                s += q[i] * ks[j][part + PARTS * uint(i)];
+            }
+            part_scores[row][part][j] = s;
+        }
+        barrier();
+        vec4 s[BK];
+        vec4 block_max = run_max;
+        for (uint j = 0u; j < BK; j++) {
+            uint key = k0 + j;
+            s[j] = vec4(0.0);
+            for (uint p = 0u; p < PARTS; p++) s[j] += part_scores[row][p][j];
+            if (has_mask && key < sk && live) {
+                vec4 mv = LOAD_TEXEL(img_mask, tm, texel_index(tm, m_layer, m_row, key));
+                s[j] += pc.mc == 1u ? vec4(mv.x) : mv;
+            }
+            if (key < sk) {
+                block_max = max(block_max, s[j]);
+            }
+        }
+        vec4 alpha = exp(run_max - block_max);
+        run_sum *= alpha;
+        for (int i = 0; i < DPT; i++) {
+            acc[i] *= alpha;
+        }
+        for (uint j = 0u; j < BK; j++) {
+            if (k0 + j >= sk) {
+                break;
+            }
+            vec4 p = exp(s[j] - block_max);
+            run_sum += p;
+            for (int i = 0; i < DPT; i++) {
+                acc[i] += p * vs[j][part + PARTS * uint(i)];
+            }
+        }
+        run_max = block_max;
+        barrier();
+    }
+    if (!live) {
+        return;
+    }
+    // Every key at -inf: nothing was summed (the softmax alone would be NaN).
+    vec4 inv = vec4(1.0) / run_sum;
+    if ((pc.flags & 4u) != 0u) {
+        inv = mix(inv, vec4(0.0), equal(run_sum, vec4(0.0)));
+    }
+    for (int i = 0; i < DPT; i++) {
+        uint x = part + PARTS * uint(i);
+        if (x < dv) {
+            STORE_TEXEL(img_out, to, texel_index(to, layer, sq, x),
+                        zero_padding(to, c4_i, acc[i] * inv));
+        }
+    }
+}
+
+#endif
