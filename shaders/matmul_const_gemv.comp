@@ -2,13 +2,19 @@
 // MatMul/Gemm of a few rows (M <= 4: a decoder's one token, a head's rows) against a constant B
 // read through fetch_weight, scalar mode only (output C == 1): the tiled body gives each
 // workgroup 32 rows, so at M = 1 it idles 31 of every 32 invocations and serializes K in few
-// workgroups. Here a workgroup of 256 owns 16 output columns in G column groups and splits K
-// into 256 / G slices; each invocation walks its slice, the partial sums meet in shared memory,
-// and slice 0 stores. B layouts (flag bit 14, see include/matmul_body.glsl const_b):
-//   packed [K, N]:  texel (k/4, n), 4 consecutive k in the lanes; G = 16 groups of one column,
-//                   the column is the fast invocation index (consecutive texels);
-//   by rows (B^T):  texel (n/4)*K + k, 4 consecutive n in the lanes; G = 4 groups of 4 columns,
-//                   the slice is the fast invocation index (consecutive k are consecutive texels).
+// workgroups. Here a workgroup of 256 owns 4 * MP output columns (MP 1, 2 or 4, at least M
+// rounded up, from flag bits 24-25; vk_backend::kernels::matmul::gemv_spread) in G column groups and splits K into S = 256 / G
+// slices. A's rows are staged CHUNK = 512 / MP vec4s (4 k each) at a time, so that every
+// invocation has UNROLL = 8 weight texels per chunk: it issues their page-table reads, then their
+// atlas loads, before it uses any, since a GEMV is bound by the loads in flight (one at a time,
+// an H200 read the 1.34 B decoder's fp16 weights at about 100 GB/s). The slices' partial sums
+// meet in shared memory (a tree down to 16), and slice 0 stores. B layouts (flag bit 14, see
+// include/matmul_body.glsl const_b):
+//   packed [K, N]:  texel (k/4, n), 4 consecutive k in the lanes; G = 4 * MP groups of one
+//                   column, the column is the fast invocation index (consecutive texels);
+//   by rows (B^T):  texel (n/4)*K + k, 4 consecutive n in the lanes; G = MP groups of 4
+//                   columns, the slice is the fast invocation index (consecutive k are
+//                   consecutive texels).
 // Bias through fetch_weight (MATMUL_WEIGHTS), no run-time C. Epilogue: include/matmul_store.glsl.
 #define MATMUL_WEIGHTS
 #define MATMUL_CONST_B
@@ -17,10 +23,9 @@
 #include "weights.glsl"
 
 #define MAX_ROWS 4u
-// A is staged 4 k to a vec4, CHUNK vec4s per row at a time.
-#define CHUNK 128u
-// Weight texels per invocation and chunk: CHUNK / S packed (S = 16), 4 * CHUNK / S by rows
-// (S = 64).
+// vec4s of A staged per chunk, over all rows.
+#define STAGE 512u
+// Weight texels per invocation and chunk.
 #define UNROLL 8u
 
 layout(local_size_x = 256) in;
@@ -31,18 +36,22 @@ TENSOR_OUT(1, img_out);
 #include "matmul_common.glsl"
 #include "matmul_store.glsl"
 
-shared vec4 As[MAX_ROWS][CHUNK];
+// Row m's staged chunk is As[m * CHUNK ..].
+shared vec4 As[STAGE];
 // Partial sums: [slice][row][group], one lane per column (by rows) or lane 0 (packed).
 shared vec4 red[256u * MAX_ROWS];
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
     bool rows_b = (pc.flags & 16384u) != 0u;
-    uint G = rows_b ? 4u : 16u, S = 256u / G;
+    uint M = pc.out_t.h, N = pc.out_t.w, K = pc.k;
+    uint mp = 1u << ((pc.flags >> 24u) & 3u);
+    uint CHUNK = STAGE / mp;
+    uint S = rows_b ? 4u * CHUNK / UNROLL : CHUNK / UNROLL;
+    uint G = 256u / S;
     uint g = rows_b ? tid / S : tid % G;
     uint s = rows_b ? tid % S : tid / G;
     uint layer = gl_WorkGroupID.z;
-    uint M = pc.out_t.h, N = pc.out_t.w, K = pc.k;
     uint nidx = layer / pc.out_t.c4, c4i = layer % pc.out_t.c4;
     uint fa = pc.flags & 15u;
     bool ta = (pc.flags & 256u) != 0u;
@@ -55,7 +64,7 @@ void main() {
     for (uint m = 0u; m < MAX_ROWS; m++) acc[m] = vec4(0.0);
     for (uint c0 = 0u; c0 < K4; c0 += CHUNK) {
         // Stage A[m, 4*(c0 + t) .. +3] for every row.
-        for (uint e = tid; e < MAX_ROWS * CHUNK; e += 256u) {
+        for (uint e = tid; e < mp * CHUNK; e += 256u) {
             uint m = e / CHUNK, t = e % CHUNK;
             vec4 v = vec4(0.0);
             if (m < M && c0 + t < K4) {
@@ -67,13 +76,10 @@ void main() {
                     }
                 }
             }
-            As[m][t] = v;
+            As[e] = v;
         }
         barrier();
         uint end = min(CHUNK, K4 - c0);
-        // Each invocation has UNROLL weight texels in this chunk: their page-table entries, then
-        // their atlas loads, are all issued before the first is used, so that many loads are in
-        // flight (one at a time, an H200 read 1.34 B fp16 weights at about 100 GB/s).
         WeightLoc loc[UNROLL];
         vec4 w[UNROLL];
         if (!rows_b && n < N) {
@@ -87,7 +93,7 @@ void main() {
                 if (t < end) {
                     vec4 wv = weight_finish(loc[u], w[u]);
                     for (uint m = 0u; m < MAX_ROWS; m++) {
-                        if (m < M) acc[m].x += dot(As[m][t], wv);
+                        if (m < M) acc[m].x += dot(As[m * CHUNK + t], wv);
                     }
                 }
             }
@@ -105,7 +111,7 @@ void main() {
                     vec4 wv = weight_finish(loc[u], w[u]);
                     uint t = k / 4u - c0, j = k % 4u;
                     for (uint m = 0u; m < MAX_ROWS; m++) {
-                        if (m < M) acc[m] += As[m][t][j] * wv;
+                        if (m < M) acc[m] += As[m * CHUNK + t][j] * wv;
                     }
                 }
             }
@@ -113,11 +119,21 @@ void main() {
         barrier();
     }
     for (uint m = 0u; m < MAX_ROWS; m++) red[(s * MAX_ROWS + m) * G + g] = acc[m];
+    // Halve the slices in a tree down to 16, which slice 0 sums (a barrier costs more than
+    // summing 16 on a CPU device, where S is 16 and the tree is skipped).
+    for (uint stride = S / 2u; stride >= 16u; stride >>= 1u) {
+        barrier();
+        if (s < stride) {
+            for (uint m = 0u; m < MAX_ROWS; m++) {
+                red[(s * MAX_ROWS + m) * G + g] += red[((s + stride) * MAX_ROWS + m) * G + g];
+            }
+        }
+    }
     barrier();
     if (s != 0u || n >= N) return;
     for (uint m = 0u; m < M && m < MAX_ROWS; m++) {
         vec4 v = vec4(0.0);
-        for (uint i = 0u; i < S; i++) v += red[(i * MAX_ROWS + m) * G + g];
+        for (uint i = 0u; i < min(S, 16u); i++) v += red[(i * MAX_ROWS + m) * G + g];
         if (rows_b) {
             for (uint l = 0u; l < 4u && n + l < N; l++) store_out(layer, c4i, m, n + l, vec4(v[l], 0.0, 0.0, 0.0));
         } else {

@@ -11,7 +11,7 @@ layout(push_constant) uniform Push {
     uint flags;      // 0-3 A batch-broadcast mask (d0..d3), 4-7 B mask, 8 transA, 9 transB,
                      // 10 bias per row, 11 bias per column, 12 has bias, 13 scalar mode,
                      // 14 constant B stored by rows (B^T, see const_b),
-                     // 16-23 activation code
+                     // 16-23 activation code, 24-25 log2 of matmul_const_gemv.comp's MP
                      // (MATMUL_TENSOR_BIAS: bit 12 is set, C is the tensor img_c)
     float alpha;
     float beta;

@@ -151,6 +151,9 @@ pub struct DeviceFeatures {
     /// The tile every cooperative-matrix convolution runs on, where the device's options fix
     /// one ([`crate::DeviceOptions::coop_conv_tile`]); `None` picks by shape.
     pub coop_conv_tile: Option<crate::kernels::CoopTile>,
+    /// The GEMV staging divisor the device's options fix ([`crate::DeviceOptions::gemv_spread`]);
+    /// `None` picks by the device's size.
+    pub gemv_spread: Option<u32>,
 }
 
 /// What an adapter offers (`Device::new` then turns off what its options ask it not to use).
@@ -233,6 +236,7 @@ impl Capabilities {
             cooperative_matrix_f16: coop_shape,
             concurrent_invocations,
             coop_conv_tile: None,
+            gemv_spread: None,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),

@@ -293,6 +293,7 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
         caps.features.cooperative_matrix_f16 = false;
     }
     caps.features.coop_conv_tile = opts.coop_conv_tile;
+    caps.features.gemv_spread = opts.gemv_spread;
     if opts.no_transfer_queue {
         caps.transfer_family = None;
     }

@@ -32,6 +32,10 @@ pub struct DeviceOptions {
     /// Run every cooperative-matrix convolution on this tile instead of the one
     /// [`crate::kernels::conv2d_kernel`] picks by shape (to measure one against the other).
     pub coop_conv_tile: Option<crate::kernels::CoopTile>,
+    /// Run every few-row MatMul (`matmul_const_gemv.comp`) with this staging divisor (1, 2 or 4:
+    /// `4 * MP` output columns a workgroup, at least its rows allow) instead of the one the
+    /// device's size picks: to test every spread on any device and measure one against another.
+    pub gemv_spread: Option<u32>,
 }
 
 impl DeviceOptions {
@@ -43,6 +47,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_PAD_ROWS=1` (or any other value for "no"): [`DeviceOptions::pads_image_rows`];
     /// - `TEXSTREAM_COOP_CONV_TILE=small` or `wide`: [`DeviceOptions::coop_conv_tile`] (any
     ///   other value leaves the choice to the shapes);
+    /// - `TEXSTREAM_GEMV_SPREAD=1`, `2` or `4`: [`DeviceOptions::gemv_spread`];
     /// - `TEXSTREAM_MAX_ARRAY_LAYERS=N`: [`DeviceOptions::limits_override`] with at most `N`
     ///   image array layers (the weight atlas stacks pages beyond them, as on a GPU for models
     ///   over 2048 pages).
@@ -75,6 +80,9 @@ impl DeviceOptions {
                     _ => None,
                 }
             }),
+            gemv_spread: var("TEXSTREAM_GEMV_SPREAD")
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .filter(|n| matches!(n, 1 | 2 | 4)),
             limits_override: var("TEXSTREAM_MAX_ARRAY_LAYERS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|&n| n > 0)

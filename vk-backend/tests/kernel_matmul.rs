@@ -712,3 +712,81 @@ fn constant_b_on_cooperative_matrices_where_available() {
     }
     assert_no_validation_messages(&d);
 }
+
+/// `matmul_const_gemv.comp` at each staging divisor (`DeviceOptions::gemv_spread`: 4, 8 or 16
+/// columns a workgroup; a GPU picks by its size, lavapipe always 16), both B layouts, 1 to 4
+/// rows, K over more than one chunk at every divisor and not a multiple of 4, N not a multiple
+/// of any workgroup's columns, B spread over several small pages.
+#[test]
+fn gemv_at_every_spread() {
+    let (k, n) = (2150usize, 45usize);
+    let mut rng = Rng::new(21);
+    for spread in [1u32, 2, 4] {
+        let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
+            gemv_spread: Some(spread),
+            ..vk_backend::DeviceOptions::from_env()
+        })
+        .unwrap();
+        for p in [Precision::F32, Precision::F16] {
+            let bv = rounded(&rng.vec(k * n, -1.0, 1.0), p);
+            let bv32: Vec<f32> = bv.iter().map(|&x| x as f32).collect();
+            // Packed [K, N], then the same values as a table of N rows of K (read as B^T).
+            let mut bt = vec![0f32; n * k];
+            for r in 0..k {
+                for c in 0..n {
+                    bt[c * k + r] = bv32[r * n + c];
+                }
+            }
+            let mut stream = pack_matrix_kn(&bv32, k, n).unwrap();
+            let rows_off = (stream.len() / 4) as u32;
+            stream.extend(pack_matrix_kn(&bt, n, k).unwrap());
+            let tpp = 512 * 4;
+            let pages = (stream.len() / 4).div_ceil(tpp) as u32;
+            stream.resize(pages as usize * tpp * 4, 0.0);
+            let atlas = WeightAtlas::new(
+                &d,
+                AtlasConfig {
+                    slots: pages,
+                    precision: p,
+                    page_height: Some(4),
+                    logical_pages: pages,
+                },
+            )
+            .unwrap();
+            atlas.load_all_now(&stream).unwrap();
+            for m in 1..=4usize {
+                let av = rounded(&rng.vec(m * k, -1.0, 1.0), p);
+                let av32: Vec<f32> = av.iter().map(|&x| x as f32).collect();
+                let a = Tensor::from_data(&d, "a", &[m, k], p, &av32).unwrap();
+                let (_, want) = matmul_ref(&av, &[m, k], &bv, &[k, n], false, false);
+                let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+                rec.use_weights(&atlas);
+                let opts = MatMulOpts::default();
+                let packed = MatRhs::Weights {
+                    texel_offset: 0,
+                    k,
+                    n,
+                };
+                let rows = MatRhs::WeightRows {
+                    texel_offset: rows_off,
+                    k,
+                    n,
+                };
+                let outs = [
+                    matmul(&mut rec, &a, packed, &opts, "packed").unwrap(),
+                    matmul(&mut rec, &a, rows, &opts, "rows").unwrap(),
+                ];
+                rec.submit_and_wait().unwrap();
+                for out in outs {
+                    assert_close(
+                        &format!("{} spread {spread} {p:?} M={m}", out.name()),
+                        &out.download().unwrap(),
+                        &want,
+                        tol(p),
+                    );
+                }
+            }
+        }
+        assert_no_validation_messages(&d);
+    }
+}

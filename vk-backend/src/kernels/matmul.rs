@@ -64,8 +64,24 @@ const MATMUL_CONST_GEMV: KernelDesc = KernelDesc {
 
 /// Most rows `matmul_const_gemv.comp` takes (its MAX_ROWS).
 pub const GEMV_MAX_ROWS: usize = 4;
-/// Output columns per workgroup of `matmul_const_gemv.comp` (either B layout).
-const GEMV_COLUMNS: usize = 16;
+/// The staging divisor `MP` of `matmul_const_gemv.comp` (1, 2 or 4, at least the rows rounded up
+/// to a power of two): a workgroup takes `4 * MP` output columns. The largest whose workgroups
+/// still fill the device (`concurrent_invocations`: a GPU's SMs, a few SIMD threads on
+/// lavapipe, where more workgroups only queue), else the smallest, which spreads the columns
+/// over the most workgroups.
+fn gemv_spread(device: &crate::device::Device, m: usize, n: usize, layers: u64) -> usize {
+    let features = device.features();
+    let smallest = m.max(1).next_power_of_two();
+    if let Some(forced) = features.gemv_spread {
+        return (forced as usize).clamp(smallest, 4);
+    }
+    let fill = features.concurrent_invocations;
+    [4, 2, 1]
+        .into_iter()
+        .filter(|&mp| mp >= smallest)
+        .find(|&mp| n.div_ceil(4 * mp) as u64 * layers * 256 >= fill)
+        .unwrap_or(smallest)
+}
 
 const MATMUL_TBIAS: KernelDesc = KernelDesc {
     name: "matmul_tbias",
@@ -352,8 +368,9 @@ fn record(
         && matches!(b, MatRhs::Weights { .. })
         && uses_cooperative_matrix(rec.device(), out, opts);
     let tile = if coop { COOP_TILE } else { TILE };
-    let groups = if gemv {
-        [p.n.div_ceil(GEMV_COLUMNS) as u64, 1, layers]
+    let spread = gemv.then(|| gemv_spread(rec.device(), p.m, p.n, layers));
+    let groups = if let Some(mp) = spread {
+        [p.n.div_ceil(4 * mp) as u64, 1, layers]
     } else {
         [p.n.div_ceil(tile) as u64, p.m.div_ceil(tile) as u64, layers]
     };
@@ -379,6 +396,9 @@ fn record(
     }
     if matches!(b, MatRhs::WeightRows { .. }) {
         flags |= 1 << 14;
+    }
+    if let Some(mp) = spread {
+        flags |= mp.trailing_zeros() << 24;
     }
     let mut bias_offset = 0;
     if let Some(bias) = opts.bias {
