@@ -182,9 +182,18 @@ fn build_model(model: &Path, max_len: usize, precision: Precision, caches: usize
             head.weights
         );
         if heads.len() > 1 {
+            // A piece reads no more pages than the largest other step (one more where its rows
+            // straddle a page boundary the other's weights do not).
+            let largest = h
+                .steps
+                .iter()
+                .filter(|s| !s.name.starts_with("/lm_head/Gemm") && s.lookup.is_none())
+                .map(|s| s.pages.len())
+                .max()
+                .unwrap_or(0);
             assert!(
-                head.pages.len() <= 2,
-                "{}: pages {:?}",
+                head.pages.len() <= (largest + 1).max(2),
+                "{}: pages {:?}, the largest other step {largest}",
                 head.name,
                 head.pages
             );

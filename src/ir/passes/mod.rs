@@ -56,8 +56,9 @@ pub struct PassReport {
 /// What the passes need to know of the packing that follows.
 #[derive(Clone, Copy, Debug)]
 pub struct PassOptions {
-    /// Weight values one page holds (1 MiB of fp16 by default): a head tied to a row table is
-    /// split into pieces of at most half a page each.
+    /// Weight values one page holds (1 MiB of fp16 by default): a head tied to a row table over
+    /// a page is split into pieces of at most half a page each, or of the largest other step's
+    /// weights where that is more.
     pub page_values: usize,
 }
 
