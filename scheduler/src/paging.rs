@@ -1,6 +1,7 @@
 //! Demand paging over the trace: Belady's MIN (farthest next use) or LRU eviction, with loads issued
 //! either as early as the evicted page allows ("early") or only once the previous step ended ("on demand").
-use crate::lazy_heap::LazyHeap;
+use crate::lazy_heap::{Ranking, SCAN_SLOTS};
+use crate::trace::NEVER;
 use crate::{Op, Schedule, Trace};
 use std::cmp::Reverse;
 
@@ -21,6 +22,10 @@ pub enum Eviction {
 /// Resident pages `MinCool` looks through, farthest next use first, before it settles for the
 /// farthest (bounds its cost where many slots hold recently read pages).
 const COOL_SCAN: usize = 256;
+// A page has at most two valid entries in the heap (one pushed before an eviction and the same
+// key again at its reload), so the scan covers every resident page when the ranking scans the
+// slots instead: both ways choose the same victims.
+const _: () = assert!(COOL_SCAN >= 2 * SCAN_SLOTS as usize);
 
 /// When a load may start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +42,17 @@ pub enum Issue {
 /// # Panics
 /// If a step reads more pages than `slots` ([`crate::plan`] checks this via the minimum feasible cap).
 pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Issue) -> Schedule {
+    demand_schedule_ranked(trace, slots, eviction, issue, SCAN_SLOTS)
+}
+
+/// [`demand_schedule`], ranking victims by a scan of the slots up to `scan_slots` slots.
+pub(crate) fn demand_schedule_ranked(
+    trace: &Trace,
+    slots: u32,
+    eviction: Eviction,
+    issue: Issue,
+    scan_slots: u32,
+) -> Schedule {
     let n = trace.steps.len();
     let np = trace.total_pages as usize;
     let mut nu: Vec<u32> = trace.first_use.clone();
@@ -44,11 +60,12 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
     let mut slot_of: Vec<Option<u32>> = vec![None; np];
     let mut load_op: Vec<u32> = vec![0; np];
     let mut free: Vec<u32> = (0..slots).rev().collect();
+    let mut occupant: Vec<u32> = vec![NEVER; slots as usize];
     // MIN: the greatest (next use, older last use first, page). LRU: the least (last use, page),
     // where a page the current step reads counts as used last (u64::MAX: never a victim).
     let lu_key = |l: Option<u32>| l.map_or(0u64, |v| v as u64 + 1);
-    let mut by_next: LazyHeap<(u32, Reverse<u64>, u32)> = LazyHeap::new();
-    let mut by_last: LazyHeap<Reverse<(u64, u32)>> = LazyHeap::new();
+    let mut by_next: Ranking<(u32, Reverse<u64>, u32)> = Ranking::with_scan(slots, scan_slots);
+    let mut by_last: Ranking<Reverse<(u64, u32)>> = Ranking::with_scan(slots, scan_slots);
     let mut lru_key: Vec<u64> = vec![0; np];
     let min_like = !matches!(eviction, Eviction::Lru);
     let mut sched = Schedule {
@@ -58,6 +75,10 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
     };
     for j in 0..n {
         let pages = trace.pages(j);
+        if pages.is_empty() {
+            // Nothing to load, wait for or update (its step_wait stays None).
+            continue;
+        }
         if eviction == Eviction::Lru {
             // Pages of this step are in use now; they must not be picked as victims.
             for &p in pages {
@@ -84,10 +105,16 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
                     let v = k.2 as usize;
                     slot_of[v].is_some() && nu[v] == k.0 && lu_key(last_used[v]) == k.1 .0
                 };
+                let next_key = |v: u32| {
+                    let vu = v as usize;
+                    Some((nu[vu], Reverse(lu_key(last_used[vu])), v))
+                };
                 let victim = match eviction {
-                    Eviction::Min => by_next.peek(next_valid).map(|k| k.2),
+                    Eviction::Min => by_next.best(&occupant, next_key, next_valid).map(|k| k.2),
                     Eviction::MinCool { lag } => by_next
-                        .find(
+                        .best_wanted(
+                            &occupant,
+                            next_key,
                             next_valid,
                             |&(next, _, v)| {
                                 next as usize != j
@@ -97,10 +124,18 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
                             COOL_SCAN,
                         )
                         .map(|k| k.2),
+                    // A page the current step reads (key u64::MAX) is never the victim.
                     Eviction::Lru => by_last
-                        .peek(|Reverse((key, v))| {
-                            slot_of[*v as usize].is_some() && lru_key[*v as usize] == *key
-                        })
+                        .best(
+                            &occupant,
+                            |v| {
+                                let key = lru_key[v as usize];
+                                (key != u64::MAX).then_some(Reverse((key, v)))
+                            },
+                            |Reverse((key, v))| {
+                                slot_of[*v as usize].is_some() && lru_key[*v as usize] == *key
+                            },
+                        )
                         .map(|Reverse((_, v))| v),
                 };
                 let Some(v) = victim else {
@@ -120,6 +155,7 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
                 s
             };
             slot_of[pu] = Some(slot);
+            occupant[slot as usize] = p;
             load_op[pu] = sched.ops.len() as u32;
             sched.ops.push(Op::Load {
                 page: p,
@@ -127,7 +163,7 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
                 after_step: after,
             });
             if min_like {
-                by_next.push((nu[pu], Reverse(lu_key(last_used[pu])), p));
+                by_next.update(|| (nu[pu], Reverse(lu_key(last_used[pu])), p));
             } else {
                 lru_key[pu] = u64::MAX;
             }
@@ -140,10 +176,10 @@ pub fn demand_schedule(trace: &Trace, slots: u32, eviction: Eviction, issue: Iss
             nu[pu] = trace.next_use[r];
             last_used[pu] = Some(j as u32);
             if min_like {
-                by_next.push((nu[pu], Reverse(lu_key(last_used[pu])), p));
+                by_next.update(|| (nu[pu], Reverse(lu_key(last_used[pu])), p));
             } else {
                 lru_key[pu] = lu_key(last_used[pu]);
-                by_last.push(Reverse((lru_key[pu], p)));
+                by_last.update(|| Reverse((lru_key[pu], p)));
             }
         }
         let live = slots as usize - free.len();

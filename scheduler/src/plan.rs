@@ -146,8 +146,8 @@ impl Plan {
 /// [`slots_for_cap`]).
 pub fn min_feasible_cap_trace(trace: &Trace) -> MinCap {
     let mut best = (0u32, usize::MAX);
-    for j in 0..trace.steps.len() {
-        let k = trace.pages(j).len() as u32;
+    for (j, w) in trace.ref_start.windows(2).enumerate() {
+        let k = w[1] - w[0];
         if best.1 == usize::MAX || k > best.0 {
             best = (k, j);
         }
@@ -207,21 +207,24 @@ fn lower_bound_with(trace: &Trace, bw: &Bandwidth, min_loads: u64) -> LowerBound
     let compute_s = trace.compute_s();
     let t = bw.transfer_s(trace.page_bytes);
     let io_s = min_loads as f64 * t;
-    let mut first_at = vec![0u64; trace.steps.len()];
-    for &f in &trace.first_use {
-        if let Some(c) = first_at.get_mut(f as usize) {
-            *c += 1;
-        }
-    }
-    let mut suffix = vec![0.0f64; trace.steps.len() + 1];
-    for j in (0..trace.steps.len()).rev() {
-        suffix[j] = suffix[j + 1] + trace.steps[j].compute_s;
-    }
+    // From the last step back: the compute from step j on, and the pages first read at or before
+    // step j (from the sorted first uses), without per-step arrays.
+    let mut firsts: Vec<u32> = trace
+        .first_use
+        .iter()
+        .copied()
+        .filter(|&f| (f as usize) < trace.steps.len())
+        .collect();
+    firsts.sort_unstable();
+    let mut seen = firsts.len();
+    let mut suffix = 0.0f64;
     let mut cold_start_s = 0.0f64;
-    let mut seen = 0u64;
-    for j in 0..trace.steps.len() {
-        seen += first_at[j];
-        cold_start_s = cold_start_s.max(seen as f64 * t + suffix[j]);
+    for j in (0..trace.steps.len()).rev() {
+        suffix += trace.steps[j].compute_s;
+        while seen > 0 && firsts[seen - 1] as usize > j {
+            seen -= 1;
+        }
+        cold_start_s = cold_start_s.max(seen as f64 * t + suffix);
     }
     LowerBound {
         compute_s,

@@ -93,38 +93,63 @@ impl Trace {
                 ));
             }
         }
-        let mut steps = Vec::new();
-        let mut refs = Vec::new();
-        let mut ref_start = vec![0u32];
+        // Each profile's references as one run of it lays them out, once per build (not once per
+        // run): its steps' global pages, each step's sorted and without duplicates, and where
+        // each step's pages end.
         let mut scratch = Vec::new();
+        let local: Vec<(Vec<u32>, Vec<usize>)> = profiles
+            .iter()
+            .zip(&model_offset)
+            .map(|(p, &off)| {
+                let mut pages = Vec::new();
+                let mut ends = Vec::with_capacity(p.steps.len());
+                for s in &p.steps {
+                    scratch.clear();
+                    scratch.extend(s.pages.iter().map(|&x| x + off));
+                    scratch.sort_unstable();
+                    scratch.dedup();
+                    pages.extend_from_slice(&scratch);
+                    ends.push(pages.len());
+                }
+                (pages, ends)
+            })
+            .collect();
+        // The sizes are known before unrolling: check them, and allocate once.
+        let (mut n_steps, mut n_refs) = (0u64, 0u64);
+        for st in &pipeline.stages {
+            let runs = st.count as u64 * pipeline.repetitions as u64;
+            n_steps =
+                n_steps.saturating_add(runs.saturating_mul(profiles[st.model].steps.len() as u64));
+            n_refs = n_refs.saturating_add(runs.saturating_mul(local[st.model].0.len() as u64));
+        }
+        if n_refs >= NEVER as u64 || n_steps >= NEVER as u64 {
+            return inv("workload too large (over 2^32 steps or references)".into());
+        }
+        let mut steps = Vec::with_capacity(n_steps as usize);
+        let mut refs = Vec::with_capacity(n_refs as usize);
+        let mut ref_start = Vec::with_capacity(n_steps as usize + 1);
+        ref_start.push(0u32);
         // From every profile, not only the stages planned: every plan of one workload keeps the
         // same slots, so the engine can switch between them.
         let lookup_slots = u32::from(profiles.iter().any(|p| p.steps.iter().any(|s| s.lookup)));
         for rep in 0..pipeline.repetitions {
             for (si, st) in pipeline.stages.iter().enumerate() {
                 let prof = &profiles[st.model];
-                let off = model_offset[st.model];
+                let (pages, ends) = &local[st.model];
                 for run in 0..st.count {
-                    for (k, s) in prof.steps.iter().enumerate() {
-                        steps.push(TraceStep {
-                            model: st.model as u32,
-                            step: k as u32,
-                            rep,
-                            stage: si as u32,
-                            run,
-                            compute_s: s.compute_s,
-                            activation_bytes: s.activation_bytes,
-                        });
-                        scratch.clear();
-                        scratch.extend(s.pages.iter().map(|&p| p + off));
-                        scratch.sort_unstable();
-                        scratch.dedup();
-                        refs.extend_from_slice(&scratch);
-                        if refs.len() >= NEVER as usize || steps.len() >= NEVER as usize {
-                            return inv("workload too large (over 2^32 steps or references)".into());
-                        }
-                        ref_start.push(refs.len() as u32);
-                    }
+                    // A run is its profile's steps and references, whole slices at a time.
+                    let base = refs.len();
+                    refs.extend_from_slice(pages);
+                    ref_start.extend(ends.iter().map(|&e| (base + e) as u32));
+                    steps.extend(prof.steps.iter().enumerate().map(|(k, s)| TraceStep {
+                        model: st.model as u32,
+                        step: k as u32,
+                        rep,
+                        stage: si as u32,
+                        run,
+                        compute_s: s.compute_s,
+                        activation_bytes: s.activation_bytes,
+                    }));
                 }
             }
         }
