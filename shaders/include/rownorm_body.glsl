@@ -1,6 +1,6 @@
 // Softmax / LayerNormalization body (softmax.comp, layernorm.comp): a row-wise normalization
 // over a set of reduced dims, output same shape as input.
-// Texel dims T = [d0, d1, d2, C4, H, W] (vk_backend::layout rank rule). One 64-wide workgroup per
+// Texel dims T = [d0, d1, d2, C4, H, W] (vk_backend::layout rank rule). One WG-wide workgroup per
 // "row": a fixed coordinate in the non-reduced T dims. When C (d3) is not reduced, a row texel
 // carries 4 independent rows (one per lane) and statistics are per lane; when C is reduced,
 // the lanes are part of the row and statistics are summed across lanes (padding lanes excluded).
@@ -11,8 +11,11 @@
 #include "weights.glsl"
 #endif
 
+// Invocations a row (the entry file may set it).
+#ifndef WG
 #define WG 64u
-layout(local_size_x = 64) in;
+#endif
+layout(local_size_x = WG) in;
 
 TENSOR_IN(0, img_in);
 TENSOR_OUT(1, img_out);

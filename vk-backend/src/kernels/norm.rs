@@ -1,8 +1,9 @@
 //! Row-wise normalizations: Softmax / LogSoftmax over any set of axes, LayerNormalization and
 //! RMSNorm.
 //!
-//! One 64-wide workgroup per row (a fixed coordinate in the non-reduced dims), statistics in fp32
-//! through shared memory. Shaders: `softmax.comp`, `layernorm.comp` (`include/rownorm_body.glsl`).
+//! One workgroup per row (a fixed coordinate in the non-reduced dims), statistics in fp32 through
+//! shared memory: 64 invocations for Softmax (rows are often short: attention scores), 256 for
+//! the norms (a decoder's one long row). Shaders: `softmax.comp`, `layernorm.comp` (`include/rownorm_body.glsl`).
 
 use crate::error::{Result, VkError};
 use crate::kernels::launch::{alloc_like, launch, normalize_axes, IMAGES_2};
@@ -11,6 +12,10 @@ use crate::layout::dims6;
 use crate::pipeline::KernelDesc;
 use crate::recorder::{Arg, Recorder};
 use crate::tensor::Tensor;
+
+/// Invocations a row (`WG` in the shaders).
+const SOFTMAX_ROW_INVOCATIONS: u64 = 64;
+const LAYERNORM_ROW_INVOCATIONS: u64 = 256;
 
 const SOFTMAX: KernelDesc = KernelDesc {
     name: "softmax",
@@ -94,7 +99,7 @@ pub fn softmax_into(
     let axes = normalize_axes("softmax", axes, x.shape().len())?;
     let (pc, rows) = row_push(x, &axes, if log { 256 } else { 0 })?;
     let pc = pc.f32(0.0).u32(0).u32(u32::MAX);
-    launch_rows(rec, &SOFTMAX, x, out, &pc, rows)
+    launch_rows(rec, (&SOFTMAX, SOFTMAX_ROW_INVOCATIONS), x, out, &pc, rows)
 }
 
 /// Allocates the output and records Softmax / LogSoftmax.
@@ -160,19 +165,19 @@ fn norm_into(
         .f32(epsilon)
         .u32(scale_offset)
         .u32(bias_offset.unwrap_or(u32::MAX));
-    launch_rows(rec, &LAYERNORM, x, out, &pc, rows)
+    launch_rows(rec, (&LAYERNORM, LAYERNORM_ROW_INVOCATIONS), x, out, &pc, rows)
 }
 
-/// Records row kernel `desc` from `x` into `out`: one 64-wide workgroup per row.
+/// Records row kernel `desc` from `x` into `out`: one workgroup of `invocations` per row.
 fn launch_rows(
     rec: &mut Recorder,
-    desc: &KernelDesc,
+    (desc, invocations): (&KernelDesc, u64),
     x: &Tensor,
     out: &Tensor,
     pc: &PushConstants,
     rows: u64,
 ) -> Result<()> {
-    let groups = dispatch_1d(rec.device(), rows * 64, 64);
+    let groups = dispatch_1d(rec.device(), rows * invocations, invocations as u32);
     let args = [Arg::input(x), Arg::output(out)];
     launch(rec, desc, out.precision(), &args, pc, groups)
 }
