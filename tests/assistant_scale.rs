@@ -245,8 +245,20 @@ fn cold_start_is_reported_per_policy() {
             line.contains("MiB on disk") && line.contains("warm request"),
             "{line}"
         );
+        // The disk's rate, probed on the largest packed file, and every byte read once at it.
+        let rate: f64 = line
+            .split("the disk reads at ")
+            .nth(1)
+            .and_then(|r| r.split(" MB/s").next())
+            .and_then(|r| r.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no disk rate: {line}"));
+        assert!(rate > 0.0 && rate.is_finite(), "{line}");
+        assert!(line.contains("every byte once in"), "{line}");
     }
-    assert!(text.contains("integrated ms"), "{text}");
+    assert!(
+        text.contains("integrated ms") && text.contains("disk read ms"),
+        "{text}"
+    );
 }
 
 /// `workloads/camera-plus-scale.ron` at the CI size: camera frames (the real OCR models) and a

@@ -106,6 +106,11 @@ struct ColdStart {
     /// host mirror, else by the loads).
     load_s: f64,
     read_bytes: u64,
+    /// The disk's read rate, probed on the largest packed file before the start, and what
+    /// reading every packed byte once takes at it: the disk's share of a cold start (every
+    /// byte is read before the first output where the engine keeps a host mirror or preloads).
+    disk_bytes_per_s: f64,
+    disk_read_s: f64,
     open_s: f64,
     first_request_s: f64,
     /// Median of the later requests (the calibrating ones excluded where there are others).
@@ -120,7 +125,7 @@ impl ColdStart {
     fn line(&self) -> String {
         let ms = |s: f64| format!("{:.1} ms", s * 1e3);
         format!(
-            "cold start ({}): load {} ({:.0} MiB on disk; headers read, pages checked as they are read), engine open {}, first request {}; integrated {}; warm request {}",
+            "cold start ({}): load {} ({:.0} MiB on disk; headers read, pages checked as they are read), engine open {}, first request {}; integrated {}; warm request {}; the disk reads at {:.0} MB/s, every byte once in {}",
             self.policy,
             ms(self.load_s),
             self.read_bytes as f64 / (1 << 20) as f64,
@@ -128,14 +133,27 @@ impl ColdStart {
             ms(self.first_request_s),
             ms(self.integrated_s()),
             self.warm_request_s.map_or("-".into(), ms),
+            self.disk_bytes_per_s / 1e6,
+            ms(self.disk_read_s),
         )
     }
 }
 
-/// The workload reloaded after its packed models were dropped from the page cache, and the
-/// seconds and bytes that took.
-fn load_cold(loaded: &Loaded) -> Result<(Loaded, f64, u64)> {
+/// Bytes of the largest packed file [`load_cold`] reads to probe the disk's rate.
+const DISK_PROBE_BYTES: u64 = 256 << 20;
+
+/// What [`load_cold`] measured besides the reloaded workload.
+struct ColdLoad {
+    load_s: f64,
+    read_bytes: u64,
+    disk_bytes_per_s: f64,
+}
+
+/// The workload reloaded after its packed models were dropped from the page cache (and the
+/// disk's read rate probed on the largest of them, dropped again after).
+fn load_cold(loaded: &Loaded) -> Result<(Loaded, ColdLoad)> {
     let mut bytes = 0;
+    let mut largest: Option<(u64, &std::path::Path)> = None;
     for (name, m) in &loaded.models {
         texstream::packed::drop_from_page_cache(m.path()).with_context(|| {
             format!(
@@ -143,14 +161,33 @@ fn load_cold(loaded: &Loaded) -> Result<(Loaded, f64, u64)> {
                 m.path().display()
             )
         })?;
-        bytes += std::fs::metadata(m.path())?.len();
+        let len = std::fs::metadata(m.path())?.len();
+        bytes += len;
+        if largest.is_none_or(|(l, _)| len > l) {
+            largest = Some((len, m.path()));
+        }
     }
+    let disk_bytes_per_s = match largest {
+        Some((_, path)) => {
+            let (read, secs) = texstream::packed::probe_disk_read(path, DISK_PROBE_BYTES)
+                .with_context(|| format!("probing the disk's read rate on {}", path.display()))?;
+            read as f64 / secs.max(1e-9)
+        }
+        None => f64::INFINITY,
+    };
     let t = Instant::now();
     let cold =
         texstream::engine::loaded::load(loaded.workload.clone(), None, None, &mut |model, why| {
             log::warn!("--cold: compiling model `{model}` ({why})")
         })?;
-    Ok((cold, t.elapsed().as_secs_f64(), bytes))
+    Ok((
+        cold,
+        ColdLoad {
+            load_s: t.elapsed().as_secs_f64(),
+            read_bytes: bytes,
+            disk_bytes_per_s,
+        },
+    ))
 }
 
 /// The median of the requests after the first (and after the calibrating ones where more
@@ -361,7 +398,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         };
         let calibrating = opts.calibrate_after;
         match run_one(
-            cold_load.as_ref().map_or(&loaded, |(l, _, _)| l),
+            cold_load.as_ref().map_or(&loaded, |(l, _)| l),
             &pipeline,
             &inputs,
             opts,
@@ -370,11 +407,13 @@ pub fn run(args: &RunArgs) -> Result<()> {
             policy.name(),
         ) {
             Ok(o) => {
-                if let Some((_, load_s, read_bytes)) = cold_load {
+                if let Some((_, cl)) = cold_load {
                     let c = ColdStart {
                         policy: policy.name().to_string(),
-                        load_s,
-                        read_bytes,
+                        load_s: cl.load_s,
+                        read_bytes: cl.read_bytes,
+                        disk_bytes_per_s: cl.disk_bytes_per_s,
+                        disk_read_s: cl.read_bytes as f64 / cl.disk_bytes_per_s,
                         open_s: o.open_s,
                         first_request_s: o.request_s.first().copied().unwrap_or(0.0),
                         warm_request_s: warm_median(&o.request_s, calibrating),
@@ -414,26 +453,28 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
     if cold_starts.len() > 1 {
         println!(
-            "\n{:<18} {:>10} {:>10} {:>10} {:>14} {:>14} {:>12}",
+            "\n{:<18} {:>10} {:>10} {:>10} {:>14} {:>14} {:>12} {:>12}",
             "cold start",
             "load ms",
             "open ms",
             "first ms",
             "integrated ms",
             "warm req ms",
-            "first/warm"
+            "first/warm",
+            "disk read ms"
         );
         for c in &cold_starts {
             let warm = c.warm_request_s.unwrap_or(f64::NAN);
             println!(
-                "{:<18} {:>10.1} {:>10.1} {:>10.1} {:>14.1} {:>14.1} {:>12.2}",
+                "{:<18} {:>10.1} {:>10.1} {:>10.1} {:>14.1} {:>14.1} {:>12.2} {:>12.1}",
                 c.policy,
                 c.load_s * 1e3,
                 c.open_s * 1e3,
                 c.first_request_s * 1e3,
                 c.integrated_s() * 1e3,
                 warm * 1e3,
-                c.integrated_s() / warm
+                c.integrated_s() / warm,
+                c.disk_read_s * 1e3
             );
         }
     }

@@ -430,6 +430,28 @@ pub fn drop_from_page_cache(path: &Path) -> std::io::Result<()> {
     .map_err(std::io::Error::from)
 }
 
+/// The rate `path` reads from disk: drops it from the page cache, reads up to `max_bytes` of it
+/// in order, and drops it again (so what follows still starts cold). Returns the bytes read and
+/// the seconds that took.
+pub fn probe_disk_read(path: &Path, max_bytes: u64) -> std::io::Result<(u64, f64)> {
+    use std::io::Read;
+    drop_from_page_cache(path)?;
+    let mut file = File::open(path)?;
+    let mut buf = vec![0u8; 8 << 20];
+    let (mut read, start) = (0u64, std::time::Instant::now());
+    while read < max_bytes {
+        let want = buf.len().min((max_bytes - read) as usize);
+        let n = file.read(&mut buf[..want])?;
+        if n == 0 {
+            break;
+        }
+        read += n as u64;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    drop_from_page_cache(path)?;
+    Ok((read, secs))
+}
+
 /// Opens `path` for positioned reads and gets its length.
 fn open_file(path: &Path) -> Result<(File, u64), PackedError> {
     let file_err = |source| PackedError::Io {
