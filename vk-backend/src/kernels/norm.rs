@@ -165,7 +165,14 @@ fn norm_into(
         .f32(epsilon)
         .u32(scale_offset)
         .u32(bias_offset.unwrap_or(u32::MAX));
-    launch_rows(rec, (&LAYERNORM, LAYERNORM_ROW_INVOCATIONS), x, out, &pc, rows)
+    launch_rows(
+        rec,
+        (&LAYERNORM, LAYERNORM_ROW_INVOCATIONS),
+        x,
+        out,
+        &pc,
+        rows,
+    )
 }
 
 /// Records row kernel `desc` from `x` into `out`: one workgroup of `invocations` per row.
