@@ -38,32 +38,35 @@ bool weight_mapped(uint texel_index) {
     return page < num_pages && page_table[page] != WEIGHT_UNMAPPED;
 }
 
-// fetch_weight in three parts, so that a kernel can issue several page-table reads, then several
-// atlas loads, before it uses any (a GEMV is bound by the loads in flight): weight_entry reads
-// the texel's page-table entry, weight_coord gives its atlas coordinate (a valid one where the
-// page is unmapped), weight_finish zeroes an unmapped page's value and adds a compensated page's
-// lo part.
-uint weight_entry(uint texel_index) {
-    uint page = texel_index >> page_shift;
-    return page < num_pages ? page_table[page] : WEIGHT_UNMAPPED;
-}
+// fetch_weight in two halves, so that a kernel can issue several atlas loads before it uses any
+// (a GEMV is bound by the loads in flight): weight_locate gives the texel's atlas coordinate (a
+// valid one where the page is unmapped), weight_finish zeroes an unmapped page's value and adds a
+// compensated page's lo part.
+struct WeightLoc {
+    ivec3 at;
+    uint entry;
+    uint within;
+};
 
-ivec3 weight_coord(uint texel_index, uint entry) {
+WeightLoc weight_locate(uint texel_index) {
+    uint page = texel_index >> page_shift;
     uint within = texel_index & ((1u << page_shift) - 1u);
+    uint entry = page < num_pages ? page_table[page] : WEIGHT_UNMAPPED;
     uint slot = entry == WEIGHT_UNMAPPED ? 0u : (entry & ~WEIGHT_COMPENSATED);
     uint row0 = (slot & ((1u << stack_shift) - 1u)) << (page_shift - 9u);
-    return ivec3(int(within & 511u), int(row0 + (within >> 9u)), int(slot >> stack_shift));
+    ivec3 at = ivec3(int(within & 511u), int(row0 + (within >> 9u)), int(slot >> stack_shift));
+    return WeightLoc(at, entry, within);
 }
 
-vec4 weight_finish(uint texel_index, uint entry, vec4 v) {
-    if (entry == WEIGHT_UNMAPPED) {
+vec4 weight_finish(WeightLoc l, vec4 v) {
+    if (l.entry == WEIGHT_UNMAPPED) {
         return vec4(0.0);
     }
-    uint within = texel_index & ((1u << page_shift) - 1u);
     uint region = 1u << (page_shift - 4u);
-    if ((entry & WEIGHT_COMPENSATED) != 0u && within < region) {
-        v += imageLoad(weight_atlas, weight_coord(texel_index + region, entry)) *
-             (1.0 / WEIGHT_LO_SCALE);
+    if ((l.entry & WEIGHT_COMPENSATED) != 0u && l.within < region) {
+        uint lo = l.within + region;
+        ivec3 at = ivec3(int(lo & 511u), l.at.y - int(l.within >> 9u) + int(lo >> 9u), l.at.z);
+        v += imageLoad(weight_atlas, at) * (1.0 / WEIGHT_LO_SCALE);
     }
     return v;
 }

@@ -152,7 +152,7 @@ pub struct DeviceFeatures {
     /// one ([`crate::DeviceOptions::coop_conv_tile`]); `None` picks by shape.
     pub coop_conv_tile: Option<crate::kernels::CoopTile>,
     /// The GEMV staging divisor the device's options fix ([`crate::DeviceOptions::gemv_spread`]);
-    /// `None` picks by the device's size.
+    /// `None`: 4.
     pub gemv_spread: Option<u32>,
 }
 

@@ -33,8 +33,8 @@ pub struct DeviceOptions {
     /// [`crate::kernels::conv2d_kernel`] picks by shape (to measure one against the other).
     pub coop_conv_tile: Option<crate::kernels::CoopTile>,
     /// Run every few-row MatMul (`matmul_const_gemv.comp`) with this staging divisor (1, 2 or 4:
-    /// `4 * MP` output columns a workgroup, at least its rows allow) instead of the one the
-    /// device's size picks: to test every spread on any device and measure one against another.
+    /// `4 * MP` output columns a workgroup, at least its rows allow) instead of 4: to test every
+    /// spread on any device and measure one against another.
     pub gemv_spread: Option<u32>,
 }
 

@@ -714,7 +714,7 @@ fn constant_b_on_cooperative_matrices_where_available() {
 }
 
 /// `matmul_const_gemv.comp` at each staging divisor (`DeviceOptions::gemv_spread`: 4, 8 or 16
-/// columns a workgroup; a GPU picks by its size, lavapipe always 16), both B layouts, 1 to 4
+/// columns a workgroup; 16 unless the options fix another), both B layouts, 1 to 4
 /// rows, K over more than one chunk at every divisor and not a multiple of 4, N not a multiple
 /// of any workgroup's columns, B spread over several small pages.
 #[test]

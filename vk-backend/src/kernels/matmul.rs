@@ -65,22 +65,14 @@ const MATMUL_CONST_GEMV: KernelDesc = KernelDesc {
 /// Most rows `matmul_const_gemv.comp` takes (its MAX_ROWS).
 pub const GEMV_MAX_ROWS: usize = 4;
 /// The staging divisor `MP` of `matmul_const_gemv.comp` (1, 2 or 4, at least the rows rounded up
-/// to a power of two): a workgroup takes `4 * MP` output columns. The largest whose workgroups
-/// still fill the device (`concurrent_invocations`: a GPU's SMs, a few SIMD threads on
-/// lavapipe, where more workgroups only queue), else the smallest, which spreads the columns
-/// over the most workgroups.
-fn gemv_spread(device: &crate::device::Device, m: usize, n: usize, layers: u64) -> usize {
-    let features = device.features();
+/// to a power of two): a workgroup takes `4 * MP` output columns. 4 (16 columns) unless the
+/// device's options fix another: on an H200 the 1.34 B decoder's 168 projections took 4.67 ms a
+/// step at 16 columns against 4.90 at 4, which spread one row over four times the workgroups
+/// (`measurements/h200-2026-12-03-s17/run1`).
+fn gemv_spread(device: &crate::device::Device, m: usize) -> usize {
     let smallest = m.max(1).next_power_of_two();
-    if let Some(forced) = features.gemv_spread {
-        return (forced as usize).clamp(smallest, 4);
-    }
-    let fill = features.concurrent_invocations;
-    [4, 2, 1]
-        .into_iter()
-        .filter(|&mp| mp >= smallest)
-        .find(|&mp| n.div_ceil(4 * mp) as u64 * layers * 256 >= fill)
-        .unwrap_or(smallest)
+    let mp = device.features().gemv_spread.map_or(4, |f| f as usize);
+    mp.clamp(smallest, 4)
 }
 
 const MATMUL_TBIAS: KernelDesc = KernelDesc {
@@ -368,7 +360,7 @@ fn record(
         && matches!(b, MatRhs::Weights { .. })
         && uses_cooperative_matrix(rec.device(), out, opts);
     let tile = if coop { COOP_TILE } else { TILE };
-    let spread = gemv.then(|| gemv_spread(rec.device(), p.m, p.n, layers));
+    let spread = gemv.then(|| gemv_spread(rec.device(), p.m));
     let groups = if let Some(mp) = spread {
         [p.n.div_ceil(4 * mp) as u64, 1, layers]
     } else {
