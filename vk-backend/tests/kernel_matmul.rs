@@ -155,12 +155,16 @@ fn activation_times_activation() {
 
 /// Loads `stream` (texel values) into a fresh atlas with small pages so operands span pages.
 fn atlas_with(p: Precision, stream: &[f32]) -> WeightAtlas {
-    let d = device();
+    atlas_on(&device(), p, stream)
+}
+
+/// [`atlas_with`] on device `d`.
+fn atlas_on(d: &vk_backend::Device, p: Precision, stream: &[f32]) -> WeightAtlas {
     let page_height = 4u32;
     let tpp = 512 * page_height as usize;
     let pages = (stream.len() / 4).div_ceil(tpp).max(1) as u32;
     let atlas = WeightAtlas::new(
-        &d,
+        d,
         AtlasConfig {
             slots: pages,
             precision: p,
@@ -740,20 +744,7 @@ fn gemv_at_every_spread() {
             let mut stream = pack_matrix_kn(&bv32, k, n).unwrap();
             let rows_off = (stream.len() / 4) as u32;
             stream.extend(pack_matrix_kn(&bt, n, k).unwrap());
-            let tpp = 512 * 4;
-            let pages = (stream.len() / 4).div_ceil(tpp) as u32;
-            stream.resize(pages as usize * tpp * 4, 0.0);
-            let atlas = WeightAtlas::new(
-                &d,
-                AtlasConfig {
-                    slots: pages,
-                    precision: p,
-                    page_height: Some(4),
-                    logical_pages: pages,
-                },
-            )
-            .unwrap();
-            atlas.load_all_now(&stream).unwrap();
+            let atlas = atlas_on(&d, p, &stream);
             for m in 1..=4usize {
                 let av = rounded(&rng.vec(m * k, -1.0, 1.0), p);
                 let av32: Vec<f32> = av.iter().map(|&x| x as f32).collect();
