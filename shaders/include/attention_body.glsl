@@ -16,7 +16,7 @@
 // registers a thread, and shared memory within lavapipe's 32 KiB).
 #ifndef TEXSTREAM_ATTENTION_BODY_GLSL
 #define TEXSTREAM_ATTENTION_BODY_GLSL
-#include "tensor.glsl"
+#include "attention_io.glsl"
 
 layout(local_size_x = 64) in;
 
@@ -24,35 +24,6 @@ layout(local_size_x = 64) in;
 // per staged block); each thread holds DPT = MAXD / PARTS head-dim texels.
 #define BQ (64u / PARTS)
 #define DPT int(MAXD / PARTS)
-
-TENSOR_IN(0, img_q);
-TENSOR_IN(1, img_k);
-TENSOR_IN(2, img_v);
-TENSOR_IN(3, img_mask);
-TENSOR_OUT(4, img_out);
-
-// Per tensor: logical h, w and the physical fold (pw, ph); the layer count is shared.
-layout(push_constant) uniform Push {
-    uvec4 q;    // Sq, D, pw, ph
-    uvec4 k;    // h, w, pw, ph (h = Sk, w = D when K_ROWS; h = D, w = Sk otherwise)
-    uvec4 v;    // Sk, Dv, pw, ph
-    uvec4 o;    // Sq, Dv, pw, ph
-    uvec4 m;    // h, w, pw, ph of the mask
-    uint n;     // batch (N of the rank rule)
-    uint c;     // heads (C)
-    uint mc;    // the mask's C (1: broadcast over heads)
-    uint mn;    // the mask's N (1: broadcast over the batch)
-    float scale;
-    uint flags; // bit 0: a mask is bound; bit 1: K_ROWS (K is [.., Sk, D]); bit 2: a row with
-                // every key at -inf gives 0, not NaN
-    uint groups_per_layer;
-    uint kvc;   // key/value heads (= c without grouping)
-} pc;
-
-TensorDesc desc(uvec4 t, uint c) {
-    uint c4 = (c + 3u) / 4u;
-    return TensorDesc(pc.n, c, t.x, t.y, c4, t.z, t.w, 0u);
-}
 
 shared vec4 ks[BK][MAXD];
 shared vec4 vs[BK][MAXD];

@@ -87,6 +87,54 @@ vec4 wg_reduce(vec4 v, uint op, uint lid) {
     return r;
 }
 
+#ifdef LAYERNORM
+// Texels of a row one invocation holds on the register path.
+#define ROW_REGS 8u
+
+// LayerNorm / RMSNorm of a row over W alone (the lanes are four rows) of WG * ROW_REGS / 2 to
+// WG * ROW_REGS texels (a decoder's 2048-wide row at WG 256), held in registers: every input
+// texel and scale value is loaded at once, before any is used, and the row is read once. The
+// loop over the row instead waits for each texel in turn (a GPU compiler does not keep a loop's
+// loads in flight by itself). Past the row's end an invocation re-reads its last texel, unused.
+void row_in_registers(uint base[6], bool rms, uint lid) {
+    uint t0 = texel_of(base);
+    uint last = pc.red_texels - 1u;
+    bool biased = pc.bias_offset != 0xFFFFFFFFu;
+    vec4 x[ROW_REGS];
+    WeightLoc sl[ROW_REGS], bl[ROW_REGS];
+    for (uint r = 0u; r < ROW_REGS; r++) {
+        uint j = min(lid + WG * r, last);
+        x[r] = LOAD_TEXEL(img_in, pc.t, t0 + j);
+        sl[r] = weight_locate(pc.scale_offset + j / 4u);
+        bl[r] = weight_locate((biased ? pc.bias_offset : pc.scale_offset) + j / 4u);
+    }
+    vec4 sw[ROW_REGS], bw[ROW_REGS];
+    for (uint r = 0u; r < ROW_REGS; r++) {
+        sw[r] = imageLoad(weight_atlas, sl[r].at);
+        bw[r] = imageLoad(weight_atlas, bl[r].at);
+    }
+    vec4 s = vec4(0.0);
+    for (uint r = 0u; r < ROW_REGS; r++) {
+        if (lid + WG * r <= last) s += x[r];
+    }
+    vec4 mean = rms ? vec4(0.0) : wg_reduce(s, 0u, lid) * pc.inv_count;
+    vec4 q = vec4(0.0);
+    for (uint r = 0u; r < ROW_REGS; r++) {
+        vec4 d = x[r] - mean;
+        if (lid + WG * r <= last) q += d * d;
+    }
+    vec4 rstd = inversesqrt(wg_reduce(q, 0u, lid) * pc.inv_count + pc.eps);
+    for (uint r = 0u; r < ROW_REGS; r++) {
+        uint j = lid + WG * r;
+        if (j <= last) {
+            float sc = weight_finish(sl[r], sw[r])[j % 4u];
+            float bi = biased ? weight_finish(bl[r], bw[r])[j % 4u] : 0.0;
+            STORE_TEXEL(img_out, pc.t, t0 + j, zero_padding(pc.t, base[3], (x[r] - mean) * rstd * sc + bi));
+        }
+    }
+}
+#endif
+
 void main() {
     uint lid = gl_LocalInvocationID.x;
     uint row = global_id_1d() / WG;
@@ -97,6 +145,10 @@ void main() {
 #ifdef LAYERNORM
     // Mask bit 9: RMSNorm, x / sqrt(mean(x^2) + eps) * scale: no mean to subtract.
     bool rms = (pc.mask & 512u) != 0u;
+    if ((pc.mask & 63u) == 32u && pc.red_texels > WG * (ROW_REGS / 2u) && pc.red_texels <= WG * ROW_REGS) {
+        row_in_registers(base, rms, lid);
+        return;
+    }
     vec4 s = vec4(0.0);
     for (uint j = lid; !rms && j < pc.red_texels; j += WG) {
         uint c[6] = base;

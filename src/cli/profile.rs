@@ -1,6 +1,6 @@
 //! `texstream infer --profile N`: where a model's GPU time goes. Every node is timed with GPU
 //! timestamps over N runs ([`Executable::run_profiled`]); the median per node is summed by op
-//! and the slowest nodes are listed with their output shapes.
+//! and by op and shape, and the slowest nodes are listed with their output shapes.
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -66,6 +66,33 @@ impl NodeProfile {
                 count,
                 ns / 1e6,
                 100.0 * ns / total.max(1.0),
+                ns / 1e3 / *count as f64
+            );
+        }
+        // The same by op and shape: a decoder's projections of one width are one row,
+        // so the time a kernel takes can be set against the bytes it reads.
+        let mut by_shape: BTreeMap<(&str, String), (usize, f64)> = BTreeMap::new();
+        for (n, ns) in g.nodes.iter().zip(&self.node_ns) {
+            let shape_of = |t: Option<&usize>| {
+                t.map_or_else(String::new, |&t| format!("{:?}", g.tensors[t].shape))
+            };
+            let input = n.inputs.first().and_then(|t| t.as_ref());
+            let shape = format!("{} -> {}", shape_of(input), shape_of(n.outputs.first()));
+            let e = by_shape.entry((n.op.name(), shape)).or_default();
+            e.0 += 1;
+            e.1 += ns;
+        }
+        let mut shapes: Vec<_> = by_shape.into_iter().collect();
+        shapes.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+        let _ = writeln!(o, "by op and shape (the {top} largest):");
+        for ((op, shape), (count, ns)) in shapes.iter().take(top) {
+            let _ = writeln!(
+                o,
+                "  {:<18} {:<36} {:>5} nodes {:>9.3} ms {:>9.1} us each",
+                op,
+                shape,
+                count,
+                ns / 1e6,
                 ns / 1e3 / *count as f64
             );
         }

@@ -36,6 +36,10 @@ pub struct DeviceOptions {
     /// `4 * MP` output columns a workgroup, at least its rows allow) instead of 4: to test every
     /// spread on any device and measure one against another.
     pub gemv_spread: Option<u32>,
+    /// Run every few-row MatMul on `matmul_const_gemv_deep.comp` (16 weight texels an invocation
+    /// in flight, twice the A chunk) instead of `matmul_const_gemv.comp` (8): to measure one
+    /// against the other.
+    pub gemv_deep: bool,
 }
 
 impl DeviceOptions {
@@ -48,6 +52,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_COOP_CONV_TILE=small` or `wide`: [`DeviceOptions::coop_conv_tile`] (any
     ///   other value leaves the choice to the shapes);
     /// - `TEXSTREAM_GEMV_SPREAD=1`, `2` or `4`: [`DeviceOptions::gemv_spread`];
+    /// - `TEXSTREAM_GEMV_DEEP=1`: [`DeviceOptions::gemv_deep`];
     /// - `TEXSTREAM_MAX_ARRAY_LAYERS=N`: [`DeviceOptions::limits_override`] with at most `N`
     ///   image array layers (the weight atlas stacks pages beyond them, as on a GPU for models
     ///   over 2048 pages).
@@ -83,6 +88,7 @@ impl DeviceOptions {
             gemv_spread: var("TEXSTREAM_GEMV_SPREAD")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 1 | 2 | 4)),
+            gemv_deep: var("TEXSTREAM_GEMV_DEEP").is_some_and(|v| v.trim() == "1"),
             limits_override: var("TEXSTREAM_MAX_ARRAY_LAYERS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|&n| n > 0)

@@ -2,7 +2,8 @@
 //! softmax the textbook way: heads that do not fill a texel, key counts that are not a multiple of
 //! the key block, query rows past a workgroup, K given transposed, masks broadcast over heads and
 //! rows or given per head, a fully masked prefix (a KV cache's unwritten tail), a fully masked
-//! row under the NaN guard, grouped-query attention (fewer key/value heads), both precisions.
+//! row under the NaN guard, grouped-query attention (fewer key/value heads), both precisions;
+//! the blocked kernels (five query rows and more) and the decode kernel (up to four).
 
 use vk_backend::kernels::{attention_into, AttentionOpts};
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -257,6 +258,34 @@ fn fused_attention_matches_the_stored_softmax() {
             mask: Some([1, 1, 19]),
             key_rows: false,
             nan_guard: true,
+        },
+        // Up to four query rows take attention_decode.comp (a workgroup a row, its threads over
+        // the keys, 128 keys a chunk): a cache longer than two chunks with eight query heads on
+        // one key/value head (one load a texel), K transposed and the NaN guard; four rows with
+        // a per-head mask over a cache one key past a chunk.
+        Case {
+            batch: 2,
+            heads: 8,
+            kv_heads: 1,
+            sq: 2,
+            sk: 300,
+            d: 128,
+            dv: 128,
+            mask: Some([2, 1, 2]),
+            key_rows: false,
+            nan_guard: true,
+        },
+        Case {
+            batch: 1,
+            heads: 6,
+            kv_heads: 6,
+            sq: 4,
+            sk: 129,
+            d: 40,
+            dv: 24,
+            mask: Some([1, 6, 4]),
+            key_rows: true,
+            nan_guard: false,
         },
     ];
     for (i, c) in cases.iter().enumerate() {

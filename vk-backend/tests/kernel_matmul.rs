@@ -718,16 +718,19 @@ fn constant_b_on_cooperative_matrices_where_available() {
 }
 
 /// `matmul_const_gemv.comp` at each staging divisor (`DeviceOptions::gemv_spread`: 4, 8 or 16
-/// columns a workgroup; 16 unless the options fix another), both B layouts, 1 to 4
+/// columns a workgroup; 16 unless the options fix another), and `matmul_const_gemv_deep.comp`
+/// (`DeviceOptions::gemv_deep`) at the widest and narrowest spread, both B layouts, 1 to 4
 /// rows, K over more than one chunk at every divisor and not a multiple of 4, N not a multiple
 /// of any workgroup's columns, B spread over several small pages.
 #[test]
 fn gemv_at_every_spread() {
     let (k, n) = (2150usize, 45usize);
     let mut rng = Rng::new(21);
-    for spread in [1u32, 2, 4] {
+    let variants = [(1u32, false), (2, false), (4, false), (1, true), (4, true)];
+    for (spread, deep) in variants {
         let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
             gemv_spread: Some(spread),
+            gemv_deep: deep,
             ..vk_backend::DeviceOptions::from_env()
         })
         .unwrap();
@@ -770,7 +773,7 @@ fn gemv_at_every_spread() {
                 rec.submit_and_wait().unwrap();
                 for out in outs {
                     assert_close(
-                        &format!("{} spread {spread} {p:?} M={m}", out.name()),
+                        &format!("{} spread {spread} deep {deep} {p:?} M={m}", out.name()),
                         &out.download().unwrap(),
                         &want,
                         tol(p),

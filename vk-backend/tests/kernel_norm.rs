@@ -96,6 +96,10 @@ fn layernorm_and_rmsnorm_axes_scale_bias() {
         (&[3, 10, 77], -1, false),
         (&[6, 9], 0, true),
         (&[2, 6, 5], 1, true),
+        // Rows of 1025 to 2048 texels over the last axis take the register path: a decoder's
+        // hidden rows, and rows four to a texel (six channels, the second texel half padding).
+        (&[2, 1, 2048], -1, false),
+        (&[1, 6, 2, 1100], -1, true),
     ];
     let eps = 1e-5f32;
     let mut rng = Rng::new(22);

@@ -7,7 +7,8 @@
 //! The last leading dim (the heads) is the packed channel axis, so one texel carries four heads.
 //! The additive mask is `[.., Hm, Sk]` whose N, C and Hm are each 1 or full. D, Dv <= 128:
 //! `attention.comp` up to 64, `attention_d128.comp` above (twice the threads a query row, so a
-//! thread holds as many registers).
+//! thread holds as many registers). Up to [`DECODE_MAX_ROWS`] query rows (a decoder's step),
+//! `attention_decode.comp` instead: a workgroup a row, its threads spread over the keys.
 //! Grouped-query attention: K and V may have fewer heads than Q, a divisor of Q's; query head
 //! `h` reads key/value head `h / (Hq / Hkv)`.
 
@@ -30,6 +31,18 @@ const ATTENTION_D128: KernelDesc = KernelDesc {
     name: "attention_d128",
     ..ATTENTION
 };
+
+const ATTENTION_DECODE: KernelDesc = KernelDesc {
+    name: "attention_decode",
+    ..ATTENTION
+};
+
+/// Query rows up to which `attention_decode.comp` runs (one workgroup a row, its threads over
+/// the keys): a decoder's step and short drafts. Above it the blocked kernels share each staged
+/// key block among their rows.
+pub const DECODE_MAX_ROWS: usize = 4;
+/// Threads of `attention_decode.comp` (keys scored at once; head-dim texels accumulated at once).
+const DECODE_THREADS: u64 = 256;
 
 /// The largest head dimension `attention.comp` holds in registers (`MAXD`), and its query rows
 /// per workgroup (`BQ`).
@@ -156,12 +169,15 @@ pub fn attention_into(
         )));
     }
     let head_dim = want[want.len() - 1].max(q.shape()[q.shape().len() - 1]);
-    let (desc, rows_per_group) = if head_dim <= SMALL_HEAD_DIM {
-        (&ATTENTION, SMALL_ROWS_PER_GROUP)
-    } else {
-        (&ATTENTION_D128, LARGE_ROWS_PER_GROUP)
-    };
     let l = q.layout();
+    let decode = l.h as usize <= DECODE_MAX_ROWS;
+    let (desc, rows_per_group, threads) = if decode {
+        (&ATTENTION_DECODE, 1, DECODE_THREADS)
+    } else if head_dim <= SMALL_HEAD_DIM {
+        (&ATTENTION, SMALL_ROWS_PER_GROUP, 64)
+    } else {
+        (&ATTENTION_D128, LARGE_ROWS_PER_GROUP, 64)
+    };
     let groups_per_layer = (l.h as usize).div_ceil(rows_per_group);
     let layers = (l.n * l.c4) as u64;
     let m = mask.unwrap_or(q);
@@ -180,7 +196,11 @@ pub fn attention_into(
         .u32(mask.is_some() as u32 | (opts.key_rows as u32) << 1 | (opts.nan_to_zero as u32) << 2)
         .u32(groups_per_layer as u32)
         .u32(k.layout().c);
-    let groups = dispatch_1d(rec.device(), layers * groups_per_layer as u64 * 64, 64);
+    let groups = dispatch_1d(
+        rec.device(),
+        layers * groups_per_layer as u64 * threads,
+        threads as u32,
+    );
     let args = [
         Arg::input(q),
         Arg::input(k),

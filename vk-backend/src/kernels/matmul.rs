@@ -62,6 +62,12 @@ const MATMUL_CONST_GEMV: KernelDesc = KernelDesc {
     uses_weights: true,
 };
 
+/// `matmul_const_gemv_deep.comp`: the same with 16 weight texels an invocation in flight.
+const MATMUL_CONST_GEMV_DEEP: KernelDesc = KernelDesc {
+    name: "matmul_const_gemv_deep",
+    ..MATMUL_CONST_GEMV
+};
+
 /// Most rows `matmul_const_gemv.comp` takes (its MAX_ROWS).
 pub const GEMV_MAX_ROWS: usize = 4;
 /// The staging divisor `MP` of `matmul_const_gemv.comp` (1, 2 or 4, at least the rows rounded up
@@ -467,7 +473,9 @@ fn record(
             launch(rec, desc, out.precision(), &args, &pc, groups)
         }
         (MatRhs::Weights { .. } | MatRhs::WeightRows { .. }, None) => {
-            let desc = if gemv {
+            let desc = if gemv && rec.device().features().gemv_deep {
+                &MATMUL_CONST_GEMV_DEEP
+            } else if gemv {
                 &MATMUL_CONST_GEMV
             } else if coop {
                 &MATMUL_CONST_COOP

@@ -1,0 +1,184 @@
+#version 450
+// Fused attention for a few query rows (a decoder's step): out = softmax(scale * Q K^T + mask) V
+// with one workgroup a query row of one texel layer (four heads), and its threads spread over the
+// keys rather than over the head dims.
+//
+// The blocked kernel (include/attention_body.glsl) gives a workgroup BQ query rows and walks the
+// keys a few at a time, three barriers a block; with one live query row, a 64-key cache took 75 us
+// on an H200 as a chain of dependent loads and barriers. Here the keys are taken KT at a time:
+// KP threads score each key against the Q row (held in shared memory), a part of the head dim
+// each, then VP threads per head-dim texel accumulate softmax(scores) V over a part of the keys
+// each. Every thread issues its loads BATCH at a time before it uses any (a GPU compiler does not
+// keep a loop's loads in flight by itself: one at a time, a 2048-wide RMSNorm row took 42 us on
+// an H200), so a chunk costs a few round trips to memory. The softmax is online over chunks, so
+// any cache length fits.
+//
+// Layouts, masks and grouped-query attention are those of include/attention_body.glsl: the same
+// bindings and push constants (include/attention_io.glsl), with groups_per_layer = Sq.
+#define MAXD 128u
+#define THREADS 256u
+// Keys a chunk; threads scoring one key (each a part of the head dim); head-dim texels a part.
+#define KT 64u
+#define KP (THREADS / KT)
+#define KDT (MAXD / KP)
+// Threads accumulating one head-dim texel (each a part of the chunk's keys); keys a part.
+#define VP (THREADS / MAXD)
+#define VKT (KT / VP)
+// Loads an invocation issues before it uses any.
+#define BATCH 16u
+#include "attention_io.glsl"
+
+layout(local_size_x = 256) in;
+
+shared vec4 qs[MAXD];
+shared vec4 part_scores[KT][KP];
+shared vec4 scores[KT];
+shared vec4 part_acc[VP][MAXD];
+
+TensorDesc tk, tv;
+uint group_size;
+uvec4 kv_head, kv_layer;
+uint q_layer;
+
+// Texel x of key `key` for the four query heads of this layer's texel. When the group size is a
+// multiple of four the four heads share one key/value head: one load, its lane broadcast.
+vec4 load_key(bool k_rows, uint key, uint x) {
+    if (group_size == 1u) {
+        return LOAD_TEXEL(img_k, tk, k_rows ? texel_index(tk, q_layer, key, x)
+                                            : texel_index(tk, q_layer, x, key));
+    }
+    if (group_size % 4u == 0u) {
+        uint kl = kv_layer[0];
+        vec4 t = LOAD_TEXEL(img_k, tk, k_rows ? texel_index(tk, kl, key, x) : texel_index(tk, kl, x, key));
+        return vec4(t[kv_head[0] % 4u]);
+    }
+    vec4 r;
+    for (uint l = 0u; l < 4u; l++) {
+        uint kl = kv_layer[l];
+        uint ti = k_rows ? texel_index(tk, kl, key, x) : texel_index(tk, kl, x, key);
+        r[l] = LOAD_TEXEL(img_k, tk, ti)[kv_head[l] % 4u];
+    }
+    return r;
+}
+
+vec4 load_value(uint key, uint x) {
+    if (group_size == 1u) {
+        return LOAD_TEXEL(img_v, tv, texel_index(tv, q_layer, key, x));
+    }
+    if (group_size % 4u == 0u) {
+        return vec4(LOAD_TEXEL(img_v, tv, texel_index(tv, kv_layer[0], key, x))[kv_head[0] % 4u]);
+    }
+    vec4 r;
+    for (uint l = 0u; l < 4u; l++) {
+        r[l] = LOAD_TEXEL(img_v, tv, texel_index(tv, kv_layer[l], key, x))[kv_head[l] % 4u];
+    }
+    return r;
+}
+
+void main() {
+    uint tid = gl_LocalInvocationID.x;
+    uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    uint layer = group / pc.groups_per_layer;
+    uint c4 = (pc.c + 3u) / 4u;
+    if (layer >= pc.n * c4) {
+        return; // whole workgroup: no barrier is skipped by part of it
+    }
+    q_layer = layer;
+    uint sq = group % pc.groups_per_layer;
+    uint d = pc.q.y, dv = pc.v.y, sk = pc.v.x;
+    TensorDesc tq = desc(pc.q, pc.c), to = desc(pc.o, pc.c);
+    tk = desc(pc.k, pc.kvc);
+    tv = desc(pc.v, pc.kvc);
+    TensorDesc tm = TensorDesc(pc.mn, pc.mc, pc.m.x, pc.m.y, (pc.mc + 3u) / 4u, pc.m.z, pc.m.w, 0u);
+    bool has_mask = (pc.flags & 1u) != 0u, k_rows = (pc.flags & 2u) != 0u;
+
+    uint n_i = layer / c4, c4_i = layer % c4;
+    // Key/value head of each lane's query head, and its texel layer.
+    group_size = pc.c / pc.kvc;
+    uint kv_c4 = (pc.kvc + 3u) / 4u;
+    for (uint l = 0u; l < 4u; l++) {
+        kv_head[l] = min((4u * c4_i + l) / group_size, pc.kvc - 1u);
+        kv_layer[l] = n_i * kv_c4 + kv_head[l] / 4u;
+    }
+
+    // Q, scaled; zero past D, so that the clamped loads past D add nothing.
+    if (tid < MAXD) {
+        qs[tid] = tid < d ? LOAD_TEXEL(img_q, tq, texel_index(tq, layer, sq, tid)) * pc.scale : vec4(0.0);
+    }
+    uint m_layer = (pc.mn == 1u ? 0u : n_i) * tm.c4 + (pc.mc == 1u ? 0u : c4_i);
+    uint m_row = pc.m.x == 1u ? 0u : sq;
+    barrier();
+
+    uint kj = tid / KP, kpart = tid % KP;     // scoring: key kj, texels kpart + KP * i
+    uint vx = tid % MAXD, vpart = tid / MAXD; // accumulating: texel vx, keys vpart * VKT + i
+    uint vxc = min(vx, dv - 1u);
+    vec4 run_max = vec4(-3.402823466e38);
+    vec4 run_sum = vec4(0.0);
+    vec4 acc = vec4(0.0);
+    for (uint k0 = 0u; k0 < sk; k0 += KT) {
+        uint keys = min(KT, sk - k0);
+        // Score part kpart of key k0 + kj (a key past Sk reads the last one; it is never used).
+        uint kc = k0 + min(kj, keys - 1u);
+        vec4 mv = vec4(0.0);
+        if (has_mask && kpart == 0u) {
+            mv = LOAD_TEXEL(img_mask, tm, texel_index(tm, m_layer, m_row, kc));
+            mv = pc.mc == 1u ? vec4(mv.x) : mv;
+        }
+        vec4 s = mv;
+        // Batches wholly past D (or past the chunk's keys, below) load nothing: the test is
+        // uniform, and it spares a CPU device 8x the work at D 16.
+        for (uint b = 0u; b < KDT && KP * b < d; b += BATCH) {
+            vec4 kt[BATCH];
+            for (uint u = 0u; u < BATCH; u++) {
+                kt[u] = load_key(k_rows, kc, min(kpart + KP * (b + u), d - 1u));
+            }
+            for (uint u = 0u; u < BATCH; u++) {
+                s += qs[kpart + KP * (b + u)] * kt[u];
+            }
+        }
+        part_scores[kj][kpart] = s;
+        barrier();
+        if (tid < KT) {
+            vec4 t = vec4(0.0);
+            for (uint p = 0u; p < KP; p++) t += part_scores[tid][p];
+            scores[tid] = t;
+        }
+        barrier();
+        vec4 block_max = run_max;
+        for (uint j = 0u; j < KT; j++) {
+            if (j < keys) block_max = max(block_max, scores[j]);
+        }
+        vec4 alpha = exp(run_max - block_max);
+        run_sum *= alpha;
+        acc *= alpha;
+        for (uint j = 0u; j < KT; j++) {
+            if (j < keys) run_sum += exp(scores[j] - block_max);
+        }
+        for (uint b = 0u; b < VKT && vpart * VKT + b < keys; b += BATCH) {
+            vec4 vt[BATCH];
+            for (uint u = 0u; u < BATCH; u++) {
+                uint j = vpart * VKT + b + u;
+                vt[u] = load_value(k0 + min(j, keys - 1u), vxc);
+            }
+            for (uint u = 0u; u < BATCH; u++) {
+                uint j = vpart * VKT + b + u;
+                if (j < keys) acc += exp(scores[j] - block_max) * vt[u];
+            }
+        }
+        run_max = block_max;
+        barrier(); // every thread has read the scores before the next chunk writes them
+    }
+    part_acc[vpart][vx] = acc;
+    barrier();
+    if (tid >= dv) {
+        return;
+    }
+    vec4 total = vec4(0.0);
+    for (uint p = 0u; p < VP; p++) total += part_acc[p][tid];
+    // Every key at -inf: nothing was summed (the softmax alone would be NaN).
+    vec4 inv = vec4(1.0) / run_sum;
+    if ((pc.flags & 4u) != 0u) {
+        inv = mix(inv, vec4(0.0), equal(run_sum, vec4(0.0)));
+    }
+    STORE_TEXEL(img_out, to, texel_index(to, layer, sq, tid), zero_padding(to, c4_i, total * inv));
+}
