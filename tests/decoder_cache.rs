@@ -137,6 +137,33 @@ fn build_model(model: &Path, max_len: usize, precision: Precision, caches: usize
         ropes, caches,
         "one fused RoPE for the queries and one for the keys per layer"
     );
+    // The MLP's gate SiLU (a Sigmoid and a Mul reading the same x) runs in the gate
+    // projection's epilogue: one MatMul a layer ends in SiLU and no Sigmoid is left.
+    let silu_gates = g
+        .nodes
+        .iter()
+        .filter(|n| {
+            matches!(
+                n.op,
+                texstream::ir::Op::MatMul {
+                    activation: texstream::ir::Activation::Silu,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(
+        silu_gates,
+        caches / 2,
+        "one SiLU-gated projection per layer"
+    );
+    assert!(
+        g.nodes.iter().all(|n| !matches!(
+            n.op,
+            texstream::ir::Op::Unary(texstream::ir::UnaryOp::Sigmoid)
+        )),
+        "a Sigmoid was left unfused"
+    );
     // Grouped-query attention reads the cache itself: repeat_kv's copies of it are gone.
     assert!(
         g.nodes

@@ -118,6 +118,7 @@ fn unary(op: UnaryOp, x: f64) -> Option<f64> {
             }
         }
         UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::Silu => x / (1.0 + (-x).exp()),
         UnaryOp::HardSigmoid { alpha, beta } => (alpha as f64 * x + beta as f64).clamp(0.0, 1.0),
         UnaryOp::HardSwish => x * ((x + 3.0).clamp(0.0, 6.0) / 6.0),
         UnaryOp::Tanh => x.tanh(),

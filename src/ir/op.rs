@@ -26,6 +26,8 @@ pub enum Activation {
     Tanh,
     /// Exact (erf) GELU.
     Gelu,
+    /// x * sigmoid(x).
+    Silu,
 }
 
 /// Elementwise binary ops with numpy broadcasting.
@@ -54,9 +56,14 @@ pub enum BinaryOp {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum UnaryOp {
     Relu,
-    LeakyRelu { alpha: f32 },
+    LeakyRelu {
+        alpha: f32,
+    },
     Sigmoid,
-    HardSigmoid { alpha: f32, beta: f32 },
+    HardSigmoid {
+        alpha: f32,
+        beta: f32,
+    },
     HardSwish,
     Tanh,
     Erf,
@@ -64,7 +71,10 @@ pub enum UnaryOp {
     Exp,
     Sqrt,
     Reciprocal,
-    Clip { min: f32, max: f32 },
+    Clip {
+        min: f32,
+        max: f32,
+    },
     Neg,
     Abs,
     Log,
@@ -73,6 +83,8 @@ pub enum UnaryOp {
     Not,
     // 1 where the input is NaN (a Bool output, like Not).
     IsNaN,
+    /// x * sigmoid(x) (SiLU, Swish), from the exporters' `Mul(x, Sigmoid(x))`.
+    Silu,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

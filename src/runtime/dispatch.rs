@@ -21,6 +21,7 @@ fn act(a: Activation) -> Option<k::UnaryOp> {
         Activation::LeakyRelu { alpha } => k::UnaryOp::LeakyRelu { alpha },
         Activation::Tanh => k::UnaryOp::Tanh,
         Activation::Gelu => k::UnaryOp::Gelu,
+        Activation::Silu => k::UnaryOp::Silu,
     })
 }
 
@@ -34,6 +35,7 @@ fn unary(u: UnaryOp) -> Option<k::UnaryOp> {
         UnaryOp::Tanh => k::UnaryOp::Tanh,
         UnaryOp::Erf => k::UnaryOp::Erf,
         UnaryOp::Gelu => k::UnaryOp::Gelu,
+        UnaryOp::Silu => k::UnaryOp::Silu,
         UnaryOp::Exp => k::UnaryOp::Exp,
         UnaryOp::Sqrt => k::UnaryOp::Sqrt,
         UnaryOp::Reciprocal => k::UnaryOp::Reciprocal,

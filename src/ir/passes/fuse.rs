@@ -98,6 +98,37 @@ fn gelu_at(g: &mut Graph, rw: &mut Rewrite, ei: usize) -> Option<()> {
     Some(())
 }
 
+/// x * Sigmoid(x) -> Silu(x): the Llama-family MLP's gate (and YOLO-style convolutions) writes
+/// SiLU as a Sigmoid and a Mul that both read x, so x has two readers and no activation fusion
+/// can take the Sigmoid; as one Silu it moves into its producer's epilogue.
+pub fn silu(g: &mut Graph) -> usize {
+    rewrite_each(g, silu_at)
+}
+
+/// x * Sigmoid(x), rooted at the Sigmoid: the Sigmoid node becomes the Silu (it runs where x is
+/// ready), the Mul goes.
+fn silu_at(g: &mut Graph, rw: &mut Rewrite, si: usize) -> Option<()> {
+    if g.nodes[si].op != Op::Unary(UnaryOp::Sigmoid) || rw.is_removed(si) {
+        return None;
+    }
+    let x = g.nodes[si].input(0)?;
+    let s = g.nodes[si].outputs[0];
+    let mi = rw.sole_consumer(g, s)?;
+    if g.nodes[mi].op != Op::Binary(BinaryOp::Mul)
+        || rw.is_removed(mi)
+        || other_operand(g, mi, s) != Some(x)
+        || g.tensors[x].shape != g.tensors[g.nodes[mi].outputs[0]].shape
+    {
+        return None;
+    }
+    let y = g.nodes[mi].outputs[0];
+    rw.remove(mi);
+    let n = &mut g.nodes[si];
+    n.op = Op::Unary(UnaryOp::Silu);
+    n.outputs = vec![y];
+    Some(())
+}
+
 /// x * HardSigmoid(x; alpha = 1/6, beta = 0.5) -> HardSwish(x), and
 /// x * Clip(x + 3, 0, 6) / 6 -> HardSwish(x).
 pub fn hardswish(g: &mut Graph) -> usize {
@@ -184,6 +215,7 @@ fn as_activation(op: &Op) -> Option<Activation> {
         Op::Unary(UnaryOp::LeakyRelu { alpha }) => Activation::LeakyRelu { alpha: *alpha },
         Op::Unary(UnaryOp::Tanh) => Activation::Tanh,
         Op::Unary(UnaryOp::Gelu) => Activation::Gelu,
+        Op::Unary(UnaryOp::Silu) => Activation::Silu,
         _ => return None,
     })
 }

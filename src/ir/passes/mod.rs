@@ -51,6 +51,9 @@ pub struct PassReport {
     /// Rotate-half RoPE chains (Slice, Slice, Neg, Concat, Mul, Mul, Add) run as one kernel.
     #[serde(default)]
     pub ropes_fused: usize,
+    /// `Mul(x, Sigmoid(x))` pairs run as one SiLU (then usually in a MatMul's epilogue).
+    #[serde(default)]
+    pub silu_fused: usize,
 }
 
 /// What the passes need to know of the packing that follows.
@@ -85,6 +88,7 @@ pub fn optimize_with(g: &mut Graph, opts: &PassOptions) -> PassReport {
     r.layer_norms_fused = fuse::layer_norm(g);
     r.rms_norms_fused = fuse::rms_norm(g);
     r.hardswish_fused = fuse::hardswish(g);
+    r.silu_fused = fuse::silu(g);
     r.noop_casts_removed = fuse::noop_casts(g);
     r.bias_adds_fused = fuse::bias_add(g);
     r.dead_nodes_removed += dce(g);
