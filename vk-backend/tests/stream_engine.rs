@@ -566,7 +566,7 @@ fn load_in_order(
 /// every load waits for its own page, and every step reads exactly the source's bytes.
 #[test]
 fn a_slow_host_mirror_fill_runs_behind_the_loads() {
-    let d = open_device(32 << 20, false);
+    let d = open_device(32 << 20, true);
     let baseline = d.memory_stats().live_allocations;
     let pages = [40, 20, 30];
     let p = Precision::F16;
@@ -621,6 +621,7 @@ fn a_slow_host_mirror_fill_runs_behind_the_loads() {
     );
     drop(checks);
     assert_eq!(d.memory_stats().live_allocations, baseline);
+    assert_no_validation_messages(&d);
 }
 
 /// A page the fill cannot read, or whose source panics, fails the run at the load that needs
@@ -628,7 +629,7 @@ fn a_slow_host_mirror_fill_runs_behind_the_loads() {
 /// the engine's memory is freed.
 #[test]
 fn a_failing_page_fails_the_load_that_needs_it() {
-    let d = open_device(32 << 20, false);
+    let d = open_device(32 << 20, true);
     let baseline = d.memory_stats().live_allocations;
     let p = Precision::F16;
     let cfg = StreamConfig {
@@ -667,13 +668,14 @@ fn a_failing_page_fails_the_load_that_needs_it() {
         drop(checks);
         assert_eq!(d.memory_stats().live_allocations, baseline);
     }
+    assert_no_validation_messages(&d);
 }
 
 /// Dropping an engine while its mirror is still filling over a slow disk stops the fill after
 /// the pages being read (it does not read the rest) and frees everything, promptly.
 #[test]
 fn dropping_the_engine_stops_the_fill() {
-    let d = open_device(32 << 20, false);
+    let d = open_device(32 << 20, true);
     let baseline = d.memory_stats().live_allocations;
     let p = Precision::F16;
     let (srcs, ms, _) = slow_sources(&[60, 30, 40], p, 100, None, None);
