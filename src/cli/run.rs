@@ -115,6 +115,12 @@ struct ColdStart {
     first_request_s: f64,
     /// Median of the later requests (the calibrating ones excluded where there are others).
     warm_request_s: Option<f64>,
+    /// Where the engine kept a host mirror: the wall time of its fill, which starts in the
+    /// engine's open and runs behind the first request, and how much of it overlapped that
+    /// request (the part after the stream engine opened, at most the request's time; the
+    /// little of the open after the stream engine is counted as overlap).
+    mirror_fill_s: Option<f64>,
+    mirror_overlap_s: Option<f64>,
 }
 
 impl ColdStart {
@@ -125,7 +131,7 @@ impl ColdStart {
     fn line(&self) -> String {
         let ms = |s: f64| format!("{:.1} ms", s * 1e3);
         format!(
-            "cold start ({}): load {} ({:.0} MiB on disk; headers read, pages checked as they are read), engine open {}, first request {}; integrated {}; warm request {}; the disk reads at {:.0} MB/s, every byte once in {}",
+            "cold start ({}): load {} ({:.0} MiB on disk; headers read, pages checked as they are read), engine open {}, first request {}; integrated {}; warm request {}{}; the disk reads at {:.0} MB/s, every byte once in {}",
             self.policy,
             ms(self.load_s),
             self.read_bytes as f64 / (1 << 20) as f64,
@@ -133,6 +139,14 @@ impl ColdStart {
             ms(self.first_request_s),
             ms(self.integrated_s()),
             self.warm_request_s.map_or("-".into(), ms),
+            match (self.mirror_fill_s, self.mirror_overlap_s) {
+                (Some(f), Some(o)) => format!(
+                    "; host mirror filled in {}, {} of it behind the first request",
+                    ms(f),
+                    ms(o)
+                ),
+                _ => String::new(),
+            },
             self.disk_bytes_per_s / 1e6,
             ms(self.disk_read_s),
         )
@@ -408,6 +422,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
         ) {
             Ok(o) => {
                 if let Some((_, cl)) = cold_load {
+                    let first_request_s = o.request_s.first().copied().unwrap_or(0.0);
+                    let mirror = o.stats.host_mirror_bytes > 0;
                     let c = ColdStart {
                         policy: policy.name().to_string(),
                         load_s: cl.load_s,
@@ -415,8 +431,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
                         disk_bytes_per_s: cl.disk_bytes_per_s,
                         disk_read_s: cl.read_bytes as f64 / cl.disk_bytes_per_s,
                         open_s: o.open_s,
-                        first_request_s: o.request_s.first().copied().unwrap_or(0.0),
+                        first_request_s,
                         warm_request_s: warm_median(&o.request_s, calibrating),
+                        mirror_fill_s: mirror.then_some(o.stats.mirror_fill_s),
+                        mirror_overlap_s: mirror
+                            .then(|| o.stats.mirror_fill_behind_s.min(first_request_s)),
                     };
                     progress.suspend(|| println!("\n{}", c.line()));
                     cold_starts.push(c);

@@ -532,7 +532,8 @@ impl Session {
         let pages = c.pages_loaded as f64;
         let config = self.ex.engine().config();
         let io_threads = config.io_threads.max(1) as f64;
-        // A load from the host mirror reads nothing: its read time is the fill's, at the start.
+        // A load from the host mirror reads nothing: its read time is the fill's, behind the
+        // first requests (those loads may wait for it; the copies after it ended do not).
         let read_per_page = if config.host_mirror {
             0.0
         } else {

@@ -194,9 +194,12 @@ pub struct EngineStats {
     pub compute_submits: u64,
     pub transfer_submits: u64,
     /// Bytes of the host mirror every load copies from instead (0: none), and the time it took
-    /// to fill.
+    /// to fill. The fill runs behind the first requests: while it still runs, this is its time
+    /// so far.
     pub host_mirror_bytes: u64,
     pub mirror_fill_s: f64,
+    /// The part of `mirror_fill_s` after the stream engine opened (behind the first requests).
+    pub mirror_fill_behind_s: f64,
     /// Wall-clock seconds one page's copy from the mirror took when the engine started.
     pub copy_probe_s: Option<f64>,
     pub page_read_s: f64,
@@ -300,9 +303,10 @@ impl EngineStats {
         );
         o += &if self.host_mirror_bytes > 0 {
             format!(
-                "host mirror {:.2} MiB (every load copies from it), filled in {:.3} ms; page reads {:.3} ms (summed over I/O threads); a page's copy probed at {}\n",
+                "host mirror {:.2} MiB (every load copies from it), filled in {:.3} ms ({:.3} ms of it behind the requests); page reads {:.3} ms (summed over I/O threads); a page's copy probed at {}\n",
                 mib(self.host_mirror_bytes),
                 ms(self.mirror_fill_s),
+                ms(self.mirror_fill_behind_s),
                 ms(self.page_read_s),
                 self.copy_probe_s
                     .map_or("-".into(), |t| format!("{:.1} µs", t * 1e6))

@@ -105,7 +105,20 @@ impl StreamExec {
         check_sources(&plan, &sources)?;
         let lookup = plan.trace.lookup_slots;
         config.slots = plan.slots.max(1) + lookup;
-        let engine = StreamEngine::new(device, config, sources)?;
+        // A host mirror reads the pages in the order this plan first loads them.
+        let first_loads: Vec<(u32, u32)> = plan
+            .schedule
+            .ops
+            .iter()
+            .filter_map(|op| match *op {
+                Op::Load { page, .. } => {
+                    let r = plan.trace.page_ref(page);
+                    Some((r.model, r.page))
+                }
+                Op::Evict { .. } => None,
+            })
+            .collect();
+        let engine = StreamEngine::with_load_order(device, config, sources, &first_loads)?;
         let slot_map = (0..config.slots - lookup).collect();
         let lookup_slot = (lookup > 0).then_some(config.slots - 1);
         let skip = vec![false; plan.schedule.ops.len()];

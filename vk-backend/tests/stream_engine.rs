@@ -283,10 +283,11 @@ fn failing_source_ends_the_run_and_the_next_run_works() {
     assert_no_validation_messages(&d);
 }
 
-/// With a host mirror every page is read exactly once, when the engine is created, and each
-/// load copies from the mirror: the steps read the same numbers as through the staging ring,
-/// the mirror's bytes are counted (on lavapipe host-visible memory is device memory) and the
-/// cap holds. A page that cannot be read fails the engine's creation with its model and page.
+/// With a host mirror every page is read at most once, by the fill that starts with the engine,
+/// and each load copies from the mirror: the steps read the same numbers as through the staging
+/// ring, the mirror's bytes are counted (on lavapipe host-visible memory is device memory) and
+/// the cap holds. A page that cannot be read fails the run that loads it with its model and
+/// page (not the engine's creation: the fill runs behind the loads).
 #[test]
 fn a_host_mirror_serves_every_load_from_one_read() {
     let cap = 32 << 20;
@@ -308,11 +309,19 @@ fn a_host_mirror_serves_every_load_from_one_read() {
         assert!(loads > 28, "the plan must stream ({loads} loads)");
         assert_eq!(stats.pages_loaded, loads as u64);
         for m in &models {
-            assert_eq!(
-                m.reads.load(Ordering::Relaxed),
+            // At most once: `finish` stops a fill that has not read every page yet.
+            let loaded: std::collections::HashSet<u32> = checks
+                .iter()
+                .filter(|c| c.model == m.model)
+                .map(|c| c.page)
+                .collect();
+            let reads = m.reads.load(Ordering::Relaxed);
+            assert!(
+                reads <= m.pages && reads >= loaded.len() as u32,
+                "model {}: {reads} reads of {} pages, {} of them loaded",
+                m.model,
                 m.pages,
-                "model {}: every page read once",
-                m.model
+                loaded.len()
             );
         }
         let page_bytes = (TEXELS_PER_PAGE * p.bytes_per_texel()) as u64;
@@ -329,10 +338,11 @@ fn a_host_mirror_serves_every_load_from_one_read() {
         host_mirror: true,
         ..config(Precision::F16)
     };
-    match StreamEngine::new(&d, cfg, sources(&pages, Precision::F16, Some((2, 4)))) {
-        Err(VkError::PageRead { model, page, .. }) => assert_eq!((model, page), (2, 4)),
-        Err(e) => panic!("expected the read error of model 2 page 4, got {e}"),
-        Ok(_) => panic!("a mirror with an unreadable page was created"),
+    // The plan of `failing_source_ends_the_run_and_the_next_run_works`, which loads the page.
+    match run_plan(&d, cfg, &pages, Some((0, 5)), 60, 7).0 {
+        Err(VkError::PageRead { model, page, .. }) => assert_eq!((model, page), (0, 5)),
+        Err(e) => panic!("expected the read error of model 0 page 5, got {e}"),
+        Ok(_) => panic!("a run loading an unreadable page succeeded"),
     }
     assert_eq!(d.memory_stats().live_allocations, baseline);
     assert_no_validation_messages(&d);
@@ -442,4 +452,260 @@ fn prefetched_loads_do_not_split_batches() {
     assert_eq!(stats.pages_loaded, STEPS as u64);
     assert!(stats.compute_busy.is_some() && stats.transfer_busy.is_some());
     assert_no_validation_messages(&d);
+}
+
+/// A page source behind a slow disk: each read sleeps `delay` first. It records the order pages
+/// were asked for, and can panic on one page.
+struct SlowSource {
+    inner: Arc<SyntheticModel>,
+    delay: std::time::Duration,
+    panic_at: Option<u32>,
+    asked: Arc<std::sync::Mutex<Vec<(u32, u32)>>>,
+}
+
+impl PageSource for SlowSource {
+    fn page_bytes(&self) -> usize {
+        self.inner.page_bytes()
+    }
+    fn page_count(&self) -> u32 {
+        self.inner.page_count()
+    }
+    fn read_page(&self, page: u32, dst: &mut [u8]) -> std::io::Result<()> {
+        if let Ok(mut a) = self.asked.lock() {
+            a.push((self.inner.model, page));
+        }
+        std::thread::sleep(self.delay);
+        if Some(page) == self.panic_at {
+            panic!("synthetic page source panic on page {page}");
+        }
+        self.inner.read_page(page, dst)
+    }
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+}
+
+/// `models(pages, ..)` behind [`SlowSource`]s sharing one log of the pages asked for.
+#[allow(clippy::type_complexity)]
+fn slow_sources(
+    pages: &[u32],
+    p: Precision,
+    delay_ms: u64,
+    fail: Option<(u32, u32)>,
+    panic_at: Option<(u32, u32)>,
+) -> (
+    Vec<Arc<dyn PageSource>>,
+    Vec<Arc<SyntheticModel>>,
+    Arc<std::sync::Mutex<Vec<(u32, u32)>>>,
+) {
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let ms = models(pages, p, fail);
+    let srcs = ms
+        .iter()
+        .map(|m| {
+            Arc::new(SlowSource {
+                inner: m.clone(),
+                delay: std::time::Duration::from_millis(delay_ms),
+                panic_at: panic_at.filter(|f| f.0 == m.model).map(|f| f.1),
+                asked: asked.clone(),
+            }) as Arc<dyn PageSource>
+        })
+        .collect();
+    (srcs, ms, asked)
+}
+
+/// Runs `f` on a thread of its own and fails the test if it takes longer than `limit` (a hang).
+fn within<T: Send + 'static>(limit_s: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(limit_s))
+        .unwrap_or_else(|_| panic!("no result within {limit_s} s: a hang"))
+}
+
+/// Loads `order` one page at a time into round-robin slots, each followed by a step copying
+/// the page out and a wait for that step. Returns the checks of the steps that ran and the
+/// first error (the engine is finished either way; its error wins, as in [`run_plan_on`]).
+fn load_in_order(
+    d: &Device,
+    mut engine: StreamEngine,
+    order: &[(u32, u32)],
+    precision: Precision,
+) -> (Result<StreamStats, VkError>, Vec<Check>) {
+    let slots = engine.config().slots;
+    let mut checks = Vec::new();
+    let result = (|| -> Result<(), VkError> {
+        for (i, &(m, p)) in order.iter().enumerate() {
+            let slot = i as u32 % slots;
+            if engine.slot_of(m, p).is_none() {
+                engine.load(m, p, slot)?;
+            }
+            let off = engine.weight_texel_base(m)? + p * TEXELS_PER_PAGE as u32;
+            let out = Tensor::new(d, "page copy", &[1, 4, 1, TEXELS_PER_PAGE], precision)?;
+            let value = engine.step(&[(m, p)], |rec| weight_copy_into(rec, off, &out))?;
+            engine.wait_step(value)?;
+            checks.push(Check {
+                model: m,
+                page: p,
+                out,
+            });
+        }
+        Ok(())
+    })();
+    let finished = engine.finish();
+    let result = match result {
+        Ok(()) => finished,
+        Err(e) => Err(finished.err().unwrap_or(e)),
+    };
+    (result, checks)
+}
+
+/// The host mirror fills behind the run: over a slow disk (30 ms a page) the engine opens
+/// after the few pages its copy probe needs, the pages of the given load order are read first,
+/// every load waits for its own page, and every step reads exactly the source's bytes.
+#[test]
+fn a_slow_host_mirror_fill_runs_behind_the_loads() {
+    let d = open_device(32 << 20, true);
+    let baseline = d.memory_stats().live_allocations;
+    let pages = [40, 20, 30];
+    let p = Precision::F16;
+    let (srcs, ms, asked) = slow_sources(&pages, p, 30, None, None);
+    let cfg = StreamConfig {
+        host_mirror: true,
+        ..config(p)
+    };
+    // The run's first loads: model 2 first, then model 1, against model and page order.
+    let order: Vec<(u32, u32)> = [(2, 8), (2, 0), (1, 5), (1, 0), (2, 3), (0, 12)]
+        .into_iter()
+        .chain((0..13).map(|p| (0, p)))
+        .collect();
+    let (engine, open_reads) = {
+        let d = d.clone();
+        let order = order.clone();
+        within(60, move || {
+            let e = StreamEngine::with_load_order(&d, cfg, srcs, &order).expect("engine");
+            let n = ms
+                .iter()
+                .map(|m| m.reads.load(Ordering::Relaxed))
+                .sum::<u32>();
+            (e, n)
+        })
+    };
+    assert!(
+        open_reads < 90,
+        "the engine opened after the whole fill ({open_reads} pages read)"
+    );
+    let (d2, order2) = (d.clone(), order.clone());
+    let (res, checks) = within(120, move || load_in_order(&d2, engine, &order2, p));
+    let stats = res.expect("the run succeeds");
+    verify(&checks);
+    assert_eq!(checks.len(), order.len());
+    // Fill threads (3 here) take pages in the load order: its first pages are asked for first.
+    let asked = asked.lock().unwrap().clone();
+    for first in &order[..3] {
+        assert!(
+            asked[..6].contains(first),
+            "page {first:?} is not among the first reads {:?}",
+            &asked[..6]
+        );
+    }
+    let mut seen = asked.clone();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), asked.len(), "a page read twice: {asked:?}");
+    assert!(stats.mirror_fill > std::time::Duration::ZERO, "{stats:?}");
+    assert!(
+        stats.mirror_fill_behind > std::time::Duration::ZERO,
+        "the fill ran behind the engine's creation: {stats:?}"
+    );
+    drop(checks);
+    assert_eq!(d.memory_stats().live_allocations, baseline);
+    assert_no_validation_messages(&d);
+}
+
+/// A page the fill cannot read, or whose source panics, fails the run at the load that needs
+/// it with `PageRead` naming it; the loads before it copy the right bytes, nothing hangs, and
+/// the engine's memory is freed.
+#[test]
+fn a_failing_page_fails_the_load_that_needs_it() {
+    let d = open_device(32 << 20, true);
+    let baseline = d.memory_stats().live_allocations;
+    let p = Precision::F16;
+    let cfg = StreamConfig {
+        host_mirror: true,
+        ..config(p)
+    };
+    let order = [(0, 0), (1, 1), (2, 2), (1, 3), (0, 4)];
+    for (fail, panic_at) in [(Some((1, 3)), None), (None, Some((1, 3)))] {
+        let (srcs, _, _) = slow_sources(&[13, 6, 9], p, 5, fail, panic_at);
+        let d2 = d.clone();
+        let (res, checks) = within(60, move || {
+            let e = StreamEngine::with_load_order(&d2, cfg, srcs, &order).expect("engine");
+            load_in_order(&d2, e, &order, p)
+        });
+        match res {
+            Err(VkError::PageRead {
+                model,
+                page,
+                name,
+                source,
+            }) => {
+                assert_eq!((model, page, name.as_str()), (1, 3, "synthetic-1"));
+                let want = if fail.is_some() {
+                    "synthetic"
+                } else {
+                    "panicked"
+                };
+                assert!(source.to_string().contains(want), "{source}");
+            }
+            other => panic!("expected model 1 page 3's read error, got {other:?}"),
+        }
+        // Every step before the failing load ran on the right bytes (at most one more step,
+        // the failing load's own, recorded before the error arrived).
+        assert!(checks.len() >= 3, "{} steps ran", checks.len());
+        verify(&checks[..3]);
+        drop(checks);
+        assert_eq!(d.memory_stats().live_allocations, baseline);
+    }
+    assert_no_validation_messages(&d);
+}
+
+/// Dropping an engine while its mirror is still filling over a slow disk stops the fill after
+/// the pages being read (it does not read the rest) and frees everything, promptly.
+#[test]
+fn dropping_the_engine_stops_the_fill() {
+    let d = open_device(32 << 20, true);
+    let baseline = d.memory_stats().live_allocations;
+    let p = Precision::F16;
+    let (srcs, ms, _) = slow_sources(&[60, 30, 40], p, 100, None, None);
+    let cfg = StreamConfig {
+        host_mirror: true,
+        ..config(p)
+    };
+    let d2 = d.clone();
+    let (took, reads) = within(60, move || {
+        let mut e = StreamEngine::new(&d2, cfg, srcs).expect("engine");
+        // One load in flight, whose page the fill may not have read yet.
+        e.load(2, 8, 0).expect("load");
+        let t0 = std::time::Instant::now();
+        drop(e);
+        let took = t0.elapsed();
+        (
+            took,
+            ms.iter()
+                .map(|m| m.reads.load(Ordering::Relaxed))
+                .sum::<u32>(),
+        )
+    });
+    // 130 pages at 100 ms take over 800 ms on 16 threads; a stop waits for one page a thread.
+    assert!(
+        took < std::time::Duration::from_millis(600),
+        "drop took {took:?}"
+    );
+    assert!(
+        reads < 130,
+        "the fill went on after the drop ({reads} pages read)"
+    );
+    assert_eq!(d.memory_stats().live_allocations, baseline);
 }

@@ -76,6 +76,8 @@ pub struct StreamEngine {
     compute_sem: TimelineSemaphore,
     shared: Arc<Shared>,
     feed: Feed,
+    /// The host mirror loads copy from, while its background fill runs and after.
+    mirror: Option<Arc<HostMirror>>,
     io_threads: Vec<JoinHandle<()>>,
     transfer_thread: Option<JoinHandle<()>>,
     residency: Residency,
@@ -105,6 +107,18 @@ impl StreamEngine {
         device: &Device,
         config: StreamConfig,
         sources: Vec<Arc<dyn PageSource>>,
+    ) -> Result<StreamEngine> {
+        Self::with_load_order(device, config, sources, &[])
+    }
+
+    /// [`Self::new`] for a run that will first load the pages `first_loads` names (model,
+    /// page), in that order (its plan's loads): a host mirror reads them first, then every
+    /// other page in model and page order. Pages out of range are skipped.
+    pub fn with_load_order(
+        device: &Device,
+        config: StreamConfig,
+        sources: Vec<Arc<dyn PageSource>>,
+        first_loads: &[(u32, u32)],
     ) -> Result<StreamEngine> {
         let bad = |m: String| Err(VkError::Stream(m));
         if sources.is_empty() {
@@ -157,15 +171,23 @@ impl StreamEngine {
         rec.init_image(atlas.image());
         rec.submit_and_wait()?;
 
-        // Either a host mirror filled now, or a staging ring that I/O threads fill per load.
+        let sources = Arc::new(sources);
+        // Either a host mirror, filled from now on behind the run, or a staging ring that I/O
+        // threads fill per load.
         let (ring, mirror) = if config.host_mirror {
-            let m = HostMirror::fill(
+            let first: Vec<u32> = first_loads
+                .iter()
+                .filter(|&&(m, p)| sources.get(m as usize).is_some_and(|s| p < s.page_count()))
+                .map(|&(m, p)| bases[m as usize] + p)
+                .collect();
+            let m = HostMirror::start(
                 device,
-                &sources,
+                sources.clone(),
                 &bases,
                 page_bytes,
                 config.staging_memory,
                 mirror_fill_threads(config.io_threads),
+                &first,
             )?;
             (None, Some(Arc::new(m)))
         } else {
@@ -184,7 +206,6 @@ impl StreamEngine {
         let transfer_sem = TimelineSemaphore::new(device, 0)?;
         let compute_sem = TimelineSemaphore::new(device, 0)?;
         let shared = Arc::new(Shared::default());
-        let sources = Arc::new(sources);
         let timing = if config.timestamps {
             QueryRing::new(device, QueueKind::Compute, 256)?
         } else {
@@ -195,8 +216,6 @@ impl StreamEngine {
                 || mirror.as_ref().is_some_and(|m| m.device_local()),
             staging_bytes: ring.as_ref().map_or(0, |r| r.bytes()),
             host_mirror_bytes: mirror.as_ref().map_or(0, |m| m.bytes()),
-            read_time: mirror.as_ref().map_or(Duration::ZERO, |m| m.fill_read),
-            mirror_fill: mirror.as_ref().map_or(Duration::ZERO, |m| m.fill_wall),
             copy_probe,
             ..Default::default()
         };
@@ -212,6 +231,7 @@ impl StreamEngine {
             compute_sem: compute_sem.clone(),
             shared: shared.clone(),
             feed: Feed::Closed,
+            mirror: mirror.clone(),
             io_threads: Vec::new(),
             transfer_thread: None,
             residency: Residency::new(config.slots),
@@ -427,6 +447,9 @@ impl StreamEngine {
             slot,
             compute_wait: wait,
         };
+        if let Some(m) = &self.mirror {
+            m.want(self.bases[model as usize] + page);
+        }
         let sent = match &self.feed {
             Feed::Io(tx) => tx.send(req).is_ok(),
             Feed::Mirror(tx) => tx
@@ -670,9 +693,21 @@ impl StreamEngine {
     }
 
     /// The counters so far (loads, bytes, evictions, steps, submits); GPU times are only
-    /// known at [`Self::finish`].
+    /// known at [`Self::finish`]. The host mirror's fill times are read now: while the fill
+    /// still runs they are its times so far.
     pub fn counters(&self) -> StreamStats {
-        self.stats.clone()
+        let mut stats = self.stats.clone();
+        self.mirror_times(&mut stats);
+        stats
+    }
+
+    /// Puts the host mirror's fill times (so far) into `stats`.
+    fn mirror_times(&self, stats: &mut StreamStats) {
+        if let Some(m) = &self.mirror {
+            stats.read_time = m.fill_read();
+            stats.mirror_fill = m.fill_wall();
+            stats.mirror_fill_behind = m.fill_after(self.started);
+        }
     }
 
     /// Ends the run: submits what is open, waits for every load and step, joins the threads and
@@ -707,6 +742,11 @@ impl StreamEngine {
             self.shared
                 .fail(VkError::Stream("the transfer thread panicked".into()));
         }
+        // No copy is left to wait for a page: the fill stops after the pages being read (it
+        // ended long before on a run that outlived it).
+        if let Some(m) = &self.mirror {
+            m.stop();
+        }
         while let Some((_, sub)) = self.inflight.pop_front() {
             if let Err(e) = sub.wait() {
                 self.shared.fail(e);
@@ -715,6 +755,9 @@ impl StreamEngine {
         self.journal_update(u64::MAX, true);
         self.timing = None;
         self.stats.transfer_submits = Shared::get(&self.shared.transfer_submits);
+        let mut stats = std::mem::take(&mut self.stats);
+        self.mirror_times(&mut stats);
+        self.stats = stats;
         self.stats.read_time += Duration::from_nanos(Shared::get(&self.shared.read_ns));
         self.stats.staging_wait_time =
             Duration::from_nanos(Shared::get(&self.shared.staging_wait_ns));
@@ -728,6 +771,11 @@ impl StreamEngine {
 
 impl Drop for StreamEngine {
     fn drop(&mut self) {
+        // A dropped run needs no more pages: stop the mirror's fill first, so the copies still
+        // queued fail at once (their pages not read) instead of waiting for the disk.
+        if let (false, Some(m)) = (self.finished, &self.mirror) {
+            m.stop();
+        }
         if let Err(e) = self.shutdown() {
             log::warn!("stream engine dropped after an error: {e}");
         }

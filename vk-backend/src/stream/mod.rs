@@ -4,7 +4,8 @@
 //! staging buffers → `vkCmdCopyBufferToImage` into an atlas layer on the transfer queue (the
 //! compute queue where the device has no transfer-only family) → kernels read the page through
 //! `fetch_weight` once the page table maps it. With [`StreamConfig::host_mirror`] every page is
-//! read once into host-visible buffers at creation and each load copies from there.
+//! read once into host-visible buffers, by threads that start at creation and run behind the
+//! first loads, and each load copies from there once its page is in.
 //!
 //! Synchronization is GPU-side, through two timeline semaphores owned by the engine:
 //! - the *transfer* semaphore: load number `t` (its [`LoadTicket`]) signals value `t`; loads are
@@ -81,10 +82,11 @@ pub struct StreamConfig {
     pub io_threads: u32,
     /// Where the staging ring (or the host mirror) lives.
     pub staging_memory: StagingMemory,
-    /// Read every page once, at creation, into a host mirror the copies read directly, instead
-    /// of reading each page into the staging ring when it is loaded (see `mirror.rs`). The ring
-    /// and the I/O threads are then not created; one thread per core (at most 16, at least
-    /// `io_threads`) fills the mirror.
+    /// Read every page once into a host mirror the copies read directly, instead of reading
+    /// each page into the staging ring when it is loaded (see `mirror.rs`). The ring and the
+    /// I/O threads are then not created; one thread per core (at most 16, at least
+    /// `io_threads`) fills the mirror in the background from creation on, in load order, and a
+    /// load's copy waits for its own page only.
     pub host_mirror: bool,
     /// Steps recorded into one compute submission before it is submitted automatically.
     pub steps_per_batch: u32,
@@ -126,7 +128,8 @@ pub struct StreamStats {
     pub steps: u64,
     pub compute_submits: u64,
     pub transfer_submits: u64,
-    /// Summed time inside `PageSource::read_page` over all I/O threads.
+    /// Summed time inside `PageSource::read_page` over all I/O threads (or the host mirror's
+    /// fill threads).
     pub read_time: Duration,
     /// Time the dispatcher blocked because every staging slot was still in use.
     pub staging_wait_time: Duration,
@@ -134,9 +137,15 @@ pub struct StreamStats {
     pub staging_device_local: bool,
     /// Bytes of the staging ring.
     pub staging_bytes: u64,
-    /// Bytes of the host mirror (0 without one), and the wall time it took to fill.
+    /// Bytes of the host mirror (0 without one), and the wall time it took to fill. The fill
+    /// runs in the background: read before it has ended ([`StreamEngine::counters`] during a
+    /// cold start's first requests), `mirror_fill` and `read_time` are its times so far; at
+    /// [`StreamEngine::finish`] they are final (a fill still running then is stopped).
     pub host_mirror_bytes: u64,
     pub mirror_fill: Duration,
+    /// The part of `mirror_fill` after the engine's creation returned: the fill behind the
+    /// run's first requests.
+    pub mirror_fill_behind: Duration,
     /// Wall-clock time of one page's copy from the host mirror, probed at creation (`None`
     /// without a mirror).
     pub copy_probe: Option<Duration>,

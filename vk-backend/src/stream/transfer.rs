@@ -178,6 +178,12 @@ impl Submitter {
             self.signal_only(last);
             return;
         }
+        // A page from the host mirror may still be being read by its background fill.
+        if let Err(e) = self.wait_mirrored(&copies) {
+            self.ctx.shared.fail(e);
+            self.signal_only(last);
+            return;
+        }
         let wait = copies.iter().map(|d| d.req.compute_wait).max().unwrap_or(0);
         // The slots' last readers may still be in the engine's open batch.
         self.ctx.shared.wait_compute_submitted(wait);
@@ -208,6 +214,22 @@ impl Submitter {
         let v = unsafe { self.ctx.device.raw().allocate_command_buffers(&ai) }
             .vk("vkAllocateCommandBuffers")?;
         Ok(v[0])
+    }
+
+    /// Blocks until the host mirror holds the pages of `copies` that come from it; fails with
+    /// the first one's read error ([`VkError::PageRead`]).
+    fn wait_mirrored(&self, copies: &[&ReadDone]) -> Result<()> {
+        let Some(mirror) = &self.ctx.mirror else {
+            return Ok(());
+        };
+        for d in copies {
+            if let (Staged::Mirror, Some(base)) =
+                (d.staging, self.ctx.bases.get(d.req.model as usize))
+            {
+                mirror.wait_page(base + d.req.page)?;
+            }
+        }
+        Ok(())
     }
 
     /// The buffer and offset holding `d`'s bytes.
