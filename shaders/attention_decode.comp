@@ -86,7 +86,7 @@ void main() {
     q_layer = layer;
     uint sq = group % pc.groups_per_layer;
     uint d = pc.q.y, dv = pc.v.y, sk = pc.v.x;
-    TensorDesc tq = desc(pc.q, pc.c), to = desc(pc.o, pc.c);
+    TensorDesc tq = desc(pc.q, pc.c);
     tk = desc(pc.k, pc.kvc);
     tv = desc(pc.v, pc.kvc);
     TensorDesc tm = TensorDesc(pc.mn, pc.mc, pc.m.x, pc.m.y, (pc.mc + 3u) / 4u, pc.m.z, pc.m.w, 0u);
@@ -180,5 +180,5 @@ void main() {
     if ((pc.flags & 4u) != 0u) {
         inv = mix(inv, vec4(0.0), equal(run_sum, vec4(0.0)));
     }
-    STORE_TEXEL(img_out, to, texel_index(to, layer, sq, tid), zero_padding(to, c4_i, total * inv));
+    store_out(layer, sq, tid, total * inv);
 }

@@ -42,7 +42,6 @@ void main() {
     uint d = pc.q.y, dv = pc.v.y, sk = pc.v.x;
     bool live = sq < pc.q.x;
     TensorDesc tq = desc(pc.q, pc.c), tk = desc(pc.k, pc.kvc), tv = desc(pc.v, pc.kvc);
-    TensorDesc to = desc(pc.o, pc.c);
     TensorDesc tm = TensorDesc(pc.mn, pc.mc, pc.m.x, pc.m.y, (pc.mc + 3u) / 4u, pc.m.z, pc.m.w, 0u);
     bool has_mask = (pc.flags & 1u) != 0u, k_rows = (pc.flags & 2u) != 0u;
 
@@ -168,8 +167,7 @@ void main() {
     for (int i = 0; i < DPT; i++) {
         uint x = part + PARTS * uint(i);
         if (x < dv) {
-            STORE_TEXEL(img_out, to, texel_index(to, layer, sq, x),
-                        zero_padding(to, c4_i, acc[i] * inv));
+            store_out(layer, sq, x, acc[i] * inv);
         }
     }
 }

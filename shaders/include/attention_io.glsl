@@ -24,7 +24,7 @@ layout(push_constant) uniform Push {
     uint mn;    // the mask's N (1: broadcast over the batch)
     float scale;
     uint flags; // bit 0: a mask is bound; bit 1: K_ROWS (K is [.., Sk, D]); bit 2: a row with
-                // every key at -inf gives 0, not NaN
+                // every key at -inf gives 0, not NaN; bit 3: merged heads (out is [1, Sq, H * Dv])
     uint groups_per_layer;
     uint kvc;   // key/value heads (= c without grouping)
 } pc;
@@ -32,6 +32,26 @@ layout(push_constant) uniform Push {
 TensorDesc desc(uvec4 t, uint c) {
     uint c4 = (c + 3u) / 4u;
     return TensorDesc(pc.n, c, t.x, t.y, c4, t.z, t.w, 0u);
+}
+
+// Stores head-dim texel x of query row sq for the four heads of texel layer `layer` (lanes past
+// the heads are padding). Merged heads: out is [1, Sq, H * Dv], one value a texel, so each
+// head's value goes to its own texel (sq, h * Dv + x), and no two invocations share a texel.
+void store_out(uint layer, uint sq, uint x, vec4 v) {
+    uint c4 = (pc.c + 3u) / 4u, c4_i = layer % c4;
+    if ((pc.flags & 8u) == 0u) {
+        TensorDesc to = desc(pc.o, pc.c);
+        STORE_TEXEL(img_out, to, texel_index(to, layer, sq, x), zero_padding(to, c4_i, v));
+        return;
+    }
+    TensorDesc tm = TensorDesc(1u, 1u, pc.o.x, pc.o.y, 1u, pc.o.z, pc.o.w, 0u);
+    uint dv = pc.v.y;
+    for (uint l = 0u; l < 4u; l++) {
+        uint h = 4u * c4_i + l;
+        if (h < pc.c) {
+            STORE_TEXEL(img_out, tm, texel_index(tm, 0u, sq, h * dv + x), vec4(v[l], 0.0, 0.0, 0.0));
+        }
+    }
 }
 
 #endif

@@ -395,7 +395,11 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
             }
             vec![(xs.clone(), xt)]
         }
-        Op::Attention { key_rows, .. } => {
+        Op::Attention {
+            key_rows,
+            merge_heads,
+            ..
+        } => {
             let (k, v) = (&need(ins, 1)?.0, &need(ins, 2)?.0);
             let mask = ins.get(3).and_then(|m| m.as_ref()).map(|m| m.0.clone());
             let bad = || InferError::Attention {
@@ -408,6 +412,11 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
             if mask.as_ref().is_some_and(|m| !mask_broadcasts(m, &scores)) {
                 return Err(bad());
             }
+            let out = if *merge_heads {
+                merged_heads(&out).ok_or_else(bad)?
+            } else {
+                out
+            };
             vec![(out, xt)]
         }
         Op::Reduce { axes, keepdims, .. } => {
@@ -648,6 +657,15 @@ pub fn rope_shapes_fit(x: &[usize], table: &[usize]) -> bool {
         && (2..=4).contains(&r)
         && table[r - 2..] == x[2..]
         && table[..r - 2].iter().all(|&d| d == 1)
+}
+
+/// `[1, H, Sq, Dv]` attention output as `[1, Sq, H * Dv]` (see `Op::Attention::merge_heads`);
+/// `None` for any other rank or a batch.
+pub fn merged_heads(out: &[usize]) -> Option<Vec<usize>> {
+    match out {
+        [1, h, sq, dv] => Some(vec![1, *sq, h * dv]),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -214,6 +214,10 @@ pub enum Op {
         key_rows: bool,
         #[serde(default)]
         nan_to_zero: bool,
+        /// The output is `[1, Sq, H * Dv]`, the heads side by side in each row (the exporters'
+        /// `Transpose(0, 2, 1, 3)` and `Reshape` after attention, run as the kernel's store).
+        #[serde(default)]
+        merge_heads: bool,
     },
     /// inputs: X `[N, C, S, D]`, cos, sin (`[1, 1, S, D]`). Rotary position embedding,
     /// `X * cos + rotate_half(X) * sin`, fused from the exporters' Slice/Neg/Concat/Mul/Add chain.

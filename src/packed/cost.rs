@@ -47,7 +47,8 @@ pub fn flops(g: &Graph, n: &Node) -> u64 {
             };
             let sk = sk.copied().unwrap_or(1) as u64;
             let d = inp.last().copied().unwrap_or(1) as u64;
-            let dv = out.last().copied().unwrap_or(1) as u64;
+            // V's head dim: a merged output's last dim holds every head's.
+            let dv = shape(n.input(2)).last().copied().unwrap_or(1) as u64;
             let rows = numel(&out) / dv.max(1);
             rows * sk * (2 * d + 2 * dv + 5)
         }

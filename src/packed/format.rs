@@ -41,7 +41,8 @@ pub const FORMAT_VERSION: u32 = 1;
 /// table split into row-range pieces, 12: RMSNorm chains fused into one kernel,
 /// 13: rotate-half RoPE chains fused into one kernel, 14: pages carry their own checksums,
 /// 15: attention fused for head dims up to 128, tied heads in pieces as large as the largest
-/// other step, 16: `Mul(x, Sigmoid(x))` fused into one SiLU (then into a MatMul's epilogue).
+/// other step, 16: `Mul(x, Sigmoid(x))` fused into one SiLU (then into a MatMul's epilogue),
+/// attention storing its heads side by side (the head merge's Transpose and Reshape gone).
 pub const COMPILER_REVISION: u32 = 16;
 /// Preamble flag: the header CRC at bytes 52..56 and the header's `page_crcs` are present.
 pub const FLAG_PAGE_CRCS: u32 = 1;

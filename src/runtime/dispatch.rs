@@ -190,6 +190,7 @@ impl Executable {
                 scale,
                 key_rows,
                 nan_to_zero,
+                merge_heads,
             } => {
                 let (q, kk, v) = (self.input(&n, 0)?, self.input(&n, 1)?, self.input(&n, 2)?);
                 let mask = match n.input(3) {
@@ -201,6 +202,7 @@ impl Executable {
                     scale: *scale,
                     key_rows: *key_rows,
                     nan_to_zero: *nan_to_zero,
+                    merge_heads: *merge_heads,
                 };
                 k::attention_into(rec, &q, &kk, &v, mask.as_ref(), &opts, &y)
                     .map_err(kernel_error(&n))

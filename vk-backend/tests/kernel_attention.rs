@@ -132,9 +132,20 @@ fn run(c: &Case, p: Precision, seed: u64) {
         scale,
         key_rows: c.key_rows,
         nan_to_zero: c.nan_guard,
+        merge_heads: false,
     };
     let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
     attention_into(&mut rec, &qt, &kt, &vt, mt.as_ref(), &opts, &out).unwrap();
+    // Without a batch, the same with the heads merged into [1, Sq, H * Dv].
+    let merged = (c.batch == 1).then(|| {
+        let o = Tensor::new(&d, "merged", &[1, c.sq, c.heads * c.dv], p).unwrap();
+        let opts = AttentionOpts {
+            merge_heads: true,
+            ..opts
+        };
+        attention_into(&mut rec, &qt, &kt, &vt, mt.as_ref(), &opts, &o).unwrap();
+        o
+    });
     rec.submit_and_wait().unwrap();
     let want = reference(c, &q, &k, &v, &m, scale);
     let tol = match p {
@@ -146,6 +157,19 @@ fn run(c: &Case, p: Precision, seed: u64) {
         c.batch, c.heads, c.sq, c.sk, c.d, c.dv, c.mask, c.key_rows
     );
     assert_close(&what, &out.download().unwrap(), &want, tol);
+    if let Some(o) = merged {
+        // want is [1, H, Sq, Dv]; merged is [1, Sq, H * Dv].
+        let mut want_merged = vec![0.0; want.len()];
+        for h in 0..c.heads {
+            for s in 0..c.sq {
+                for x in 0..c.dv {
+                    want_merged[(s * c.heads + h) * c.dv + x] = want[(h * c.sq + s) * c.dv + x];
+                }
+            }
+        }
+        let what = format!("{what} heads merged");
+        assert_close(&what, &o.download().unwrap(), &want_merged, tol);
+    }
     assert_no_validation_messages(&d);
 }
 
@@ -308,6 +332,7 @@ fn attention_refuses_shapes_it_cannot_hold() {
         scale: 1.0,
         key_rows: true,
         nan_to_zero: false,
+        merge_heads: false,
     };
     let e = attention_into(&mut rec, &q, &k, &v, None, &opts, &out).unwrap_err();
     assert!(e.to_string().contains("head dims"), "{e}");
@@ -317,4 +342,15 @@ fn attention_refuses_shapes_it_cannot_hold() {
     let o2 = Tensor::new(&d, "out", &[1, 2, 4, 8], p).unwrap();
     let e = attention_into(&mut rec, &q2, &k2, &v2, None, &opts, &o2).unwrap_err();
     assert!(e.to_string().contains("head dim"), "{e}");
+    // Heads merge only without a batch.
+    let qb = Tensor::new(&d, "q", &[2, 2, 4, 8], p).unwrap();
+    let kb = Tensor::new(&d, "k", &[2, 2, 6, 8], p).unwrap();
+    let vb = Tensor::new(&d, "v", &[2, 2, 6, 8], p).unwrap();
+    let ob = Tensor::new(&d, "out", &[2, 4, 16], p).unwrap();
+    let merged = AttentionOpts {
+        merge_heads: true,
+        ..opts
+    };
+    let e = attention_into(&mut rec, &qb, &kb, &vb, None, &merged, &ob).unwrap_err();
+    assert!(e.to_string().contains("heads merge"), "{e}");
 }

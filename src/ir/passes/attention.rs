@@ -13,6 +13,51 @@ use crate::ir::{nchw, Activation, BinaryOp, DType, Graph, Op, ReshapeKind, Tenso
 /// The kernel's largest head dimension (`vk_backend::kernels::ATTENTION_MAX_HEAD_DIM`).
 const MAX_HEAD_DIM: usize = 128;
 
+/// Runs every fused attention whose output only goes through the exporters' head merge,
+/// `Transpose(0, 2, 1, 3)` then `Reshape` to `[1, Sq, H * Dv]`, with that store
+/// (`merge_heads`): the two copies go (in a decoder's step, two dispatches a layer; in an
+/// encoder, two copies of every layer's attention output). Returns how many.
+pub fn merge_heads(g: &mut Graph) -> usize {
+    rewrite_each(g, merge_heads_at)
+}
+
+fn merge_heads_at(g: &mut Graph, rw: &mut Rewrite, ai: usize) -> Option<()> {
+    let Op::Attention {
+        merge_heads: false, ..
+    } = g.nodes[ai].op
+    else {
+        return None;
+    };
+    let y = g.nodes[ai].outputs[0];
+    let ti = rw.sole_consumer(g, y)?;
+    if g.nodes[ti].op
+        != (Op::Transpose {
+            perm: vec![0, 2, 1, 3],
+        })
+        || rw.is_removed(ti)
+    {
+        return None;
+    }
+    let t = g.nodes[ti].outputs[0];
+    let ri = rw.sole_consumer(g, t)?;
+    if !matches!(g.nodes[ri].op, Op::Reshape { .. }) || rw.is_removed(ri) {
+        return None;
+    }
+    let r = g.nodes[ri].outputs[0];
+    let merged = crate::ir::infer::merged_heads(&g.tensors[y].shape)?;
+    if g.tensors[r].shape != merged || g.tensors[r].dtype != g.tensors[y].dtype {
+        return None;
+    }
+    rw.remove(ti);
+    rw.remove(ri);
+    let n = &mut g.nodes[ai];
+    if let Op::Attention { merge_heads, .. } = &mut n.op {
+        *merge_heads = true;
+    }
+    n.outputs = vec![r];
+    Some(())
+}
+
 /// Fuses every attention chain; returns how many.
 pub fn fuse_attention(g: &mut Graph) -> usize {
     rewrite_each(g, attention_at)
@@ -107,6 +152,7 @@ fn attention_at(g: &mut Graph, rw: &mut Rewrite, mi: usize) -> Option<()> {
         scale: scale as f32,
         key_rows: transpose_b,
         nan_to_zero,
+        merge_heads: false,
     };
     node.inputs = vec![Some(q), Some(kt), Some(v), mask];
     for ni in chain {

@@ -54,6 +54,10 @@ pub struct PassReport {
     /// `Mul(x, Sigmoid(x))` pairs run as one SiLU (then usually in a MatMul's epilogue).
     #[serde(default)]
     pub silu_fused: usize,
+    /// Fused attentions that store their heads side by side, `[1, Sq, H * Dv]` (the Transpose
+    /// and Reshape after them gone).
+    #[serde(default)]
+    pub attention_heads_merged: usize,
 }
 
 /// What the passes need to know of the packing that follows.
@@ -98,6 +102,7 @@ pub fn optimize_with(g: &mut Graph, opts: &PassOptions) -> PassReport {
     r.dead_nodes_removed += dce(g);
     r.attention_fused = attention::fuse_attention(g);
     r.ropes_fused = rope::fuse_rope(g);
+    r.attention_heads_merged = attention::merge_heads(g);
     // The repeat_kv copies that attention now reads through.
     r.dead_nodes_removed += dce(g);
     r.head_rows_packed = rows::pack_head_rows(g);

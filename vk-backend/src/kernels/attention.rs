@@ -10,7 +10,9 @@
 //! thread holds as many registers). Up to [`DECODE_MAX_ROWS`] query rows (a decoder's step),
 //! `attention_decode.comp` instead: a workgroup a row, its threads spread over the keys.
 //! Grouped-query attention: K and V may have fewer heads than Q, a divisor of Q's; query head
-//! `h` reads key/value head `h / (Hq / Hkv)`.
+//! `h` reads key/value head `h / (Hq / Hkv)`. With [`AttentionOpts::merge_heads`] the output is
+//! `[1, Sq, H * Dv]`, the heads side by side (what the exporters' Transpose and Reshape after
+//! attention make of it).
 
 use crate::error::Result;
 use crate::kernels::launch::{kerr, launch};
@@ -63,6 +65,10 @@ pub struct AttentionOpts {
     pub key_rows: bool,
     /// A row whose every key is masked to -inf gives 0 instead of NaN.
     pub nan_to_zero: bool,
+    /// The output is `[1, Sq, H * Dv]` (heads side by side in each row, one value a texel)
+    /// instead of `[1, H, Sq, Dv]`: the head merge exporters write after attention, in the store.
+    /// Q must be `[1, H, Sq, D]`.
+    pub merge_heads: bool,
 }
 
 fn err(reason: String) -> crate::error::VkError {
@@ -147,6 +153,14 @@ pub fn attention_shape(
     }
     let mut out = sq.to_vec();
     out[rank - 1] = dv;
+    if opts.merge_heads {
+        return match out.as_slice() {
+            [1, h, rows, dv] => Ok(vec![1, *rows, h * dv]),
+            _ => Err(err(format!(
+                "heads merge into [1, Sq, H * Dv] only from Q [1, H, Sq, D], not Q {sq:?}"
+            ))),
+        };
+    }
     Ok(out)
 }
 
@@ -193,7 +207,12 @@ pub fn attention_into(
         .u32(ml.c)
         .u32(ml.n)
         .f32(opts.scale)
-        .u32(mask.is_some() as u32 | (opts.key_rows as u32) << 1 | (opts.nan_to_zero as u32) << 2)
+        .u32(
+            mask.is_some() as u32
+                | (opts.key_rows as u32) << 1
+                | (opts.nan_to_zero as u32) << 2
+                | (opts.merge_heads as u32) << 3,
+        )
         .u32(groups_per_layer as u32)
         .u32(k.layout().c);
     let groups = dispatch_1d(
