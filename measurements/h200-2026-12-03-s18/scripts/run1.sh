@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # H200 session 18, run 1: the 1.34 B scale decoder resident with this session's kernels (attention
 # for a few query rows with its threads over the keys, RMSNorm's row held in registers, the SiLU
-# gate in its projection), the deep GEMV (TEXSTREAM_GEMV_DEEP=1) against the default, a 128-token
+# gate in its projection, the heads merged in the attention store), the deep GEMV (TEXSTREAM_GEMV_DEEP=1) against the default, a 128-token
 # prefill, the workload resident, cold starts (the host mirror filled behind the first request),
 # then every policy at a half (1386 MiB) and an eighth (346 MiB) of the weights, and PyTorch fp16
 # on the same weights while time allows. Outputs: $OUT/d.tgz.
