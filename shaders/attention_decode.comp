@@ -40,39 +40,63 @@ uint group_size;
 uvec4 kv_head, kv_layer;
 uint q_layer;
 
-// Texel x of key `key` for the four query heads of this layer's texel. When the group size is a
-// multiple of four the four heads share one key/value head: one load, its lane broadcast.
-vec4 load_key(bool k_rows, uint key, uint x) {
+// The key/value texels a batch uses, BATCH at a time. The grouping's case is taken once a batch,
+// outside the loads, so that each case's loads are straight-line code and all in flight at once
+// (a branch between two loads makes the second wait for the first: with the case chosen a load
+// at a time, the H200 took 57 us a layer). Where the group size is a multiple of four the
+// texel's four query heads share one key/value head: one load, its lane broadcast.
+// BATCH, as a value the compiler cannot see (flag bit 31 is never set), so a loop up to it is
+// not unrolled.
+uint rolled_batch() { return BATCH + (pc.flags >> 31u); }
+
+void load_keys(bool k_rows, uint key, uint x0, uint dx, uint d, out vec4 kt[BATCH]) {
     if (group_size == 1u) {
-        return LOAD_TEXEL(img_k, tk, k_rows ? texel_index(tk, q_layer, key, x)
-                                            : texel_index(tk, q_layer, x, key));
+        for (uint u = 0u; u < BATCH; u++) {
+            uint x = min(x0 + dx * u, d - 1u);
+            kt[u] = LOAD_TEXEL(img_k, tk, k_rows ? texel_index(tk, q_layer, key, x)
+                                                 : texel_index(tk, q_layer, x, key));
+        }
+    } else if (group_size % 4u == 0u) {
+        uint kl = kv_layer[0], lane = kv_head[0] % 4u;
+        for (uint u = 0u; u < BATCH; u++) {
+            uint x = min(x0 + dx * u, d - 1u);
+            kt[u] = LOAD_TEXEL(img_k, tk, k_rows ? texel_index(tk, kl, key, x) : texel_index(tk, kl, x, key));
+        }
+        for (uint u = 0u; u < BATCH; u++) kt[u] = vec4(kt[u][lane]);
+    } else {
+        // The uncommon grouping (not a multiple of four) stays a loop: unrolled, its 64 loads
+        // made a CPU device's shader compile several times longer.
+        for (uint u = 0u; u < rolled_batch(); u++) {
+            uint x = min(x0 + dx * u, d - 1u);
+            for (uint l = 0u; l < 4u; l++) {
+                uint kl = kv_layer[l];
+                uint ti = k_rows ? texel_index(tk, kl, key, x) : texel_index(tk, kl, x, key);
+                kt[u][l] = LOAD_TEXEL(img_k, tk, ti)[kv_head[l] % 4u];
+            }
+        }
     }
-    if (group_size % 4u == 0u) {
-        uint kl = kv_layer[0];
-        vec4 t = LOAD_TEXEL(img_k, tk, k_rows ? texel_index(tk, kl, key, x) : texel_index(tk, kl, x, key));
-        return vec4(t[kv_head[0] % 4u]);
-    }
-    vec4 r;
-    for (uint l = 0u; l < 4u; l++) {
-        uint kl = kv_layer[l];
-        uint ti = k_rows ? texel_index(tk, kl, key, x) : texel_index(tk, kl, x, key);
-        r[l] = LOAD_TEXEL(img_k, tk, ti)[kv_head[l] % 4u];
-    }
-    return r;
 }
 
-vec4 load_value(uint key, uint x) {
+// Values of keys k0 + min(j0 + u, keys - 1) at head-dim texel x.
+void load_values(uint k0, uint j0, uint keys, uint x, out vec4 vt[BATCH]) {
     if (group_size == 1u) {
-        return LOAD_TEXEL(img_v, tv, texel_index(tv, q_layer, key, x));
+        for (uint u = 0u; u < BATCH; u++) {
+            vt[u] = LOAD_TEXEL(img_v, tv, texel_index(tv, q_layer, k0 + min(j0 + u, keys - 1u), x));
+        }
+    } else if (group_size % 4u == 0u) {
+        uint vl = kv_layer[0], lane = kv_head[0] % 4u;
+        for (uint u = 0u; u < BATCH; u++) {
+            vt[u] = LOAD_TEXEL(img_v, tv, texel_index(tv, vl, k0 + min(j0 + u, keys - 1u), x));
+        }
+        for (uint u = 0u; u < BATCH; u++) vt[u] = vec4(vt[u][lane]);
+    } else {
+        for (uint u = 0u; u < rolled_batch(); u++) {
+            uint kk = k0 + min(j0 + u, keys - 1u);
+            for (uint l = 0u; l < 4u; l++) {
+                vt[u][l] = LOAD_TEXEL(img_v, tv, texel_index(tv, kv_layer[l], kk, x))[kv_head[l] % 4u];
+            }
+        }
     }
-    if (group_size % 4u == 0u) {
-        return vec4(LOAD_TEXEL(img_v, tv, texel_index(tv, kv_layer[0], key, x))[kv_head[0] % 4u]);
-    }
-    vec4 r;
-    for (uint l = 0u; l < 4u; l++) {
-        r[l] = LOAD_TEXEL(img_v, tv, texel_index(tv, kv_layer[l], key, x))[kv_head[l] % 4u];
-    }
-    return r;
 }
 
 void main() {
@@ -129,9 +153,7 @@ void main() {
         // uniform, and it spares a CPU device 8x the work at D 16.
         for (uint b = 0u; b < KDT && KP * b < d; b += BATCH) {
             vec4 kt[BATCH];
-            for (uint u = 0u; u < BATCH; u++) {
-                kt[u] = load_key(k_rows, kc, min(kpart + KP * (b + u), d - 1u));
-            }
+            load_keys(k_rows, kc, kpart + KP * b, KP, d, kt);
             for (uint u = 0u; u < BATCH; u++) {
                 s += qs[kpart + KP * (b + u)] * kt[u];
             }
@@ -156,10 +178,7 @@ void main() {
         }
         for (uint b = 0u; b < VKT && vpart * VKT + b < keys; b += BATCH) {
             vec4 vt[BATCH];
-            for (uint u = 0u; u < BATCH; u++) {
-                uint j = vpart * VKT + b + u;
-                vt[u] = load_value(k0 + min(j, keys - 1u), vxc);
-            }
+            load_values(k0, vpart * VKT + b, keys, vxc, vt);
             for (uint u = 0u; u < BATCH; u++) {
                 uint j = vpart * VKT + b + u;
                 if (j < keys) acc += exp(scores[j] - block_max) * vt[u];

@@ -154,8 +154,9 @@ pub struct DeviceFeatures {
     /// The GEMV staging divisor the device's options fix ([`crate::DeviceOptions::gemv_spread`]);
     /// `None`: 4.
     pub gemv_spread: Option<u32>,
-    /// Few-row MatMuls run on the deep GEMV ([`crate::DeviceOptions::gemv_deep`]).
-    pub gemv_deep: bool,
+    /// Few-row MatMuls on the deep GEMV or not, where the device's options fix it
+    /// ([`crate::DeviceOptions::gemv_deep`]); `None`: by shape.
+    pub gemv_deep: Option<bool>,
 }
 
 /// What an adapter offers (`Device::new` then turns off what its options ask it not to use).
@@ -239,7 +240,7 @@ impl Capabilities {
             concurrent_invocations,
             coop_conv_tile: None,
             gemv_spread: None,
-            gemv_deep: false,
+            gemv_deep: None,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),

@@ -37,9 +37,9 @@ pub struct DeviceOptions {
     /// spread on any device and measure one against another.
     pub gemv_spread: Option<u32>,
     /// Run every few-row MatMul on `matmul_const_gemv_deep.comp` (16 weight texels an invocation
-    /// in flight, twice the A chunk) instead of `matmul_const_gemv.comp` (8): to measure one
-    /// against the other.
-    pub gemv_deep: bool,
+    /// in flight, twice the A chunk; `Some(true)`) or on `matmul_const_gemv.comp` (8;
+    /// `Some(false)`) instead of picking by shape: to measure one against the other.
+    pub gemv_deep: Option<bool>,
 }
 
 impl DeviceOptions {
@@ -52,7 +52,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_COOP_CONV_TILE=small` or `wide`: [`DeviceOptions::coop_conv_tile`] (any
     ///   other value leaves the choice to the shapes);
     /// - `TEXSTREAM_GEMV_SPREAD=1`, `2` or `4`: [`DeviceOptions::gemv_spread`];
-    /// - `TEXSTREAM_GEMV_DEEP=1`: [`DeviceOptions::gemv_deep`];
+    /// - `TEXSTREAM_GEMV_DEEP=1` or `0`: [`DeviceOptions::gemv_deep`];
     /// - `TEXSTREAM_MAX_ARRAY_LAYERS=N`: [`DeviceOptions::limits_override`] with at most `N`
     ///   image array layers (the weight atlas stacks pages beyond them, as on a GPU for models
     ///   over 2048 pages).
@@ -88,7 +88,11 @@ impl DeviceOptions {
             gemv_spread: var("TEXSTREAM_GEMV_SPREAD")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 1 | 2 | 4)),
-            gemv_deep: var("TEXSTREAM_GEMV_DEEP").is_some_and(|v| v.trim() == "1"),
+            gemv_deep: var("TEXSTREAM_GEMV_DEEP").and_then(|v| match v.trim() {
+                "1" => Some(true),
+                "0" => Some(false),
+                _ => None,
+            }),
             limits_override: var("TEXSTREAM_MAX_ARRAY_LAYERS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|&n| n > 0)

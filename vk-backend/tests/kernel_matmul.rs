@@ -730,7 +730,7 @@ fn gemv_at_every_spread() {
     for (spread, deep) in variants {
         let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
             gemv_spread: Some(spread),
-            gemv_deep: deep,
+            gemv_deep: Some(deep),
             ..vk_backend::DeviceOptions::from_env()
         })
         .unwrap();
