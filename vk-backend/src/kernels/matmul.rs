@@ -81,15 +81,15 @@ fn gemv_spread(device: &crate::device::Device, m: usize) -> usize {
     mp.clamp(smallest, 4)
 }
 
-/// Whether a GEMV of reduction `k` and `n` columns runs on the deep variant: where the reduction
-/// is at least twice the columns, unless the device's options fix it. The deep variant halves
-/// the chunks (each a round trip to memory) but takes twice the shared memory, so fewer of its
-/// workgroups run at once: on an H200 (`measurements/h200-2026-12-03-s18/run1`, the 1.34 B
-/// decoder's step) it took the down projection (K 6656, N 2048) from 50.6 to 44.2 us and the
-/// key/value ones (K 2048, N 512) from 16.2 to 14.1, but the gate and up ones (K 2048, N 6656,
-/// 416 workgroups) from 34.4 to 50.5, and square ones from 20.6 to 21.9.
-fn gemv_deep(device: &crate::device::Device, k: usize, n: usize) -> bool {
-    device.features().gemv_deep.unwrap_or(k >= 2 * n)
+/// Whether a GEMV runs on the deep variant: only where the device's options ask for it. The
+/// deep variant halves the chunks (each a round trip to memory) but takes twice the shared
+/// memory, so fewer of its workgroups run at once. On an H200 (the 1.34 B decoder's step,
+/// `measurements/h200-2026-12-03-s18`) it took the gate and up projections (K 2048, N 6656,
+/// 416 workgroups) from 34.4 to 50.5 us; in run 1 the down projection (K 6656) went from 50.6 to
+/// 44.2 us and the key/value ones from 16.2 to 14.1, but picking it for those alone (K >= 2 N)
+/// gave a slower step in run 2 (8.46 against 7.84 ms; down 55.5 against 50.9 us).
+fn gemv_deep(device: &crate::device::Device) -> bool {
+    device.features().gemv_deep.unwrap_or(false)
 }
 
 const MATMUL_TBIAS: KernelDesc = KernelDesc {
@@ -484,7 +484,7 @@ fn record(
             launch(rec, desc, out.precision(), &args, &pc, groups)
         }
         (MatRhs::Weights { .. } | MatRhs::WeightRows { .. }, None) => {
-            let desc = if gemv && gemv_deep(rec.device(), p.k, p.n) {
+            let desc = if gemv && gemv_deep(rec.device()) {
                 &MATMUL_CONST_GEMV_DEEP
             } else if gemv {
                 &MATMUL_CONST_GEMV
