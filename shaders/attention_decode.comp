@@ -53,14 +53,13 @@ void load_keys(bool k_rows, uint key, uint x0, uint dx, uint d, out vec4 kt[BATC
     if (group_size == 1u) {
         for (uint u = 0u; u < BATCH; u++) {
             uint x = min(x0 + dx * u, d - 1u);
-            kt[u] = LOAD_TEXEL(img_k, tk, k_rows ? texel_index(tk, q_layer, key, x)
-                                                 : texel_index(tk, q_layer, x, key));
+            kt[u] = LOAD_AT(img_k, tk, q_layer, k_rows ? key : x, k_rows ? x : key);
         }
     } else if (group_size % 4u == 0u) {
         uint kl = kv_layer[0], lane = kv_head[0] % 4u;
         for (uint u = 0u; u < BATCH; u++) {
             uint x = min(x0 + dx * u, d - 1u);
-            kt[u] = LOAD_TEXEL(img_k, tk, k_rows ? texel_index(tk, kl, key, x) : texel_index(tk, kl, x, key));
+            kt[u] = LOAD_AT(img_k, tk, kl, k_rows ? key : x, k_rows ? x : key);
         }
         for (uint u = 0u; u < BATCH; u++) kt[u] = vec4(kt[u][lane]);
     } else {
@@ -81,12 +80,12 @@ void load_keys(bool k_rows, uint key, uint x0, uint dx, uint d, out vec4 kt[BATC
 void load_values(uint k0, uint j0, uint keys, uint x, out vec4 vt[BATCH]) {
     if (group_size == 1u) {
         for (uint u = 0u; u < BATCH; u++) {
-            vt[u] = LOAD_TEXEL(img_v, tv, texel_index(tv, q_layer, k0 + min(j0 + u, keys - 1u), x));
+            vt[u] = LOAD_AT(img_v, tv, q_layer, k0 + min(j0 + u, keys - 1u), x);
         }
     } else if (group_size % 4u == 0u) {
         uint vl = kv_layer[0], lane = kv_head[0] % 4u;
         for (uint u = 0u; u < BATCH; u++) {
-            vt[u] = LOAD_TEXEL(img_v, tv, texel_index(tv, vl, k0 + min(j0 + u, keys - 1u), x));
+            vt[u] = LOAD_AT(img_v, tv, vl, k0 + min(j0 + u, keys - 1u), x);
         }
         for (uint u = 0u; u < BATCH; u++) vt[u] = vec4(vt[u][lane]);
     } else {

@@ -116,6 +116,19 @@ vec4 zero_padding(TensorDesc t, uint c4i, vec4 v) { return mix(vec4(0.0), v, cha
 #define STORE_TEXEL(img, t, i, v) imageStore(img, fold_coord(t, i), v)
 #endif
 #endif
+// Texel (layer, y, x) by its coordinates: where the image is not folded (pw == w, ph == h, the
+// usual case) its image coordinate is (x, y, layer), without fold_coord's three divisions by
+// run-time values (dozens of instructions a load on a GPU); a kernel whose loads are many and
+// cheap otherwise (a decode step's attention) takes this.
+#ifdef TENSOR_STORAGE_BUFFER
+#define LOAD_AT(img, t, layer, y, x) LOAD_TEXEL(img, t, texel_index(t, layer, y, x))
+#else
+ivec3 coord_at(TensorDesc t, uint layer, uint y, uint x) {
+    return (t.pw == t.w && t.ph == t.h) ? ivec3(int(x), int(y), int(layer))
+                                        : fold_coord(t, texel_index(t, layer, y, x));
+}
+#define LOAD_AT(img, t, layer, y, x) imageLoad(img, coord_at(t, layer, y, x))
+#endif
 #define LOAD_ELEMENT(img, t, n, c, y, x) \
     (LOAD_TEXEL(img, t, texel_index_nchw(t, n, c, y, x))[(c) % 4u])
 
