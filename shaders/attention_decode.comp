@@ -5,13 +5,15 @@
 //
 // The blocked kernel (include/attention_body.glsl) gives a workgroup BQ query rows and walks the
 // keys a few at a time, three barriers a block; with one live query row, a 64-key cache took 75 us
-// on an H200 as a chain of dependent loads and barriers. Here the keys are taken KT at a time:
+// on an H200. Here the keys are taken KT at a time:
 // KP threads score each key against the Q row (held in shared memory), a part of the head dim
 // each, then VP threads per head-dim texel accumulate softmax(scores) V over a part of the keys
 // each. Every thread issues its loads BATCH at a time before it uses any (a GPU compiler does not
 // keep a loop's loads in flight by itself: one at a time, a 2048-wide RMSNorm row took 42 us on
-// an H200), so a chunk costs a few round trips to memory. The softmax is online over chunks, so
-// any cache length fits.
+// an H200), so a chunk should cost a few round trips to memory. On the H200 it took 50 us a layer
+// all the same (the 1.34 B decoder's step, 16 heads in 4 workgroups; BENCHMARKS.md, session 18):
+// what else bounds it is not known yet. The softmax is online over chunks, so any cache length
+// fits.
 //
 // Layouts, masks and grouped-query attention are those of include/attention_body.glsl: the same
 // bindings and push constants (include/attention_io.glsl), with groups_per_layer = Sq.
@@ -40,14 +42,15 @@ uint group_size;
 uvec4 kv_head, kv_layer;
 uint q_layer;
 
-// The key/value texels a batch uses, BATCH at a time. The grouping's case is taken once a batch,
-// outside the loads, so that each case's loads are straight-line code and all in flight at once
-// (a branch between two loads makes the second wait for the first: with the case chosen a load
-// at a time, the H200 took 57 us a layer). Where the group size is a multiple of four the
-// texel's four query heads share one key/value head: one load, its lane broadcast.
 // BATCH, as a value the compiler cannot see (flag bit 31 is never set), so a loop up to it is
 // not unrolled.
 uint rolled_batch() { return BATCH + (pc.flags >> 31u); }
+
+// The key/value texels a batch uses, BATCH at a time. The grouping's case is taken once a batch,
+// outside the loads, so that each case's loads are straight-line code (on the H200 this measured
+// the same as taking it a load at a time: 54-56 against 57 us a layer). Where the group size is
+// a multiple of four the texel's four query heads share one key/value head: one load, its lane
+// broadcast.
 
 void load_keys(bool k_rows, uint key, uint x0, uint dx, uint d, out vec4 kt[BATCH]) {
     if (group_size == 1u) {
