@@ -115,23 +115,18 @@ void main() {
     TensorDesc tq = desc(pc.q, pc.c);
     tk = desc(pc.k, pc.kvc);
     tv = desc(pc.v, pc.kvc);
-    TensorDesc tm = TensorDesc(pc.mn, pc.mc, pc.m.x, pc.m.y, (pc.mc + 3u) / 4u, pc.m.z, pc.m.w, 0u);
+    TensorDesc tm = mask_desc();
     bool has_mask = (pc.flags & 1u) != 0u, k_rows = (pc.flags & 2u) != 0u;
 
     uint n_i = layer / c4, c4_i = layer % c4;
-    // Key/value head of each lane's query head, and its texel layer.
     group_size = pc.c / pc.kvc;
-    uint kv_c4 = (pc.kvc + 3u) / 4u;
-    for (uint l = 0u; l < 4u; l++) {
-        kv_head[l] = min((4u * c4_i + l) / group_size, pc.kvc - 1u);
-        kv_layer[l] = n_i * kv_c4 + kv_head[l] / 4u;
-    }
+    kv_heads(n_i, c4_i, kv_head, kv_layer);
 
     // Q, scaled; zero past D, so that the clamped loads past D add nothing.
     if (tid < MAXD) {
         qs[tid] = tid < d ? LOAD_TEXEL(img_q, tq, texel_index(tq, layer, sq, tid)) * pc.scale : vec4(0.0);
     }
-    uint m_layer = (pc.mn == 1u ? 0u : n_i) * tm.c4 + (pc.mc == 1u ? 0u : c4_i);
+    uint m_layer = mask_layer(n_i, c4_i);
     uint m_row = pc.m.x == 1u ? 0u : sq;
     barrier();
 

@@ -42,17 +42,13 @@ void main() {
     uint d = pc.q.y, dv = pc.v.y, sk = pc.v.x;
     bool live = sq < pc.q.x;
     TensorDesc tq = desc(pc.q, pc.c), tk = desc(pc.k, pc.kvc), tv = desc(pc.v, pc.kvc);
-    TensorDesc tm = TensorDesc(pc.mn, pc.mc, pc.m.x, pc.m.y, (pc.mc + 3u) / 4u, pc.m.z, pc.m.w, 0u);
+    TensorDesc tm = mask_desc();
     bool has_mask = (pc.flags & 1u) != 0u, k_rows = (pc.flags & 2u) != 0u;
 
     uint n_i = layer / c4, c4_i = layer % c4;
-    // Key/value head of each lane's query head, and its texel layer.
-    uint group_size = pc.c / pc.kvc, kv_c4 = (pc.kvc + 3u) / 4u;
+    uint group_size = pc.c / pc.kvc;
     uvec4 kv_head, kv_layer;
-    for (uint l = 0u; l < 4u; l++) {
-        kv_head[l] = min((4u * c4_i + l) / group_size, pc.kvc - 1u);
-        kv_layer[l] = n_i * kv_c4 + kv_head[l] / 4u;
-    }
+    kv_heads(n_i, c4_i, kv_head, kv_layer);
 
     vec4 q[DPT];
     vec4 acc[DPT];
@@ -63,7 +59,7 @@ void main() {
         acc[i] = vec4(0.0);
     }
     // The mask row this query reads (broadcast axes read index 0).
-    uint m_layer = (pc.mn == 1u ? 0u : n_i) * tm.c4 + (pc.mc == 1u ? 0u : c4_i);
+    uint m_layer = mask_layer(n_i, c4_i);
     uint m_row = pc.m.x == 1u ? 0u : sq;
 
     vec4 run_max = vec4(-3.402823466e38);

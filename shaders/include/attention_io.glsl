@@ -1,6 +1,7 @@
 // Bindings and push constants shared by the attention kernels (attention_body.glsl, the blocked
 // kernel for many query rows, and attention_decode.comp, the kernel for a few): Q, K, V, the
-// additive mask and the output, each with its logical h, w and physical fold.
+// additive mask and the output, each with its logical h, w and physical fold; the mask and
+// grouped-query lookups and the output store they share.
 #ifndef TEXSTREAM_ATTENTION_IO_GLSL
 #define TEXSTREAM_ATTENTION_IO_GLSL
 #include "tensor.glsl"
@@ -32,6 +33,25 @@ layout(push_constant) uniform Push {
 TensorDesc desc(uvec4 t, uint c) {
     uint c4 = (c + 3u) / 4u;
     return TensorDesc(pc.n, c, t.x, t.y, c4, t.z, t.w, 0u);
+}
+
+// The additive mask's descriptor, and the texel layer of the mask row query heads of texel
+// layer c4_i in batch n_i read (broadcast axes read index 0).
+TensorDesc mask_desc() {
+    return TensorDesc(pc.mn, pc.mc, pc.m.x, pc.m.y, (pc.mc + 3u) / 4u, pc.m.z, pc.m.w, 0u);
+}
+uint mask_layer(uint n_i, uint c4_i) {
+    return (pc.mn == 1u ? 0u : n_i) * ((pc.mc + 3u) / 4u) + (pc.mc == 1u ? 0u : c4_i);
+}
+
+// Grouped-query attention: the key/value head each lane's query head (4 * c4_i + lane) reads,
+// and that head's texel layer in batch n_i.
+void kv_heads(uint n_i, uint c4_i, out uvec4 kv_head, out uvec4 kv_layer) {
+    uint group_size = pc.c / pc.kvc, kv_c4 = (pc.kvc + 3u) / 4u;
+    for (uint l = 0u; l < 4u; l++) {
+        kv_head[l] = min((4u * c4_i + l) / group_size, pc.kvc - 1u);
+        kv_layer[l] = n_i * kv_c4 + kv_head[l] / 4u;
+    }
 }
 
 // Stores head-dim texel x of query row sq for the four heads of texel layer `layer` (lanes past

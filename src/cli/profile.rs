@@ -34,17 +34,27 @@ impl NodeProfile {
         Ok(NodeProfile { runs, node_ns })
     }
 
-    /// The by-op table and the `top` slowest nodes.
-    pub fn report(&self, g: &Graph, top: usize) -> String {
-        let total: f64 = self.node_ns.iter().sum();
-        let mut by_op: BTreeMap<&str, (usize, f64)> = BTreeMap::new();
+    /// (key, (nodes, summed ns)) over the nodes grouped by `key`, the most time first.
+    fn grouped<'g, K: Ord>(
+        &self,
+        g: &'g Graph,
+        key: impl Fn(&'g texstream::ir::Node) -> K,
+    ) -> Vec<(K, (usize, f64))> {
+        let mut by: BTreeMap<K, (usize, f64)> = BTreeMap::new();
         for (n, ns) in g.nodes.iter().zip(&self.node_ns) {
-            let e = by_op.entry(n.op.name()).or_default();
+            let e = by.entry(key(n)).or_default();
             e.0 += 1;
             e.1 += ns;
         }
-        let mut ops: Vec<_> = by_op.into_iter().collect();
-        ops.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+        let mut v: Vec<_> = by.into_iter().collect();
+        v.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+        v
+    }
+
+    /// The by-op and by-shape tables and the `top` slowest nodes.
+    pub fn report(&self, g: &Graph, top: usize) -> String {
+        let total: f64 = self.node_ns.iter().sum();
+        let ops = self.grouped(g, |n| n.op.name());
         let mut o = String::new();
         let _ = writeln!(
             o,
@@ -71,19 +81,14 @@ impl NodeProfile {
         }
         // The same by op and shape: a decoder's projections of one width are one row,
         // so the time a kernel takes can be set against the bytes it reads.
-        let mut by_shape: BTreeMap<(&str, String), (usize, f64)> = BTreeMap::new();
-        for (n, ns) in g.nodes.iter().zip(&self.node_ns) {
-            let shape_of = |t: Option<&usize>| {
-                t.map_or_else(String::new, |&t| format!("{:?}", g.tensors[t].shape))
-            };
+        let shape_of = |t: Option<&usize>| {
+            t.map_or_else(String::new, |&t| format!("{:?}", g.tensors[t].shape))
+        };
+        let shapes = self.grouped(g, |n| {
             let input = n.inputs.first().and_then(|t| t.as_ref());
             let shape = format!("{} -> {}", shape_of(input), shape_of(n.outputs.first()));
-            let e = by_shape.entry((n.op.name(), shape)).or_default();
-            e.0 += 1;
-            e.1 += ns;
-        }
-        let mut shapes: Vec<_> = by_shape.into_iter().collect();
-        shapes.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+            (n.op.name(), shape)
+        });
         let _ = writeln!(o, "by op and shape (the {top} largest):");
         for ((op, shape), (count, ns)) in shapes.iter().take(top) {
             let _ = writeln!(
