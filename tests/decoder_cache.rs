@@ -131,7 +131,7 @@ fn build_model(model: &Path, max_len: usize, precision: Precision, caches: usize
     let ropes = g
         .nodes
         .iter()
-        .filter(|n| matches!(n.op, texstream::ir::Op::Rope))
+        .filter(|n| matches!(n.op, texstream::ir::Op::Rope { .. }))
         .count();
     assert_eq!(
         ropes, caches,
@@ -163,6 +163,33 @@ fn build_model(model: &Path, max_len: usize, precision: Precision, caches: usize
             texstream::ir::Op::Unary(texstream::ir::UnaryOp::Sigmoid)
         )),
         "a Sigmoid was left unfused"
+    );
+    // The queries', keys' and values' head splits are read from the projections' rows by the two
+    // RoPEs and the value cache's write (the key cache takes the keys' RoPE): no Transpose left.
+    let split_readers = g
+        .nodes
+        .iter()
+        .filter(|n| {
+            matches!(
+                n.op,
+                texstream::ir::Op::Rope { split_heads: true }
+                    | texstream::ir::Op::KvWrite {
+                        split_heads: true,
+                        ..
+                    }
+            )
+        })
+        .count();
+    assert_eq!(
+        split_readers,
+        caches / 2 * 3,
+        "two RoPEs and a cache write a layer read the projections' rows"
+    );
+    assert!(
+        g.nodes
+            .iter()
+            .all(|n| !matches!(n.op, texstream::ir::Op::Transpose { .. })),
+        "a head split's Transpose was left"
     );
     // Grouped-query attention reads the cache itself: repeat_kv's copies of it are gone.
     assert!(

@@ -384,16 +384,24 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
         Op::Softmax { .. } | Op::LayerNorm { .. } | Op::BatchNorm { .. } | Op::CumSum { .. } => {
             vec![(xs.clone(), xt)]
         }
-        Op::Rope => {
+        Op::Rope { split_heads } => {
             let (c, sn) = (&need(ins, 1)?.0, &need(ins, 2)?.0);
-            if !rope_shapes_fit(xs, c) || !rope_shapes_fit(xs, sn) {
-                return Err(InferError::Rope {
-                    x: xs.clone(),
-                    cos: c.clone(),
-                    sin: sn.clone(),
-                });
+            let bad = || InferError::Rope {
+                x: xs.clone(),
+                cos: c.clone(),
+                sin: sn.clone(),
+            };
+            // Split heads: the output is X as [N, C, S, D], D the table's last axis.
+            let heads = if *split_heads {
+                let d = c.last().copied().ok_or_else(bad)?;
+                split_heads_shape(xs, d).ok_or_else(bad)?
+            } else {
+                xs.clone()
+            };
+            if !rope_shapes_fit(&heads, c) || !rope_shapes_fit(&heads, sn) {
+                return Err(bad());
             }
-            vec![(xs.clone(), xt)]
+            vec![(heads, xt)]
         }
         Op::Attention {
             key_rows,
@@ -595,10 +603,18 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
             }
             vec![(xs.clone(), xt)]
         }
-        Op::KvWrite { axis } => {
-            let ns = &need(ins, 1)?.0;
+        Op::KvWrite { axis, split_heads } => {
+            let given = &need(ins, 1)?.0;
             need(ins, 2)?;
-            let fits = ns.len() == xs.len()
+            // Split heads: the new rows [N, S, C * D] are written as [N, C, S, D] along S.
+            let split = match (*split_heads, xs.as_slice()) {
+                (false, _) => Some(given.clone()),
+                (true, [_, _, _, d]) if *axis == 2 => split_heads_shape(given, *d),
+                (true, _) => None,
+            };
+            let ns = split.as_ref().unwrap_or(given);
+            let fits = split.is_some()
+                && ns.len() == xs.len()
                 && *axis < xs.len()
                 && xs
                     .iter()
@@ -608,7 +624,7 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
             if !fits {
                 return Err(InferError::KvWrite {
                     cache: xs.clone(),
-                    new: ns.clone(),
+                    new: given.clone(),
                     axis: *axis,
                 });
             }
@@ -657,6 +673,16 @@ pub fn rope_shapes_fit(x: &[usize], table: &[usize]) -> bool {
         && (2..=4).contains(&r)
         && table[r - 2..] == x[2..]
         && table[..r - 2].iter().all(|&d| d == 1)
+}
+
+/// `[N, S, C * D]` (a projection's output, the heads side by side in each row) read as its heads
+/// `[N, C, S, D]` (see `Op::Rope::split_heads`); `None` unless the shape is rank 3 and its rows
+/// hold whole heads of `d`.
+pub fn split_heads_shape(x: &[usize], d: usize) -> Option<Vec<usize>> {
+    match x {
+        [n, s, cd] if d > 0 && cd.is_multiple_of(d) => Some(vec![*n, cd / d, *s, d]),
+        _ => None,
+    }
 }
 
 /// `[1, H, Sq, Dv]` attention output as `[1, Sq, H * Dv]` (see `Op::Attention::merge_heads`);

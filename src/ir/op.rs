@@ -221,7 +221,13 @@ pub enum Op {
     },
     /// inputs: X `[N, C, S, D]`, cos, sin (`[1, 1, S, D]`). Rotary position embedding,
     /// `X * cos + rotate_half(X) * sin`, fused from the exporters' Slice/Neg/Concat/Mul/Add chain.
-    Rope,
+    Rope {
+        /// X is `[N, S, C * D]`, the heads side by side in each row (a projection's output), read
+        /// as `[N, C, S, D]`: the exporters' `Reshape` and `Transpose(0, 2, 1, 3)` before RoPE,
+        /// run as the kernel's load (`passes::heads::split_heads`).
+        #[serde(default)]
+        split_heads: bool,
+    },
     /// inputs: X, scale?, bias?. Normalizes over axes [axis, rank). `rms`: RMSNorm, x over the
     /// root mean square (no mean subtracted, no bias), fused from the Llama exporters' chain.
     LayerNorm {
@@ -335,6 +341,10 @@ pub enum Op {
     /// view of the cache; the rows past the written ones keep what earlier runs wrote.
     KvWrite {
         axis: usize,
+        /// The new rows are `[N, S, C * D]`, the heads side by side, read as `[N, C, S, D]` (the
+        /// cache's layout; `axis` is then 2): the exporters' head split, run as the write's load.
+        #[serde(default)]
+        split_heads: bool,
     },
     /// ONNX LSTM, forward direction only, layout 0. inputs: X, W, R, B?, seq_lens?, h0?, c0?.
     Lstm {
@@ -355,7 +365,7 @@ impl Op {
             Op::Where => "Where",
             Op::Softmax { .. } => "Softmax",
             Op::Attention { .. } => "Attention",
-            Op::Rope => "Rope",
+            Op::Rope { .. } => "Rope",
             Op::LayerNorm { .. } => "LayerNormalization",
             Op::BatchNorm { .. } => "BatchNormalization",
             Op::Reduce { .. } => "Reduce",

@@ -313,7 +313,10 @@ impl Ctx<'_> {
         })?;
         let out = self.emit(
             n,
-            Op::KvWrite { axis: link.axis },
+            Op::KvWrite {
+                axis: link.axis,
+                split_heads: false,
+            },
             vec![Some(cache), Some(new), Some(pos)],
         )?;
         if let Some(&t) = out.first() {

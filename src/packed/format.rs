@@ -42,8 +42,10 @@ pub const FORMAT_VERSION: u32 = 1;
 /// 13: rotate-half RoPE chains fused into one kernel, 14: pages carry their own checksums,
 /// 15: attention fused for head dims up to 128, tied heads in pieces as large as the largest
 /// other step, 16: `Mul(x, Sigmoid(x))` fused into one SiLU (then into a MatMul's epilogue),
-/// attention storing its heads side by side (the head merge's Transpose and Reshape gone).
-pub const COMPILER_REVISION: u32 = 16;
+/// attention storing its heads side by side (the head merge's Transpose and Reshape gone),
+/// 17: RoPE and cache writes reading the projection's rows (the head split's Reshape and
+/// Transpose gone).
+pub const COMPILER_REVISION: u32 = 17;
 /// Preamble flag: the header CRC at bytes 52..56 and the header's `page_crcs` are present.
 pub const FLAG_PAGE_CRCS: u32 = 1;
 pub const PREAMBLE_BYTES: usize = 64;

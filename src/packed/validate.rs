@@ -508,7 +508,7 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), NodeProblem> {
         | Op::Gather { axis }
         | Op::GatherElements { axis }
         | Op::CumSum { axis, .. }
-        | Op::KvWrite { axis } => axis_in("axis", *axis, rank)?,
+        | Op::KvWrite { axis, .. } => axis_in("axis", *axis, rank)?,
         Op::Split { axis, splits } => {
             axis_in("axis", *axis, rank)?;
             bounded("split", splits)?;
@@ -594,7 +594,7 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), NodeProblem> {
         }
         Op::MatMul { .. }
         | Op::Gemm { .. }
-        | Op::Rope
+        | Op::Rope { .. }
         | Op::Binary(_)
         | Op::Unary(_)
         | Op::Where

@@ -170,21 +170,22 @@ impl Executable {
                 };
                 k::scatter_nd_into(rec, &x, &i, &u, r, &y).map_err(kernel_error(&n))
             }
-            Op::KvWrite { axis } => {
+            Op::KvWrite { axis, split_heads } => {
                 // The output is a view of the cache: the write lands in the state itself.
                 let (cache, new, pos) =
                     (self.input(&n, 0)?, self.input(&n, 1)?, self.input(&n, 2)?);
-                k::kv_write_into(rec, &cache, &new, &pos, *axis).map_err(kernel_error(&n))
+                k::kv_write_into(rec, &cache, &new, &pos, *axis, *split_heads)
+                    .map_err(kernel_error(&n))
             }
             Op::Trilu { upper, k } => {
                 let (x, y) = (self.input(&n, 0)?, self.output(&n, 0)?);
                 k::trilu_into(rec, &x, *k, *upper, &y).map_err(kernel_error(&n))
             }
             Op::Softmax { .. } | Op::LayerNorm { .. } => self.record_row_norm(rec, ni, &n),
-            Op::Rope => {
+            Op::Rope { split_heads } => {
                 let (x, c, s) = (self.input(&n, 0)?, self.input(&n, 1)?, self.input(&n, 2)?);
                 let y = self.output(&n, 0)?;
-                k::rope_into(rec, &x, &c, &s, &y).map_err(kernel_error(&n))
+                k::rope_into(rec, &x, &c, &s, &y, *split_heads).map_err(kernel_error(&n))
             }
             Op::Attention {
                 scale,

@@ -50,7 +50,7 @@ fn rows_land_at_the_gpu_read_position_and_the_rest_stays() {
                 let pos =
                     Tensor::from_data(&d, "pos", &[1, rows], prec, &vec![at as f32; rows]).unwrap();
                 let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
-                kv_write_into(&mut rec, &cache, &new, &pos, axis).unwrap();
+                kv_write_into(&mut rec, &cache, &new, &pos, axis, false).unwrap();
                 rec.submit_and_wait().unwrap();
                 let nv: Vec<f64> = v.iter().map(|&x| x as f64).collect();
                 reference(&mut want, cs, &nv, &ns, axis, at);
@@ -67,12 +67,76 @@ fn rows_land_at_the_gpu_read_position_and_the_rest_stays() {
 }
 
 #[test]
+fn heads_split_from_projection_rows_land_like_heads() {
+    let d = device();
+    let mut rng = Rng::new(9);
+    // [batch, kv heads, positions, head dim]: 3 heads (a padding lane), and a batch of two with
+    // 5 heads (two texel layers a batch) written two rows at a time.
+    let cases: [(&[usize], usize); 2] = [(&[1, 3, 10, 8], 1), (&[2, 5, 6, 4], 2)];
+    for prec in [Precision::F32, Precision::F16] {
+        for &(cs, rows) in &cases {
+            let (nb, heads, dd) = (cs[0], cs[1], cs[3]);
+            let total: usize = cs.iter().product();
+            let start: Vec<f32> = rng
+                .vec(total, -2.0, 2.0)
+                .iter()
+                .map(|v| v.round())
+                .collect();
+            let mut want: Vec<f64> = start.iter().map(|&v| v as f64).collect();
+            let cache = Tensor::from_data(&d, "cache", cs, prec, &start).unwrap();
+            let ns = [nb, heads, rows, dd];
+            let n: usize = ns.iter().product();
+            for at in [0usize, rows, cs[2] - 1] {
+                let v: Vec<f32> = rng.vec(n, -8.0, 8.0).iter().map(|v| v.round()).collect();
+                // v as heads [N, C, S, D] laid out as projection rows [N, S, C * D].
+                let mut split = vec![0.0f32; n];
+                for (e, &x) in v.iter().enumerate() {
+                    let (w, s, c, b) = (
+                        e % dd,
+                        (e / dd) % rows,
+                        (e / (dd * rows)) % heads,
+                        e / (dd * rows * heads),
+                    );
+                    split[((b * rows + s) * heads + c) * dd + w] = x;
+                }
+                let new =
+                    Tensor::from_data(&d, "new", &[nb, rows, heads * dd], prec, &split).unwrap();
+                let pos =
+                    Tensor::from_data(&d, "pos", &[1, rows], prec, &vec![at as f32; rows]).unwrap();
+                let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+                kv_write_into(&mut rec, &cache, &new, &pos, 2, true).unwrap();
+                rec.submit_and_wait().unwrap();
+                let nv: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+                reference(&mut want, cs, &nv, &ns, 2, at);
+                assert_close(
+                    &format!("{cs:?} split heads at {at} {prec:?}"),
+                    &cache.download().unwrap(),
+                    &want,
+                    0.0,
+                );
+            }
+        }
+    }
+    // Rows that are not whole heads of the cache, and a split along another axis.
+    let cache = Tensor::new(&d, "cache", &[1, 3, 10, 8], Precision::F32).unwrap();
+    let pos = Tensor::new(&d, "pos", &[1, 1], Precision::F32).unwrap();
+    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    let odd = Tensor::new(&d, "new", &[1, 1, 20], Precision::F32).unwrap();
+    let e = kv_write_into(&mut rec, &cache, &odd, &pos, 2, true).unwrap_err();
+    assert!(e.to_string().contains("[N, S, C * D] rows"), "{e}");
+    let rows = Tensor::new(&d, "new", &[1, 1, 24], Precision::F32).unwrap();
+    let e = kv_write_into(&mut rec, &cache, &rows, &pos, 3, true).unwrap_err();
+    assert!(e.to_string().contains("along axis 2"), "{e}");
+    assert_no_validation_messages(&d);
+}
+
+#[test]
 fn a_packed_axis_is_refused() {
     let d = device();
     let cache = Tensor::new(&d, "cache", &[1, 8, 4, 4], Precision::F32).unwrap();
     let new = Tensor::new(&d, "new", &[1, 1, 4, 4], Precision::F32).unwrap();
     let pos = Tensor::new(&d, "pos", &[1, 1], Precision::F32).unwrap();
     let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
-    let e = kv_write_into(&mut rec, &cache, &new, &pos, 1).unwrap_err();
+    let e = kv_write_into(&mut rec, &cache, &new, &pos, 1, false).unwrap_err();
     assert!(e.to_string().contains("whole-texel"), "{e}");
 }

@@ -1,5 +1,6 @@
 //! RoPE (rotate half) against a CPU reference: heads that do not fill a texel, a batch, several
-//! positions, cos/sin with and without their leading 1s, both precisions; bad shapes refused.
+//! positions, cos/sin with and without their leading 1s, both precisions, x as heads and as the
+//! projection rows the heads are split from; bad shapes refused.
 
 use vk_backend::kernels::rope_into;
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -26,9 +27,25 @@ fn rope_matches_rotate_half() {
             let xt = Tensor::from_data(&d, "x", &xs, p, &x).unwrap();
             let ct = Tensor::from_data(&d, "cos", &table, p, &cos).unwrap();
             let st = Tensor::from_data(&d, "sin", &table, p, &sin).unwrap();
+            // The same values as a projection's rows [N, S, C * D]: x[n, c, s, w] at
+            // rows[n, s, c * D + w].
+            let (nb, heads) = (xs[0], xs[1]);
+            let mut rows = vec![0.0f32; x.len()];
+            for (e, &v) in x.iter().enumerate() {
+                let (w, pos, c, n) = (
+                    e % dd,
+                    (e / dd) % s,
+                    (e / (dd * s)) % heads,
+                    e / (dd * s * heads),
+                );
+                rows[((n * s + pos) * heads + c) * dd + w] = v;
+            }
+            let rt = Tensor::from_data(&d, "rows", &[nb, s, heads * dd], p, &rows).unwrap();
             let out = Tensor::new(&d, "out", &xs, p).unwrap();
+            let split_out = Tensor::new(&d, "split_out", &xs, p).unwrap();
             let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
-            rope_into(&mut rec, &xt, &ct, &st, &out).unwrap();
+            rope_into(&mut rec, &xt, &ct, &st, &out, false).unwrap();
+            rope_into(&mut rec, &rt, &ct, &st, &split_out, true).unwrap();
             rec.submit_and_wait().unwrap();
             let half = dd / 2;
             let want: Vec<f64> = (0..x.len())
@@ -49,6 +66,12 @@ fn rope_matches_rotate_half() {
                 &want,
                 tol,
             );
+            assert_close(
+                &format!("rope split from rows {xs:?} table {table:?} {p:?}"),
+                &split_out.download().unwrap(),
+                &want,
+                tol,
+            );
         }
     }
     assert_no_validation_messages(&d);
@@ -65,10 +88,16 @@ fn rope_refuses_shapes_it_cannot_run() {
     let per_head = Tensor::new(&d, "cos", &[1, 2, 3, 8], p).unwrap();
     let out = Tensor::new(&d, "out", &[1, 2, 3, 8], p).unwrap();
     let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
-    let e = rope_into(&mut rec, &odd, &good, &good, &odd).unwrap_err();
+    let e = rope_into(&mut rec, &odd, &good, &good, &odd, false).unwrap_err();
     assert!(e.to_string().contains("D even"), "{e}");
-    let e = rope_into(&mut rec, &x, &wrong, &good, &out).unwrap_err();
+    let e = rope_into(&mut rec, &x, &wrong, &good, &out, false).unwrap_err();
     assert!(e.to_string().contains("is not [1, 1, S, D]"), "{e}");
-    let e = rope_into(&mut rec, &x, &good, &per_head, &out).unwrap_err();
+    let e = rope_into(&mut rec, &x, &good, &per_head, &out, false).unwrap_err();
     assert!(e.to_string().contains("is not [1, 1, S, D]"), "{e}");
+    // Rows that do not hold the output's heads, and heads where rows are wanted.
+    let rows = Tensor::new(&d, "rows", &[1, 3, 12], p).unwrap();
+    let e = rope_into(&mut rec, &rows, &good, &good, &out, true).unwrap_err();
+    assert!(e.to_string().contains("[N, S, C * D] rows"), "{e}");
+    let e = rope_into(&mut rec, &x, &good, &good, &out, true).unwrap_err();
+    assert!(e.to_string().contains("[N, S, C * D] rows"), "{e}");
 }

@@ -4,6 +4,7 @@ pub mod attention;
 pub mod concat_conv;
 pub mod fold_bn;
 pub mod fuse;
+pub mod heads;
 pub mod layout;
 pub mod rope;
 pub mod rows;
@@ -58,6 +59,10 @@ pub struct PassReport {
     /// and Reshape after them gone).
     #[serde(default)]
     pub attention_heads_merged: usize,
+    /// Head splits (`Reshape`, `Transpose(0, 2, 1, 3)`) read by RoPE and cache writes from the
+    /// projection's rows (the two copies gone).
+    #[serde(default)]
+    pub head_splits_read: usize,
 }
 
 /// What the passes need to know of the packing that follows.
@@ -102,6 +107,7 @@ pub fn optimize_with(g: &mut Graph, opts: &PassOptions) -> PassReport {
     r.dead_nodes_removed += dce(g);
     r.attention_fused = attention::fuse_attention(g);
     r.ropes_fused = rope::fuse_rope(g);
+    r.head_splits_read = heads::split_heads(g);
     r.attention_heads_merged = attention::merge_heads(g);
     // The repeat_kv copies that attention now reads through.
     r.dead_nodes_removed += dce(g);

@@ -107,7 +107,7 @@ fn rope_at(g: &mut Graph, rw: &mut Rewrite, ai: usize) -> Option<()> {
             rw.remove(k);
         }
         let n = &mut g.nodes[ai];
-        n.op = Op::Rope;
+        n.op = Op::Rope { split_heads: false };
         n.inputs = vec![Some(x), Some(cos), Some(sin)];
         return Some(());
     }

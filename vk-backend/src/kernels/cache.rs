@@ -12,7 +12,7 @@ use crate::tensor::Tensor;
 const KV_WRITE: KernelDesc = KernelDesc {
     name: "kv_write",
     bindings: IMAGES_3,
-    push_constant_bytes: 100,
+    push_constant_bytes: 104,
     uses_weights: false,
 };
 
@@ -20,32 +20,48 @@ const KV_WRITE: KernelDesc = KernelDesc {
 /// first element of `pos` (read when the kernel runs, so a recorded run serves every position).
 /// `new` matches `cache` on every other axis. Rows that would fall past the cache's end are
 /// dropped. Only axes that move whole texels are supported: the `[N, C, H, W]` mapping's N, H
-/// and W, not its packed C.
+/// and W, not its packed C. With `split_heads`, `new` is a projection's rows `[N, S, C * D]`
+/// (the heads side by side) written as `[N, C, S, D]` into a cache `[N, C, H, D]` along axis 2:
+/// the exporters' head split runs as the write's load.
 pub fn kv_write_into(
     rec: &mut Recorder,
     cache: &Tensor,
     new: &Tensor,
     pos: &Tensor,
     axis: usize,
+    split_heads: bool,
 ) -> Result<()> {
-    let (cs, ns) = (cache.shape(), new.shape());
+    let (cs, given) = (cache.shape(), new.shape());
     let r = cs.len();
+    // The new rows as the cache sees them.
+    let ns: Vec<usize> = match (split_heads, cs, given) {
+        (false, _, _) => given.to_vec(),
+        (true, &[_, c, _, d], &[n, s, cd]) if axis == 2 && cd == c * d => vec![n, c, s, d],
+        (true, _, _) => {
+            return Err(kerr(
+                "kv_write",
+                format!(
+                    "new rows {given:?} are not [N, S, C * D] rows of the heads of cache {cs:?}                      along axis 2 (axis {axis})"
+                ),
+            ))
+        }
+    };
     let fits = ns.len() == r
         && axis < r
         && cs
             .iter()
-            .zip(ns)
+            .zip(&ns)
             .enumerate()
             .all(|(a, (c, n))| if a == axis { n <= c } else { n == c });
     if !fits {
         return Err(kerr(
             "kv_write",
-            format!("new rows {ns:?} do not fit cache {cs:?} along axis {axis}"),
+            format!("new rows {given:?} do not fit cache {cs:?} along axis {axis}"),
         ));
     }
     // The axis in the right-aligned [N, C, H, W] view: leading axes fold into N, which works
     // when the cache's axis is the only one of them longer than 1.
-    let (cn, nn) = (nchw(cs)?, nchw(ns)?);
+    let (cn, nn) = (nchw(cs)?, nchw(&ns)?);
     let mapped = if r <= 4 || axis >= r - 3 {
         axis + 4 - r
     } else {
@@ -63,15 +79,18 @@ pub fn kv_write_into(
     if cn[1] != nn[1] {
         return Err(kerr(
             "kv_write",
-            format!("cache {cs:?} and new rows {ns:?} differ"),
+            format!("cache {cs:?} and new rows {given:?} differ"),
         ));
     }
+    // One invocation a texel of the new rows in the cache's layout.
+    let texels = nn[0] * cn[1].div_ceil(4) * nn[2] * nn[3];
     let pc = PushConstants::new()
         .tensor(new.desc())
         .tensor(pos.desc())
         .tensor(cache.desc())
-        .u32(mapped as u32);
-    let groups = dispatch_1d(rec.device(), new.layout().texels(), 64);
+        .u32(mapped as u32)
+        .u32(split_heads as u32);
+    let groups = dispatch_1d(rec.device(), texels as u64, 64);
     launch(
         rec,
         &KV_WRITE,
