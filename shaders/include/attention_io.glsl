@@ -28,6 +28,8 @@ layout(push_constant) uniform Push {
                 // every key at -inf gives 0, not NaN; bit 3: merged heads (out is [1, Sq, H * Dv])
     uint groups_per_layer;
     uint kvc;   // key/value heads (= c without grouping)
+    uint splits;     // attention_decode.comp: key spans a query row is split over (1: none)
+    uint split_keys; // keys a span
 } pc;
 
 TensorDesc desc(uvec4 t, uint c) {

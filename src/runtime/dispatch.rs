@@ -112,12 +112,23 @@ impl Executable {
 
     /// A scratch tensor of `shape` owned by node `ni` (k-th), created on first use.
     fn scratch(&mut self, ni: usize, kidx: usize, shape: &[usize]) -> Result<Tensor> {
+        self.scratch_as(ni, kidx, shape, self.vkp())
+    }
+
+    /// [`Self::scratch`] in `precision` rather than the activations'.
+    fn scratch_as(
+        &mut self,
+        ni: usize,
+        kidx: usize,
+        shape: &[usize],
+        precision: vk_backend::Precision,
+    ) -> Result<Tensor> {
         if let Some(t) = self.scratch.get(&(ni, kidx)) {
             return Ok(t.clone());
         }
         let name = format!("{}:scratch{kidx}", self.header.graph.nodes[ni].name);
         let t =
-            Tensor::new(&self.device, &name, shape, self.vkp()).map_err(super::error::vk(name))?;
+            Tensor::new(&self.device, &name, shape, precision).map_err(super::error::vk(name))?;
         self.scratch.insert((ni, kidx), t.clone());
         Ok(t)
     }
@@ -205,7 +216,22 @@ impl Executable {
                     nan_to_zero: *nan_to_zero,
                     merge_heads: *merge_heads,
                 };
-                k::attention_into(rec, &q, &kk, &v, mask.as_ref(), &opts, &y)
+                // A decode step's key spans keep their partial results in the node's scratch.
+                let spans = k::attention_partials_shape(&q, &kk, &v, mask.as_ref(), &opts)
+                    .map_err(kernel_error(&n))?;
+                let partials = match spans {
+                    Some(shape) => {
+                        Some(self.scratch_as(ni, 0, &shape, vk_backend::Precision::F32)?)
+                    }
+                    None => None,
+                };
+                let inputs = k::AttentionInputs {
+                    q: &q,
+                    k: &kk,
+                    v: &v,
+                    mask: mask.as_ref(),
+                };
+                k::attention_into(rec, &inputs, &opts, &y, partials.as_ref())
                     .map_err(kernel_error(&n))
             }
             Op::Reduce { .. } | Op::ArgMax { .. } => self.record_reduce(rec, &n),

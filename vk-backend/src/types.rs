@@ -8,6 +8,9 @@
 pub enum BindingKind {
     /// An activation tensor image (`image2DArray` with declared format).
     StorageImage,
+    /// An fp32 tensor (`rgba32f`) whatever the pipeline's precision: results kept at full
+    /// precision between two kernels of one op (attention's partial sums over key spans).
+    StorageImageF32,
     /// A storage buffer (`buffer` block).
     StorageBuffer,
     /// A uniform buffer (`uniform` block).

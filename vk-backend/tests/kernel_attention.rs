@@ -5,7 +5,9 @@
 //! row under the NaN guard, grouped-query attention (fewer key/value heads), both precisions;
 //! the blocked kernels (five query rows and more) and the decode kernel (up to four).
 
-use vk_backend::kernels::{attention_into, AttentionOpts};
+use vk_backend::kernels::{
+    attention_into, attention_partials_shape, AttentionInputs, AttentionOpts,
+};
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
 use vk_backend::{Precision, QueueKind, Recorder, Tensor};
 
@@ -23,6 +25,15 @@ struct Case {
     key_rows: bool,
     /// Mask query row 0 entirely to -inf and expect zeros there (the exporters' NaN guard).
     nan_guard: bool,
+}
+
+fn inputs<'a>(
+    q: &'a Tensor,
+    k: &'a Tensor,
+    v: &'a Tensor,
+    mask: Option<&'a Tensor>,
+) -> AttentionInputs<'a> {
+    AttentionInputs { q, k, v, mask }
 }
 
 fn rounded(v: Vec<f32>, p: Precision) -> Vec<f32> {
@@ -135,15 +146,52 @@ fn run(c: &Case, p: Precision, seed: u64) {
         merge_heads: false,
     };
     let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
-    attention_into(&mut rec, &qt, &kt, &vt, mt.as_ref(), &opts, &out).unwrap();
-    // Without a batch, the same with the heads merged into [1, Sq, H * Dv].
+    attention_into(
+        &mut rec,
+        &inputs(&qt, &kt, &vt, mt.as_ref()),
+        &opts,
+        &out,
+        None,
+    )
+    .unwrap();
+    // A decode step split over key spans (its partial results in an fp32 tensor, merged by a
+    // second kernel): the same result.
+    let partials = attention_partials_shape(&qt, &kt, &vt, mt.as_ref(), &opts)
+        .unwrap()
+        .map(|s| Tensor::new(&d, "partials", &s, Precision::F32).unwrap());
+    assert_eq!(
+        partials.is_some(),
+        c.sq <= 4 && c.sk > 16,
+        "a decode step over more than one chunk of keys splits them"
+    );
+    let split = partials.as_ref().map(|pt| {
+        let o = Tensor::new(&d, "split", &[c.batch, c.heads, c.sq, c.dv], p).unwrap();
+        attention_into(
+            &mut rec,
+            &inputs(&qt, &kt, &vt, mt.as_ref()),
+            &opts,
+            &o,
+            Some(pt),
+        )
+        .unwrap();
+        o
+    });
+    // Without a batch, the same with the heads merged into [1, Sq, H * Dv] (split where a
+    // decode step splits).
     let merged = (c.batch == 1).then(|| {
         let o = Tensor::new(&d, "merged", &[1, c.sq, c.heads * c.dv], p).unwrap();
         let opts = AttentionOpts {
             merge_heads: true,
             ..opts
         };
-        attention_into(&mut rec, &qt, &kt, &vt, mt.as_ref(), &opts, &o).unwrap();
+        attention_into(
+            &mut rec,
+            &inputs(&qt, &kt, &vt, mt.as_ref()),
+            &opts,
+            &o,
+            partials.as_ref(),
+        )
+        .unwrap();
         o
     });
     rec.submit_and_wait().unwrap();
@@ -157,6 +205,10 @@ fn run(c: &Case, p: Precision, seed: u64) {
         c.batch, c.heads, c.sq, c.sk, c.d, c.dv, c.mask, c.key_rows
     );
     assert_close(&what, &out.download().unwrap(), &want, tol);
+    if let Some(o) = split {
+        let what = format!("{what} split over key spans");
+        assert_close(&what, &o.download().unwrap(), &want, tol);
+    }
     if let Some(o) = merged {
         // want is [1, H, Sq, Dv]; merged is [1, Sq, H * Dv].
         let mut want_merged = vec![0.0; want.len()];
@@ -334,13 +386,13 @@ fn attention_refuses_shapes_it_cannot_hold() {
         nan_to_zero: false,
         merge_heads: false,
     };
-    let e = attention_into(&mut rec, &q, &k, &v, None, &opts, &out).unwrap_err();
+    let e = attention_into(&mut rec, &inputs(&q, &k, &v, None), &opts, &out, None).unwrap_err();
     assert!(e.to_string().contains("head dims"), "{e}");
     let v2 = Tensor::new(&d, "v", &[1, 2, 5, 8], p).unwrap();
     let q2 = Tensor::new(&d, "q", &[1, 2, 4, 8], p).unwrap();
     let k2 = Tensor::new(&d, "k", &[1, 2, 6, 8], p).unwrap();
     let o2 = Tensor::new(&d, "out", &[1, 2, 4, 8], p).unwrap();
-    let e = attention_into(&mut rec, &q2, &k2, &v2, None, &opts, &o2).unwrap_err();
+    let e = attention_into(&mut rec, &inputs(&q2, &k2, &v2, None), &opts, &o2, None).unwrap_err();
     assert!(e.to_string().contains("head dim"), "{e}");
     // Heads merge only without a batch.
     let qb = Tensor::new(&d, "q", &[2, 2, 4, 8], p).unwrap();
@@ -351,6 +403,34 @@ fn attention_refuses_shapes_it_cannot_hold() {
         merge_heads: true,
         ..opts
     };
-    let e = attention_into(&mut rec, &qb, &kb, &vb, None, &merged, &ob).unwrap_err();
+    let e = attention_into(&mut rec, &inputs(&qb, &kb, &vb, None), &merged, &ob, None).unwrap_err();
     assert!(e.to_string().contains("heads merge"), "{e}");
+    // A decode step's partial results must be the fp32 tensor of its key spans.
+    let q1 = Tensor::new(&d, "q", &[1, 4, 1, 8], p).unwrap();
+    let k1 = Tensor::new(&d, "k", &[1, 4, 40, 8], p).unwrap();
+    let v1 = Tensor::new(&d, "v", &[1, 4, 40, 8], p).unwrap();
+    let o1 = Tensor::new(&d, "out", &[1, 4, 1, 8], p).unwrap();
+    let shape = attention_partials_shape(&q1, &k1, &v1, None, &opts)
+        .unwrap()
+        .expect("40 keys split");
+    let half = Tensor::new(&d, "partials", &shape, Precision::F16).unwrap();
+    let e = attention_into(
+        &mut rec,
+        &inputs(&q1, &k1, &v1, None),
+        &opts,
+        &o1,
+        Some(&half),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("partials"), "{e}");
+    let short = Tensor::new(&d, "partials", &[1, 4, 1, 10], p).unwrap();
+    let e = attention_into(
+        &mut rec,
+        &inputs(&q1, &k1, &v1, None),
+        &opts,
+        &o1,
+        Some(&short),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("partials"), "{e}");
 }

@@ -17,7 +17,7 @@
 use crate::error::Result;
 use crate::kernels::launch::{kerr, launch};
 use crate::kernels::push::{dispatch_1d, PushConstants};
-use crate::layout::nchw;
+use crate::layout::{nchw, Precision};
 use crate::pipeline::{BindingKind, KernelDesc};
 use crate::recorder::{Arg, Recorder};
 use crate::tensor::Tensor;
@@ -25,7 +25,7 @@ use crate::tensor::Tensor;
 const ATTENTION: KernelDesc = KernelDesc {
     name: "attention",
     bindings: &[BindingKind::StorageImage; 5],
-    push_constant_bytes: 112,
+    push_constant_bytes: 120,
     uses_weights: false,
 };
 
@@ -39,12 +39,39 @@ const ATTENTION_DECODE: KernelDesc = KernelDesc {
     ..ATTENTION
 };
 
+/// The decode kernel over one key span of several, and the merge of the spans: both also bind
+/// the fp32 partial results (binding 5).
+const ATTENTION_DECODE_SPLIT: KernelDesc = KernelDesc {
+    name: "attention_decode_split",
+    bindings: &[
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImageF32,
+    ],
+    ..ATTENTION
+};
+const ATTENTION_COMBINE: KernelDesc = KernelDesc {
+    name: "attention_combine",
+    ..ATTENTION_DECODE_SPLIT
+};
+
 /// Query rows up to which `attention_decode.comp` runs (one workgroup a row, its threads over
 /// the keys): a decoder's step and short drafts. Above it the blocked kernels share each staged
 /// key block among their rows.
 pub const DECODE_MAX_ROWS: usize = 4;
 /// Threads of `attention_decode.comp` (keys scored at once; head-dim texels accumulated at once).
 const DECODE_THREADS: u64 = 256;
+/// Keys `attention_decode.comp` takes a chunk (`KT`): a key span is a multiple of it.
+const DECODE_CHUNK_KEYS: usize = 16;
+/// Workgroups the decode kernel aims for by splitting each query row's keys into spans
+/// (flash-decoding): one row a workgroup left an H200 running four of them (the 1.34 B decoder's
+/// 16 heads, four a texel) with 128 streaming multiprocessors idle.
+const DECODE_TARGET_GROUPS: usize = 128;
+/// Threads a workgroup of `attention_combine.comp`.
+const COMBINE_THREADS: u32 = 64;
 
 /// The largest head dimension `attention.comp` holds in registers (`MAXD`), and its query rows
 /// per workgroup (`BQ`).
@@ -69,6 +96,15 @@ pub struct AttentionOpts {
     /// instead of `[1, H, Sq, Dv]`: the head merge exporters write after attention, in the store.
     /// Q must be `[1, H, Sq, D]`.
     pub merge_heads: bool,
+}
+
+/// Attention's operands: Q, K, V and the optional additive mask (shapes in the module doc).
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionInputs<'a> {
+    pub q: &'a Tensor,
+    pub k: &'a Tensor,
+    pub v: &'a Tensor,
+    pub mask: Option<&'a Tensor>,
 }
 
 fn err(reason: String) -> crate::error::VkError {
@@ -164,16 +200,64 @@ pub fn attention_shape(
     Ok(out)
 }
 
-/// Records `out = softmax(scale * Q K^T + mask) V` (the softmax over the keys).
-pub fn attention_into(
-    rec: &mut Recorder,
+/// How a decode step's query rows split their keys: `(splits, keys a span)`. One span unless
+/// the rows alone leave most of [`DECODE_TARGET_GROUPS`] workgroups unused and the keys fill
+/// more than one chunk.
+fn decode_spans(rows: usize, sk: usize) -> (usize, usize) {
+    let chunks = sk.div_ceil(DECODE_CHUNK_KEYS);
+    let want = DECODE_TARGET_GROUPS
+        .div_ceil(rows.max(1))
+        .clamp(1, chunks.max(1));
+    let span = chunks.div_ceil(want) * DECODE_CHUNK_KEYS;
+    (sk.div_ceil(span), span)
+}
+
+/// Query rows (`N * ceil(H / 4) * Sq`, texel layers times rows) and key spans of a decode step,
+/// `None` when the blocked kernels run.
+fn decode_plan(
+    q: &Tensor,
+    k: &Tensor,
+    opts: &AttentionOpts,
+) -> Result<Option<(usize, usize, usize)>> {
+    let l = q.layout();
+    if l.h as usize > DECODE_MAX_ROWS {
+        return Ok(None);
+    }
+    let rows = (l.n * l.c4 * l.h) as usize;
+    let (sk, _) = key_dims(k, opts)?;
+    let (splits, span) = decode_spans(rows, sk);
+    Ok(Some((rows, splits, span)))
+}
+
+/// The shape of the fp32 tensor [`attention_into`] needs for its partial results when a decode
+/// step splits its keys over workgroups (`[1, 4, rows * splits, Dv + 2]`), or `None` when it
+/// does not. A caller that passes no such tensor gets the unsplit kernel.
+pub fn attention_partials_shape(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
     mask: Option<&Tensor>,
     opts: &AttentionOpts,
+) -> Result<Option<Vec<usize>>> {
+    attention_shape(q, k, v, mask, opts)?;
+    let dv = v.shape()[v.shape().len() - 1];
+    Ok(match decode_plan(q, k, opts)? {
+        Some((rows, splits, _)) if splits > 1 => Some(vec![1, 4, rows * splits, dv + 2]),
+        _ => None,
+    })
+}
+
+/// Records `out = softmax(scale * Q K^T + mask) V` (the softmax over the keys). `partials`: the
+/// fp32 tensor of [`attention_partials_shape`], when it gives one (a decode step then splits its
+/// keys over workgroups and merges them in a second dispatch); `None` runs the unsplit kernel.
+pub fn attention_into(
+    rec: &mut Recorder,
+    inputs: &AttentionInputs<'_>,
+    opts: &AttentionOpts,
     out: &Tensor,
+    partials: Option<&Tensor>,
 ) -> Result<()> {
+    let &AttentionInputs { q, k, v, mask } = inputs;
     let want = attention_shape(q, k, v, mask, opts)?;
     if out.shape() != want.as_slice() {
         return Err(err(format!(
@@ -184,15 +268,36 @@ pub fn attention_into(
     }
     let head_dim = want[want.len() - 1].max(q.shape()[q.shape().len() - 1]);
     let l = q.layout();
-    let decode = l.h as usize <= DECODE_MAX_ROWS;
-    let (desc, rows_per_group, threads) = if decode {
-        (&ATTENTION_DECODE, 1, DECODE_THREADS)
-    } else if head_dim <= SMALL_HEAD_DIM {
-        (&ATTENTION, SMALL_ROWS_PER_GROUP, 64)
-    } else {
-        (&ATTENTION_D128, LARGE_ROWS_PER_GROUP, 64)
+    let plan = decode_plan(q, k, opts)?;
+    // The key spans, where the caller gave the partials' tensor for them.
+    let split = match (plan, partials) {
+        (Some((_, splits, span)), Some(p)) if splits > 1 => {
+            let wanted = attention_partials_shape(q, k, v, mask, opts)?;
+            let pl = p.layout();
+            let unfolded = pl.pw == pl.w && pl.ph == pl.h && pl.pl == 1;
+            if wanted.as_deref() != Some(p.shape()) || p.precision() != Precision::F32 || !unfolded
+            {
+                return Err(err(format!(
+                    "partials `{}` {:?} {:?}: expected an unfolded fp32 tensor {wanted:?}",
+                    p.name(),
+                    p.shape(),
+                    p.precision()
+                )));
+            }
+            Some((p, splits, span))
+        }
+        _ => None,
     };
-    let groups_per_layer = (l.h as usize).div_ceil(rows_per_group);
+    let (desc, rows_per_group, threads) = match (plan, &split) {
+        (Some(_), Some(_)) => (&ATTENTION_DECODE_SPLIT, 1, DECODE_THREADS),
+        (Some(_), None) => (&ATTENTION_DECODE, 1, DECODE_THREADS),
+        _ if head_dim <= SMALL_HEAD_DIM => (&ATTENTION, SMALL_ROWS_PER_GROUP, 64),
+        _ => (&ATTENTION_D128, LARGE_ROWS_PER_GROUP, 64),
+    };
+    // Unsplit: one span of every key.
+    let (sk, _) = key_dims(k, opts)?;
+    let (splits, span) = split.as_ref().map_or((1, sk), |&(_, s, k)| (s, k));
+    let groups_per_layer = (l.h as usize).div_ceil(rows_per_group) * splits;
     let layers = (l.n * l.c4) as u64;
     let m = mask.unwrap_or(q);
     let ml = m.layout();
@@ -214,7 +319,9 @@ pub fn attention_into(
                 | (opts.merge_heads as u32) << 3,
         )
         .u32(groups_per_layer as u32)
-        .u32(k.layout().c);
+        .u32(k.layout().c)
+        .u32(splits as u32)
+        .u32(span as u32);
     let groups = dispatch_1d(
         rec.device(),
         layers * groups_per_layer as u64 * threads,
@@ -227,5 +334,22 @@ pub fn attention_into(
         Arg::input(m),
         Arg::output(out),
     ];
-    launch(rec, desc, out.precision(), &args, &pc, groups)
+    let Some((partials, _, _)) = split else {
+        return launch(rec, desc, out.precision(), &args, &pc, groups);
+    };
+    let spans = [&args[..], &[Arg::output(partials)]].concat();
+    launch(rec, desc, out.precision(), &spans, &pc, groups)?;
+    // One invocation a (texel layer, query row, head-dim texel).
+    let rows = (l.n * l.c4 * l.h) as u64;
+    let dv = want[want.len() - 1] as u64;
+    let merge = [&args[..], &[Arg::input(partials)]].concat();
+    let groups = dispatch_1d(rec.device(), rows * dv, COMBINE_THREADS);
+    launch(
+        rec,
+        &ATTENTION_COMBINE,
+        out.precision(),
+        &merge,
+        &pc,
+        groups,
+    )
 }

@@ -23,7 +23,10 @@ mod scatter;
 mod select;
 mod window;
 
-pub use attention::{attention_into, attention_shape, AttentionOpts, ATTENTION_MAX_HEAD_DIM};
+pub use attention::{
+    attention_into, attention_partials_shape, attention_shape, AttentionInputs, AttentionOpts,
+    ATTENTION_MAX_HEAD_DIM,
+};
 pub use cache::kv_write_into;
 pub use conv::{
     conv2d, conv2d_add_into, conv2d_into, conv2d_is_depthwise, conv2d_kernel, conv2d_output_shape,

@@ -119,13 +119,16 @@ impl Recorder {
         for (i, (arg, kind)) in args.iter().zip(desc.bindings).enumerate() {
             let binding = i as u32;
             let id = match (arg.res, kind) {
-                (ArgRes::Tensor(t), BindingKind::StorageImage) => {
-                    if t.precision() != pipeline.precision {
+                (ArgRes::Tensor(t), BindingKind::StorageImage | BindingKind::StorageImageF32) => {
+                    let want = match kind {
+                        BindingKind::StorageImageF32 => crate::layout::Precision::F32,
+                        _ => pipeline.precision,
+                    };
+                    if t.precision() != want {
                         return Err(kerr(format!(
-                            "binding {i}: tensor `{}` is {:?}, the pipeline is {:?}",
+                            "binding {i}: tensor `{}` is {:?}, the binding takes {want:?}",
                             t.name(),
                             t.precision(),
-                            pipeline.precision
                         )));
                     }
                     // resolve_variant guarantees the storage matches the pipeline variant.
