@@ -648,6 +648,9 @@ fn constant_b_on_cooperative_matrices_where_available() {
         (&[33, 200], 200, 17, false),
         (&[64, 1024], 1024, 96, true),
         (&[2, 1, 300, 256], 256, 2200, true),
+        // Rows and K past whole 64-wide steps (K not a multiple of 4 either), one batch: 140
+        // tiles, enough for an H200's tensor cores.
+        (&[1, 250, 202], 202, 2200, false),
     ];
     let mut rng = Rng::new(77);
     let mut stream: Vec<f32> = Vec::new();
