@@ -30,6 +30,8 @@ layout(push_constant) uniform Push {
     uint kvc;   // key/value heads (= c without grouping)
     uint splits;     // attention_decode.comp: key spans a query row is split over (1: none)
     uint split_keys; // keys a span
+    uint part_pw;    // the partial results' physical width and height (its fold)
+    uint part_ph;
 } pc;
 
 TensorDesc desc(uvec4 t, uint c) {

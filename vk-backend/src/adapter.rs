@@ -157,6 +157,9 @@ pub struct DeviceFeatures {
     /// Few-row MatMuls on the deep GEMV or not, where the device's options fix it
     /// ([`crate::DeviceOptions::gemv_deep`]); `None`: by shape.
     pub gemv_deep: Option<bool>,
+    /// The fewest output tiles a tensor-core MatMul takes, where the device's options fix it
+    /// ([`crate::DeviceOptions::coop_min_tiles`]); `None`: one a streaming multiprocessor.
+    pub coop_min_tiles: Option<u64>,
 }
 
 /// What an adapter offers (`Device::new` then turns off what its options ask it not to use).
@@ -241,6 +244,7 @@ impl Capabilities {
             coop_conv_tile: None,
             gemv_spread: None,
             gemv_deep: None,
+            coop_min_tiles: None,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),

@@ -295,6 +295,7 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     caps.features.coop_conv_tile = opts.coop_conv_tile;
     caps.features.gemv_spread = opts.gemv_spread;
     caps.features.gemv_deep = opts.gemv_deep;
+    caps.features.coop_min_tiles = opts.coop_min_tiles;
     if opts.no_transfer_queue {
         caps.transfer_family = None;
     }

@@ -40,6 +40,10 @@ pub struct DeviceOptions {
     /// in flight, twice the A chunk; `Some(true)`) or on `matmul_const_gemv.comp` (8;
     /// `Some(false)`) instead of picking by shape: to measure one against the other.
     pub gemv_deep: Option<bool>,
+    /// The fewest 64x64 output tiles a MatMul with a constant B takes the tensor cores with
+    /// (`None`: one a streaming multiprocessor, [`crate::kernels::coop_min_tiles`]): to measure
+    /// the tensor-core kernel against the portable one on smaller outputs.
+    pub coop_min_tiles: Option<u64>,
 }
 
 impl DeviceOptions {
@@ -53,6 +57,7 @@ impl DeviceOptions {
     ///   other value leaves the choice to the shapes);
     /// - `TEXSTREAM_GEMV_SPREAD=1`, `2` or `4`: [`DeviceOptions::gemv_spread`];
     /// - `TEXSTREAM_GEMV_DEEP=1` or `0`: [`DeviceOptions::gemv_deep`];
+    /// - `TEXSTREAM_COOP_MIN_TILES=N`: [`DeviceOptions::coop_min_tiles`];
     /// - `TEXSTREAM_MAX_ARRAY_LAYERS=N`: [`DeviceOptions::limits_override`] with at most `N`
     ///   image array layers (the weight atlas stacks pages beyond them, as on a GPU for models
     ///   over 2048 pages).
@@ -93,6 +98,8 @@ impl DeviceOptions {
                 "0" => Some(false),
                 _ => None,
             }),
+            coop_min_tiles: var("TEXSTREAM_COOP_MIN_TILES")
+                .and_then(|v| v.trim().parse::<u64>().ok()),
             limits_override: var("TEXSTREAM_MAX_ARRAY_LAYERS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|&n| n > 0)
@@ -125,6 +132,7 @@ mod tests {
         assert_eq!(o.pads_image_rows, None);
         assert_eq!(o.coop_conv_tile, None);
         assert_eq!(o.limits_override, None);
+        assert_eq!(o.coop_min_tiles, None);
     }
 
     #[test]
@@ -137,7 +145,9 @@ mod tests {
             ("TEXSTREAM_PAD_ROWS", "1"),
             ("TEXSTREAM_COOP_CONV_TILE", " Wide"),
             ("TEXSTREAM_MAX_ARRAY_LAYERS", " 16"),
+            ("TEXSTREAM_COOP_MIN_TILES", " 24"),
         ]);
+        assert_eq!(o.coop_min_tiles, Some(24));
         assert_eq!(
             o.limits_override.map(|l| l.max_image_array_layers),
             Some(16)

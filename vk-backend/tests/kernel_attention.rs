@@ -9,7 +9,7 @@ use vk_backend::kernels::{
     attention_into, attention_partials_shape, AttentionInputs, AttentionOpts,
 };
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
-use vk_backend::{Precision, QueueKind, Recorder, Tensor};
+use vk_backend::{Device, DeviceOptions, Precision, QueueKind, Recorder, Tensor};
 
 struct Case {
     batch: usize,
@@ -93,7 +93,11 @@ fn reference(c: &Case, q: &[f32], k: &[f32], v: &[f32], m: &[f32], scale: f32) -
 }
 
 fn run(c: &Case, p: Precision, seed: u64) {
-    let d = device();
+    run_on(&device(), c, p, seed);
+}
+
+fn run_on(d: &Device, c: &Case, p: Precision, seed: u64) {
+    let d = d.clone();
     let mut rng = Rng::new(seed);
     let mut fill = |n: usize| rounded((0..n).map(|_| rng.uniform(-1.5, 1.5)).collect(), p);
     let q = fill(c.batch * c.heads * c.sq * c.d);
@@ -164,6 +168,14 @@ fn run(c: &Case, p: Precision, seed: u64) {
         c.sq <= 4 && c.sk > 16,
         "a decode step over more than one chunk of keys splits them"
     );
+    if let Some(pt) = &partials {
+        let l = pt.layout();
+        let folded = l.pw != l.w || l.ph != l.h || l.pl != 1;
+        assert!(
+            !d.pads_image_rows() || pt.shape()[2] != 94 || folded,
+            "94 rows of partials fold on a device that pads image rows"
+        );
+    }
     let split = partials.as_ref().map(|pt| {
         let o = Tensor::new(&d, "split", &[c.batch, c.heads, c.sq, c.dv], p).unwrap();
         attention_into(
@@ -369,6 +381,31 @@ fn fused_attention_matches_the_stored_softmax() {
             run(c, p, 11 + i as u64);
         }
     }
+}
+
+/// Whisper tiny.en's cross-attention step (6 heads over 1500 encoder frames: 47 key spans a
+/// row, 94 rows of partial results) on a device that pads image heights, as NVIDIA's does: the
+/// partials' image is folded into two layers, and the kernels address it through its fold.
+#[test]
+fn split_attention_through_a_folded_partials_image() {
+    let d = Device::new(&DeviceOptions {
+        pads_image_rows: Some(true),
+        ..DeviceOptions::from_env()
+    })
+    .expect("a device");
+    let c = Case {
+        batch: 1,
+        heads: 6,
+        kv_heads: 6,
+        sq: 1,
+        sk: 1500,
+        d: 64,
+        dv: 64,
+        mask: None,
+        key_rows: true,
+        nan_guard: false,
+    };
+    run_on(&d, &c, Precision::F16, 41);
 }
 
 #[test]

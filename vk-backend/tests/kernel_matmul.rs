@@ -659,6 +659,15 @@ fn constant_b_on_cooperative_matrices_where_available() {
         let bv = rng.vec(k * n, -1.0, 1.0);
         let b_off = (stream.len() / 4) as u32;
         stream.extend(pack_matrix_kn(&bv, k, n).unwrap());
+        // The same values as a table of N rows of K (B stored by rows, read as B^T).
+        let mut bt = vec![0f32; n * k];
+        for r in 0..k {
+            for c in 0..n {
+                bt[c * k + r] = bv[r * n + c];
+            }
+        }
+        let rows_off = (stream.len() / 4) as u32;
+        stream.extend(pack_matrix_kn(&bt, n, k).unwrap());
         let cv = rng.vec(n, -1.0, 1.0);
         let bias = bias.then(|| {
             let off = (stream.len() / 4) as u32;
@@ -669,13 +678,13 @@ fn constant_b_on_cooperative_matrices_where_available() {
                 per_col: true,
             }
         });
-        prepared.push((sa, k, n, bv, cv, b_off, bias));
+        prepared.push((sa, k, n, bv, cv, b_off, rows_off, bias));
     }
     let atlas = atlas_with(p, &stream);
     let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
     rec.use_weights(&atlas);
     let mut checks = Vec::new();
-    for (sa, k, n, bv, cv, b_off, bias) in prepared {
+    for (sa, k, n, bv, cv, b_off, rows_off, bias) in prepared {
         let av = rng.vec(sa.iter().product(), -1.0, 1.0);
         let a = Tensor::from_data(&d, "a", sa, p, &av).unwrap();
         let opts = MatMulOpts {
@@ -689,6 +698,12 @@ fn constant_b_on_cooperative_matrices_where_available() {
             n,
         };
         let out = matmul(&mut rec, &a, rhs, &opts, "out").unwrap();
+        let by_rows = MatRhs::WeightRows {
+            texel_offset: rows_off,
+            k,
+            n,
+        };
+        let out_rows = matmul(&mut rec, &a, by_rows, &opts, "out_rows").unwrap();
         let rows = sa[sa.len() - 2];
         let tiles = (rows.div_ceil(64) * n.div_ceil(64)) as u64 * out.layout().layers();
         let takes = coop && tiles >= coop_min_tiles(&d.features());
@@ -711,6 +726,11 @@ fn constant_b_on_cooperative_matrices_where_available() {
             })
             .collect();
         assert_eq!(out.shape(), &shape[..]);
+        checks.push((
+            format!("{sa:?} x W[{k},{n}] by rows coop={takes}"),
+            out_rows,
+            want.clone(),
+        ));
         checks.push((format!("{sa:?} x W[{k},{n}] coop={takes}"), out, want));
     }
     rec.submit_and_wait().unwrap();

@@ -25,7 +25,7 @@ use crate::tensor::Tensor;
 const ATTENTION: KernelDesc = KernelDesc {
     name: "attention",
     bindings: &[BindingKind::StorageImage; 5],
-    push_constant_bytes: 120,
+    push_constant_bytes: 128,
     uses_weights: false,
 };
 
@@ -273,12 +273,9 @@ pub fn attention_into(
     let split = match (plan, partials) {
         (Some((_, splits, span)), Some(p)) if splits > 1 => {
             let wanted = attention_partials_shape(q, k, v, mask, opts)?;
-            let pl = p.layout();
-            let unfolded = pl.pw == pl.w && pl.ph == pl.h && pl.pl == 1;
-            if wanted.as_deref() != Some(p.shape()) || p.precision() != Precision::F32 || !unfolded
-            {
+            if wanted.as_deref() != Some(p.shape()) || p.precision() != Precision::F32 {
                 return Err(err(format!(
-                    "partials `{}` {:?} {:?}: expected an unfolded fp32 tensor {wanted:?}",
+                    "partials `{}` {:?} {:?}: expected an fp32 tensor {wanted:?}",
                     p.name(),
                     p.shape(),
                     p.precision()
@@ -321,7 +318,9 @@ pub fn attention_into(
         .u32(groups_per_layer as u32)
         .u32(k.layout().c)
         .u32(splits as u32)
-        .u32(span as u32);
+        .u32(span as u32)
+        .u32(split.as_ref().map_or(1, |(p, _, _)| p.layout().pw))
+        .u32(split.as_ref().map_or(1, |(p, _, _)| p.layout().ph));
     let groups = dispatch_1d(
         rec.device(),
         layers * groups_per_layer as u64 * threads,

@@ -54,6 +54,12 @@ const MATMUL_CONST_COOP: KernelDesc = KernelDesc {
     uses_weights: true,
 };
 
+/// The same for a B stored by rows (`MatRhs::WeightRows`): `matmul_const_coop_rows.comp`.
+const MATMUL_CONST_COOP_ROWS: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_rows",
+    ..MATMUL_CONST_COOP
+};
+
 /// `matmul_const_gemv.comp`: a few rows against a constant B (see [`uses_gemv`]).
 const MATMUL_CONST_GEMV: KernelDesc = KernelDesc {
     name: "matmul_const_gemv",
@@ -374,7 +380,7 @@ fn record(
     let gemv = c.is_none() && uses_gemv(&b, o6[3], p.m);
     let coop = !gemv
         && c.is_none()
-        && matches!(b, MatRhs::Weights { .. })
+        && matches!(b, MatRhs::Weights { .. } | MatRhs::WeightRows { .. })
         && uses_cooperative_matrix(rec.device(), out, opts);
     let tile = if coop { COOP_TILE } else { TILE };
     let spread = gemv.then(|| gemv_spread(rec.device(), p.m));
@@ -488,6 +494,8 @@ fn record(
                 &MATMUL_CONST_GEMV_DEEP
             } else if gemv {
                 &MATMUL_CONST_GEMV
+            } else if coop && matches!(b, MatRhs::WeightRows { .. }) {
+                &MATMUL_CONST_COOP_ROWS
             } else if coop {
                 &MATMUL_CONST_COOP
             } else {
@@ -535,9 +543,12 @@ pub fn uses_cooperative_matrix(
 }
 
 /// The fewest 64x64 output tiles the tensor-core MatMul takes on a device: one per
-/// streaming multiprocessor (2 k invocations each).
+/// streaming multiprocessor (2 k invocations each), unless the device's options fix another
+/// ([`crate::DeviceOptions::coop_min_tiles`]).
 pub fn coop_min_tiles(features: &crate::DeviceFeatures) -> u64 {
-    (features.concurrent_invocations / 2048).max(1)
+    features
+        .coop_min_tiles
+        .unwrap_or((features.concurrent_invocations / 2048).max(1))
 }
 
 /// Allocates the output (precision of `a`) and records the MatMul.

@@ -1,0 +1,161 @@
+// Body of matmul_const_coop.comp (B packed [K, N]) and matmul_const_coop_rows.comp (ROWS_B: B
+// stored by rows, B^T). See matmul_const_coop.comp.
+#ifndef TEXSTREAM_MATMUL_COOP_BODY_GLSL
+#define TEXSTREAM_MATMUL_COOP_BODY_GLSL
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#include "tensor.glsl"
+#include "activation.glsl"
+#include "weights.glsl"
+
+layout(local_size_x = 128) in;
+
+TENSOR_IN(0, img_a);
+TENSOR_OUT(1, img_out);
+
+#include "matmul_common.glsl"
+
+#define TM 64u
+#define TN 64u
+#define TK 64u
+// Values of A and texels of B each invocation loads a step.
+#define A_PER (TM * TK / 128u)
+#define B_PER (TK / 4u * TN / 128u)
+
+shared float16_t As[TM * TK];  // [m][k], row stride TK
+shared float16_t Bs[TK * TN];  // [k][n], row stride TN; ROWS_B: [n][k], row stride TK
+shared float Cs[TM * TN];      // [m][n], row stride TN
+
+#define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
+
+uint M, N, K, a_layer, m0, n0;
+float ra[A_PER];
+vec4 rb[B_PER];
+
+// Issues step k0's loads into ra / rb (all of them before any is used).
+void load_step(uint tid, uint k0) {
+    for (uint r = 0u; r < A_PER; r++) {
+        uint e = tid + r * 128u;
+        uint m = m0 + e / TK, k = k0 + e % TK;
+        // Out of range: a valid texel, its value dropped below.
+        ra[r] = LOAD_AT(img_a, pc.a_t, a_layer, min(m, M - 1u), min(k, K - 1u)).x;
+    }
+    WeightLoc loc[B_PER];
+    for (uint r = 0u; r < B_PER; r++) {
+        uint e = tid + r * 128u;
+#ifdef ROWS_B
+        // Texel (n/4, k): consecutive invocations walk k, consecutive texels.
+        uint n = min(n0 + 4u * (e / TK), N - 1u), k = min(k0 + e % TK, K - 1u);
+        loc[r] = weight_locate(pc.b_t.n + (n / 4u) * K + k);
+#else
+        uint n = min(n0 + e % TN, N - 1u), kb = min(k0 + 4u * (e / TN), K - 1u) & ~3u;
+        loc[r] = weight_locate(pc.b_t.n + (kb / 4u) * N + n);
+#endif
+    }
+    for (uint r = 0u; r < B_PER; r++) {
+        rb[r] = imageLoad(weight_atlas, loc[r].at);
+    }
+    for (uint r = 0u; r < B_PER; r++) {
+        rb[r] = weight_finish(loc[r], rb[r]);
+    }
+}
+
+// Writes the loaded step to shared memory as fp16, zero outside the matrices.
+void store_step(uint tid, uint k0) {
+    for (uint r = 0u; r < A_PER; r++) {
+        uint e = tid + r * 128u;
+        bool inside = m0 + e / TK < M && k0 + e % TK < K;
+        As[e] = float16_t(inside ? ra[r] : 0.0);
+    }
+    for (uint r = 0u; r < B_PER; r++) {
+        uint e = tid + r * 128u;
+#ifdef ROWS_B
+        // Four columns of one k: stored [n][k], so consecutive invocations write consecutive
+        // halves (the tensor-core loads read it column-major).
+        uint n4 = e / TK, kk = e % TK;
+        bool row = k0 + kk < K;
+        for (uint j = 0u; j < 4u; j++) {
+            bool inside = row && n0 + 4u * n4 + j < N;
+            Bs[(4u * n4 + j) * TK + kk] = float16_t(inside ? rb[r][j] : 0.0);
+        }
+#else
+        uint k4 = e / TN, nn = e % TN;
+        bool col = n0 + nn < N;
+        for (uint j = 0u; j < 4u; j++) {
+            bool inside = col && k0 + 4u * k4 + j < K;
+            Bs[(4u * k4 + j) * TN + nn] = float16_t(inside ? rb[r][j] : 0.0);
+        }
+#endif
+    }
+}
+
+void main() {
+    uint tid = gl_LocalInvocationID.x;
+    uint sg = tid / 32u;
+    // Each subgroup owns a 32 x 32 quarter: 2 row blocks of 16 x 4 column blocks of 8.
+    uint sm = (sg / 2u) * 32u, sn = (sg % 2u) * 32u;
+    m0 = gl_WorkGroupID.y * TM;
+    n0 = gl_WorkGroupID.x * TN;
+    uint layer = gl_WorkGroupID.z;
+    M = pc.out_t.h;
+    N = pc.out_t.w;
+    K = pc.k;
+    a_layer = operand_layer(pc.a_t, pc.flags & 15u, layer / pc.out_t.c4, 0u);
+
+    ACC acc[2][4];
+    for (uint i = 0u; i < 2u; i++) {
+        for (uint j = 0u; j < 4u; j++) {
+            acc[i][j] = ACC(0.0);
+        }
+    }
+    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[2];
+    fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> b;
+    load_step(tid, 0u);
+    for (uint k0 = 0u; k0 < K; k0 += TK) {
+        barrier(); // the previous step's products have read As and Bs
+        store_step(tid, k0);
+        barrier();
+        if (k0 + TK < K) {
+            load_step(tid, k0 + TK);
+        }
+        for (uint kk = 0u; kk < TK; kk += 16u) {
+            for (uint i = 0u; i < 2u; i++) {
+                coopMatLoadNV(a[i], As, (sm + 16u * i) * TK + kk, TK, false);
+            }
+            for (uint j = 0u; j < 4u; j++) {
+#ifdef ROWS_B
+                coopMatLoadNV(b, Bs, (sn + 8u * j) * TK + kk, TK, true);
+#else
+                coopMatLoadNV(b, Bs, kk * TN + sn + 8u * j, TN, false);
+#endif
+                for (uint i = 0u; i < 2u; i++) {
+                    acc[i][j] = coopMatMulAddNV(a[i], b, acc[i][j]);
+                }
+            }
+        }
+    }
+    for (uint i = 0u; i < 2u; i++) {
+        for (uint j = 0u; j < 4u; j++) {
+            coopMatStoreNV(acc[i][j], Cs, (sm + 16u * i) * TN + sn + 8u * j, TN, false);
+        }
+    }
+    barrier();
+    uint act = (pc.flags >> 16u) & 255u;
+    for (uint r = 0u; r < 32u; r++) {
+        uint e = tid + r * 128u;
+        uint mm = e / TN, nn = e % TN;
+        uint m = m0 + mm, n = n0 + nn;
+        if (m >= M || n >= N) continue;
+        vec4 v = vec4(Cs[e] * pc.alpha, 0.0, 0.0, 0.0);
+        if ((pc.flags & 4096u) != 0u) {
+            bool per_row = (pc.flags & 1024u) != 0u, per_col = (pc.flags & 2048u) != 0u;
+            uint bi = (per_row ? m : 0u) * (per_col ? N : 1u) + (per_col ? n : 0u);
+            v.x += pc.beta * fetch_weight(pc.bias_offset + bi / 4u)[bi % 4u];
+        }
+        v = apply_unary(act, pc.act_a, pc.act_b, v);
+        STORE_TEXEL(img_out, pc.out_t, texel_index(pc.out_t, layer, m, n), zero_padding(pc.out_t, 0u, v));
+    }
+}
+
+#endif
