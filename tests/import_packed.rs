@@ -7,7 +7,10 @@ use std::path::PathBuf;
 use texstream::ir::passes::optimize;
 use texstream::ir::{Activation, Op};
 use texstream::onnx::{import, ImportOptions};
-use texstream::packed::{pack_graph, PackOptions, PackedError, PackedModel, Precision, WeightKind};
+use texstream::packed::format::COMPILER_REVISION;
+use texstream::packed::{
+    pack_graph, parse_header, PackOptions, PackedError, PackedModel, Precision, WeightKind,
+};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -473,4 +476,27 @@ fn inconsistent_headers_are_refused_with_the_reason() {
         assert!(e.contains(want) && e.contains("inconsistent.tspk"), "{e}");
     }
     std::fs::remove_file(&out).unwrap();
+}
+
+#[test]
+fn an_older_compilers_header_asks_for_a_recompile() {
+    let out = tmp("older.tspk");
+    let pm = compile(1, Precision::F16, 512 * 8, &out);
+    let mut v = serde_json::to_value(pm.header()).unwrap();
+    drop(pm);
+    std::fs::remove_file(&out).unwrap();
+    // A header of revision 16, whose ops this build no longer reads (an unknown op name).
+    v["compiler_revision"] = 16.into();
+    v["graph"]["nodes"][0]["op"] = "NoSuchOp".into();
+    let e = parse_header(&out, &serde_json::to_vec(&v).unwrap()).unwrap_err();
+    assert!(
+        matches!(e, PackedError::Outdated { found: 16, .. })
+            && e.to_string().contains("older texstream")
+            && e.to_string().contains("older.tspk"),
+        "{e}"
+    );
+    // The same damage at the current revision is corruption.
+    v["compiler_revision"] = COMPILER_REVISION.into();
+    let e = parse_header(&out, &serde_json::to_vec(&v).unwrap()).unwrap_err();
+    assert!(matches!(e, PackedError::Corrupt { .. }), "{e}");
 }

@@ -53,6 +53,12 @@ fn stale_reason(onnx: &Path, packed: &Path, spec: &ModelSpec, page_bytes: u64) -
     // is recompiled; a corrupt page is caught when the engine reads it.
     let pm = match PackedModel::open_lazy(packed) {
         Ok(pm) => pm,
+        // A header this build's ops no longer read, from an older compiler.
+        Err(crate::packed::PackedError::Outdated { found, current, .. }) => {
+            return Some(format!(
+                "compiled by an older texstream (graph passes revision {found}, now {current})"
+            ))
+        }
         Err(e) => return Some(format!("the packed file is unreadable ({e})")),
     };
     if pm.header().compiler_revision < crate::packed::format::COMPILER_REVISION {

@@ -33,6 +33,16 @@ pub enum PackedError {
     Version { file: PathBuf, found: u32 },
     #[error("{file}: corrupt packed model: {reason}")]
     Corrupt { file: PathBuf, reason: String },
+    #[error(
+        "{file}: compiled by an older texstream (graph passes revision {found}; this one reads \
+         {current}): compile it again with `texstream compile` (a workload recompiles its models \
+         by itself)"
+    )]
+    Outdated {
+        file: PathBuf,
+        found: u32,
+        current: u32,
+    },
     #[error("{file}: corrupt packed model header: {source}")]
     Header {
         file: PathBuf,
@@ -369,15 +379,31 @@ fn decode<R: ReadAt + ?Sized>(
 /// Parses a header's JSON and checks every index and size in it
 /// ([`validate::check_header`]); `file` names it in errors.
 pub fn parse_header(file: &Path, json: &[u8]) -> Result<PackedHeader, PackedError> {
-    let header: PackedHeader = serde_json::from_slice(json).map_err(|e| PackedError::Corrupt {
-        file: file.into(),
-        reason: format!("bad header: {e}"),
+    let header: PackedHeader = serde_json::from_slice(json).map_err(|e| {
+        outdated(file, json).unwrap_or_else(|| PackedError::Corrupt {
+            file: file.into(),
+            reason: format!("bad header: {e}"),
+        })
     })?;
     validate::check_header(&header).map_err(|source| PackedError::Header {
         file: file.into(),
         source,
     })?;
     Ok(header)
+}
+
+/// A header that does not parse but names an older compiler revision: the file predates a
+/// change to the graph's ops (revision 17 gave `Rope` a field), it is not damaged.
+fn outdated(file: &Path, json: &[u8]) -> Option<PackedError> {
+    let v: serde_json::Value = serde_json::from_slice(json).ok()?;
+    // Absent in the oldest files: revision 1.
+    let found = v.get("compiler_revision").map_or(Some(1), |r| r.as_u64())?;
+    let found = u32::try_from(found).ok()?;
+    (found < COMPILER_REVISION).then(|| PackedError::Outdated {
+        file: file.into(),
+        found,
+        current: COMPILER_REVISION,
+    })
 }
 
 /// Verifies a whole packed file held in memory (what [`PackedModel::open`] checks) and

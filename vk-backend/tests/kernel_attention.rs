@@ -347,10 +347,11 @@ fn fused_attention_matches_the_stored_softmax() {
             key_rows: false,
             nan_guard: true,
         },
-        // Up to four query rows take attention_decode.comp (a workgroup a row, its threads over
-        // the keys, 128 keys a chunk): a cache longer than two chunks with eight query heads on
-        // one key/value head (one load a texel), K transposed and the NaN guard; four rows with
-        // a per-head mask over a cache one key past a chunk.
+        // Up to four query rows take attention_decode.comp (a workgroup a row and a span of its
+        // keys, its threads over the keys, 16 keys a chunk; `run` also splits the keys into
+        // spans): a 300-key cache (spans over several chunks, the last one short) with eight
+        // query heads on one key/value head (one load a texel), K transposed and the NaN guard;
+        // four rows with a per-head mask over a cache one key past a chunk boundary.
         Case {
             batch: 2,
             heads: 8,
