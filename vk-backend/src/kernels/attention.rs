@@ -212,21 +212,43 @@ fn decode_spans(rows: usize, sk: usize) -> (usize, usize) {
     (sk.div_ceil(span), span)
 }
 
-/// Query rows (`N * ceil(H / 4) * Sq`, texel layers times rows) and key spans of a decode step,
-/// `None` when the blocked kernels run.
-fn decode_plan(
-    q: &Tensor,
-    k: &Tensor,
-    opts: &AttentionOpts,
-) -> Result<Option<(usize, usize, usize)>> {
+/// V's head dim `Dv` (its last axis; `attention_shape` has checked the rank).
+fn value_dim(v: &Tensor) -> usize {
+    v.shape().last().copied().unwrap_or(1)
+}
+
+/// A decode step's query rows (`N * ceil(H / 4) * Sq`: texel layers times rows), its keys and
+/// how they split into spans.
+#[derive(Debug, Clone, Copy)]
+struct DecodePlan {
+    rows: usize,
+    keys: usize,
+    splits: usize,
+    span: usize,
+}
+
+impl DecodePlan {
+    /// The partial results' fp32 tensor, `[1, 4, rows * splits, Dv + 2]`; `None` for one span.
+    fn partials_shape(&self, dv: usize) -> Option<Vec<usize>> {
+        (self.splits > 1).then(|| vec![1, 4, self.rows * self.splits, dv + 2])
+    }
+}
+
+/// The decode kernel's plan, `None` when the blocked kernels run.
+fn decode_plan(q: &Tensor, k: &Tensor, opts: &AttentionOpts) -> Result<Option<DecodePlan>> {
     let l = q.layout();
     if l.h as usize > DECODE_MAX_ROWS {
         return Ok(None);
     }
     let rows = (l.n * l.c4 * l.h) as usize;
-    let (sk, _) = key_dims(k, opts)?;
-    let (splits, span) = decode_spans(rows, sk);
-    Ok(Some((rows, splits, span)))
+    let (keys, _) = key_dims(k, opts)?;
+    let (splits, span) = decode_spans(rows, keys);
+    Ok(Some(DecodePlan {
+        rows,
+        keys,
+        splits,
+        span,
+    }))
 }
 
 /// The shape of the fp32 tensor [`attention_into`] needs for its partial results when a decode
@@ -240,11 +262,7 @@ pub fn attention_partials_shape(
     opts: &AttentionOpts,
 ) -> Result<Option<Vec<usize>>> {
     attention_shape(q, k, v, mask, opts)?;
-    let dv = v.shape()[v.shape().len() - 1];
-    Ok(match decode_plan(q, k, opts)? {
-        Some((rows, splits, _)) if splits > 1 => Some(vec![1, 4, rows * splits, dv + 2]),
-        _ => None,
-    })
+    Ok(decode_plan(q, k, opts)?.and_then(|p| p.partials_shape(value_dim(v))))
 }
 
 /// Records `out = softmax(scale * Q K^T + mask) V` (the softmax over the keys). `partials`: the
@@ -268,12 +286,12 @@ pub fn attention_into(
     }
     let head_dim = want[want.len() - 1].max(q.shape()[q.shape().len() - 1]);
     let l = q.layout();
+    let dv = value_dim(v);
     let plan = decode_plan(q, k, opts)?;
     // The key spans, where the caller gave the partials' tensor for them.
-    let split = match (plan, partials) {
-        (Some((_, splits, span)), Some(p)) if splits > 1 => {
-            let wanted = attention_partials_shape(q, k, v, mask, opts)?;
-            if wanted.as_deref() != Some(p.shape()) || p.precision() != Precision::F32 {
+    let split = match (plan.and_then(|p| p.partials_shape(dv)), partials) {
+        (Some(wanted), Some(p)) => {
+            if p.shape() != wanted.as_slice() || p.precision() != Precision::F32 {
                 return Err(err(format!(
                     "partials `{}` {:?} {:?}: expected an fp32 tensor {wanted:?}",
                     p.name(),
@@ -281,19 +299,22 @@ pub fn attention_into(
                     p.precision()
                 )));
             }
-            Some((p, splits, span))
+            Some(p)
         }
         _ => None,
     };
-    let (desc, rows_per_group, threads) = match (plan, &split) {
+    let (desc, rows_per_group, threads) = match (plan, split) {
         (Some(_), Some(_)) => (&ATTENTION_DECODE_SPLIT, 1, DECODE_THREADS),
         (Some(_), None) => (&ATTENTION_DECODE, 1, DECODE_THREADS),
         _ if head_dim <= SMALL_HEAD_DIM => (&ATTENTION, SMALL_ROWS_PER_GROUP, 64),
         _ => (&ATTENTION_D128, LARGE_ROWS_PER_GROUP, 64),
     };
-    // Unsplit: one span of every key.
-    let (sk, _) = key_dims(k, opts)?;
-    let (splits, span) = split.as_ref().map_or((1, sk), |&(_, s, k)| (s, k));
+    // Unsplit, the decode kernel takes every key as one span (the blocked kernels read neither).
+    let (splits, span) = match (plan, split) {
+        (Some(p), Some(_)) => (p.splits, p.span),
+        (Some(p), None) => (1, p.keys),
+        (None, _) => (1, 0),
+    };
     let groups_per_layer = (l.h as usize).div_ceil(rows_per_group) * splits;
     let layers = (l.n * l.c4) as u64;
     let m = mask.unwrap_or(q);
@@ -319,8 +340,8 @@ pub fn attention_into(
         .u32(k.layout().c)
         .u32(splits as u32)
         .u32(span as u32)
-        .u32(split.as_ref().map_or(1, |(p, _, _)| p.layout().pw))
-        .u32(split.as_ref().map_or(1, |(p, _, _)| p.layout().ph));
+        .u32(split.map_or(1, |p| p.layout().pw))
+        .u32(split.map_or(1, |p| p.layout().ph));
     let groups = dispatch_1d(
         rec.device(),
         layers * groups_per_layer as u64 * threads,
@@ -333,16 +354,14 @@ pub fn attention_into(
         Arg::input(m),
         Arg::output(out),
     ];
-    let Some((partials, _, _)) = split else {
+    let (Some(plan), Some(partials)) = (plan, split) else {
         return launch(rec, desc, out.precision(), &args, &pc, groups);
     };
     let spans = [&args[..], &[Arg::output(partials)]].concat();
     launch(rec, desc, out.precision(), &spans, &pc, groups)?;
     // One invocation a (texel layer, query row, head-dim texel).
-    let rows = (l.n * l.c4 * l.h) as u64;
-    let dv = want[want.len() - 1] as u64;
     let merge = [&args[..], &[Arg::input(partials)]].concat();
-    let groups = dispatch_1d(rec.device(), rows * dv, COMBINE_THREADS);
+    let groups = dispatch_1d(rec.device(), (plan.rows * dv) as u64, COMBINE_THREADS);
     launch(
         rec,
         &ATTENTION_COMBINE,
