@@ -977,3 +977,62 @@ fn declared_inputs_catch_misspelt_and_unused_values_at_their_location() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn plan_what_if_options_rescale_the_workload_and_refuse_bad_values() {
+    let dir = scratch("what-if");
+    let w = synthetic_workload(&dir, "ok.ron", "Once", "");
+    // Four 10 µs layers scaled to a 4 ms run, pages in 1 µs: preload computes 4 ms after
+    // loading its four pages.
+    let o = texstream(&[
+        "plan",
+        path_str(&w),
+        "--policy",
+        "preload",
+        "--json",
+        "--run-time",
+        "m=4ms",
+        "--page-time",
+        "1us",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let predicted = v[0]["predicted_s"].as_f64().unwrap();
+    assert!(
+        (0.004..0.0041).contains(&predicted),
+        "predicted {predicted} s, not 4 ms + 4 µs"
+    );
+    let o = texstream(&["plan", path_str(&w), "--candidates", "--cap", "3MiB"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("min-early") && out.contains("phases"), "{out}");
+    // Refused by the argument parser (exit code 2, as for every bad argument) or by the plan.
+    for (case, args, code, expect) in [
+        (
+            "unknown model",
+            ["--run-time", "x=1ms"],
+            1,
+            "no model `x` (it has m)",
+        ),
+        ("no unit", ["--page-time", "5"], 2, "`5` is not a duration"),
+        ("no name", ["--run-time", "4ms"], 2, "is not NAME=DURATION"),
+        (
+            "zero page time",
+            ["--page-time", "0us"],
+            1,
+            "--page-time must be above zero",
+        ),
+    ] {
+        let mut a = vec!["plan", path_str(&w)];
+        a.extend(args);
+        let o = texstream(&a);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{case}: {stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(expect),
+            "{case}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{case}: {stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

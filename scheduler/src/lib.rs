@@ -25,9 +25,9 @@ mod whole;
 pub use error::PlanError;
 pub use paging::{demand_schedule, min_loads, Eviction, Issue};
 pub use plan::{
-    lower_bound, lower_bound_trace, min_feasible_cap, min_feasible_cap_trace, plan, plan_trace,
-    plan_trace_from, replan, simulate, slots_for_cap, Event, EventKind, LowerBound, MinCap, Plan,
-    PlanStats,
+    candidates, lower_bound, lower_bound_trace, min_feasible_cap, min_feasible_cap_trace, plan,
+    plan_trace, plan_trace_from, replan, simulate, slots_for_cap, Candidate, Event, EventKind,
+    LowerBound, MinCap, Plan, PlanStats,
 };
 pub use policy::Policy;
 pub use prefetch::{prefetch_schedule, prefetch_schedule_within};

@@ -1,6 +1,6 @@
 //! The planner's entry point: builds a schedule with the chosen policy, simulates it, validates it,
 //! and reports it against the lower bound.
-use crate::paging::{demand_schedule, min_loads, Eviction, Issue};
+use crate::paging::{demand_schedule, Eviction, Issue};
 use crate::prefetch::{prefetch_schedule, prefetch_schedule_within};
 use crate::sim::simulate_schedule;
 use crate::validate::validate;
@@ -22,16 +22,31 @@ pub struct MinCap {
     pub lookup_slots: u32,
 }
 
-/// LB = max(Σ compute, MIN's load count × one transfer's time, cold start). No plan is faster.
+/// LB = max(Σ compute, MIN's load count × one transfer's time, cold start, phases). No plan is
+/// faster.
 ///
 /// The cold-start term is max over steps `j` of (distinct pages first read at or before `j`) × one
 /// transfer + Σ compute of steps `j..`: each of those pages must have been transferred at least once,
 /// one at a time, before step `j` starts, and the remaining steps then run one after another.
+///
+/// The phase term is max over steps `j` of Σ compute of steps `..j` + max(Σ compute of steps `j..`,
+/// (MIN's loads for steps `j..` − slots − 1) × one transfer). Step `j` cannot start before the
+/// steps ahead of it have computed, one after another. From then on the steps `j..` need at
+/// least as many loads as MIN makes for them, less what the cap let any plan hold at that moment
+/// (every slot full, one more in flight): a cap forbids streaming a phase's pages behind the
+/// compute of the phase before it. (MIN restricted to the steps `j..` is Belady's rule from its
+/// own state there, which makes no more loads than from an empty atlas; from any state of at most
+/// `slots` pages, no plan makes fewer than that less `slots`.) Where a transfer-bound phase
+/// (a language model's decode steps whose weights stream every step) follows a compute-bound one,
+/// this is what bounds the plan; the other terms would let its transfers hide behind the first
+/// phase's compute.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LowerBound {
     pub compute_s: f64,
     pub io_s: f64,
     pub cold_start_s: f64,
+    #[serde(default)]
+    pub phase_s: f64,
     pub min_loads: u64,
     pub bound_s: f64,
 }
@@ -199,14 +214,50 @@ pub fn slots_for_cap(trace: &Trace, cap_bytes: u64) -> Result<u32, PlanError> {
 
 /// The lower bound of a trace with `slots` slots.
 pub fn lower_bound_trace(trace: &Trace, slots: u32, bw: &Bandwidth) -> LowerBound {
-    lower_bound_with(trace, bw, min_loads(trace, slots))
+    let min = demand_schedule(trace, slots, Eviction::Min, Issue::Early);
+    lower_bound_with(trace, bw, &min, slots)
 }
 
-/// The lower bound given MIN's load count (a plan that built MIN's schedule has it already).
-fn lower_bound_with(trace: &Trace, bw: &Bandwidth, min_loads: u64) -> LowerBound {
+/// Loads of `schedule` by the first step that waits for them (`n` = the step count: none does).
+fn loads_by_need(trace: &Trace, schedule: &Schedule) -> Vec<u32> {
+    let n = trace.steps.len();
+    let mut at = vec![0u32; n + 1];
+    let mut next = 0usize;
+    for (j, w) in schedule.step_wait.iter().enumerate() {
+        if let Some(w) = *w {
+            while next <= w as usize && next < schedule.ops.len() {
+                if matches!(schedule.ops[next], Op::Load { .. }) {
+                    at[j] += 1;
+                }
+                next += 1;
+            }
+        }
+    }
+    at[n] += schedule.ops[next.min(schedule.ops.len())..]
+        .iter()
+        .filter(|o| matches!(o, Op::Load { .. }))
+        .count() as u32;
+    at
+}
+
+/// The lower bound given MIN's schedule with `slots` slots (a plan that built it has it already;
+/// on-demand's has the same loads for the same steps).
+fn lower_bound_with(trace: &Trace, bw: &Bandwidth, min: &Schedule, slots: u32) -> LowerBound {
+    let min_loads = min.loads();
     let compute_s = trace.compute_s();
     let t = bw.transfer_s(trace.page_bytes);
     let io_s = min_loads as f64 * t;
+    // Pages any plan may hold when a phase starts: every slot, a lookup's, one copy in flight.
+    let held = slots as u64 + trace.lookup_slots as u64 + 1;
+    let need = loads_by_need(trace, min);
+    let mut phase_s = 0.0f64;
+    let (mut suffix_c, mut suffix_loads) = (0.0f64, need[trace.steps.len()] as u64);
+    for j in (0..trace.steps.len()).rev() {
+        suffix_c += trace.steps[j].compute_s;
+        suffix_loads += need[j] as u64;
+        let streamed = suffix_loads.saturating_sub(held) as f64 * t;
+        phase_s = phase_s.max((compute_s - suffix_c).max(0.0) + suffix_c.max(streamed));
+    }
     // From the last step back: the compute from step j on, and the pages first read at or before
     // step j (from the sorted first uses), without per-step arrays.
     let mut firsts: Vec<u32> = trace
@@ -230,8 +281,9 @@ fn lower_bound_with(trace: &Trace, bw: &Bandwidth, min_loads: u64) -> LowerBound
         compute_s,
         io_s,
         cold_start_s,
+        phase_s,
         min_loads,
-        bound_s: compute_s.max(io_s).max(cold_start_s),
+        bound_s: compute_s.max(io_s).max(cold_start_s).max(phase_s),
     }
 }
 
@@ -358,6 +410,36 @@ fn planned_candidates(
     })
 }
 
+/// One construction `planned` weighs: its name, simulated time, loads and stall.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Candidate {
+    pub name: &'static str,
+    pub predicted_s: f64,
+    pub loads: u64,
+    pub stall_s: f64,
+}
+
+/// Every construction `planned` chooses among for this workload and cap, each built and
+/// simulated, in the order they are tried: to see why it chose what it did.
+pub fn candidates(
+    profiles: &[Profile],
+    pipeline: &Pipeline,
+    cap_bytes: u64,
+    bw: &Bandwidth,
+) -> Result<Vec<Candidate>, PlanError> {
+    let trace = Trace::build(profiles, pipeline)?;
+    let slots = slots_for_cap(&trace, cap_bytes)?;
+    Ok(planned_candidates(&trace, slots, bw, None)?
+        .into_iter()
+        .map(|(s, sim, name)| Candidate {
+            name,
+            predicted_s: sim.makespan_s,
+            loads: s.loads(),
+            stall_s: sim.total_stall_s,
+        })
+        .collect())
+}
+
 /// [`plan`] on an already unrolled trace.
 pub fn plan_trace(
     trace: Trace,
@@ -394,7 +476,7 @@ pub fn plan_trace_from(
         }
     };
     // MIN's load count, where the policy built MIN's schedule anyway (the bound needs it).
-    let mut known_min_loads = None;
+    let mut known_lb = None;
     let (schedule, sim, variant) = match policy {
         Policy::Preload => {
             needs(trace.total_pages as u64)?;
@@ -426,7 +508,7 @@ pub fn plan_trace_from(
         Policy::OnDemand => {
             let s = demand_schedule(&trace, slots, Eviction::Min, Issue::OnDemand);
             // The same evictions as MIN's, issued later: the same loads.
-            known_min_loads = Some(s.loads());
+            known_lb = Some(lower_bound_with(&trace, bw, &s, slots));
             let sim = simulate_schedule(&trace, &s, bw)?;
             (s, sim, "on-demand")
         }
@@ -444,10 +526,10 @@ pub fn plan_trace_from(
             // dominates on-demand and lru-early dominates lru (same loads, fewer waits), so
             // `planned` is never slower than either.
             let runs = planned_candidates(&trace, slots, bw, previous)?;
-            known_min_loads = runs
+            known_lb = runs
                 .iter()
                 .find(|r| r.2 == "min-early")
-                .map(|r| r.0.loads());
+                .map(|r| lower_bound_with(&trace, bw, &r.0, slots));
             let fastest = runs
                 .iter()
                 .map(|r| r.1.makespan_s)
@@ -481,8 +563,8 @@ pub fn plan_trace_from(
         }
     };
     let peak_bytes = validate(&trace, &schedule, &sim, cap_bytes)?;
-    let lb = match known_min_loads {
-        Some(m) => lower_bound_with(&trace, bw, m),
+    let lb = match known_lb {
+        Some(lb) => lb,
         None => lower_bound_trace(&trace, slots, bw),
     };
     let loads = schedule.loads();

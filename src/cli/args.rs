@@ -19,6 +19,27 @@ pub fn parse_named_path(s: &str) -> Result<(String, PathBuf)> {
     }
 }
 
+/// `40us`, `6.1ms`, `1.5s` (µs also as `µs`): a duration in seconds.
+pub fn parse_duration_arg(s: &str) -> Result<f64> {
+    let t = s.trim();
+    let (num, scale) = [("µs", 1e-6), ("us", 1e-6), ("ms", 1e-3), ("s", 1.0)]
+        .iter()
+        .find_map(|(u, k)| t.strip_suffix(u).map(|n| (n, *k)))
+        .ok_or_else(|| anyhow::anyhow!("`{s}` is not a duration (e.g. 40us, 6.1ms, 1.5s)"))?;
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v * scale),
+        _ => bail!("`{s}` is not a duration (e.g. 40us, 6.1ms, 1.5s)"),
+    }
+}
+
+/// `NAME=DURATION`, e.g. `lm=6.1ms`.
+pub fn parse_named_duration(s: &str) -> Result<(String, f64)> {
+    match s.split_once('=') {
+        Some((n, d)) if !n.is_empty() => Ok((n.into(), parse_duration_arg(d)?)),
+        _ => bail!("`{s}` is not NAME=DURATION (e.g. lm=6.1ms)"),
+    }
+}
+
 /// Fails unless a file can be created at `path` (its folder exists and it is not a folder).
 pub fn check_writable(path: &Path) -> Result<()> {
     if path.is_dir() {

@@ -3,7 +3,8 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use scheduler::{
-    format_size, min_feasible_cap, plan, svg, Bandwidth, Pipeline, Plan, Policy, Profile,
+    candidates, format_size, min_feasible_cap, plan, svg, Bandwidth, Pipeline, Plan, Policy,
+    Profile,
 };
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -37,12 +38,29 @@ pub struct PlanArgs {
     /// Time the planner on the workload (each policy, several runs) instead of printing the table.
     #[arg(long)]
     pub bench: bool,
+    /// What if a page streams in this time (e.g. 40us; `texstream run` prints a device's figure
+    /// as "plans stream a page in ...") instead of the workload's bandwidth model.
+    #[arg(long, value_parser = super::args::parse_duration_arg)]
+    pub page_time: Option<f64>,
+    /// What if a model's run takes this long (MODEL=DURATION, e.g. lm=6.1ms; repeatable): its
+    /// step costs are scaled to that total, as calibration on a device scales them.
+    #[arg(long = "run-time", value_parser = super::args::parse_named_duration)]
+    pub run_times: Vec<(String, f64)>,
+    /// What if the runtime submits compute in batches of N+1 steps, so a copy over a page may
+    /// wait for its reader's whole batch (`texstream run` plans with N = 15).
+    #[arg(long)]
+    pub reuse_lag: Option<u32>,
+    /// Also print every construction `planned` weighs, with its simulated time and loads.
+    #[arg(long)]
+    pub candidates: bool,
 }
 
 /// A loaded workload ready to plan.
 struct Planning {
     name: String,
     profiles: Vec<Profile>,
+    /// Model names, as the workload lists them (the profiles' order).
+    names: Vec<String>,
     sources: Vec<String>,
     pipeline: Pipeline,
     cap: u64,
@@ -64,12 +82,47 @@ fn prepare(path: &Path, pipeline: Option<&str>) -> Result<Planning> {
     Ok(Planning {
         name: format!("{} / {}", w.spec.name, ps.name),
         pipeline: w.planner_pipeline(ps),
+        names: w.spec.models.iter().map(|m| m.name.clone()).collect(),
         profiles,
         sources,
         cap: w.cap_bytes()?,
         bw: w.bandwidth()?,
         policy: w.policy()?,
     })
+}
+
+/// Applies `plan`'s what-if options: another device's page time, run times and batching.
+fn what_if(pl: &mut Planning, args: &PlanArgs) -> Result<()> {
+    if let Some(t) = args.page_time {
+        if t <= 0.0 {
+            bail!("--page-time must be above zero");
+        }
+        let page = pl.profiles.first().map_or(1, |p| p.page_bytes) as f64;
+        pl.bw.h2d_bytes_per_s = page / t;
+        pl.bw.per_transfer_s = 0.0;
+        pl.bw.disk_bytes_per_s = None;
+    }
+    if let Some(lag) = args.reuse_lag {
+        pl.bw.reuse_lag_steps = lag;
+    }
+    for (name, t) in &args.run_times {
+        let Some(i) = pl.names.iter().position(|n| n == name) else {
+            bail!(
+                "--run-time {name}=...: the workload has no model `{name}` (it has {})",
+                pl.names.join(", ")
+            );
+        };
+        let p = &mut pl.profiles[i];
+        let est = p.compute_s();
+        if est <= 0.0 || !est.is_finite() {
+            bail!("--run-time {name}=...: its profile has no compute cost to scale");
+        }
+        let k = t / est;
+        for s in &mut p.steps {
+            s.compute_s *= k;
+        }
+    }
+    Ok(())
 }
 
 fn fmt_time(s: f64) -> String {
@@ -154,7 +207,8 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     let [path] = args.workloads.as_slice() else {
         bail!("give exactly one workload (several only with --quality-table)");
     };
-    let pl = prepare(path, args.pipeline.as_deref())?;
+    let mut pl = prepare(path, args.pipeline.as_deref())?;
+    what_if(&mut pl, args)?;
     if pl.pipeline.stages.is_empty() {
         bail!(
             "{}: pipeline `{}` runs no model: nothing to plan",
@@ -217,19 +271,33 @@ pub fn run(args: &PlanArgs) -> Result<()> {
                 .disk_bytes_per_s
                 .map_or(String::new(), |d| format!(", disk {:.2} GB/s", d / 1e9))
         );
-        if let Some(Ok(p)) = rows.first().map(|r| &r.1) {
+        if let Some(p) = rows.iter().find_map(|r| r.1.as_ref().ok()) {
             let lb = &p.stats.lower_bound;
             println!(
-                "lower bound {} = max(compute {}, MIN's {} loads × transfer = {}, cold start {})",
+                "lower bound {} = max(compute {}, MIN's {} loads × transfer = {}, cold start {}, phases {})",
                 fmt_time(lb.bound_s),
                 fmt_time(lb.compute_s),
                 lb.min_loads,
                 fmt_time(lb.io_s),
-                fmt_time(lb.cold_start_s)
+                fmt_time(lb.cold_start_s),
+                fmt_time(lb.phase_s)
             );
         }
         println!();
         print!("{}", table(&rows));
+        if args.candidates {
+            println!();
+            println!("constructions `planned` weighs (it keeps the fewest loads within 1 % of the fastest):");
+            for c in candidates(&pl.profiles, &pl.pipeline, cap, &pl.bw)? {
+                println!(
+                    "  {:<18} {:>12} {:>8} loads  stall {}",
+                    c.name,
+                    fmt_time(c.predicted_s),
+                    c.loads,
+                    fmt_time(c.stall_s)
+                );
+            }
+        }
     }
     if rows.iter().all(|(_, r)| r.is_err()) {
         bail!(
@@ -311,7 +379,8 @@ pub fn quality_table(workloads: &[PathBuf], pipeline: Option<&str>) -> Result<St
          peak plus the given share of all weight bytes (activations count against the cap, so a cap of \
          10 % of the weights alone could never run). LB = max(Σ compute, MIN's load count × transfer time, \
          cold start: for any step, the distinct pages first read up to it × transfer time + the compute \
-         from it on). Times come from the planner's two-resource simulator.\n"
+         from it on; phases: for any step, the compute before it + the larger of the compute from it on \
+         and MIN's loads from it on less what the slots can hold × transfer time). Times come from the planner's two-resource simulator.\n"
     );
     let _ = writeln!(
         md,
