@@ -412,14 +412,31 @@ fn streaming_settings_never_change_an_output_and_the_cap_holds() {
             .stats()
             .min_cap_bytes;
         let engine = Engine::open(&path, with(Some(min))).expect("open at the minimum");
-        for p in ["full", "short", "full"] {
+        let mut submits = Vec::new();
+        for p in ["full", "short", "full", "full", "full"] {
             let want = if p == "full" { &full } else { &short };
             assert_eq!(
                 &probs(&engine.run(p, inputs(dir)).expect(p)),
                 want,
                 "{what}: {p}"
             );
+            let s = engine.stats();
+            submits.push((s.compute_submits, s.transfer_submits));
         }
+        // The statistics are totals: two like requests after calibration add about as many
+        // submissions each (they once added every earlier request's count again).
+        let step = |i: usize| {
+            (
+                submits[i].0 - submits[i - 1].0,
+                submits[i].1 - submits[i - 1].1,
+            )
+        };
+        let (a, b) = (step(3), step(4));
+        assert!(a.0 > 0, "{what}: no submissions counted: {submits:?}");
+        assert!(
+            b.0 <= a.0 + a.0 / 4 && b.1 <= a.1 + a.1 / 4,
+            "{what}: submissions are not totals: {submits:?}"
+        );
         let s = engine.stats();
         assert!(s.evictions > 0, "{what}: the minimum cap must stream");
         assert!(

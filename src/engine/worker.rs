@@ -503,6 +503,9 @@ impl Worker {
         // finished (the stream journal resolves them as batches and copies complete).
         let mut gpu = self.gpu;
         let mut host_io = self.host_io;
+        // Totals, not increments: this record is published again after every request.
+        st.compute_submits = self.base.compute_submits;
+        st.transfer_submits = self.base.transfer_submits;
         if let Some(s) = &self.session {
             let c = s.counters();
             loaded += c.pages_loaded;
@@ -543,8 +546,6 @@ impl Worker {
         st.stall_s = gpu.0;
         st.transfer_busy_s = gpu.1;
         st.compute_busy_s = gpu.2;
-        st.compute_submits += self.base.compute_submits;
-        st.transfer_submits += self.base.transfer_submits;
         (st.page_read_s, st.staging_wait_s) = host_io;
         st.pages_loaded = loaded;
         st.bytes_streamed = bytes;
