@@ -417,6 +417,8 @@ pub struct Candidate {
     pub predicted_s: f64,
     pub loads: u64,
     pub stall_s: f64,
+    /// Batches the runtime would submit early for a copy ([`Simulation::forced_submits`]).
+    pub forced_submits: u64,
 }
 
 /// Every construction `planned` chooses among for this workload and cap, each built and
@@ -436,6 +438,7 @@ pub fn candidates(
             predicted_s: sim.makespan_s,
             loads: s.loads(),
             stall_s: sim.total_stall_s,
+            forced_submits: sim.forced_submits,
         })
         .collect())
 }

@@ -17,6 +17,10 @@ pub struct Simulation {
     pub total_stall_s: f64,
     /// Busy time of the transfer engine.
     pub transfer_busy_s: f64,
+    /// Under a batching runtime (`Bandwidth::reuse_lag_steps`), the steps whose compute batch is
+    /// submitted early because a copy they need waits for a step of that same batch. The
+    /// simulation charges the copy's wait, not the extra submission.
+    pub forced_submits: u64,
 }
 
 /// Simulates `schedule` over the steps of `trace` with transfer times from `bw`.
@@ -52,6 +56,8 @@ pub fn simulate_schedule(
     let lagged = reuse_lag(trace, schedule, bw.reuse_lag_steps);
     let (mut i, mut j) = (0usize, 0usize);
     let (mut t_op, mut t_step) = (0.0f64, 0.0f64);
+    // Ops come in need order, so one forced submission per step is counted once this way.
+    let mut last_forced = None;
     while i < ops.len() || j < n {
         let mut progressed = false;
         while i < ops.len() {
@@ -61,6 +67,14 @@ pub fn simulate_schedule(
                     return Err(PlanError::Invalid(format!(
                         "op {i} waits for step {d} of {n}"
                     )));
+                }
+            }
+            if let (Some(d), Some(l)) = (dep, lagged.as_ref()) {
+                if let Some(step) = l.forced(i, d) {
+                    if last_forced != Some(step) {
+                        sim.forced_submits += 1;
+                        last_forced = Some(step);
+                    }
                 }
             }
             let dep = dep.map(|d| lagged.as_ref().map_or(d, |l| l.after(i, d)));
@@ -125,6 +139,14 @@ impl ReuseLag {
     fn after(&self, i: usize, d: usize) -> usize {
         let before_need = self.need[i].saturating_sub(1);
         d.max((d + self.lag).min(self.run_end[d]).min(before_need))
+    }
+
+    /// The step that submits its batch early for op `i` (waiting for step `d`): the first step
+    /// needing the op, where the reader's batch would otherwise still be open.
+    fn forced(&self, i: usize, d: usize) -> Option<usize> {
+        let batch_end = (d + self.lag).min(self.run_end[d]);
+        let need = self.need[i];
+        (need < self.run_end.len() && need > d && need <= batch_end).then_some(need)
     }
 }
 

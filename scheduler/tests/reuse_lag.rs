@@ -74,6 +74,16 @@ fn min_eviction_waits_for_batches_and_planned_avoids_it() {
     // batches, every MIN copy goes into a slot whose reader's batch is still running.
     assert!(t0(&min) < compute * 1.01, "{} vs {compute}", t0(&min));
     assert!(t(&min) > compute * 1.3, "{} vs {compute}", t(&min));
+    // Each MIN copy goes into the slot of the page just read: its batch is submitted early for
+    // it, at nearly every page; without batches there is no early submission to count.
+    let forced = |s, bw: &Bandwidth| simulate_schedule(&trace, s, bw).unwrap().forced_submits;
+    assert!(
+        forced(&min, &lagged) > min.loads() / 2,
+        "{}",
+        forced(&min, &lagged)
+    );
+    assert_eq!(forced(&min, &bandwidth(0)), 0);
+    assert!(forced(&cool, &lagged) < forced(&min, &lagged) / 10);
     // MIN among pages read at least two batches ago hides its copies, with fewer loads than LRU.
     assert!(t(&cool) < compute * 1.05, "{} vs {compute}", t(&cool));
     assert!(

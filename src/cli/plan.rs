@@ -290,11 +290,12 @@ pub fn run(args: &PlanArgs) -> Result<()> {
             println!("constructions `planned` weighs (it keeps the fewest loads within 1 % of the fastest):");
             for c in candidates(&pl.profiles, &pl.pipeline, cap, &pl.bw)? {
                 println!(
-                    "  {:<18} {:>12} {:>8} loads  stall {}",
+                    "  {:<18} {:>12} {:>8} loads  stall {:>12}  {:>7} batches submitted early for a copy",
                     c.name,
                     fmt_time(c.predicted_s),
                     c.loads,
-                    fmt_time(c.stall_s)
+                    fmt_time(c.stall_s),
+                    c.forced_submits
                 );
             }
         }
