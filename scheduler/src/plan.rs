@@ -30,10 +30,10 @@ pub struct MinCap {
 /// one at a time, before step `j` starts, and the remaining steps then run one after another.
 ///
 /// The phase term is max over steps `j` of Σ compute of steps `..j` + max(Σ compute of steps `j..`,
-/// (MIN's loads for steps `j..` − slots − 1) × one transfer). Step `j` cannot start before the
-/// steps ahead of it have computed, one after another. From then on the steps `j..` need at
-/// least as many loads as MIN makes for them, less what the cap let any plan hold at that moment
-/// (every slot full, one more in flight): a cap forbids streaming a phase's pages behind the
+/// (MIN's loads for steps `j..` − slots − lookup slots − 1) × one transfer). Step `j` cannot
+/// start before the steps ahead of it have computed, one after another. From then on the steps
+/// `j..` need at least as many loads as MIN makes for them, less what the cap let any plan hold
+/// at that moment (every slot full, the lookup slot too, one more copy in flight): a cap forbids streaming a phase's pages behind the
 /// compute of the phase before it. (MIN restricted to the steps `j..` is Belady's rule from its
 /// own state there, which makes no more loads than from an empty atlas; from any state of at most
 /// `slots` pages, no plan makes fewer than that less `slots`.) Where a transfer-bound phase
@@ -45,7 +45,6 @@ pub struct LowerBound {
     pub compute_s: f64,
     pub io_s: f64,
     pub cold_start_s: f64,
-    #[serde(default)]
     pub phase_s: f64,
     pub min_loads: u64,
     pub bound_s: f64,
@@ -222,21 +221,11 @@ pub fn lower_bound_trace(trace: &Trace, slots: u32, bw: &Bandwidth) -> LowerBoun
 fn loads_by_need(trace: &Trace, schedule: &Schedule) -> Vec<u32> {
     let n = trace.steps.len();
     let mut at = vec![0u32; n + 1];
-    let mut next = 0usize;
-    for (j, w) in schedule.step_wait.iter().enumerate() {
-        if let Some(w) = *w {
-            while next <= w as usize && next < schedule.ops.len() {
-                if matches!(schedule.ops[next], Op::Load { .. }) {
-                    at[j] += 1;
-                }
-                next += 1;
-            }
+    for (op, need) in schedule.ops.iter().zip(schedule.first_waits(n)) {
+        if matches!(op, Op::Load { .. }) {
+            at[need] += 1;
         }
     }
-    at[n] += schedule.ops[next.min(schedule.ops.len())..]
-        .iter()
-        .filter(|o| matches!(o, Op::Load { .. }))
-        .count() as u32;
     at
 }
 

@@ -47,6 +47,20 @@ impl Profile {
     pub fn compute_s(&self) -> f64 {
         self.steps.iter().map(|s| s.compute_s).sum()
     }
+    /// Scales every step's compute time so that a run takes `total_s`, keeping their
+    /// proportions (calibration to a measured run). False, changing nothing, where the steps
+    /// have no positive cost to scale.
+    pub fn scale_compute_to(&mut self, total_s: f64) -> bool {
+        let est = self.compute_s();
+        if !(est > 0.0 && est.is_finite()) {
+            return false;
+        }
+        let k = total_s / est;
+        for s in &mut self.steps {
+            s.compute_s *= k;
+        }
+        true
+    }
 }
 
 /// One stage of a pipeline: `count` back-to-back runs of model `model` (fan-out).

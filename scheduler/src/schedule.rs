@@ -46,4 +46,20 @@ impl Schedule {
             .filter(|o| matches!(o, Op::Load { .. }))
             .count() as u64
     }
+
+    /// For every op, the first of `steps` steps that waits for it or for a later op (ops run in
+    /// order, so that step needs it done); `steps` where none does.
+    pub(crate) fn first_waits(&self, steps: usize) -> Vec<usize> {
+        let mut need = vec![steps; self.ops.len()];
+        let mut next = 0usize;
+        for (j, w) in self.step_wait.iter().enumerate() {
+            if let Some(w) = w {
+                while next <= *w as usize && next < need.len() {
+                    need[next] = j;
+                    next += 1;
+                }
+            }
+        }
+        need
+    }
 }

@@ -155,16 +155,7 @@ fn reuse_lag(trace: &Trace, schedule: &Schedule, lag: u32) -> Option<ReuseLag> {
         return None;
     }
     let n = trace.steps.len();
-    let mut need = vec![n; schedule.ops.len()];
-    let mut next = 0usize;
-    for (j, w) in schedule.step_wait.iter().enumerate() {
-        if let Some(w) = w {
-            while next <= *w as usize && next < need.len() {
-                need[next] = j;
-                next += 1;
-            }
-        }
-    }
+    let need = schedule.first_waits(n);
     let mut run_end = vec![0usize; n];
     for k in (0..n).rev() {
         run_end[k] = if k + 1 < n && trace.steps[k + 1].step != 0 {

@@ -112,14 +112,8 @@ fn what_if(pl: &mut Planning, args: &PlanArgs) -> Result<()> {
                 pl.names.join(", ")
             );
         };
-        let p = &mut pl.profiles[i];
-        let est = p.compute_s();
-        if est <= 0.0 || !est.is_finite() {
+        if !pl.profiles[i].scale_compute_to(*t) {
             bail!("--run-time {name}=...: its profile has no compute cost to scale");
-        }
-        let k = t / est;
-        for s in &mut p.steps {
-            s.compute_s *= k;
         }
     }
     Ok(())

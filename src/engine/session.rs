@@ -491,12 +491,8 @@ impl Session {
                 // The lower median: with two profiling runs it is the warm one, not the
                 // first run that also created pipelines and touched every page.
                 let mid = times.len().saturating_sub(1) / 2;
-                let (t, est) = (times.get(mid).copied(), p.compute_s());
-                if let (Some(t), true) = (t, est > 0.0) {
-                    let k = t / est;
-                    for s in &mut p.steps {
-                        s.compute_s *= k;
-                    }
+                if let Some(&t) = times.get(mid) {
+                    p.scale_compute_to(t);
                 }
             }
         }

@@ -308,8 +308,8 @@ impl HostMirror {
 
     /// Wall-clock time one page takes to copy from the mirror into `atlas`, on the transfer
     /// queue: up to [`PROBE_PAGES`] pages into the empty atlas's first slots in one submission,
-    /// the fastest of [`PROBE_REPEATS`], after a warm-up one (called before any load, so no slot holds a page yet). The engine's
-    /// transfer model needs this where the transfer queue's timestamps cannot be trusted: on an
+    /// the fastest of [`PROBE_REPEATS`], after a warm-up one (called before any load, so no slot
+    /// holds a page yet). The engine's transfer model needs this where the transfer queue's timestamps cannot be trusted: on an
     /// H200 they put a page at 7.6 µs, 138 GB/s, above what PCIe can carry.
     ///
     /// It copies the first pages of the fill's order, so it waits for those only. A page that
