@@ -1034,5 +1034,13 @@ fn plan_what_if_options_rescale_the_workload_and_refuse_bad_values() {
         );
         assert!(!stderr.contains("panicked"), "{case}: {stderr}");
     }
+    // A run's batch length: at least one step.
+    let o = texstream(&["run", path_str(&w), "--steps-per-batch", "0"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--steps-per-batch") && stderr.contains("0 is not in 1.."),
+        "{stderr}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

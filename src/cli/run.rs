@@ -69,6 +69,9 @@ pub struct RunArgs {
     /// on one per core, at most 16).
     #[arg(long, value_name = "N")]
     pub io_threads: Option<u32>,
+    /// Compute steps per submission (default 16); to measure one batch length against another.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub steps_per_batch: Option<u32>,
     /// Read every weight page once into pinned host memory and copy loads from there (`on`), or
     /// read each page from its file when it is loaded (`off`). Default: on for a discrete GPU
     /// when a streaming policy runs and the weights take at most half the RAM.
@@ -338,6 +341,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
             staging_pages: args.staging_pages,
             loads_per_submit: args.loads_per_submit,
             io_threads: args.io_threads,
+            steps_per_batch: args.steps_per_batch,
             host_mirror: args.host_mirror,
         },
         // The first request (the first two with three or more) profiles: step costs are scaled

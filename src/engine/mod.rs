@@ -97,6 +97,11 @@ pub struct StreamTuning {
     /// take at most half the machine's RAM; `Some(true)` where host memory is device memory
     /// counts the mirror against the cap.
     pub host_mirror: Option<bool>,
+    /// Compute steps recorded into one submission before it is submitted (default 16). A copy
+    /// into a slot waits for its last reader's whole submission, so a long batch over few slots
+    /// leaves the copies little time ahead of the steps that need them; a short one pays a
+    /// submission more often (on the H200 shorter batches lost: BENCHMARKS.md, session 21).
+    pub steps_per_batch: Option<u32>,
 }
 
 /// Which Vulkan device an engine opens and how: the backend's device options, without its

@@ -168,6 +168,9 @@ fn stream_config(
     if let Some(n) = tuning.io_threads {
         c.io_threads = n.max(1);
     }
+    if let Some(n) = tuning.steps_per_batch {
+        c.steps_per_batch = n.max(1);
+    }
     c
 }
 
@@ -555,6 +558,11 @@ impl Session {
             bw.transfer_s(self.loaded.page_bytes) * 1e6
         );
         measured
+    }
+
+    /// Compute steps per submission of this session's stream engine.
+    pub fn steps_per_batch(&self) -> u32 {
+        self.ex.engine().config().steps_per_batch
     }
 
     /// The transfer model plans use now (measured once calibrated).

@@ -137,6 +137,30 @@ pub struct HostPhases {
     pub download_s: f64,
 }
 
+/// Where the stream engine's host time went (most of [`HostPhases::record_s`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct RecordParts {
+    /// Issuing page loads and evictions.
+    pub loads_s: f64,
+    /// Steps' bookkeeping: page-table maps, residency, starting batches.
+    pub steps_s: f64,
+    /// Recording the kernels' commands.
+    pub kernels_s: f64,
+    /// Ending, submitting and retiring compute batches.
+    pub submit_s: f64,
+}
+
+impl From<vk_backend::HostTime> for RecordParts {
+    fn from(h: vk_backend::HostTime) -> Self {
+        RecordParts {
+            loads_s: h.loads.as_secs_f64(),
+            steps_s: h.steps.as_secs_f64(),
+            kernels_s: h.recording.as_secs_f64(),
+            submit_s: h.submitting.as_secs_f64(),
+        }
+    }
+}
+
 /// `VK_EXT_memory_budget` reading of one device-local heap.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HeapReading {
@@ -164,6 +188,8 @@ pub struct EngineStats {
     pub cap_bytes: u64,
     pub min_cap_bytes: u64,
     pub slots: u32,
+    /// Compute steps per submission (the batch a copy's wait covers).
+    pub steps_per_batch: u32,
     pub page_bytes: u64,
     /// Seconds one page takes to stream in the plans' transfer model: the workload's guess,
     /// then the measured time once the engine calibrated.
@@ -193,6 +219,8 @@ pub struct EngineStats {
     /// Compute and copy submissions (copies: of ended streaming sessions only).
     pub compute_submits: u64,
     pub transfer_submits: u64,
+    /// The stream engine's host time by part.
+    pub record_parts: RecordParts,
     /// Bytes of the host mirror every load copies from instead (0: none), and the time it took
     /// to fill. The fill runs behind the first requests: while it still runs, this is its time
     /// so far.
@@ -255,12 +283,13 @@ impl EngineStats {
         let r = &self.replans;
         let mut o = String::new();
         o += &format!(
-            "workload {}  policy {}  requests {}  slots {}  re-plans {} (look-ahead {}, \
+            "workload {}  policy {}  requests {}  slots {}  steps per batch {}  re-plans {} (look-ahead {}, \
              unpredicted requests {}, fan-out counts {}, mix {}, calibration {}; {} made ahead)\n",
             self.workload,
             self.policy,
             self.requests_ok,
             self.slots,
+            self.steps_per_batch,
             r.total(),
             r.horizon,
             r.unpredicted_request,
@@ -360,6 +389,14 @@ impl EngineStats {
             ms(p.record_s),
             ms(p.wait_s),
             ms(p.download_s)
+        );
+        let r = &self.record_parts;
+        o += &format!(
+            "stream engine host time (every request): loads {:.3} ms, step bookkeeping {:.3} ms, kernel recording {:.3} ms, submitting {:.3} ms\n",
+            ms(r.loads_s),
+            ms(r.steps_s),
+            ms(r.kernels_s),
+            ms(r.submit_s)
         );
         if !self.cpu_steps.is_empty() {
             let steps: Vec<String> = self

@@ -362,6 +362,7 @@ impl Worker {
         self.base.evictions += stats.evictions;
         self.base.compute_submits += stats.compute_submits;
         self.base.transfer_submits += stats.transfer_submits;
+        self.base.host.add(&stats.host);
         let secs = |d: Option<std::time::Duration>| d.map_or(0.0, |d| d.as_secs_f64());
         self.gpu.0 += secs(stats.compute_stall);
         self.gpu.1 += secs(stats.transfer_busy);
@@ -506,6 +507,7 @@ impl Worker {
         // Totals, not increments: this record is published again after every request.
         st.compute_submits = self.base.compute_submits;
         st.transfer_submits = self.base.transfer_submits;
+        let mut host = self.base.host;
         if let Some(s) = &self.session {
             let c = s.counters();
             loaded += c.pages_loaded;
@@ -517,6 +519,7 @@ impl Worker {
             gpu.2 += secs(c.compute_busy);
             st.compute_submits += c.compute_submits;
             st.transfer_submits += c.transfer_submits;
+            host.add(&c.host);
             host_io.0 += c.read_time.as_secs_f64();
             host_io.1 += c.staging_wait_time.as_secs_f64();
             st.staging_pages = s.staging_pages();
@@ -529,6 +532,7 @@ impl Worker {
             st.cap_bytes = s.loaded.cap;
             st.min_cap_bytes = s.min_cap;
             st.slots = s.slots;
+            st.steps_per_batch = s.steps_per_batch();
             st.page_bytes = s.loaded.page_bytes;
             st.page_transfer_s = s.bandwidth().transfer_s(s.loaded.page_bytes);
             st.replans = self.settled_replans;
@@ -547,6 +551,7 @@ impl Worker {
         st.transfer_busy_s = gpu.1;
         st.compute_busy_s = gpu.2;
         (st.page_read_s, st.staging_wait_s) = host_io;
+        st.record_parts = host.into();
         st.pages_loaded = loaded;
         st.bytes_streamed = bytes;
         st.evictions = ev;

@@ -45,7 +45,8 @@ pub use resource::{
     Buffer, Image, MemoryNeeds, SharedMemory, SharedMemoryLayout, StagingDirection,
 };
 pub use stream::{
-    LoadTicket, PageSource, StagingMemory, StreamConfig, StreamEngine, StreamEvent, StreamStats,
+    HostTime, LoadTicket, PageSource, StagingMemory, StreamConfig, StreamEngine, StreamEvent,
+    StreamStats,
 };
 pub use sync::{SemaphoreSignal, SemaphoreWait, TimelineSemaphore};
 pub use tensor::{Tensor, TensorDesc, TensorStorage};

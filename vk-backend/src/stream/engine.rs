@@ -408,6 +408,13 @@ impl StreamEngine {
     /// Drops whatever page `slot` holds (its page-table entry is cleared in the compute stream;
     /// the slot's memory is reused by the next load into it).
     pub fn evict(&mut self, slot: u32) -> Result<()> {
+        let t0 = Instant::now();
+        let res = self.evict_slot(slot);
+        self.stats.host.loads += t0.elapsed();
+        res
+    }
+
+    fn evict_slot(&mut self, slot: u32) -> Result<()> {
         self.check()?;
         let after = self.residency.last_read(slot)?;
         if let Some((id, mapped)) = self.residency.evict(slot)? {
@@ -423,6 +430,13 @@ impl StreamEngine {
     /// Starts loading `model`'s `page` into `slot` (evicting what it holds). Returns at once;
     /// the copy waits on the GPU for the last step that read the slot's old page.
     pub fn load(&mut self, model: u32, page: u32, slot: u32) -> Result<LoadTicket> {
+        let t0 = Instant::now();
+        let res = self.load_page(model, page, slot);
+        self.stats.host.loads += t0.elapsed();
+        res
+    }
+
+    fn load_page(&mut self, model: u32, page: u32, slot: u32) -> Result<LoadTicket> {
         self.check()?;
         self.check_page(model, page)?;
         if let Some(other) = self.residency.slot_of((model, page)) {
@@ -431,7 +445,7 @@ impl StreamEngine {
             )));
         }
         let wait = self.residency.last_read(slot)?;
-        self.evict(slot)?;
+        self.evict_slot(slot)?;
         let ticket = self.next_ticket;
         if wait > self.submitted {
             // The old page's last reader is in the open batch. The transfer thread holds the
@@ -478,6 +492,20 @@ impl StreamEngine {
     where
         F: FnOnce(&mut Recorder) -> Result<()>,
     {
+        let t0 = Instant::now();
+        let before = self.stats.host;
+        let res = self.record_step(needs, record);
+        // The step's own part: what recording and submitting took is counted there.
+        let inner = (self.stats.host.recording - before.recording)
+            + (self.stats.host.submitting - before.submitting);
+        self.stats.host.steps += t0.elapsed().saturating_sub(inner);
+        res
+    }
+
+    fn record_step<F>(&mut self, needs: &[(u32, u32)], record: F) -> Result<u64>
+    where
+        F: FnOnce(&mut Recorder) -> Result<()>,
+    {
         self.check()?;
         let mut map = Vec::new();
         let mut slots = Vec::with_capacity(needs.len());
@@ -504,12 +532,16 @@ impl StreamEngine {
         let value = self.next_value;
         let atlas = self.atlas.clone();
         let label = self.label;
+        let mut recording = Duration::ZERO;
         let res = self.batch().and_then(|b| {
             if !map.is_empty() {
                 b.rec.update_page_table(&atlas, &map)?;
             }
             b.wait = b.wait.max(wait);
-            record(&mut b.rec)?;
+            let t0 = Instant::now();
+            let recorded = record(&mut b.rec);
+            recording = t0.elapsed();
+            recorded?;
             b.last = value;
             b.steps += 1;
             match b.models.last_mut() {
@@ -518,6 +550,7 @@ impl StreamEngine {
             }
             Ok(b.steps)
         });
+        self.stats.host.recording += recording;
         let steps = res.map_err(|e| self.fail(e))?;
         self.next_value += 1;
         for s in slots {
@@ -532,9 +565,16 @@ impl StreamEngine {
 
     /// Submits the open compute batch (no CPU wait).
     pub fn flush(&mut self) -> Result<()> {
-        let Some(mut b) = self.open.take() else {
+        let Some(b) = self.open.take() else {
             return Ok(());
         };
+        let t0 = Instant::now();
+        let res = self.submit_batch(b);
+        self.stats.host.submitting += t0.elapsed();
+        res
+    }
+
+    fn submit_batch(&mut self, mut b: Batch) -> Result<()> {
         if self.shared.failed() {
             return Err(self.shared.refused());
         }

@@ -113,6 +113,29 @@ impl Default for StreamConfig {
     }
 }
 
+/// Host time the thread driving a [`StreamEngine`] spent in it, by part.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HostTime {
+    /// In `load` and `evict` (residency, page-table unmaps, handing the copy over).
+    pub loads: Duration,
+    /// In `step` around the step's own recording: page-table maps, residency, batch set-up.
+    pub steps: Duration,
+    /// In the steps' recording callbacks (the kernels' commands).
+    pub recording: Duration,
+    /// Ending compute batches, submitting them and retiring finished ones: the price of a
+    /// submission, which shorter batches pay more often.
+    pub submitting: Duration,
+}
+
+impl HostTime {
+    pub fn add(&mut self, o: &HostTime) {
+        self.loads += o.loads;
+        self.steps += o.steps;
+        self.recording += o.recording;
+        self.submitting += o.submitting;
+    }
+}
+
 /// Handle of one load: the transfer-semaphore value signalled once the page has landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LoadTicket(pub u64);
@@ -128,6 +151,8 @@ pub struct StreamStats {
     pub steps: u64,
     pub compute_submits: u64,
     pub transfer_submits: u64,
+    /// Where the calling thread's time in the engine went.
+    pub host: HostTime,
     /// Summed time inside `PageSource::read_page` over all I/O threads (or the host mirror's
     /// fill threads).
     pub read_time: Duration,

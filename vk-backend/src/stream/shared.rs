@@ -1,5 +1,6 @@
 //! State shared by the engine and its threads: the first error of the run and counters.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use std::time::Duration;
@@ -8,6 +9,9 @@ use parking_lot::{Condvar, Mutex};
 
 use super::journal::TransferDone;
 use crate::error::VkError;
+
+/// Compute batch ends [`Shared::batch_end`] remembers: far more than are ever in flight.
+const BATCH_ENDS_KEPT: usize = 4096;
 
 #[derive(Default)]
 pub(crate) struct Shared {
@@ -25,6 +29,9 @@ pub(crate) struct Shared {
     /// Highest compute value handed to `vkQueueSubmit`.
     compute_submitted: Mutex<u64>,
     compute_submitted_cv: Condvar,
+    /// The last values of the newest submitted compute batches (ascending, at most
+    /// [`BATCH_ENDS_KEPT`]) and the newest end dropped from them.
+    batch_ends: Mutex<(VecDeque<u64>, u64)>,
     /// Copy submissions the transfer thread saw finish, not taken by the engine yet, and the
     /// transfer value every earlier one is reported up to.
     transfers_done: Mutex<(Vec<TransferDone>, u64)>,
@@ -85,10 +92,34 @@ impl Shared {
         }
     }
 
+    /// Records that the compute batch ending at `value` was submitted.
     pub fn set_compute_submitted(&self, value: u64) {
+        {
+            let mut ends = self.batch_ends.lock();
+            if ends.0.back().is_none_or(|&e| e < value) {
+                ends.0.push_back(value);
+            }
+            while ends.0.len() > BATCH_ENDS_KEPT {
+                if let Some(e) = ends.0.pop_front() {
+                    ends.1 = e;
+                }
+            }
+        }
         let mut g = self.compute_submitted.lock();
         *g = (*g).max(value);
         self.compute_submitted_cv.notify_all();
+    }
+
+    /// The last value of the submitted compute batch holding step value `value`: the value
+    /// the compute semaphore reaches when that step is done (a submission signals only at its
+    /// end). `value` itself where its batch is not submitted or no longer remembered.
+    pub fn batch_end(&self, value: u64) -> u64 {
+        let ends = self.batch_ends.lock();
+        if value <= ends.1 {
+            return value;
+        }
+        let i = ends.0.partition_point(|&e| e < value);
+        ends.0.get(i).copied().unwrap_or(value)
     }
 
     /// Blocks until compute value `value` has been submitted or the run failed. A copy into a

@@ -130,26 +130,30 @@ impl Submitter {
             while let Ok(d) = rx.try_recv() {
                 pending.insert(d.req.ticket, d);
             }
-            while pending.contains_key(&next) {
+            while let Some(first) = pending.get(&next) {
+                // The first copy's slot reader must be submitted before the copy can wait for
+                // it; the copy then waits for the end of the reader's batch, which is when the
+                // compute semaphore says the reader is done anyway.
+                let reader = first.req.compute_wait;
+                self.ctx.shared.wait_compute_submitted(reader);
+                let wait = self.ctx.shared.batch_end(reader);
                 let mut batch: Vec<ReadDone> = Vec::new();
                 while batch.len() < self.ctx.max_batch.max(1) {
-                    // A copy may only join a submission whose compute wait covers its own: a
-                    // larger wait could name a compute batch that itself waits for an earlier
-                    // copy of this submission (a GPU deadlock across the two queues).
-                    let joins = match (pending.get(&next), batch.first()) {
-                        (None, _) => false,
-                        (Some(_), None) => true,
-                        (Some(d), Some(first)) => d.req.compute_wait <= first.req.compute_wait,
-                    };
-                    if !joins {
-                        break;
+                    // A later copy joins only if that wait covers its own reader. It never
+                    // names a compute batch that waits for a copy of this submission: a step
+                    // needing a copy issued while the first copy's reader was in the open
+                    // batch makes the engine submit that batch first (`held_from`), and a
+                    // copy issued after it was submitted is needed only by later batches.
+                    match pending.get(&next) {
+                        Some(d) if batch.is_empty() || d.req.compute_wait <= wait => {}
+                        _ => break,
                     }
                     if let Some(d) = pending.remove(&next) {
                         batch.push(d);
                     }
                     next += 1;
                 }
-                self.submit(batch);
+                self.submit(batch, wait);
             }
             self.recycle();
         }
@@ -164,8 +168,9 @@ impl Submitter {
         self.shutdown()
     }
 
-    /// Records and submits the copies of `batch` (consecutive tickets).
-    fn submit(&mut self, batch: Vec<ReadDone>) {
+    /// Records and submits the copies of `batch` (consecutive tickets), waiting for compute
+    /// value `wait` (submitted already).
+    fn submit(&mut self, batch: Vec<ReadDone>, wait: u64) {
         let Some(last) = batch.last().map(|d| d.req.ticket) else {
             return;
         };
@@ -184,9 +189,6 @@ impl Submitter {
             self.signal_only(last);
             return;
         }
-        let wait = copies.iter().map(|d| d.req.compute_wait).max().unwrap_or(0);
-        // The slots' last readers may still be in the engine's open batch.
-        self.ctx.shared.wait_compute_submitted(wait);
         if self.ctx.shared.failed() {
             self.signal_only(last);
             return;
