@@ -191,6 +191,18 @@ impl StreamedModel {
         data: &[f32],
         staging: &vk_backend::Buffer,
     ) -> Result<(), RuntimeError> {
+        self.note_lookup_ids(name, data);
+        self.port_tensor(name, true)?
+            .upload_through(data, staging)
+            .map_err(|source| RuntimeError::Vk {
+                what: format!("model `{}`: uploading `{name}`", self.name),
+                source,
+            })
+    }
+
+    /// Keeps the ids an input carries where a lookup step reads them on the host (to load
+    /// the pages holding those rows).
+    fn note_lookup_ids(&self, name: &str, data: &[f32]) {
         if self
             .step_lookups
             .iter()
@@ -200,12 +212,64 @@ impl StreamedModel {
             let mut ids = self.lookup_ids.lock().unwrap_or_else(|e| e.into_inner());
             ids.insert(name.to_string(), data.to_vec());
         }
-        self.port_tensor(name, true)?
-            .upload_through(data, staging)
-            .map_err(|source| RuntimeError::Vk {
-                what: format!("model `{}`: uploading `{name}`", self.name),
-                source,
-            })
+    }
+
+    /// Packs `inputs` side by side into `staging` (host writes only) where they fit together,
+    /// for [`Self::record_input_copies`] to copy in the run's own submission instead of one
+    /// submission and wait per input. Returns each input's offset, or `None` where they do
+    /// not fit (then [`Self::upload`] each).
+    pub fn stage_inputs(
+        &self,
+        inputs: &[(&str, &[f32])],
+        staging: &vk_backend::Buffer,
+    ) -> Result<Option<Vec<u64>>, RuntimeError> {
+        let mut offsets = Vec::with_capacity(inputs.len());
+        let mut end = 0u64;
+        for (name, _) in inputs {
+            offsets.push(end);
+            end = aligned_end(end, self.port_tensor(name, true)?.physical_bytes());
+        }
+        if end > staging.size() {
+            return Ok(None);
+        }
+        let vk_err = |name: &str, source| RuntimeError::Vk {
+            what: format!("model `{}`: uploading `{name}`", self.name),
+            source,
+        };
+        for ((name, data), &at) in inputs.iter().zip(&offsets) {
+            self.note_lookup_ids(name, data);
+            let t = self.port_tensor(name, true)?;
+            let n = t.physical_bytes() as usize;
+            staging
+                .with_mapped(|m| match m.get_mut(at as usize..at as usize + n) {
+                    Some(dst) => t.pack_bytes_into(data, dst),
+                    None => Err(vk_backend::VkError::Stream(format!(
+                        "staging holds {} bytes, input `{name}` ends at {}",
+                        m.len(),
+                        at as usize + n
+                    ))),
+                })
+                .and_then(|r| r)
+                .map_err(|e| vk_err(name, e))?;
+        }
+        Ok(Some(offsets))
+    }
+
+    /// Records the copies of inputs staged by [`Self::stage_inputs`] into `rec`.
+    pub fn record_input_copies(
+        &self,
+        names: &[&str],
+        offsets: &[u64],
+        staging: &vk_backend::Buffer,
+        rec: &mut Recorder,
+    ) -> Result<(), vk_backend::VkError> {
+        for (name, &at) in names.iter().zip(offsets) {
+            let t = self
+                .port_tensor(name, true)
+                .map_err(|e| vk_backend::VkError::Stream(e.to_string()))?;
+            rec.copy_buffer_to_tensor(staging, at, t)?;
+        }
+        Ok(())
     }
 
     /// Shape of graph input `name`.
@@ -231,22 +295,88 @@ impl StreamedModel {
                 what: format!("model `{}`: downloading `{name}`", self.name),
                 source,
             })?;
-        let g = self.exe.graph();
-        let shape = g
-            .outputs
-            .iter()
-            .find(|p| p.name == name)
-            .map_or_else(|| t.shape().to_vec(), |p| g.port_shape(p).to_vec());
-        Ok((shape, v))
+        Ok((self.output_shape(name, t), v))
     }
 
-    /// Staging bytes of the largest input (`inputs`) or output (`!inputs`), from the shapes, so
-    /// the I/O staging buffers are known before the arena is placed.
+    /// Offsets at which the outputs `names` fit `staging` side by side (`None` where they do
+    /// not), for [`Self::record_output_copies`].
+    pub fn output_offsets(
+        &self,
+        names: &[&str],
+        staging: &vk_backend::Buffer,
+    ) -> Result<Option<Vec<u64>>, RuntimeError> {
+        let mut offsets = Vec::with_capacity(names.len());
+        let mut end = 0u64;
+        for name in names {
+            offsets.push(end);
+            end = aligned_end(end, self.port_tensor(name, false)?.physical_bytes());
+        }
+        Ok((end <= staging.size()).then_some(offsets))
+    }
+
+    /// Records the copies of the outputs `names` into `staging` at `offsets` (from
+    /// [`Self::output_offsets`]), to read with [`Self::read_output`] once they ran: the run's
+    /// last submission carries them, with no submission and wait per output.
+    pub fn record_output_copies(
+        &self,
+        names: &[&str],
+        offsets: &[u64],
+        staging: &vk_backend::Buffer,
+        rec: &mut Recorder,
+    ) -> Result<(), VkError> {
+        for (name, &at) in names.iter().zip(offsets) {
+            let t = self
+                .port_tensor(name, false)
+                .map_err(|e| VkError::Stream(e.to_string()))?;
+            rec.copy_tensor_to_buffer(t, staging, at)?;
+        }
+        Ok(())
+    }
+
+    /// Output `name` as copied into `staging` at `at` by [`Self::record_output_copies`] (that
+    /// submission must have finished).
+    pub fn read_output(
+        &self,
+        name: &str,
+        staging: &vk_backend::Buffer,
+        at: u64,
+    ) -> Result<(Vec<usize>, Vec<f32>), RuntimeError> {
+        let t = self.port_tensor(name, false)?;
+        let n = t.physical_bytes() as usize;
+        let at = at as usize;
+        let v = staging
+            .with_mapped(|m| m.get(at..at + n).map(|b| t.unpack_bytes(b)))
+            .map_err(|source| RuntimeError::Vk {
+                what: format!("model `{}`: reading back `{name}`", self.name),
+                source,
+            })?
+            .ok_or_else(|| RuntimeError::Vk {
+                what: format!("model `{}`: reading back `{name}`", self.name),
+                source: VkError::Stream(format!(
+                    "staging holds {} bytes, the output ends at {}",
+                    staging.size(),
+                    at + n
+                )),
+            })?;
+        Ok((self.output_shape(name, t), v))
+    }
+
+    fn output_shape(&self, name: &str, t: &vk_backend::Tensor) -> Vec<usize> {
+        let g = self.exe.graph();
+        g.outputs
+            .iter()
+            .find(|p| p.name == name)
+            .map_or_else(|| t.shape().to_vec(), |p| g.port_shape(p).to_vec())
+    }
+
+    /// Staging bytes of a run's inputs (`inputs`) or outputs (`!inputs`) side by side, from
+    /// the shapes, so the I/O staging buffers are known before the arena is placed.
     pub fn staging_bytes(&self, inputs: bool) -> Result<u64, RuntimeError> {
         let g = self.exe.graph();
         let dev = self.exe.device();
         let precision = self.exe.activation_precision();
-        let mut most = 0u64;
+        // Staged side by side (`stage_inputs`, `record_output_copies`).
+        let mut all = 0u64;
         let ports = if inputs { &g.inputs } else { &g.outputs };
         for p in ports {
             let shape = &g.tensors[p.tensor].shape;
@@ -263,9 +393,9 @@ impl StreamedModel {
                     })
                 }
             };
-            most = most.max(texels * precision.bytes_per_texel() as u64);
+            all = aligned_end(all, texels * precision.bytes_per_texel() as u64);
         }
-        Ok(most)
+        Ok(all)
     }
 }
 
@@ -353,4 +483,12 @@ impl StepRecorder for StreamedModel {
         }
         Ok(())
     }
+}
+
+/// Where an input or output of `bytes` staged at `start` ends, rounded up for the next one: a buffer to
+/// image copy's offset must be a multiple of the texel size and of 4, and 256 bytes meets every
+/// device's optimal copy alignment.
+fn aligned_end(start: u64, bytes: u64) -> u64 {
+    const ALIGN: u64 = 256;
+    (start + bytes).div_ceil(ALIGN) * ALIGN
 }

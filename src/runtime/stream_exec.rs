@@ -361,6 +361,24 @@ impl StreamExec {
         self.engine.elapsed_s()
     }
 
+    /// Records commands that are not a step (a run's input copies) ahead of the next step,
+    /// in the same submission.
+    pub fn record(
+        &mut self,
+        record: impl FnOnce(&mut Recorder) -> Result<(), VkError>,
+    ) -> Result<(), StreamExecError> {
+        Ok(self.engine.record(record)?)
+    }
+
+    /// Records commands that are not a step (a run's output copies) after every step so far,
+    /// submits them and returns the compute value to [`Self::wait`] for.
+    pub fn record_and_submit(
+        &mut self,
+        record: impl FnOnce(&mut Recorder) -> Result<(), VkError>,
+    ) -> Result<u64, StreamExecError> {
+        Ok(self.engine.record_and_submit(record)?)
+    }
+
     /// Blocks until compute value `value` (from [`Self::run_model`]) has finished on the GPU.
     pub fn wait(&mut self, value: u64) -> Result<(), StreamExecError> {
         Ok(self.engine.wait_step(value)?)

@@ -563,6 +563,31 @@ impl StreamEngine {
         Ok(value)
     }
 
+    /// Records commands that are not a step (a run's input copies) into the open batch: they
+    /// run before the steps recorded after them and read no weight page.
+    pub fn record<F>(&mut self, record: F) -> Result<()>
+    where
+        F: FnOnce(&mut Recorder) -> Result<()>,
+    {
+        self.check()?;
+        let t0 = Instant::now();
+        let res = self.batch().and_then(|b| record(&mut b.rec));
+        self.stats.host.recording += t0.elapsed();
+        res.map_err(|e| self.fail(e))
+    }
+
+    /// Records commands that are not a step (a run's output copies) after every step so far
+    /// and submits them; returns the compute value that signals their end (for
+    /// [`Self::wait_step`]).
+    pub fn record_and_submit<F>(&mut self, record: F) -> Result<u64>
+    where
+        F: FnOnce(&mut Recorder) -> Result<()>,
+    {
+        self.record(record)?;
+        self.flush()?;
+        Ok(self.submitted)
+    }
+
     /// Submits the open compute batch (no CPU wait).
     pub fn flush(&mut self) -> Result<()> {
         let Some(b) = self.open.take() else {
