@@ -403,6 +403,13 @@ fn streaming_settings_never_change_an_output_and_the_cap_holds() {
             },
         ),
         (
+            "every step recorded again on every run",
+            texstream::StreamTuning {
+                step_reuse: Some(false),
+                ..Default::default()
+            },
+        ),
+        (
             "two-step compute batches",
             texstream::StreamTuning {
                 steps_per_batch: Some(2),

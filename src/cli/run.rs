@@ -77,6 +77,11 @@ pub struct RunArgs {
     /// when a streaming policy runs and the weights take at most half the RAM.
     #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
     pub host_mirror: Option<bool>,
+    /// Record each model step's commands once and execute that recording on later runs (`on`,
+    /// the default), or record every step again on every run (`off`); to measure one against
+    /// the other.
+    #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
+    pub step_reuse: Option<bool>,
 }
 
 /// `--resident-reference`'s cap: large enough for any workload's weights (the atlas only takes
@@ -343,6 +348,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
             io_threads: args.io_threads,
             steps_per_batch: args.steps_per_batch,
             host_mirror: args.host_mirror,
+            step_reuse: args.step_reuse,
         },
         // The first request (the first two with three or more) profiles: step costs are scaled
         // to the measured model times, the rest is planned with them.

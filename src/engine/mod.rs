@@ -102,6 +102,10 @@ pub struct StreamTuning {
     /// leaves the copies little time ahead of the steps that need them; a short one pays a
     /// submission more often (on the H200 shorter batches lost: BENCHMARKS.md, session 21).
     pub steps_per_batch: Option<u32>,
+    /// Record each model step's commands once and execute that recording on later runs
+    /// (default on); `Some(false)` records every step again on every run, as before (to measure
+    /// one against the other).
+    pub step_reuse: Option<bool>,
 }
 
 /// Which Vulkan device an engine opens and how: the backend's device options, without its

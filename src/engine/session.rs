@@ -286,6 +286,11 @@ impl Session {
                     }
                 })?,
             );
+            if let Some(on) = opts.stream.step_reuse {
+                if let Some(m) = models.last_mut() {
+                    m.set_step_reuse(on);
+                }
+            }
             base += pm.page_count() as u32;
         }
         // The models run one at a time, so their activation arenas overlay one memory: the

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use vk_backend::kernels::weight_copy_into;
 use vk_backend::{
-    Device, Recorder, SharedMemory, SharedMemoryLayout, StreamEngine, VkError, WeightAtlas,
+    CommandCache, Device, QueueKind, RecordedCommands, Recorder, SharedMemory, SharedMemoryLayout,
+    StreamEngine, VkError, WeightAtlas,
 };
 
 use super::executor::Executable;
@@ -51,6 +52,13 @@ pub struct StreamedModel {
     /// The last values uploaded to each graph input that lookups read their ids from.
     lookup_ids: std::sync::Mutex<std::collections::HashMap<String, Vec<f32>>>,
     texel_base: u32,
+    /// Whether each step's commands are recorded once and executed again on later runs
+    /// ([`StreamedModel::set_step_reuse`]).
+    reuse_steps: bool,
+    /// Per profile step: its commands as first recorded, once recorded.
+    step_commands: Vec<Option<Arc<RecordedCommands>>>,
+    /// Where those recordings live (made with the first one).
+    command_cache: Option<CommandCache>,
 }
 
 impl StreamedModel {
@@ -98,6 +106,9 @@ impl StreamedModel {
             step_lookups,
             lookup_ids: Default::default(),
             texel_base,
+            reuse_steps: true,
+            step_commands: Vec::new(),
+            command_cache: None,
         })
     }
 
@@ -113,7 +124,24 @@ impl StreamedModel {
         memory: &SharedMemory,
         offsets: &[Option<u64>],
     ) -> Result<(), RuntimeError> {
+        self.forget_step_commands();
         self.exe.bind_arena(memory, offsets)
+    }
+
+    /// Records each step's commands once and executes that recording on every later run (on,
+    /// the default), or records them again every run (off; to measure one against the other).
+    /// The commands do not change between runs: weights are read through the page table and
+    /// activations stay where the arena put them.
+    pub fn set_step_reuse(&mut self, on: bool) {
+        self.reuse_steps = on;
+        if !on {
+            self.forget_step_commands();
+        }
+    }
+
+    fn forget_step_commands(&mut self) {
+        self.step_commands.clear();
+        self.command_cache = None;
     }
 
     /// Starts a run: the arena's contents are whatever the previous model left, so its images
@@ -128,6 +156,8 @@ impl StreamedModel {
     }
 
     fn attach_atlas(&mut self, atlas: WeightAtlas) {
+        // Recorded steps name the old atlas in their descriptor sets.
+        self.forget_step_commands();
         self.exe.weights = WeightResidency {
             atlas,
             pages: self.packed.page_count(),
@@ -456,6 +486,37 @@ impl StepRecorder for StreamedModel {
                 self.step_nodes.len()
             )));
         };
+        if !self.reuse_steps {
+            return self.record_nodes(range, rec);
+        }
+        let i = step as usize;
+        if let Some(Some(recorded)) = self.step_commands.get(i) {
+            return rec.execute_recorded(recorded);
+        }
+        let cache = match &self.command_cache {
+            Some(c) => c.clone(),
+            None => {
+                let c = CommandCache::new(self.exe.device(), QueueKind::Compute)?;
+                self.command_cache = Some(c.clone());
+                c
+            }
+        };
+        let recorded = rec.record_reusable(&cache, |sec| self.record_nodes(range, sec))?;
+        if self.step_commands.len() < self.step_nodes.len() {
+            self.step_commands.resize(self.step_nodes.len(), None);
+        }
+        self.step_commands[i] = Some(recorded);
+        Ok(())
+    }
+}
+
+impl StreamedModel {
+    /// Records the nodes of one step (`range`) into `rec`.
+    fn record_nodes(
+        &mut self,
+        range: std::ops::Range<usize>,
+        rec: &mut Recorder,
+    ) -> Result<(), VkError> {
         for ni in range {
             // Constant operands read as activations come out of the atlas while the step's
             // pages are resident.

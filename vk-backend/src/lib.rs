@@ -40,7 +40,9 @@ pub use layout::{FoldLayout, Precision};
 pub use memory::{HeapBudget, MemoryCategory, MemoryStats};
 pub use options::DeviceOptions;
 pub use pipeline::{BindingKind, KernelDesc, Pipeline, StorageKind};
-pub use recorder::{Access, Arg, Recorder, Replay, Submission};
+pub use recorder::{
+    Access, Arg, CaptureOptions, CommandCache, RecordedCommands, Recorder, Replay, Submission,
+};
 pub use resource::{
     Buffer, Image, MemoryNeeds, SharedMemory, SharedMemoryLayout, StagingDirection,
 };

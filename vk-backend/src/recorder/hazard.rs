@@ -109,10 +109,19 @@ impl Recorder {
             self.barrier();
         }
         self.hazards.note(reads, writes);
+        if let Some(c) = &mut self.capture {
+            c.note_access(reads, writes);
+        }
     }
 
     /// Transitions an image to GENERAL the first time any recorder touches it.
+    /// While capturing reusable commands the image is only noted: the recorder that executes
+    /// them transitions it.
     pub(super) fn ensure_initialized(&mut self, image: &Image) {
+        if let Some(c) = &mut self.capture {
+            c.note_image(image);
+            return;
+        }
         if image.is_initialized() || self.init_ids.contains(&image.id()) {
             return;
         }

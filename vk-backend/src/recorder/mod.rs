@@ -11,13 +11,16 @@
 //! - `weights.rs`: binding the weight atlas, page uploads and page-table updates;
 //! - `timestamp.rs`: timestamp writes;
 //! - `submit.rs`: ending, submitting, and the in-flight [`Submission`];
-//! - `replay.rs`: a command buffer recorded once and submitted again per run ([`Replay`]).
+//! - `replay.rs`: a command buffer recorded once and submitted again per run ([`Replay`]);
+//! - `secondary.rs`: commands recorded once and executed from later command buffers
+//!   ([`RecordedCommands`], a streamed model's steps).
 
 mod copy;
 mod descriptors;
 mod dispatch;
 mod hazard;
 mod replay;
+mod secondary;
 mod submit;
 mod timestamp;
 mod variant;
@@ -26,6 +29,7 @@ mod weights;
 pub use dispatch::Arg;
 pub use hazard::Access;
 pub use replay::Replay;
+pub use secondary::{CaptureOptions, CommandCache, RecordedCommands};
 pub use submit::Submission;
 
 use std::collections::HashSet;
@@ -51,6 +55,7 @@ enum Keep {
     Atlas(#[allow(dead_code)] WeightAtlas),
     Semaphore(#[allow(dead_code)] TimelineSemaphore),
     Timestamps(#[allow(dead_code)] TimestampQueries),
+    Recorded(#[allow(dead_code)] Arc<RecordedCommands>),
 }
 
 /// Records work for one queue. Submit with [`Recorder::submit`] (returns a [`Submission`]) or
@@ -71,6 +76,9 @@ pub struct Recorder {
     reset_pools: HashSet<u64>,
     dispatches: u32,
     barriers: u32,
+    /// Set while recording reusable commands ([`Recorder::record_reusable`]): accesses and
+    /// images are collected there, and no image is transitioned.
+    capture: Option<secondary::Capture>,
 }
 
 impl Recorder {
@@ -138,6 +146,7 @@ impl Recorder {
                 reset_pools: HashSet::new(),
                 dispatches: 0,
                 barriers: 0,
+                capture: None,
             })
         }
     }
