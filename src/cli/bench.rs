@@ -1,5 +1,6 @@
 //! `texstream bench kernels`: kernels with tensors in images vs. storage buffers, and upload
-//! bandwidth vs. device copy bandwidth (thin CLI over `vk_backend::bench`).
+//! bandwidth vs. device copy bandwidth (thin CLI over `vk_backend::bench`); `texstream bench
+//! commands`: recorded against replayed commands (over `vk_backend::bench_commands`).
 
 use anyhow::Context as _;
 use serde_json::{json, Value};
@@ -22,6 +23,25 @@ pub enum BenchWhat {
     Stream(super::bench_stream::StreamArgs),
     /// Reloads under load: N reloads of the workload (every k-th invalid) while a client runs.
     Reloads(super::bench_reload::ReloadArgs),
+    /// A chain of small dependent dispatches recorded every run against recorded once into
+    /// secondary command buffers: host time to record a run, GPU time per dispatch.
+    Commands(CommandsBenchArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CommandsBenchArgs {
+    /// Dispatches in the chain (rounded up to even).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+    pub dispatches: u32,
+    /// Timed runs per way (median reported).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+    /// Storage precision of the chain's tensors.
+    #[arg(long, value_enum, default_value = "f16")]
+    pub precision: PrecisionArg,
+    /// Device index or name substring (default: TEXSTREAM_DEVICE, then discrete > integrated > ...).
+    #[arg(long)]
+    pub device: Option<String>,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +86,47 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Stream(a) => super::bench_stream::run(a),
         BenchWhat::Reloads(a) => super::bench_reload::run(a),
         BenchWhat::Kernels(a) => run_kernels(a),
+        BenchWhat::Commands(a) => run_commands(a),
     }
+}
+
+fn open_device(name: &Option<String>) -> anyhow::Result<Device> {
+    // `--device` on top of the environment's options.
+    let env = DeviceOptions::from_env();
+    Device::new(&DeviceOptions {
+        device: name.clone().or_else(|| env.device.clone()),
+        ..env
+    })
+    .context("cannot open a Vulkan device (see `texstream devices`)")
+}
+
+fn run_commands(a: &CommandsBenchArgs) -> anyhow::Result<()> {
+    let device = open_device(&a.device)?;
+    let cfg = vk_backend::bench_commands::CommandsConfig {
+        dispatches: a.dispatches,
+        runs: a.runs,
+        precision: match a.precision {
+            PrecisionArg::F16 => Precision::F16,
+            PrecisionArg::F32 => Precision::F32,
+        },
+        ..Default::default()
+    };
+    let r = vk_backend::bench_commands::run(&device, &cfg).context("command benchmark failed")?;
+    let mut out = format!(
+        "commands on {}: a chain of {} dependent dispatches of {} elements, median of {} runs\n",
+        r.device, r.dispatches, cfg.elems, r.runs
+    );
+    out += &format!(
+        "{:<44} {:>14} {:>17} {:>11}\n",
+        "way", "host µs a run", "GPU µs/dispatch", "max |diff|"
+    );
+    for row in &r.rows {
+        out += &format!(
+            "{:<44} {:>14.1} {:>17.3} {:>11.2e}\n",
+            row.way, row.host_us, row.gpu_us_per_dispatch, row.max_abs_diff
+        );
+    }
+    super::devices::write_stdout(&out)
 }
 
 fn run_kernels(a: &KernelBenchArgs) -> anyhow::Result<()> {
@@ -87,13 +147,7 @@ fn run_kernels(a: &KernelBenchArgs) -> anyhow::Result<()> {
     if let Some(ms) = a.spin_up_ms {
         cfg.spin_up_ms = ms;
     }
-    // `--device` on top of the environment's options.
-    let env = DeviceOptions::from_env();
-    let device = Device::new(&DeviceOptions {
-        device: a.device.clone().or_else(|| env.device.clone()),
-        ..env
-    })
-    .context("cannot open a Vulkan device (see `texstream devices`)")?;
+    let device = open_device(&a.device)?;
     let report = bench::run(&device, &cfg).context("kernel benchmark failed")?;
     let json = serde_json::to_string_pretty(&to_json(&report))? + "\n";
     if let Some(path) = &a.save_json {

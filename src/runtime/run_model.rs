@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use vk_backend::kernels::weight_copy_into;
 use vk_backend::{
-    CommandCache, Device, QueueKind, RecordedCommands, Recorder, SharedMemory, SharedMemoryLayout,
+    CommandCache, Device, RecordedCommands, Recorder, SharedMemory, SharedMemoryLayout,
     StreamEngine, VkError, WeightAtlas,
 };
 
@@ -496,7 +496,7 @@ impl StepRecorder for StreamedModel {
         let cache = match &self.command_cache {
             Some(c) => c.clone(),
             None => {
-                let c = CommandCache::new(self.exe.device(), QueueKind::Compute)?;
+                let c = CommandCache::new(self.exe.device());
                 self.command_cache = Some(c.clone());
                 c
             }

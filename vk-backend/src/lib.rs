@@ -9,6 +9,7 @@
 pub mod adapter;
 pub mod atlas;
 pub mod bench;
+pub mod bench_commands;
 mod bench_conv;
 mod conv;
 pub mod device;
@@ -40,9 +41,7 @@ pub use layout::{FoldLayout, Precision};
 pub use memory::{HeapBudget, MemoryCategory, MemoryStats};
 pub use options::DeviceOptions;
 pub use pipeline::{BindingKind, KernelDesc, Pipeline, StorageKind};
-pub use recorder::{
-    Access, Arg, CaptureOptions, CommandCache, RecordedCommands, Recorder, Replay, Submission,
-};
+pub use recorder::{Access, Arg, CommandCache, RecordedCommands, Recorder, Replay, Submission};
 pub use resource::{
     Buffer, Image, MemoryNeeds, SharedMemory, SharedMemoryLayout, StagingDirection,
 };

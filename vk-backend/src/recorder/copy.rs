@@ -5,6 +5,7 @@
 
 use ash::vk;
 
+use super::command::Command;
 use super::Recorder;
 use crate::error::{Result, VkError};
 use crate::resource::{color_range, Buffer, Image};
@@ -78,30 +79,22 @@ impl Recorder {
         }
         let bpt = tensor.precision().bytes_per_texel() as u64;
         check_range(buffer, buffer_offset, count * bpt)?;
-        let dev = self.device.raw();
-        match tensor.storage() {
+        let command = match tensor.storage() {
             TensorStorage::Image(img) => {
                 let region = texel_region(tensor, first, count)?.buffer_offset(buffer_offset);
-                // SAFETY: recording state; sizes checked.
-                unsafe {
-                    if into_tensor {
-                        dev.cmd_copy_buffer_to_image(
-                            self.cmd,
-                            buffer.raw(),
-                            img.raw(),
-                            vk::ImageLayout::GENERAL,
-                            &[region],
-                        )
-                    } else {
-                        dev.cmd_copy_image_to_buffer(
-                            self.cmd,
-                            img.raw(),
-                            vk::ImageLayout::GENERAL,
-                            buffer.raw(),
-                            &[region],
-                        )
+                if into_tensor {
+                    Command::CopyBufferToImage {
+                        buffer: buffer.raw(),
+                        image: img.raw(),
+                        region,
                     }
-                };
+                } else {
+                    Command::CopyImageToBuffer {
+                        image: img.raw(),
+                        buffer: buffer.raw(),
+                        region,
+                    }
+                }
             }
             TensorStorage::Buffer(b) => {
                 check_range(b, first * bpt, count * bpt)?;
@@ -110,15 +103,18 @@ impl Recorder {
                 } else {
                     (b, buffer, first * bpt, buffer_offset)
                 };
-                let region = vk::BufferCopy {
-                    src_offset,
-                    dst_offset,
-                    size: count * bpt,
-                };
-                // SAFETY: recording state; sizes checked.
-                unsafe { dev.cmd_copy_buffer(self.cmd, from.raw(), to.raw(), &[region]) };
+                Command::CopyBuffer {
+                    src: from.raw(),
+                    dst: to.raw(),
+                    region: vk::BufferCopy {
+                        src_offset,
+                        dst_offset,
+                        size: count * bpt,
+                    },
+                }
             }
-        }
+        };
+        self.emit(command);
         Ok(())
     }
 
@@ -160,16 +156,11 @@ impl Recorder {
                 height: rows,
                 depth: 1,
             });
-        // SAFETY: recording state; sizes checked.
-        unsafe {
-            self.device.raw().cmd_copy_buffer_to_image(
-                self.cmd,
-                src.raw(),
-                dst.raw(),
-                vk::ImageLayout::GENERAL,
-                &[region],
-            )
-        };
+        self.emit(Command::CopyBufferToImage {
+            buffer: src.raw(),
+            image: dst.raw(),
+            region,
+        });
         Ok(())
     }
 
@@ -187,17 +178,15 @@ impl Recorder {
         let sid = self.keep_buffer(src);
         let did = self.keep_buffer(dst);
         self.access(&[sid], &[did]);
-        let region = vk::BufferCopy {
-            src_offset,
-            dst_offset,
-            size,
-        };
-        // SAFETY: recording state; sizes checked.
-        unsafe {
-            self.device
-                .raw()
-                .cmd_copy_buffer(self.cmd, src.raw(), dst.raw(), &[region])
-        };
+        self.emit(Command::CopyBuffer {
+            src: src.raw(),
+            dst: dst.raw(),
+            region: vk::BufferCopy {
+                src_offset,
+                dst_offset,
+                size,
+            },
+        });
         Ok(())
     }
 
@@ -212,12 +201,11 @@ impl Recorder {
         check_range(dst, offset, data.len() as u64)?;
         let did = self.keep_buffer(dst);
         self.access(&[], &[did]);
-        // SAFETY: recording state; sizes checked.
-        unsafe {
-            self.device
-                .raw()
-                .cmd_update_buffer(self.cmd, dst.raw(), offset, data)
-        };
+        self.emit(Command::UpdateBuffer {
+            dst: dst.raw(),
+            offset,
+            data: data.to_vec(),
+        });
         Ok(())
     }
 
@@ -225,26 +213,13 @@ impl Recorder {
     pub fn clear_tensor(&mut self, t: &Tensor) -> Result<()> {
         let id = self.keep_tensor(t);
         self.access(&[], &[id]);
-        let dev = self.device.raw();
-        match t.storage() {
-            TensorStorage::Image(img) => {
-                let clear = vk::ClearColorValue { float32: [0.0; 4] };
-                // SAFETY: recording state.
-                unsafe {
-                    dev.cmd_clear_color_image(
-                        self.cmd,
-                        img.raw(),
-                        vk::ImageLayout::GENERAL,
-                        &clear,
-                        &[color_range(img.extent()[2])],
-                    )
-                };
-            }
-            TensorStorage::Buffer(b) => {
-                // SAFETY: recording state.
-                unsafe { dev.cmd_fill_buffer(self.cmd, b.raw(), 0, vk::WHOLE_SIZE, 0) };
-            }
-        }
+        self.emit(match t.storage() {
+            TensorStorage::Image(img) => Command::ClearImage {
+                image: img.raw(),
+                range: color_range(img.extent()[2]),
+            },
+            TensorStorage::Buffer(b) => Command::FillBuffer { buffer: b.raw() },
+        });
         Ok(())
     }
 }

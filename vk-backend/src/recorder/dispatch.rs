@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use ash::vk;
 
+use super::command::{Command, PushBytes};
 use super::descriptors::SetWrites;
 use super::hazard::Access;
 use super::{Keep, Recorder};
@@ -174,30 +175,17 @@ impl Recorder {
             self.ensure_initialized(atlas.image());
         }
         self.access(&reads, &writes);
-        let dev = self.device.raw();
-        // SAFETY: recording state; all handles valid and kept alive by `keep`.
-        unsafe {
-            bindings.apply(dev, set);
-            dev.cmd_bind_pipeline(self.cmd, vk::PipelineBindPoint::COMPUTE, pipeline.pipeline);
-            dev.cmd_bind_descriptor_sets(
-                self.cmd,
-                vk::PipelineBindPoint::COMPUTE,
-                pipeline.layout,
-                0,
-                &[set],
-                &[],
-            );
-            if !push.is_empty() {
-                dev.cmd_push_constants(
-                    self.cmd,
-                    pipeline.layout,
-                    vk::ShaderStageFlags::COMPUTE,
-                    0,
-                    push,
-                );
-            }
-            dev.cmd_dispatch(self.cmd, groups[0], groups[1], groups[2]);
-        }
+        let push = PushBytes::new(push)
+            .ok_or_else(|| kerr(format!("{} push-constant bytes, at most 128", push.len())))?;
+        // SAFETY: `set` is fresh, every handle collected is kept alive by `keep`.
+        unsafe { bindings.apply(self.device.raw(), set) };
+        self.emit(Command::Dispatch {
+            pipeline: pipeline.pipeline,
+            layout: pipeline.layout,
+            set,
+            push,
+            groups,
+        });
         self.keep.push(Keep::Pipeline(pipeline.clone()));
         self.dispatches += 1;
         Ok(())

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use ash::vk;
 
+use super::command::Command;
 use super::Recorder;
 use crate::resource::{color_range, Image};
 
@@ -83,22 +84,13 @@ impl Recorder {
 
     /// Inserts a full memory barrier between everything before and after (compute + transfer).
     pub fn barrier(&mut self) {
-        let mb = vk::MemoryBarrier::default()
-            .src_access_mask(self.work_access(false))
-            .dst_access_mask(self.work_access(true));
         let stages = self.work_stages();
-        // SAFETY: recording state.
-        unsafe {
-            self.device.raw().cmd_pipeline_barrier(
-                self.cmd,
-                stages,
-                stages,
-                vk::DependencyFlags::empty(),
-                &[mb],
-                &[],
-                &[],
-            )
-        };
+        self.emit(Command::MemoryBarrier {
+            src_stage: stages,
+            dst_stage: stages,
+            src_access: self.work_access(false),
+            dst_access: self.work_access(true),
+        });
         self.hazards.clear();
         self.barriers += 1;
     }

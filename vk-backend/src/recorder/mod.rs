@@ -12,15 +12,17 @@
 //! - `timestamp.rs`: timestamp writes;
 //! - `submit.rs`: ending, submitting, and the in-flight [`Submission`];
 //! - `replay.rs`: a command buffer recorded once and submitted again per run ([`Replay`]);
-//! - `secondary.rs`: commands recorded once and executed from later command buffers
+//! - `command.rs`: a command as data, emitted at once or kept by a capture;
+//! - `reuse.rs`: commands recorded once and emitted again into later command buffers
 //!   ([`RecordedCommands`], a streamed model's steps).
 
+mod command;
 mod copy;
 mod descriptors;
 mod dispatch;
 mod hazard;
 mod replay;
-mod secondary;
+mod reuse;
 mod submit;
 mod timestamp;
 mod variant;
@@ -29,7 +31,7 @@ mod weights;
 pub use dispatch::Arg;
 pub use hazard::Access;
 pub use replay::Replay;
-pub use secondary::{CaptureOptions, CommandCache, RecordedCommands};
+pub use reuse::{CommandCache, RecordedCommands};
 pub use submit::Submission;
 
 use std::collections::HashSet;
@@ -78,7 +80,7 @@ pub struct Recorder {
     barriers: u32,
     /// Set while recording reusable commands ([`Recorder::record_reusable`]): accesses and
     /// images are collected there, and no image is transitioned.
-    capture: Option<secondary::Capture>,
+    capture: Option<reuse::Capture>,
 }
 
 impl Recorder {
@@ -181,6 +183,15 @@ impl Recorder {
         match t.storage() {
             TensorStorage::Image(i) => self.keep_image(i),
             TensorStorage::Buffer(b) => self.keep_buffer(b),
+        }
+    }
+
+    /// Emits `c` into the command buffer, or keeps it while capturing.
+    fn emit(&mut self, c: command::Command) {
+        match &mut self.capture {
+            Some(capture) => capture.note_command(c),
+            // SAFETY: recording state; the caller keeps every handle `c` names alive.
+            None => unsafe { c.emit(self.device.raw(), self.cmd) },
         }
     }
 

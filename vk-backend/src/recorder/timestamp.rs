@@ -20,6 +20,11 @@ impl Recorder {
                 queries.count()
             )));
         }
+        if self.capture.is_some() {
+            return Err(VkError::Other(
+                "a timestamp cannot be captured into reusable commands".into(),
+            ));
+        }
         let family = self.device.queue(self.queue).family;
         if queries.family() != family {
             return Err(VkError::Other(format!(

@@ -1,0 +1,198 @@
+//! Command benchmark: a chain of small dependent dispatches (the shape of a decode step: each
+//! reads the previous one's output) recorded into the submission on every run, against the same
+//! chain captured once ([`RecordedCommands`]) and emitted into each run's submission, one
+//! capture per dispatch (as the stream engine keeps one per step) or one for the whole chain.
+//! Reports the host time to put a run's chain into its submission and the GPU time per dispatch
+//! (timestamps). Backs `texstream bench commands`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::device::{Device, QueueKind};
+use crate::error::{Result, VkError};
+use crate::kernels::{unary_into, UnaryOp};
+use crate::layout::Precision;
+use crate::recorder::{CommandCache, RecordedCommands, Recorder};
+use crate::tensor::Tensor;
+use crate::testing::Rng;
+use crate::timestamps::TimestampQueries;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct CommandsConfig {
+    /// Dispatches in the chain (rounded up to an even number, so that it ends in the tensor it
+    /// began from).
+    pub dispatches: u32,
+    /// Timed runs per way (the median is reported), after one untimed run.
+    pub runs: u32,
+    /// Elements of each tensor (small: the dispatches are launch-bound, as a decode step's are).
+    pub elems: usize,
+    pub precision: Precision,
+}
+
+impl Default for CommandsConfig {
+    fn default() -> Self {
+        CommandsConfig {
+            dispatches: 512,
+            runs: 20,
+            elems: 4096,
+            precision: Precision::F16,
+        }
+    }
+}
+
+/// One way of recording the chain, timed.
+#[derive(Debug, Clone)]
+pub struct CommandsRow {
+    pub way: &'static str,
+    /// Median host microseconds to record one run's chain (the secondaries' one-time
+    /// recording not included).
+    pub host_us: f64,
+    /// Median GPU microseconds per dispatch.
+    pub gpu_us_per_dispatch: f64,
+    /// Largest difference of the chain's output from the first way's.
+    pub max_abs_diff: f32,
+}
+
+#[derive(Debug, Clone)]
+pub struct CommandsReport {
+    pub device: String,
+    pub dispatches: u32,
+    pub runs: u32,
+    pub rows: Vec<CommandsRow>,
+}
+
+/// How the chain's commands reach a run's submission: recorded into it (`None`), or captured
+/// `Some(n)` dispatches at a time and emitted.
+const WAYS: [(&str, Option<u32>); 4] = [
+    ("recorded every run", None),
+    ("captured per dispatch, emitted", Some(1)),
+    ("captured per 16 dispatches, emitted", Some(16)),
+    ("captured once for the chain, emitted", Some(u32::MAX)),
+];
+
+/// Records dispatches `from..to` of the chain (even ones read `a` and write `b`, odd ones the
+/// reverse).
+fn record_chain(rec: &mut Recorder, a: &Tensor, b: &Tensor, from: u32, to: u32) -> Result<()> {
+    for i in from..to {
+        let (x, y) = if i % 2 == 0 { (a, b) } else { (b, a) };
+        unary_into(rec, UnaryOp::Tanh, x, y)?;
+    }
+    Ok(())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs every way.
+pub fn run(device: &Device, cfg: &CommandsConfig) -> Result<CommandsReport> {
+    if cfg.runs == 0 || cfg.dispatches == 0 || cfg.elems == 0 {
+        return Err(VkError::Other(
+            "runs, dispatches and elements must be at least 1".into(),
+        ));
+    }
+    let n = cfg.dispatches.div_ceil(2) * 2;
+    let shape = [1, 4, 1, cfg.elems.div_ceil(4)];
+    let input = Rng::new(0xC0DE).vec(shape.iter().product(), -1.0, 1.0);
+    let mut rows = Vec::new();
+    let mut first: Option<Vec<f32>> = None;
+    for (name, way) in WAYS {
+        let a = Tensor::new(device, "bench chain a", &shape, cfg.precision)?;
+        let b = Tensor::new(device, "bench chain b", &shape, cfg.precision)?;
+        a.upload(&input)?;
+        b.upload(&input)?;
+        let cache = CommandCache::new(device);
+        let mut recorded: Vec<Arc<RecordedCommands>> = Vec::new();
+        let queries = TimestampQueries::new(device, QueueKind::Compute, 2)?;
+        let (mut host, mut gpu) = (Vec::new(), Vec::new());
+        for run in 0..=cfg.runs {
+            let mut rec = Recorder::new(device, QueueKind::Compute)?;
+            if let (0, Some(group)) = (run, way) {
+                // The untimed run captures the chain (its first run touches every image).
+                let mut from = 0;
+                while from < n {
+                    let to = from.saturating_add(group).min(n);
+                    recorded.push(rec.capture(&cache, |r| record_chain(r, &a, &b, from, to))?);
+                    from = to;
+                }
+            }
+            rec.barrier();
+            rec.write_timestamp(&queries, 0)?;
+            let t0 = Instant::now();
+            match way {
+                None => record_chain(&mut rec, &a, &b, 0, n)?,
+                Some(_) => {
+                    for c in &recorded {
+                        rec.execute_recorded(c)?;
+                    }
+                }
+            }
+            let host_us = t0.elapsed().as_secs_f64() * 1e6;
+            rec.write_timestamp(&queries, 1)?;
+            rec.submit_and_wait()?;
+            if run > 0 {
+                host.push(host_us);
+                gpu.push(queries.elapsed_ns(0, 1)? / 1e3 / n as f64);
+            }
+        }
+        let out = a.download()?;
+        let max_abs_diff = match &first {
+            None => {
+                // The recorded chain must have changed the input, or no way is checked.
+                let moved = out.iter().zip(&input).any(|(o, i)| (o - i).abs() > 1e-3);
+                if !moved {
+                    return Err(VkError::Other(
+                        "the recorded chain left its input unchanged".into(),
+                    ));
+                }
+                first = Some(out);
+                0.0
+            }
+            Some(f) => f
+                .iter()
+                .zip(&out)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0, f32::max),
+        };
+        rows.push(CommandsRow {
+            way: name,
+            host_us: median(&mut host),
+            gpu_us_per_dispatch: median(&mut gpu),
+            max_abs_diff,
+        });
+    }
+    Ok(CommandsReport {
+        device: device.name().to_string(),
+        dispatches: n,
+        runs: cfg.runs,
+        rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every way computes what recording the chain computes (a way that skipped the chain, or
+    /// ran it out of order, would leave other values: each tanh shrinks them), and the
+    /// validation layer accepts the emitted commands.
+    #[test]
+    fn every_way_gives_the_recorded_chains_output() {
+        let device = crate::testing::device();
+        let cfg = CommandsConfig {
+            dispatches: 34,
+            runs: 2,
+            elems: 256,
+            precision: Precision::F32,
+        };
+        let report = run(&device, &cfg).expect("command benchmark");
+        assert_eq!(report.rows.len(), WAYS.len());
+        for row in &report.rows {
+            assert_eq!(row.max_abs_diff, 0.0, "{}", row.way);
+            assert!(row.gpu_us_per_dispatch > 0.0, "{}", row.way);
+        }
+        crate::testing::assert_no_validation_messages(&device);
+    }
+}
