@@ -74,6 +74,7 @@ impl SessionTiming {
         self.model_s += other.model_s;
         let (a, b) = (&mut self.phases, &other.phases);
         a.upload_s += b.upload_s;
+        a.replan_s += b.replan_s;
         a.record_s += b.record_s;
         a.wait_s += b.wait_s;
         a.download_s += b.download_s;
@@ -133,6 +134,13 @@ pub struct Session {
         std::collections::HashMap<(usize, usize), crate::pipeline::generate::Conversation>,
     /// The last requests as they really ran on the device.
     run_log: RunLog,
+    /// The model whose run finished last, when it finished without error: its arena images
+    /// hold what that run left, since no other model has written the shared memory since.
+    last_run: Option<usize>,
+    /// The inputs (name, [`crate::pipeline::Tensor::content_id`]) whose values that run left
+    /// in images that keep them (a Generate step's fixed inputs, the speech decoder's 9 MB of
+    /// cross-attention keys and values per token): the model's next run skips uploading them.
+    kept_inputs: Vec<(String, u64)>,
 }
 
 fn dev_err(what: &str) -> impl Fn(vk_backend::VkError) -> EngineError + '_ {
@@ -442,6 +450,8 @@ impl Session {
             model_runs: vec![Vec::new(); n],
             uses: vec![0; n],
             conversations: Default::default(),
+            last_run: None,
+            kept_inputs: Vec::new(),
             run_log,
             loaded,
         })
@@ -792,13 +802,22 @@ impl Session {
         call: ModelCall<'_>,
     ) -> Result<Vec<Tensor>, Box<dyn std::error::Error + Send + Sync>> {
         let m = call.model;
+        let t_plan = Instant::now();
         if let Some(why) = self.mismatch(m, &call.rest) {
             self.replan(call.rest.clone(), why)?;
         }
+        let replanned = t_plan.elapsed().as_secs_f64();
         let t0 = Instant::now();
+        // A run of the model that ran last finds its images as it left them: no discard, and
+        // inputs still there with the same values are not uploaded again.
+        let continuing = self.last_run.take() == Some(m);
+        let kept_before = std::mem::take(&mut self.kept_inputs);
         let model = &mut self.models[m];
-        model.begin_run();
+        if !continuing {
+            model.begin_run();
+        }
         let mut values = Vec::with_capacity(call.inputs.len());
+        let mut kept_after = Vec::new();
         for (name, t) in &call.inputs {
             let want = model.input_shape(name).unwrap_or_default();
             if t.shape() != want.as_slice() {
@@ -809,7 +828,14 @@ impl Session {
                 )
                 .into());
             }
-            values.push((*name, t.f32_values()?));
+            let key = (name.to_string(), t.content_id());
+            let on_device = continuing && kept_before.contains(&key);
+            if on_device || model.input_kept_between_runs(name) {
+                kept_after.push(key);
+            }
+            if !on_device {
+                values.push((*name, t.f32_values()?));
+            }
         }
         let inputs: Vec<(&str, &[f32])> = values.iter().map(|(n, v)| (*n, &v[..])).collect();
         // Inputs that fit the staging buffer together are copied in the run's first
@@ -854,6 +880,7 @@ impl Session {
         let secs = |a: Instant, b: Instant| (b - a).as_secs_f64();
         let ph = &mut self.timing.phases;
         ph.upload_s += secs(t0, t1);
+        ph.replan_s += replanned;
         ph.record_s += secs(t1, t2);
         ph.wait_s += secs(t2, t3);
         ph.download_s += secs(t3, t4);
@@ -867,6 +894,8 @@ impl Session {
         if let Some((_, runs)) = &mut self.current {
             *runs += 1;
         }
+        self.last_run = Some(m);
+        self.kept_inputs = kept_after;
         Ok(out)
     }
 

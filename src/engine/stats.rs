@@ -129,6 +129,9 @@ impl ReplanCounts {
 pub struct HostPhases {
     /// Packing inputs and copying them to the device (waits for the copy).
     pub upload_s: f64,
+    /// Re-planning on the request's path before a run that did not fit the plan (a count
+    /// other than the planned one); not part of the model runs' time.
+    pub replan_s: f64,
     /// Recording and submitting the model's steps (and the page loads issued with them).
     pub record_s: f64,
     /// Waiting for the model's last step on the GPU: compute, plus any wait for pages.
@@ -384,11 +387,12 @@ impl EngineStats {
         );
         let p = &self.model_phases;
         o += &format!(
-            "model runs by phase: upload {:.3} ms, record+submit {:.3} ms, GPU wait {:.3} ms, readback {:.3} ms\n",
+            "model runs by phase: upload {:.3} ms, record+submit {:.3} ms, GPU wait {:.3} ms, readback {:.3} ms; re-planning before them {:.3} ms\n",
             ms(p.upload_s),
             ms(p.record_s),
             ms(p.wait_s),
-            ms(p.download_s)
+            ms(p.download_s),
+            ms(p.replan_s)
         );
         let r = &self.record_parts;
         o += &format!(

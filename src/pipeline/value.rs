@@ -48,7 +48,13 @@ pub struct Tensor {
     /// Where the tensor's pixels came from, when a step derived it from an image (the OCR
     /// detector's input and output): lets box extraction map back to the image.
     frame: Option<Arc<Frame>>,
+    /// Names these values: a tensor never changes after it is made, so two tensors with one id
+    /// (one is a clone of the other) hold the same values ([`Tensor::content_id`]).
+    id: u64,
 }
+
+/// The next [`Tensor::content_id`].
+static NEXT_TENSOR_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Errors building a tensor from caller data.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -78,7 +84,15 @@ impl Tensor {
             shape,
             data,
             frame: None,
+            id: NEXT_TENSOR_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
+    }
+
+    /// An id that names these values: equal for a tensor and its clones, different for any
+    /// tensor made apart (even with equal values). Lets a model run skip uploading an input it
+    /// uploaded last time.
+    pub fn content_id(&self) -> u64 {
+        self.id
     }
 
     /// An f32 tensor.

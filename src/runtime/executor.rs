@@ -469,6 +469,47 @@ impl Executable {
         ))
     }
 
+    /// Per graph input: whether its values are still in its arena image after a run, so that a
+    /// next run of this model alone (no other model writing the shared memory in between) can
+    /// skip uploading the same values again. True where the input's image holds no other tensor,
+    /// overlaps no other image of the arena's layout, and no node writes into it.
+    pub fn inputs_kept_between_runs(&self) -> Result<Vec<bool>> {
+        let g = &self.header.graph;
+        let plan = &self.arena;
+        let (offsets, _) = self.arena_layout()?;
+        let mut sizes = Vec::with_capacity(plan.slots.len());
+        for s in &plan.slots {
+            let info = &g.tensors[s.first];
+            let needs = Tensor::image_requirements(&self.device, &info.shape, self.vkp())
+                .map_err(vk(format!("activation `{}`", info.name)))?;
+            sizes.push(needs.map_or(0, |(_, n)| n.size));
+        }
+        let written: std::collections::HashSet<TensorId> = g
+            .nodes
+            .iter()
+            .flat_map(|n| n.outputs.iter().map(|&t| plan.root[t]))
+            .collect();
+        Ok(g.inputs
+            .iter()
+            .map(|p| {
+                let r = plan.root[p.tensor];
+                let Some(s) = plan.slot.get(r).copied().flatten() else {
+                    return false;
+                };
+                let Some(at) = offsets.get(s).copied().flatten() else {
+                    return false;
+                };
+                let end = at + sizes[s];
+                let alone = plan.slot.iter().filter(|x| **x == Some(s)).count() == 1;
+                let overlapped = offsets
+                    .iter()
+                    .enumerate()
+                    .any(|(j, o)| j != s && o.is_some_and(|o| o < end && at < o + sizes[j]));
+                alone && !overlapped && !written.contains(&r)
+            })
+            .collect())
+    }
+
     /// Creates the arena's images: each in its own allocation (`shared` None) or at its offset
     /// from [`Executable::arena_layout`] in `shared`; then every tensor's view of its slot.
     fn place_arena(&mut self, shared: Option<(&SharedMemory, &[Option<u64>])>) -> Result<()> {

@@ -59,6 +59,10 @@ pub struct StreamedModel {
     step_commands: Vec<Option<Arc<RecordedCommands>>>,
     /// Where those recordings live (made with the first one).
     command_cache: Option<CommandCache>,
+    /// Per graph input: whether its image keeps its values from one run to the next when no
+    /// other model runs in between (`Executable::inputs_kept_between_runs`, known once the
+    /// arena is placed).
+    inputs_kept: Vec<bool>,
 }
 
 impl StreamedModel {
@@ -109,6 +113,7 @@ impl StreamedModel {
             reuse_steps: true,
             step_commands: Vec::new(),
             command_cache: None,
+            inputs_kept: Vec::new(),
         })
     }
 
@@ -125,7 +130,20 @@ impl StreamedModel {
         offsets: &[Option<u64>],
     ) -> Result<(), RuntimeError> {
         self.forget_step_commands();
-        self.exe.bind_arena(memory, offsets)
+        self.exe.bind_arena(memory, offsets)?;
+        self.inputs_kept = self.exe.inputs_kept_between_runs()?;
+        Ok(())
+    }
+
+    /// Whether graph input `name`'s image keeps its values until this model's next run, when
+    /// no other model runs in between ([`Self::begin_run`] is then not needed).
+    pub fn input_kept_between_runs(&self, name: &str) -> bool {
+        let g = self.exe.graph();
+        g.inputs
+            .iter()
+            .position(|p| p.name == name)
+            .and_then(|i| self.inputs_kept.get(i).copied())
+            .unwrap_or(false)
     }
 
     /// Records each step's commands once and executes that recording on every later run (on,
