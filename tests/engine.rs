@@ -410,6 +410,13 @@ fn streaming_settings_never_change_an_output_and_the_cap_holds() {
             },
         ),
         (
+            "one part per submission",
+            texstream::StreamTuning {
+                steps_per_part: Some(16),
+                ..Default::default()
+            },
+        ),
+        (
             "two-step compute batches",
             texstream::StreamTuning {
                 steps_per_batch: Some(2),

@@ -143,6 +143,9 @@ fn config() -> StreamConfig {
         staging_slots: 3,
         io_threads: 2,
         steps_per_batch: 4,
+        // Every step that needs a new page gets its own part of the submission (its own wait
+        // and signal), and steps read what the step before wrote in another part.
+        steps_per_part: 1,
         ..StreamConfig::default()
     }
 }
@@ -190,6 +193,8 @@ struct Outcome {
     outputs: Vec<Vec<f32>>,
     peak: u64,
     loads: u64,
+    compute_submits: u64,
+    compute_parts: u64,
 }
 
 /// Runs the whole plan on a fresh device; returns every model run's output in order.
@@ -283,6 +288,8 @@ fn run_on(
         outputs,
         peak: dev.memory_stats().peak_bytes,
         loads: stats.pages_loaded,
+        compute_submits: stats.compute_submits,
+        compute_parts: stats.compute_parts,
     })
 }
 
@@ -308,6 +315,9 @@ fn every_policy_and_cap_matches_preload_bit_for_bit() {
     assert_eq!(reference.loads, total_pages, "preload loads each page once");
     assert!(reference.peak <= all, "peak {} > cap {all}", reference.peak);
     let slot = (all - min) / (total_pages - 3).max(1);
+    // (parts, submissions) of the capped runs: a part is cut only before a step whose pages
+    // have not landed yet, so one run may have none; all of them together always do.
+    let mut parts = (0, 0);
     for cap in [min, min + 2 * slot, (min + all) / 2, all] {
         for policy in [Policy::OnDemand, Policy::Lru, Policy::Planned] {
             let o =
@@ -319,9 +329,17 @@ fn every_policy_and_cap_matches_preload_bit_for_bit() {
                     o.loads > total_pages,
                     "cap {cap} {policy}: must re-stream pages"
                 );
+                parts.0 += o.compute_parts;
+                parts.1 += o.compute_submits;
             }
         }
     }
+    assert!(
+        parts.0 > parts.1,
+        "streamed steps must be cut into parts: {} parts in {} submissions",
+        parts.0,
+        parts.1
+    );
     let o = run(all, Policy::ReloadPerModel, &ms).expect("reload-per-model");
     assert_eq!(o.outputs, reference.outputs);
 }

@@ -72,6 +72,10 @@ pub struct RunArgs {
     /// Compute steps per submission (default 16); to measure one batch length against another.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub steps_per_batch: Option<u32>,
+    /// Least compute steps per part of a submission (default 4; a part waits for its own pages
+    /// and signals its end, so copies and compute overlap); to measure one against another.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub steps_per_part: Option<u32>,
     /// Read every weight page once into pinned host memory and copy loads from there (`on`), or
     /// read each page from its file when it is loaded (`off`). Default: on for a discrete GPU
     /// when a streaming policy runs and the weights take at most half the RAM.
@@ -347,6 +351,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
             loads_per_submit: args.loads_per_submit,
             io_threads: args.io_threads,
             steps_per_batch: args.steps_per_batch,
+            steps_per_part: args.steps_per_part,
             host_mirror: args.host_mirror,
             step_reuse: args.step_reuse,
         },

@@ -102,6 +102,11 @@ pub struct StreamTuning {
     /// leaves the copies little time ahead of the steps that need them; a short one pays a
     /// submission more often (on the H200 shorter batches lost: BENCHMARKS.md, session 21).
     pub steps_per_batch: Option<u32>,
+    /// Least compute steps per part of a submission (default 4). Each part waits for its own
+    /// steps' pages and signals when it ends, so a copy into a slot waits only for its last
+    /// reader's part and a part starts once its own pages have landed: copies and compute
+    /// overlap inside one submission. At least `steps_per_batch`: one part per submission.
+    pub steps_per_part: Option<u32>,
     /// Record each model step's commands once and execute that recording on later runs
     /// (default on); `Some(false)` records every step again on every run, as before (to measure
     /// one against the other).

@@ -179,6 +179,9 @@ fn stream_config(
     if let Some(n) = tuning.steps_per_batch {
         c.steps_per_batch = n.max(1);
     }
+    if let Some(n) = tuning.steps_per_part {
+        c.steps_per_part = n.max(1);
+    }
     c
 }
 
@@ -385,10 +388,13 @@ impl Session {
         // whole session: each step carries all of them.
         let act = dev.memory_stats().current_bytes - before;
         let profiles = with_activation(&loaded.profiles, act);
-        // The stream engine submits compute in batches: a copy over a page waits for its
-        // reader's whole batch, which the plans must know (see `Bandwidth::reuse_lag_steps`).
+        // The stream engine submits compute in parts of batches: a copy over a page waits for
+        // its reader's whole part, which the plans must know (see `Bandwidth::reuse_lag_steps`).
         let bandwidth = Bandwidth {
-            reuse_lag_steps: config.steps_per_batch.saturating_sub(1),
+            reuse_lag_steps: config
+                .steps_per_part
+                .min(config.steps_per_batch)
+                .saturating_sub(1),
             ..loaded.bandwidth
         };
         let CappedPlan { plan, min_cap: min } = plan_under_cap(
@@ -578,6 +584,16 @@ impl Session {
     /// Compute steps per submission of this session's stream engine.
     pub fn steps_per_batch(&self) -> u32 {
         self.ex.engine().config().steps_per_batch
+    }
+
+    /// The construction the current plan was built by.
+    pub fn construction(&self) -> &'static str {
+        self.ex.plan().stats.variant
+    }
+
+    /// Least compute steps per part of a submission of this session's stream engine.
+    pub fn steps_per_part(&self) -> u32 {
+        self.ex.engine().config().steps_per_part
     }
 
     /// The transfer model plans use now (measured once calibrated).

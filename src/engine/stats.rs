@@ -187,12 +187,16 @@ pub struct ReloadOutcome {
 pub struct EngineStats {
     pub workload: String,
     pub policy: String,
+    /// The construction the current plan was built by (`planned` weighs several).
+    pub construction: String,
     pub device: String,
     pub cap_bytes: u64,
     pub min_cap_bytes: u64,
     pub slots: u32,
-    /// Compute steps per submission (the batch a copy's wait covers).
+    /// Compute steps per submission.
     pub steps_per_batch: u32,
+    /// Least steps per part of a submission (the part a copy's wait covers).
+    pub steps_per_part: u32,
     pub page_bytes: u64,
     /// Seconds one page takes to stream in the plans' transfer model: the workload's guess,
     /// then the measured time once the engine calibrated.
@@ -221,6 +225,8 @@ pub struct EngineStats {
     pub staging_pages: u32,
     /// Compute and copy submissions (copies: of ended streaming sessions only).
     pub compute_submits: u64,
+    /// Parts of those submissions, each with its own wait and signal.
+    pub compute_parts: u64,
     pub transfer_submits: u64,
     /// The stream engine's host time by part.
     pub record_parts: RecordParts,
@@ -286,13 +292,15 @@ impl EngineStats {
         let r = &self.replans;
         let mut o = String::new();
         o += &format!(
-            "workload {}  policy {}  requests {}  slots {}  steps per batch {}  re-plans {} (look-ahead {}, \
+            "workload {}  policy {} ({})  requests {}  slots {}  steps per batch {} (parts of {})  re-plans {} (look-ahead {}, \
              unpredicted requests {}, fan-out counts {}, mix {}, calibration {}; {} made ahead)\n",
             self.workload,
             self.policy,
+            self.construction,
             self.requests_ok,
             self.slots,
             self.steps_per_batch,
+            self.steps_per_part,
             r.total(),
             r.horizon,
             r.unpredicted_request,
@@ -326,11 +334,12 @@ impl EngineStats {
             self.page_transfer_s * 1e6
         );
         o += &format!(
-            "GPU stall {:.3} ms, transfer busy {:.3} ms, compute busy {:.3} ms (GPU timestamps); {} compute and {} copy submissions\n",
+            "GPU stall {:.3} ms, transfer busy {:.3} ms, compute busy {:.3} ms (GPU timestamps); {} compute submissions in {} parts and {} copy submissions\n",
             ms(self.stall_s),
             ms(self.transfer_busy_s),
             ms(self.compute_busy_s),
             self.compute_submits,
+            self.compute_parts,
             self.transfer_submits
         );
         o += &if self.host_mirror_bytes > 0 {

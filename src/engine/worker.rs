@@ -361,6 +361,7 @@ impl Worker {
         self.base.bytes_streamed += stats.bytes_streamed;
         self.base.evictions += stats.evictions;
         self.base.compute_submits += stats.compute_submits;
+        self.base.compute_parts += stats.compute_parts;
         self.base.transfer_submits += stats.transfer_submits;
         self.base.host.add(&stats.host);
         let secs = |d: Option<std::time::Duration>| d.map_or(0.0, |d| d.as_secs_f64());
@@ -506,6 +507,7 @@ impl Worker {
         let mut host_io = self.host_io;
         // Totals, not increments: this record is published again after every request.
         st.compute_submits = self.base.compute_submits;
+        st.compute_parts = self.base.compute_parts;
         st.transfer_submits = self.base.transfer_submits;
         let mut host = self.base.host;
         if let Some(s) = &self.session {
@@ -518,6 +520,7 @@ impl Worker {
             gpu.1 += secs(c.transfer_busy);
             gpu.2 += secs(c.compute_busy);
             st.compute_submits += c.compute_submits;
+            st.compute_parts += c.compute_parts;
             st.transfer_submits += c.transfer_submits;
             host.add(&c.host);
             host_io.0 += c.read_time.as_secs_f64();
@@ -533,6 +536,8 @@ impl Worker {
             st.min_cap_bytes = s.min_cap;
             st.slots = s.slots;
             st.steps_per_batch = s.steps_per_batch();
+            st.steps_per_part = s.steps_per_part();
+            st.construction = s.construction().into();
             st.page_bytes = s.loaded.page_bytes;
             st.page_transfer_s = s.bandwidth().transfer_s(s.loaded.page_bytes);
             st.replans = self.settled_replans;

@@ -3,7 +3,9 @@
 //! chain captured once ([`RecordedCommands`]) and emitted into each run's submission, one
 //! capture per dispatch (as the stream engine keeps one per step) or one for the whole chain.
 //! Reports the host time to put a run's chain into its submission and the GPU time per dispatch
-//! (timestamps). Backs `texstream bench commands`.
+//! (timestamps). The captured chain is also emitted in parts of a submission ([`Recorder::cut`]),
+//! each with its own semaphore signal, as the stream engine cuts its batches: what a part costs
+//! the host (cut and submit) and the GPU. Backs `texstream bench commands`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,6 +15,7 @@ use crate::error::{Result, VkError};
 use crate::kernels::{unary_into, UnaryOp};
 use crate::layout::Precision;
 use crate::recorder::{CommandCache, RecordedCommands, Recorder};
+use crate::sync::{SemaphoreSignal, TimelineSemaphore};
 use crate::tensor::Tensor;
 use crate::testing::Rng;
 use crate::timestamps::TimestampQueries;
@@ -48,6 +51,8 @@ pub struct CommandsRow {
     /// Median host microseconds to record one run's chain (the secondaries' one-time
     /// recording not included).
     pub host_us: f64,
+    /// Median host microseconds of `vkQueueSubmit` for the run (every part).
+    pub submit_us: f64,
     /// Median GPU microseconds per dispatch.
     pub gpu_us_per_dispatch: f64,
     /// Largest difference of the chain's output from the first way's.
@@ -63,12 +68,15 @@ pub struct CommandsReport {
 }
 
 /// How the chain's commands reach a run's submission: recorded into it (`None`), or captured
-/// `Some(n)` dispatches at a time and emitted.
-const WAYS: [(&str, Option<u32>); 4] = [
-    ("recorded every run", None),
-    ("captured per dispatch, emitted", Some(1)),
-    ("captured per 16 dispatches, emitted", Some(16)),
-    ("captured once for the chain, emitted", Some(u32::MAX)),
+/// `Some(n)` dispatches at a time and emitted; and in parts of `Some(k)` dispatches (each its
+/// own command buffer and semaphore signal) or one part.
+const WAYS: [(&str, Option<u32>, Option<u32>); 6] = [
+    ("recorded every run", None, None),
+    ("captured per dispatch, emitted", Some(1), None),
+    ("captured per 16 dispatches, emitted", Some(16), None),
+    ("captured once for the chain, emitted", Some(u32::MAX), None),
+    ("captured per dispatch, in parts of 4", Some(1), Some(4)),
+    ("captured per dispatch, in parts of 1", Some(1), Some(1)),
 ];
 
 /// Records dispatches `from..to` of the chain (even ones read `a` and write `b`, odd ones the
@@ -98,7 +106,7 @@ pub fn run(device: &Device, cfg: &CommandsConfig) -> Result<CommandsReport> {
     let input = Rng::new(0xC0DE).vec(shape.iter().product(), -1.0, 1.0);
     let mut rows = Vec::new();
     let mut first: Option<Vec<f32>> = None;
-    for (name, way) in WAYS {
+    for (name, way, part) in WAYS {
         let a = Tensor::new(device, "bench chain a", &shape, cfg.precision)?;
         let b = Tensor::new(device, "bench chain b", &shape, cfg.precision)?;
         a.upload(&input)?;
@@ -106,7 +114,16 @@ pub fn run(device: &Device, cfg: &CommandsConfig) -> Result<CommandsReport> {
         let cache = CommandCache::new(device);
         let mut recorded: Vec<Arc<RecordedCommands>> = Vec::new();
         let queries = TimestampQueries::new(device, QueueKind::Compute, 2)?;
-        let (mut host, mut gpu) = (Vec::new(), Vec::new());
+        let signal = TimelineSemaphore::new(device, 0)?;
+        let mut value = 0u64;
+        let signals = |value: &mut u64| {
+            *value += 1;
+            [SemaphoreSignal {
+                semaphore: signal.clone(),
+                value: *value,
+            }]
+        };
+        let (mut host, mut submit, mut gpu) = (Vec::new(), Vec::new(), Vec::new());
         for run in 0..=cfg.runs {
             let mut rec = Recorder::new(device, QueueKind::Compute)?;
             if let (0, Some(group)) = (run, way) {
@@ -124,16 +141,29 @@ pub fn run(device: &Device, cfg: &CommandsConfig) -> Result<CommandsReport> {
             match way {
                 None => record_chain(&mut rec, &a, &b, 0, n)?,
                 Some(_) => {
-                    for c in &recorded {
+                    for (i, c) in recorded.iter().enumerate() {
+                        if part.is_some_and(|k| i > 0 && (i as u32).is_multiple_of(k)) {
+                            rec.cut(&[], &signals(&mut value))?;
+                        }
                         rec.execute_recorded(c)?;
                     }
                 }
             }
             let host_us = t0.elapsed().as_secs_f64() * 1e6;
             rec.write_timestamp(&queries, 1)?;
-            rec.submit_and_wait()?;
+            let t1 = Instant::now();
+            let sub = rec.submit(&[], &signals(&mut value))?;
+            let submit_us = t1.elapsed().as_secs_f64() * 1e6;
+            sub.wait()?;
+            if signal.value()? != value {
+                return Err(VkError::Other(format!(
+                    "{name}: the parts signalled {} of {value}",
+                    signal.value()?
+                )));
+            }
             if run > 0 {
                 host.push(host_us);
+                submit.push(submit_us);
                 gpu.push(queries.elapsed_ns(0, 1)? / 1e3 / n as f64);
             }
         }
@@ -159,6 +189,7 @@ pub fn run(device: &Device, cfg: &CommandsConfig) -> Result<CommandsReport> {
         rows.push(CommandsRow {
             way: name,
             host_us: median(&mut host),
+            submit_us: median(&mut submit),
             gpu_us_per_dispatch: median(&mut gpu),
             max_abs_diff,
         });

@@ -1,4 +1,4 @@
-//! Reuse of per-submission objects: command pools (with their one command buffer), descriptor
+//! Reuse of per-submission objects: command pools (with their command buffers), descriptor
 //! pools and fences of finished submissions are reset and handed to the next [`Recorder`].
 //!
 //! Creating them for every submission was the dominant host cost of streamed runs, which submit
@@ -21,8 +21,9 @@ pub(crate) struct Recycler {
 
 #[derive(Default)]
 struct Free {
-    /// (queue family, pool, its primary command buffer).
-    commands: Vec<(u32, vk::CommandPool, vk::CommandBuffer)>,
+    /// (queue family, pool, its primary command buffers: one, or more where a submission was
+    /// recorded in parts).
+    commands: Vec<(u32, vk::CommandPool, Vec<vk::CommandBuffer>)>,
     descriptor_pools: Vec<vk::DescriptorPool>,
     fences: Vec<vk::Fence>,
 }
@@ -32,8 +33,8 @@ impl Recycler {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A reset command pool of `family` and its command buffer, if one is free.
-    pub fn take_commands(&self, family: u32) -> Option<(vk::CommandPool, vk::CommandBuffer)> {
+    /// A reset command pool of `family` and its command buffers (at least one), if one is free.
+    pub fn take_commands(&self, family: u32) -> Option<(vk::CommandPool, Vec<vk::CommandBuffer>)> {
         let mut f = self.free();
         let i = f.commands.iter().position(|c| c.0 == family)?;
         let (_, pool, cmd) = f.commands.swap_remove(i);
@@ -57,15 +58,15 @@ impl Recycler {
         &self,
         dev: &ash::Device,
         family: u32,
-        commands: Option<(vk::CommandPool, vk::CommandBuffer)>,
+        commands: Option<(vk::CommandPool, Vec<vk::CommandBuffer>)>,
         descriptor_pools: Vec<vk::DescriptorPool>,
         fence: Option<vk::Fence>,
     ) {
         let mut f = self.free();
-        if let Some((pool, cmd)) = commands {
+        if let Some((pool, cmds)) = commands {
             let reset = dev.reset_command_pool(pool, vk::CommandPoolResetFlags::empty());
-            if reset.is_ok() && f.commands.len() < KEEP {
-                f.commands.push((family, pool, cmd));
+            if reset.is_ok() && f.commands.len() < KEEP && !cmds.is_empty() {
+                f.commands.push((family, pool, cmds));
             } else {
                 dev.destroy_command_pool(pool, None);
             }

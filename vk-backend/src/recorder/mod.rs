@@ -65,8 +65,15 @@ enum Keep {
 pub struct Recorder {
     device: Device,
     queue: QueueKind,
+    usage: vk::CommandBufferUsageFlags,
     pool: vk::CommandPool,
+    /// The command buffer being recorded.
     cmd: vk::CommandBuffer,
+    /// Command buffers of the pool not in use.
+    spare: Vec<vk::CommandBuffer>,
+    /// Command buffers ended by [`Recorder::cut`], each submitted with its own waits and
+    /// signals before the current one.
+    parts: Vec<submit::Part>,
     desc_pools: Vec<vk::DescriptorPool>,
     keep: Vec<Keep>,
     hazards: Hazards,
@@ -101,56 +108,85 @@ impl Recorder {
     ) -> Result<Recorder> {
         let dev = device.raw();
         let family = device.queue(queue).family;
-        // SAFETY (block): valid create infos; objects destroyed on error.
-        unsafe {
-            let (pool, cmd) = match device.inner.recycler.take_commands(family) {
-                Some(c) => c,
-                None => {
-                    let pool = dev
-                        .create_command_pool(
-                            &vk::CommandPoolCreateInfo::default()
-                                .queue_family_index(family)
-                                .flags(vk::CommandPoolCreateFlags::TRANSIENT),
-                            None,
-                        )
-                        .vk("vkCreateCommandPool")?;
-                    match dev.allocate_command_buffers(
-                        &vk::CommandBufferAllocateInfo::default()
-                            .command_pool(pool)
-                            .level(vk::CommandBufferLevel::PRIMARY)
-                            .command_buffer_count(1),
-                    ) {
-                        Ok(c) => (pool, c[0]),
-                        Err(e) => {
-                            dev.destroy_command_pool(pool, None);
-                            return Err(e).vk("vkAllocateCommandBuffers");
-                        }
-                    }
-                }
-            };
-            if let Err(e) =
-                dev.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default().flags(usage))
-            {
-                dev.destroy_command_pool(pool, None);
-                return Err(e).vk("vkBeginCommandBuffer");
+        // SAFETY: valid create info.
+        let (pool, spare) = match device.inner.recycler.take_commands(family) {
+            Some(c) => c,
+            None => unsafe {
+                let pool = dev
+                    .create_command_pool(
+                        &vk::CommandPoolCreateInfo::default()
+                            .queue_family_index(family)
+                            .flags(vk::CommandPoolCreateFlags::TRANSIENT),
+                        None,
+                    )
+                    .vk("vkCreateCommandPool")?;
+                (pool, Vec::new())
+            },
+        };
+        let mut rec = Recorder {
+            device: device.clone(),
+            queue,
+            usage,
+            pool,
+            cmd: vk::CommandBuffer::null(),
+            spare,
+            parts: Vec::new(),
+            desc_pools: Vec::new(),
+            keep: Vec::new(),
+            hazards: Hazards::default(),
+            initialized: Vec::new(),
+            init_ids: HashSet::new(),
+            weights: None,
+            reset_pools: HashSet::new(),
+            dispatches: 0,
+            barriers: 0,
+            capture: None,
+        };
+        // On error the recorder's drop gives the pool back.
+        rec.cmd = rec.begin_command_buffer()?;
+        Ok(rec)
+    }
+
+    /// Takes a spare command buffer of the pool (or allocates one) and begins it.
+    fn begin_command_buffer(&mut self) -> Result<vk::CommandBuffer> {
+        let dev = self.device.raw();
+        let cmd = match self.spare.pop() {
+            Some(c) => c,
+            // SAFETY: valid allocate info; the pool is this recorder's.
+            None => unsafe {
+                dev.allocate_command_buffers(
+                    &vk::CommandBufferAllocateInfo::default()
+                        .command_pool(self.pool)
+                        .level(vk::CommandBufferLevel::PRIMARY)
+                        .command_buffer_count(1),
+                )
             }
-            Ok(Recorder {
-                device: device.clone(),
-                queue,
-                pool,
+            .vk("vkAllocateCommandBuffers")?[0],
+        };
+        // SAFETY: the buffer is in the initial state (fresh, or its pool was reset).
+        let begun = unsafe {
+            dev.begin_command_buffer(
                 cmd,
-                desc_pools: Vec::new(),
-                keep: Vec::new(),
-                hazards: Hazards::default(),
-                initialized: Vec::new(),
-                init_ids: HashSet::new(),
-                weights: None,
-                reset_pools: HashSet::new(),
-                dispatches: 0,
-                barriers: 0,
-                capture: None,
-            })
+                &vk::CommandBufferBeginInfo::default().flags(self.usage),
+            )
+        };
+        if let Err(e) = begun {
+            self.spare.push(cmd);
+            return Err(e).vk("vkBeginCommandBuffer");
         }
+        Ok(cmd)
+    }
+
+    /// Every command buffer of the pool (recorded parts, the current one, spares), for giving
+    /// the pool back.
+    fn take_command_buffers(&mut self) -> Vec<vk::CommandBuffer> {
+        let mut all: Vec<_> = self.parts.drain(..).map(|p| p.cmd).collect();
+        if self.cmd != vk::CommandBuffer::null() {
+            all.push(self.cmd);
+            self.cmd = vk::CommandBuffer::null();
+        }
+        all.append(&mut self.spare);
+        all
     }
 
     pub fn device(&self) -> &Device {
@@ -210,7 +246,8 @@ impl Recorder {
 impl Drop for Recorder {
     fn drop(&mut self) {
         // Only reached un-submitted (or after submit moved the pool out).
-        let commands = (self.pool != vk::CommandPool::null()).then_some((self.pool, self.cmd));
+        let cmds = self.take_command_buffers();
+        let commands = (self.pool != vk::CommandPool::null()).then_some((self.pool, cmds));
         let family = self.device.queue(self.queue).family;
         // SAFETY: the command buffer was never submitted.
         unsafe {

@@ -31,6 +31,11 @@ impl Recorder {
     /// model keeps between runs among them). Run the work once through a one-time recorder
     /// first; every image it touches is then initialized.
     pub fn finish_replay(mut self) -> Result<Replay> {
+        if !self.parts.is_empty() {
+            return Err(VkError::Other(
+                "a replayed command buffer cannot be recorded in parts".into(),
+            ));
+        }
         if !self.initialized.is_empty() {
             return Err(VkError::Other(format!(
                 "a replayed command buffer would initialize {} images on every run (run the work once first)",
@@ -47,7 +52,7 @@ impl Recorder {
             queue: self.queue,
             family: self.device.queue(self.queue).family,
             pool: self.pool,
-            cmd: self.cmd,
+            cmd: std::mem::replace(&mut self.cmd, vk::CommandBuffer::null()),
             desc_pools: std::mem::take(&mut self.desc_pools),
             keep: std::mem::take(&mut self.keep),
             fence,
@@ -113,7 +118,7 @@ impl Drop for Replay {
             self.device.inner.recycler.give_back(
                 dev,
                 self.family,
-                Some((self.pool, self.cmd)),
+                Some((self.pool, vec![self.cmd])),
                 std::mem::take(&mut self.desc_pools),
                 Some(self.fence),
             );

@@ -142,9 +142,12 @@ impl Recorder {
         let mut rec = Recorder {
             device: self.device.clone(),
             queue: self.queue,
+            usage: self.usage,
             // No command buffer: a capturing recorder emits nothing.
             pool: ash::vk::CommandPool::null(),
             cmd: ash::vk::CommandBuffer::null(),
+            spare: Vec::new(),
+            parts: Vec::new(),
             desc_pools,
             keep: Vec::new(),
             hazards: Hazards::default(),

@@ -1,5 +1,6 @@
 //! Submission: the final barrier that makes every write visible to the host and later work,
-//! one `vkQueueSubmit` with timeline-semaphore waits/signals and a (recycled) fence, and the
+//! one `vkQueueSubmit` with timeline-semaphore waits/signals (per part where a recorder was cut)
+//! and a (recycled) fence, and the
 //! in-flight [`Submission`] that holds the command buffer and every used resource until the
 //! GPU is done.
 
@@ -7,11 +8,80 @@ use ash::vk;
 
 use super::{Keep, Recorder};
 use crate::device::Device;
-use crate::error::{Result, VkResultExt};
+use crate::error::{Result, VkError, VkResultExt};
 use crate::sync::{SemaphoreSignal, SemaphoreWait};
 
+/// A command buffer ended by [`Recorder::cut`] and the semaphores its part of the submission
+/// waits for and signals.
+pub(super) struct Part {
+    pub cmd: vk::CommandBuffer,
+    waits: Vec<SemaphoreWait>,
+    signals: Vec<SemaphoreSignal>,
+}
+
+/// The raw arrays of one `VkSubmitInfo` (kept alive while the infos point at them).
+struct RawPart {
+    cmds: [vk::CommandBuffer; 1],
+    wait_sems: Vec<vk::Semaphore>,
+    wait_vals: Vec<u64>,
+    wait_stages: Vec<vk::PipelineStageFlags>,
+    sig_sems: Vec<vk::Semaphore>,
+    sig_vals: Vec<u64>,
+}
+
+impl RawPart {
+    fn new(cmd: vk::CommandBuffer, waits: &[SemaphoreWait], signals: &[SemaphoreSignal]) -> Self {
+        RawPart {
+            cmds: [cmd],
+            wait_sems: waits.iter().map(|w| w.semaphore.raw()).collect(),
+            wait_vals: waits.iter().map(|w| w.value).collect(),
+            wait_stages: waits.iter().map(|w| w.stage).collect(),
+            sig_sems: signals.iter().map(|s| s.semaphore.raw()).collect(),
+            sig_vals: signals.iter().map(|s| s.value).collect(),
+        }
+    }
+}
+
 impl Recorder {
-    /// Ends recording and submits with GPU-side timeline waits/signals.
+    /// Ends the commands recorded so far as one part of the coming submission: on the GPU it
+    /// starts once `waits` are reached and signals `signals` when it ends, while later parts
+    /// may still wait for theirs. Later commands go to a new command buffer that begins with a
+    /// full barrier (the parts run in queue order). One `vkQueueSubmit` still submits them all.
+    pub fn cut(&mut self, waits: &[SemaphoreWait], signals: &[SemaphoreSignal]) -> Result<()> {
+        if self.capture.is_some() {
+            return Err(VkError::Other("a recorder cut while capturing".into()));
+        }
+        // SAFETY: recording state.
+        unsafe { self.device.raw().end_command_buffer(self.cmd) }.vk("vkEndCommandBuffer")?;
+        self.keep_semaphores(waits, signals);
+        let next = self.begin_command_buffer();
+        // An ended buffer is kept in `parts` either way, so the pool gets it back.
+        self.parts.push(Part {
+            cmd: std::mem::replace(&mut self.cmd, vk::CommandBuffer::null()),
+            waits: waits.to_vec(),
+            signals: signals.to_vec(),
+        });
+        self.cmd = next?;
+        self.barrier();
+        Ok(())
+    }
+
+    /// Parts ended by [`Self::cut`] so far.
+    pub fn part_count(&self) -> usize {
+        self.parts.len()
+    }
+
+    fn keep_semaphores(&mut self, waits: &[SemaphoreWait], signals: &[SemaphoreSignal]) {
+        for w in waits {
+            self.keep.push(Keep::Semaphore(w.semaphore.clone()));
+        }
+        for s in signals {
+            self.keep.push(Keep::Semaphore(s.semaphore.clone()));
+        }
+    }
+
+    /// Ends recording and submits with GPU-side timeline waits/signals (those of the last part
+    /// where the recorder was [cut](Self::cut)).
     pub fn submit(
         mut self,
         waits: &[SemaphoreWait],
@@ -19,27 +89,33 @@ impl Recorder {
     ) -> Result<Submission> {
         let dev = self.device.raw().clone();
         self.end()?;
-        let wait_sems: Vec<_> = waits.iter().map(|w| w.semaphore.raw()).collect();
-        let wait_vals: Vec<_> = waits.iter().map(|w| w.value).collect();
-        let wait_stages: Vec<_> = waits.iter().map(|w| w.stage).collect();
-        let sig_sems: Vec<_> = signals.iter().map(|s| s.semaphore.raw()).collect();
-        let sig_vals: Vec<_> = signals.iter().map(|s| s.value).collect();
-        for w in waits {
-            self.keep.push(Keep::Semaphore(w.semaphore.clone()));
-        }
-        for s in signals {
-            self.keep.push(Keep::Semaphore(s.semaphore.clone()));
-        }
-        let mut tsi = vk::TimelineSemaphoreSubmitInfo::default()
-            .wait_semaphore_values(&wait_vals)
-            .signal_semaphore_values(&sig_vals);
-        let cmds = [self.cmd];
-        let si = vk::SubmitInfo::default()
-            .wait_semaphores(&wait_sems)
-            .wait_dst_stage_mask(&wait_stages)
-            .command_buffers(&cmds)
-            .signal_semaphores(&sig_sems)
-            .push_next(&mut tsi);
+        self.keep_semaphores(waits, signals);
+        let mut raw: Vec<RawPart> = self
+            .parts
+            .iter()
+            .map(|p| RawPart::new(p.cmd, &p.waits, &p.signals))
+            .collect();
+        raw.push(RawPart::new(self.cmd, waits, signals));
+        let mut timeline: Vec<_> = raw
+            .iter()
+            .map(|r| {
+                vk::TimelineSemaphoreSubmitInfo::default()
+                    .wait_semaphore_values(&r.wait_vals)
+                    .signal_semaphore_values(&r.sig_vals)
+            })
+            .collect();
+        let infos: Vec<_> = raw
+            .iter()
+            .zip(timeline.iter_mut())
+            .map(|(r, tsi)| {
+                vk::SubmitInfo::default()
+                    .wait_semaphores(&r.wait_sems)
+                    .wait_dst_stage_mask(&r.wait_stages)
+                    .command_buffers(&r.cmds)
+                    .signal_semaphores(&r.sig_sems)
+                    .push_next(tsi)
+            })
+            .collect();
         let fence = match self.device.inner.recycler.take_fence() {
             Some(f) => f,
             // SAFETY: valid create info.
@@ -48,8 +124,8 @@ impl Recorder {
         };
         let res = {
             let q = self.device.queue(self.queue).lock();
-            // SAFETY: queue externally synchronized by the lock; command buffer is executable.
-            unsafe { dev.queue_submit(*q, &[si], fence) }
+            // SAFETY: queue externally synchronized by the lock; command buffers are executable.
+            unsafe { dev.queue_submit(*q, &infos, fence) }
         };
         if let Err(e) = res {
             // SAFETY: never submitted (the fence is still unsignaled).
@@ -65,7 +141,7 @@ impl Recorder {
             fence,
             family,
             pool: self.pool,
-            cmd: self.cmd,
+            cmds: self.take_command_buffers(),
             desc_pools: std::mem::take(&mut self.desc_pools),
             keep: std::mem::take(&mut self.keep),
             done: false,
@@ -109,7 +185,7 @@ pub struct Submission {
     fence: vk::Fence,
     family: u32,
     pool: vk::CommandPool,
-    cmd: vk::CommandBuffer,
+    cmds: Vec<vk::CommandBuffer>,
     desc_pools: Vec<vk::DescriptorPool>,
     keep: Vec<Keep>,
     done: bool,
@@ -148,7 +224,7 @@ impl Submission {
             self.device.inner.recycler.give_back(
                 self.device.raw(),
                 self.family,
-                Some((self.pool, self.cmd)),
+                Some((self.pool, std::mem::take(&mut self.cmds))),
                 std::mem::take(&mut self.desc_pools),
                 Some(self.fence),
             );

@@ -28,10 +28,23 @@ use crate::sync::{SemaphoreSignal, SemaphoreWait, TimelineSemaphore};
 /// stuck (two minutes).
 const STUCK_WAITS: u32 = 24;
 
-/// The compute batch being recorded.
+/// The compute batch being recorded: one `vkQueueSubmit`, recorded in parts.
 struct Batch {
     rec: Recorder,
-    /// Newest load (transfer value) any step of the batch needs.
+    /// Steps in every part.
+    steps: u32,
+    /// The part being recorded.
+    part: Part,
+    /// Parts already cut from `rec`, in order.
+    cut: Vec<Part>,
+}
+
+/// A run of a batch's steps with its own semaphore wait and signal ([`Recorder::cut`]): it
+/// starts on the GPU once its own pages have landed (not every page of the batch), and a copy
+/// waiting for one of its readers starts when it ends (not when the batch ends). The journal
+/// times each part as one compute batch.
+struct Part {
+    /// Newest load (transfer value) any step of the part needs.
     wait: u64,
     /// Compute value of the last step (0 = no step yet).
     last: u64,
@@ -41,6 +54,8 @@ struct Batch {
     key: u64,
     /// Steps per model label, in recording order (for the journal).
     models: Vec<(Option<u32>, u32)>,
+    /// The first load whose copy waits for a step of this part.
+    awaited_from: Option<u64>,
 }
 
 /// Threads that fill the host mirror: every core up to 16 (the fill is a one-time read of
@@ -124,8 +139,10 @@ impl StreamEngine {
         if sources.is_empty() {
             return bad("no page sources (models) given".into());
         }
-        if config.staging_slots == 0 || config.steps_per_batch == 0 {
-            return bad("staging_slots and steps_per_batch must be at least 1".into());
+        if config.staging_slots == 0 || config.steps_per_batch == 0 || config.steps_per_part == 0 {
+            return bad(
+                "staging_slots, steps_per_batch and steps_per_part must be at least 1".into(),
+            );
         }
         let mut bases = Vec::with_capacity(sources.len());
         let mut total: u64 = 0;
@@ -367,29 +384,93 @@ impl StreamEngine {
         if self.open.is_none() {
             let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
             rec.use_weights(&self.atlas);
-            if !self.device.has_dedicated_transfer_queue() {
-                // Shared queue: the copies this batch needs were submitted before it (see
-                // `flush`); a barrier in submission order replaces the semaphore wait.
-                rec.barrier();
-            }
-            let key = self.next_value;
-            let pair = self
-                .timing
-                .as_mut()
-                .and_then(|t| t.begin(rec.command_buffer(), key));
+            // A full barrier first: its first scope is everything earlier on the queue, so the
+            // batch's first steps see what the previous batch's last steps wrote (a semaphore
+            // wait orders only the copies). On a shared queue it also orders the copies this
+            // batch needs, submitted before it (see `flush`), in place of the semaphore wait.
+            rec.barrier();
+            let part = self.new_part(&rec);
             self.open = Some(Batch {
                 rec,
-                wait: 0,
-                last: 0,
                 steps: 0,
-                pair,
-                key,
-                models: Vec::new(),
+                part,
+                cut: Vec::new(),
             });
         }
         self.open
             .as_mut()
             .ok_or_else(|| VkError::Stream("no open batch".into()))
+    }
+
+    /// A part opened at the current position of `rec` (its timestamp pair begins there).
+    fn new_part(&mut self, rec: &Recorder) -> Part {
+        let key = self.next_value;
+        let pair = self
+            .timing
+            .as_mut()
+            .and_then(|t| t.begin(rec.command_buffer(), key));
+        Part {
+            wait: 0,
+            last: 0,
+            steps: 0,
+            pair,
+            key,
+            models: Vec::new(),
+            awaited_from: None,
+        }
+    }
+
+    /// The semaphore wait a part needs for its pages (none on a shared queue, where the
+    /// batch is submitted after its copies and a barrier orders them).
+    fn part_waits(&self, wait: u64) -> Vec<SemaphoreWait> {
+        if wait > 0 && self.device.has_dedicated_transfer_queue() {
+            vec![SemaphoreWait {
+                semaphore: self.transfer_sem.clone(),
+                value: wait,
+                stage: vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
+            }]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Ends the open batch's current part before a step that needs load `wait`: always where
+    /// that load (or an earlier one: copies land in ticket order) waits for a step of the part,
+    /// which would otherwise wait for itself through the transfer queue; and, once the part
+    /// has `steps_per_part` steps, where the step needs a newer page than the part waits for
+    /// that has not landed yet, or a later copy waits for the part.
+    fn cut_part_before(&mut self, wait: u64) -> Result<()> {
+        let per_part = self.config.steps_per_part;
+        let Some(b) = self.open.as_ref() else {
+            return Ok(());
+        };
+        let p = &b.part;
+        let needed = p.awaited_from.is_some_and(|t| t <= wait);
+        let mut worth = p.steps >= per_part && (wait > p.wait || p.awaited_from.is_some());
+        if worth && !needed && p.awaited_from.is_none() {
+            // A part boundary costs the GPU about 6 us (H200, `texstream bench commands`): cut
+            // for a newer page only where it has not landed yet.
+            worth = wait > self.transfer_sem.value().unwrap_or(0);
+        }
+        if p.steps == 0 || !(needed || worth) {
+            return Ok(());
+        }
+        let Some(mut b) = self.open.take() else {
+            return Ok(());
+        };
+        if let Some(t) = self.timing.as_mut() {
+            t.end(b.rec.command_buffer(), b.part.pair);
+        }
+        let waits = self.part_waits(b.part.wait);
+        let signals = [SemaphoreSignal {
+            semaphore: self.compute_sem.clone(),
+            value: b.part.last,
+        }];
+        let res = b.rec.cut(&waits, &signals);
+        let part = self.new_part(&b.rec);
+        b.cut.push(std::mem::replace(&mut b.part, part));
+        self.open = Some(b);
+        res.map_err(|e| self.fail(e))
     }
 
     /// Unmaps `id` in the page table, in the compute stream.
@@ -452,6 +533,11 @@ impl StreamEngine {
             // copy until that batch is submitted; a step that needs this load (or a later one:
             // copies land in ticket order) makes `step` submit the batch first.
             self.held_from.get_or_insert(ticket);
+            if let Some(b) = self.open.as_mut() {
+                if wait >= b.part.key {
+                    b.part.awaited_from.get_or_insert(ticket);
+                }
+            }
         }
         self.residency.fill((model, page), slot, ticket)?;
         let req = LoadReq {
@@ -524,11 +610,16 @@ impl StreamEngine {
             slots.push(n.slot);
             wait = wait.max(n.ticket);
         }
-        if self.held_from.is_some_and(|t| wait >= t) {
-            // The step needs a copy that waits for a step of the open batch: recording it there
-            // would make the batch wait for itself (through the transfer queue).
+        if self.held_from.is_some_and(|t| wait >= t) && !self.device.has_dedicated_transfer_queue()
+        {
+            // The step needs a copy that waits for a step of the open batch. On one queue the
+            // copy must be submitted before the batch that needs it, and after the one it
+            // waits for: submit the batch. With a transfer queue of its own, a new part of
+            // the batch waits for the copy instead (`cut_part_before`); the transfer thread
+            // submits the copy once the whole batch is submitted.
             self.flush()?;
         }
+        self.cut_part_before(wait)?;
         let value = self.next_value;
         let atlas = self.atlas.clone();
         let label = self.label;
@@ -537,17 +628,19 @@ impl StreamEngine {
             if !map.is_empty() {
                 b.rec.update_page_table(&atlas, &map)?;
             }
-            b.wait = b.wait.max(wait);
             let t0 = Instant::now();
             let recorded = record(&mut b.rec);
             recording = t0.elapsed();
             recorded?;
-            b.last = value;
-            b.steps += 1;
-            match b.models.last_mut() {
+            let p = &mut b.part;
+            p.wait = p.wait.max(wait);
+            p.last = value;
+            p.steps += 1;
+            match p.models.last_mut() {
                 Some((m, n)) if *m == label => *n += 1,
-                _ => b.models.push((label, 1)),
+                _ => p.models.push((label, 1)),
             }
+            b.steps += 1;
             Ok(b.steps)
         });
         self.stats.host.recording += recording;
@@ -603,49 +696,49 @@ impl StreamEngine {
         if self.shared.failed() {
             return Err(self.shared.refused());
         }
-        if b.last == 0 {
-            // A batch of page-table updates only still signals, to keep values in order.
-            b.last = self.next_value;
+        if b.part.last == 0 {
+            // A part of page-table updates only still signals, to keep values in order.
+            b.part.last = self.next_value;
             self.next_value += 1;
         }
         if let Some(t) = self.timing.as_mut() {
-            t.end(b.rec.command_buffer(), b.pair);
+            t.end(b.rec.command_buffer(), b.part.pair);
         }
+        let parts: Vec<Part> = b.cut.drain(..).chain([b.part]).collect();
         if !self.device.has_dedicated_transfer_queue() {
             // One queue runs in submission order: the copies this batch waits for must be
             // submitted first (a CPU wait for the page reads, not for the GPU).
-            self.shared.wait_transfer_submitted(b.wait);
+            let wait = parts.iter().map(|p| p.wait).max().unwrap_or(0);
+            self.shared.wait_transfer_submitted(wait);
             if self.shared.failed() {
                 return Err(self.shared.refused());
             }
         }
-        let mut waits = Vec::new();
-        if b.wait > 0 && self.device.has_dedicated_transfer_queue() {
-            waits.push(SemaphoreWait {
-                semaphore: self.transfer_sem.clone(),
-                value: b.wait,
-                stage: vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
-            });
-        }
+        let last = parts.last().map_or(0, |p| p.last);
+        let waits = self.part_waits(parts.last().map_or(0, |p| p.wait));
         let signals = [SemaphoreSignal {
             semaphore: self.compute_sem.clone(),
-            value: b.last,
+            value: last,
         }];
         let submitted_at = self.started.elapsed().as_nanos() as f64;
         let sub = b.rec.submit(&waits, &signals).map_err(|e| self.fail(e))?;
-        self.submitted = b.last;
+        self.submitted = last;
         self.held_from = None;
-        self.shared.set_compute_submitted(b.last);
-        self.journal.batch_submitted(BatchInfo {
-            key: b.key,
-            last: b.last,
-            wait: b.wait,
-            submitted_ns: submitted_at,
-            models: b.models,
-            timed: b.pair.is_some(),
-        });
-        self.inflight.push_back((b.last, sub));
+        let ends: Vec<u64> = parts.iter().map(|p| p.last).collect();
+        self.shared.set_compute_submitted(&ends);
+        for p in parts {
+            self.journal.batch_submitted(BatchInfo {
+                key: p.key,
+                last: p.last,
+                wait: p.wait,
+                submitted_ns: submitted_at,
+                models: p.models,
+                timed: p.pair.is_some(),
+            });
+        }
+        self.inflight.push_back((last, sub));
         self.stats.compute_submits += 1;
+        self.stats.compute_parts += ends.len() as u64;
         self.retire()
     }
 

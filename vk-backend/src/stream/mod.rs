@@ -11,10 +11,14 @@
 //! - the *transfer* semaphore: load number `t` (its [`LoadTicket`]) signals value `t`; loads are
 //!   submitted in ticket order, so value `t` means every load up to `t` has landed;
 //! - the *compute* semaphore: step number `s` (returned by [`StreamEngine::step`]) signals `s`
-//!   at the end of the compute batch that contains it.
+//!   at the end of the part of the compute batch that contains it.
 //!
-//! A compute batch waits for the newest load its steps need. A load into a slot waits for the
-//! compute value of the last step that read the slot's previous page. Page-table entries are
+//! A compute batch is one `vkQueueSubmit` of several parts, each its own command buffer with
+//! its own wait and signal ([`StreamConfig::steps_per_part`]). A part waits for the newest load
+//! its steps need. A load into a slot waits for the compute value of the last step that read
+//! the slot's previous page; the transfer thread submits it once that step's batch is
+//! submitted, and a step that needs such a load starts a new part (on a shared queue, the
+//! batch is submitted first instead), so a part never waits for itself. Page-table entries are
 //! written with `vkCmdUpdateBuffer` inside the compute command stream, right before the first
 //! step that needs the page, so work already in flight keeps the old mapping. The CPU only
 //! blocks when the staging ring is full (on the I/O dispatcher thread, in `vkWaitSemaphores`),
@@ -90,6 +94,12 @@ pub struct StreamConfig {
     pub host_mirror: bool,
     /// Steps recorded into one compute submission before it is submitted automatically.
     pub steps_per_batch: u32,
+    /// Least steps in one part of a compute submission. A part has its own semaphore wait (its
+    /// own steps' pages) and signal (the copies waiting for its steps' slots), so copies and
+    /// compute overlap within one submission. A part is cut before a step that needs a newer
+    /// page than the part waits for, or once a copy waits for one of its steps; at least
+    /// `steps_per_batch` means one part per submission.
+    pub steps_per_part: u32,
     /// Most page copies in one transfer submission.
     pub max_loads_per_submit: u32,
     /// Write timestamp queries on both queues (busy / stall times in [`StreamStats`]).
@@ -107,6 +117,7 @@ impl Default for StreamConfig {
             staging_memory: StagingMemory::System,
             host_mirror: false,
             steps_per_batch: 16,
+            steps_per_part: 4,
             max_loads_per_submit: 8,
             timestamps: true,
         }
@@ -150,6 +161,9 @@ pub struct StreamStats {
     pub evictions: u64,
     pub steps: u64,
     pub compute_submits: u64,
+    /// Parts of compute submissions, each with its own wait and signal (see
+    /// [`StreamConfig::steps_per_part`]).
+    pub compute_parts: u64,
     pub transfer_submits: u64,
     /// Where the calling thread's time in the engine went.
     pub host: HostTime,

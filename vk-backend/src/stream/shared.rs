@@ -92,12 +92,18 @@ impl Shared {
         }
     }
 
-    /// Records that the compute batch ending at `value` was submitted.
-    pub fn set_compute_submitted(&self, value: u64) {
+    /// Records that a compute submission was submitted whose parts end at `part_ends`
+    /// (ascending; the last is the submission's end). Each part signals its end.
+    pub fn set_compute_submitted(&self, part_ends: &[u64]) {
+        let Some(&value) = part_ends.last() else {
+            return;
+        };
         {
             let mut ends = self.batch_ends.lock();
-            if ends.0.back().is_none_or(|&e| e < value) {
-                ends.0.push_back(value);
+            for &end in part_ends {
+                if ends.0.back().is_none_or(|&e| e < end) {
+                    ends.0.push_back(end);
+                }
             }
             while ends.0.len() > BATCH_ENDS_KEPT {
                 if let Some(e) = ends.0.pop_front() {
@@ -110,8 +116,8 @@ impl Shared {
         self.compute_submitted_cv.notify_all();
     }
 
-    /// The last value of the submitted compute batch holding step value `value`: the value
-    /// the compute semaphore reaches when that step is done (a submission signals only at its
+    /// The last value of the submitted compute part holding step value `value`: the value
+    /// the compute semaphore reaches when that step is done (a part signals only at its
     /// end). `value` itself where its batch is not submitted or no longer remembered.
     pub fn batch_end(&self, value: u64) -> u64 {
         let ends = self.batch_ends.lock();

@@ -132,7 +132,7 @@ impl Submitter {
             }
             while let Some(first) = pending.get(&next) {
                 // The first copy's slot reader must be submitted before the copy can wait for
-                // it; the copy then waits for the end of the reader's batch, which is when the
+                // it; the copy then waits for the end of the reader's part, which is when the
                 // compute semaphore says the reader is done anyway.
                 let reader = first.req.compute_wait;
                 self.ctx.shared.wait_compute_submitted(reader);
@@ -140,10 +140,11 @@ impl Submitter {
                 let mut batch: Vec<ReadDone> = Vec::new();
                 while batch.len() < self.ctx.max_batch.max(1) {
                     // A later copy joins only if that wait covers its own reader. It never
-                    // names a compute batch that waits for a copy of this submission: a step
+                    // names a compute part that waits for a copy of this submission: a step
                     // needing a copy issued while the first copy's reader was in the open
-                    // batch makes the engine submit that batch first (`held_from`), and a
-                    // copy issued after it was submitted is needed only by later batches.
+                    // part goes into a new part (or, on a shared queue, makes the engine
+                    // submit the batch first; `held_from`), and a copy issued after that part
+                    // was cut is needed only by later parts.
                     match pending.get(&next) {
                         Some(d) if batch.is_empty() || d.req.compute_wait <= wait => {}
                         _ => break,
