@@ -88,6 +88,12 @@ pub struct Pipeline {
 /// starts when the reader's batch ends: up to this many steps later, never later than the end of
 /// the reader's model run (a run's end is waited for) or the step before the first step that needs
 /// the copy (the runtime submits early there). 0 = a step-granular runtime.
+///
+/// `handoff_s` is the latency of a wait between the queues: a copy that waits for a step starts
+/// this long after the step ends, and a step that waits for a copy this long after the copy
+/// ends (a GPU semaphore signal reaching the other queue, and the part boundary the runtime
+/// cuts there). Hidden where the waiting side is busy anyway; a schedule whose copies and steps
+/// wait on each other in turn pays it twice a page.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Bandwidth {
     pub h2d_bytes_per_s: f64,
@@ -95,6 +101,8 @@ pub struct Bandwidth {
     pub disk_bytes_per_s: Option<f64>,
     #[serde(default)]
     pub reuse_lag_steps: u32,
+    #[serde(default)]
+    pub handoff_s: f64,
 }
 
 impl Bandwidth {
@@ -119,6 +127,7 @@ impl Default for Bandwidth {
             per_transfer_s: 20e-6,
             disk_bytes_per_s: None,
             reuse_lag_steps: 0,
+            handoff_s: 0.0,
         }
     }
 }

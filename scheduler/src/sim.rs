@@ -29,7 +29,8 @@ pub struct Simulation {
 /// `bw.transfer_s(page_bytes)`; an evict the same with zero duration. Step `j` starts at max(end of
 /// step `j-1`, end of op `step_wait[j]`). Returns [`PlanError::Deadlock`] if an op waits for a step that
 /// waits for that op or a later one. With `bw.reuse_lag_steps`, an op's `after_step` moves to the end
-/// of the reader's batch (see [`Bandwidth`]).
+/// of the reader's batch, and `bw.handoff_s` is added to the end an op or step waits for on the
+/// other queue (see [`Bandwidth`]).
 pub fn simulate_schedule(
     trace: &Trace,
     schedule: &Schedule,
@@ -45,6 +46,7 @@ pub fn simulate_schedule(
     }
     let ops = &schedule.ops;
     let load_s = bw.transfer_s(trace.page_bytes);
+    let handoff = bw.handoff_s.max(0.0);
     let mut sim = Simulation {
         op_start: vec![0.0; ops.len()],
         op_end: vec![0.0; ops.len()],
@@ -83,7 +85,7 @@ pub fn simulate_schedule(
                     break;
                 }
             }
-            let start = dep.map_or(t_op, |d| t_op.max(sim.step_end[d]));
+            let start = dep.map_or(t_op, |d| t_op.max(sim.step_end[d] + handoff));
             let dur = match ops[i] {
                 Op::Load { .. } => load_s,
                 Op::Evict { .. } => 0.0,
@@ -108,7 +110,7 @@ pub fn simulate_schedule(
                     break;
                 }
             }
-            let start = w.map_or(t_step, |w| t_step.max(sim.op_end[w]));
+            let start = w.map_or(t_step, |w| t_step.max(sim.op_end[w] + handoff));
             sim.stalls[j] = start - t_step;
             sim.step_start[j] = start;
             t_step = start + trace.steps[j].compute_s;

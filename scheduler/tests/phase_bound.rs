@@ -49,6 +49,7 @@ fn bandwidth() -> Bandwidth {
         per_transfer_s: 0.0,
         disk_bytes_per_s: None,
         reuse_lag_steps: 0,
+        handoff_s: 0.0,
     }
 }
 

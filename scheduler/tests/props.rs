@@ -71,6 +71,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
                 per_transfer_s: fixed as f64 * 1e-4,
                 disk_bytes_per_s: None,
                 reuse_lag_steps: 0,
+                handoff_s: 0.0,
             },
         })
 }

@@ -34,6 +34,7 @@ fn bandwidth(lag: u32) -> Bandwidth {
         per_transfer_s: 0.0,
         disk_bytes_per_s: None,
         reuse_lag_steps: lag,
+        handoff_s: 0.0,
     }
 }
 

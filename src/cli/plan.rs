@@ -50,6 +50,11 @@ pub struct PlanArgs {
     /// wait for its reader's whole batch (`texstream run` plans with N = 15).
     #[arg(long)]
     pub reuse_lag: Option<u32>,
+    /// What if a wait between the copy and the compute queue takes this long (e.g. 8us;
+    /// `texstream run` prints the device's figure as "a hand-off between the queues ..."): a
+    /// copy that waits for a step, or a step for a copy, starts that long after it ends.
+    #[arg(long, value_parser = super::args::parse_duration_arg)]
+    pub handoff: Option<f64>,
     /// Also print every construction `planned` weighs, with its simulated time and loads.
     #[arg(long)]
     pub candidates: bool,
@@ -104,6 +109,9 @@ fn what_if(pl: &mut Planning, args: &PlanArgs) -> Result<()> {
     }
     if let Some(lag) = args.reuse_lag {
         pl.bw.reuse_lag_steps = lag;
+    }
+    if let Some(h) = args.handoff {
+        pl.bw.handoff_s = h;
     }
     for (name, t) in &args.run_times {
         let Some(i) = pl.names.iter().position(|n| n == name) else {

@@ -570,6 +570,9 @@ impl Session {
             h2d_bytes_per_s: self.loaded.page_bytes as f64 / per_page,
             per_transfer_s: 0.0,
             disk_bytes_per_s: None,
+            // Copies and steps that wait on each other in turn pay it at every wait: a plan
+            // that ignores it favours MIN's few free slots (BENCHMARKS.md, session 23).
+            handoff_s: c.handoff_probe.map_or(bw.handoff_s, |d| d.as_secs_f64()),
             ..bw
         };
         log::info!(

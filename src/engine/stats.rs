@@ -239,6 +239,8 @@ pub struct EngineStats {
     pub mirror_fill_behind_s: f64,
     /// Wall-clock seconds one page's copy from the mirror took when the engine started.
     pub copy_probe_s: Option<f64>,
+    /// Seconds a wait between the copy and the compute queue took when the engine started.
+    pub handoff_probe_s: Option<f64>,
     pub page_read_s: f64,
     pub staging_wait_s: f64,
     pub replans: ReplanCounts,
@@ -344,20 +346,24 @@ impl EngineStats {
         );
         o += &if self.host_mirror_bytes > 0 {
             format!(
-                "host mirror {:.2} MiB (every load copies from it), filled in {:.3} ms ({:.3} ms of it behind the requests); page reads {:.3} ms (summed over I/O threads); a page's copy probed at {}\n",
+                "host mirror {:.2} MiB (every load copies from it), filled in {:.3} ms ({:.3} ms of it behind the requests); page reads {:.3} ms (summed over I/O threads); a page's copy probed at {}, a hand-off between the queues at {}\n",
                 mib(self.host_mirror_bytes),
                 ms(self.mirror_fill_s),
                 ms(self.mirror_fill_behind_s),
                 ms(self.page_read_s),
                 self.copy_probe_s
+                    .map_or("-".into(), |t| format!("{:.1} µs", t * 1e6)),
+                self.handoff_probe_s
                     .map_or("-".into(), |t| format!("{:.1} µs", t * 1e6))
             )
         } else {
             format!(
-                "staging ring {} pages: page reads {:.3} ms (summed over I/O threads), waits for a free staging page {:.3} ms\n",
+                "staging ring {} pages: page reads {:.3} ms (summed over I/O threads), waits for a free staging page {:.3} ms; a hand-off between the queues at {}\n",
                 self.staging_pages,
                 ms(self.page_read_s),
-                ms(self.staging_wait_s)
+                ms(self.staging_wait_s),
+                self.handoff_probe_s
+                    .map_or("-".into(), |t| format!("{:.1} µs", t * 1e6))
             )
         };
         o += &format!(

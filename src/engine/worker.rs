@@ -530,6 +530,7 @@ impl Worker {
             st.mirror_fill_s = c.mirror_fill.as_secs_f64();
             st.mirror_fill_behind_s = c.mirror_fill_behind.as_secs_f64();
             st.copy_probe_s = c.copy_probe.map(|d| d.as_secs_f64());
+            st.handoff_probe_s = c.handoff_probe.map(|d| d.as_secs_f64());
             st.workload = s.loaded.workload.spec.name.clone();
             st.policy = s.loaded.policy.name().into();
             st.cap_bytes = s.loaded.cap;

@@ -41,7 +41,7 @@ impl TensorData {
 
 /// A dense row-major tensor. Model runs read and write f32 on the device; f16 and i64 inputs are
 /// converted on the way in (i64 exactly up to 2^24 in magnitude, beyond that it is an error).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Tensor {
     shape: Vec<usize>,
     data: TensorData,
@@ -51,6 +51,18 @@ pub struct Tensor {
     /// Names these values: a tensor never changes after it is made, so two tensors with one id
     /// (one is a clone of the other) hold the same values ([`Tensor::content_id`]).
     id: u64,
+}
+
+/// Shape, values and frame: the id names this process's copy of the values, not the values, so
+/// two runs that compute the same tensor print it alike.
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tensor")
+            .field("shape", &self.shape)
+            .field("data", &self.data)
+            .field("frame", &self.frame)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The next [`Tensor::content_id`].

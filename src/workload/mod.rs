@@ -287,6 +287,7 @@ impl LoadedWorkload {
                 .map(|d| rate(d, "disk_per_s"))
                 .transpose()?,
             reuse_lag_steps: 0,
+            handoff_s: 0.0,
         })
     }
 

@@ -16,6 +16,8 @@ pub struct Replay {
     family: u32,
     pool: vk::CommandPool,
     cmd: vk::CommandBuffer,
+    /// The pool's other command buffers (unused), given back with it.
+    spare: Vec<vk::CommandBuffer>,
     desc_pools: Vec<vk::DescriptorPool>,
     keep: Vec<Keep>,
     fence: vk::Fence,
@@ -53,6 +55,7 @@ impl Recorder {
             family: self.device.queue(self.queue).family,
             pool: self.pool,
             cmd: std::mem::replace(&mut self.cmd, vk::CommandBuffer::null()),
+            spare: std::mem::take(&mut self.spare),
             desc_pools: std::mem::take(&mut self.desc_pools),
             keep: std::mem::take(&mut self.keep),
             fence,
@@ -118,7 +121,10 @@ impl Drop for Replay {
             self.device.inner.recycler.give_back(
                 dev,
                 self.family,
-                Some((self.pool, vec![self.cmd])),
+                Some((
+                    self.pool,
+                    [self.cmd].into_iter().chain(self.spare.drain(..)).collect(),
+                )),
                 std::mem::take(&mut self.desc_pools),
                 Some(self.fence),
             );

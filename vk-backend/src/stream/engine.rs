@@ -220,6 +220,7 @@ impl StreamEngine {
             Some(m) => m.probe_copy(device, &atlas)?,
             None => None,
         };
+        let handoff_probe = super::probe_handoff(device)?;
         let transfer_sem = TimelineSemaphore::new(device, 0)?;
         let compute_sem = TimelineSemaphore::new(device, 0)?;
         let shared = Arc::new(Shared::default());
@@ -234,6 +235,7 @@ impl StreamEngine {
             staging_bytes: ring.as_ref().map_or(0, |r| r.bytes()),
             host_mirror_bytes: mirror.as_ref().map_or(0, |m| m.bytes()),
             copy_probe,
+            handoff_probe,
             ..Default::default()
         };
         let (req_tx, req_rx) = crossbeam_channel::unbounded();

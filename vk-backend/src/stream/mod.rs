@@ -33,6 +33,7 @@
 //! resource), so no ownership-transfer barriers are needed.
 
 mod engine;
+mod handoff;
 mod io;
 mod journal;
 mod mirror;
@@ -43,6 +44,7 @@ mod timing;
 mod transfer;
 
 pub use engine::StreamEngine;
+pub use handoff::probe_handoff;
 pub use journal::{StreamEvent, MAX_EVENTS};
 pub use mirror::MIRROR_BUFFER_BYTES;
 
@@ -188,6 +190,9 @@ pub struct StreamStats {
     /// Wall-clock time of one page's copy from the host mirror, probed at creation (`None`
     /// without a mirror).
     pub copy_probe: Option<Duration>,
+    /// Latency of a wait between the compute and transfer queues, probed at creation
+    /// ([`probe_handoff`]; `None` where they are one queue).
+    pub handoff_probe: Option<Duration>,
     /// GPU time the transfer queue spent on page copies.
     pub transfer_busy: Option<Duration>,
     /// GPU time compute batches ran, excluding the time they waited for transfers.
