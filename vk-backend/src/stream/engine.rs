@@ -12,7 +12,7 @@ use crossbeam_channel::Sender;
 use super::io::{self, LoadReq, ReadDone, Staged};
 use super::journal::{BatchInfo, Journal, StreamEvent};
 use super::mirror::HostMirror;
-use super::residency::{PageId, Residency};
+use super::residency::Residency;
 use super::shared::Shared;
 use super::staging::StagingRing;
 use super::timing::QueryRing;
@@ -277,7 +277,7 @@ impl StreamEngine {
         engine.transfer_thread = Some(transfer::spawn(
             TransferCtx {
                 device: device.clone(),
-                atlas_image: atlas.image().clone(),
+                atlas: atlas.clone(),
                 page_height: atlas.page_height(),
                 pages_per_layer: atlas.pages_per_layer(),
                 ring: ring.clone(),
@@ -475,21 +475,14 @@ impl StreamEngine {
         res.map_err(|e| self.fail(e))
     }
 
-    /// Unmaps `id` in the page table, in the compute stream.
-    fn unmap(&mut self, id: PageId) -> Result<()> {
-        let global = self.bases[id.0 as usize] + id.1;
-        let atlas = self.atlas.clone();
-        let b = self.batch()?;
-        b.rec.update_page_table(&atlas, &[(global, None)])
-    }
-
     /// The slot holding `model`'s `page`, if it is resident (loaded or loading).
     pub fn slot_of(&self, model: u32, page: u32) -> Option<u32> {
         self.residency.slot_of((model, page))
     }
 
-    /// Drops whatever page `slot` holds (its page-table entry is cleared in the compute stream;
-    /// the slot's memory is reused by the next load into it).
+    /// Drops whatever page `slot` holds (the slot's memory is reused by the next load into it).
+    /// Its page-table entry is left as it is: no step reads a page that is not resident, and
+    /// the page's next load rewrites the entry.
     pub fn evict(&mut self, slot: u32) -> Result<()> {
         let t0 = Instant::now();
         let res = self.evict_slot(slot);
@@ -500,12 +493,9 @@ impl StreamEngine {
     fn evict_slot(&mut self, slot: u32) -> Result<()> {
         self.check()?;
         let after = self.residency.last_read(slot)?;
-        if let Some((id, mapped)) = self.residency.evict(slot)? {
+        if let Some(id) = self.residency.evict(slot)? {
             self.stats.evictions += 1;
             self.journal.evicted(id.0, id.1, slot, after);
-            if mapped {
-                self.unmap(id).map_err(|e| self.fail(e))?;
-            }
         }
         Ok(())
     }
@@ -527,7 +517,13 @@ impl StreamEngine {
                 "model {model} page {page} is already resident in slot {other}"
             )));
         }
-        let wait = self.residency.last_read(slot)?;
+        // The copy overwrites the slot after its old page's last reader, and the transfer queue
+        // rewrites this page's table entry (with the copy) after the last step that read the
+        // entry while the page was resident before.
+        let wait = self
+            .residency
+            .last_read(slot)?
+            .max(self.residency.last_read_of_evicted((model, page)));
         self.evict_slot(slot)?;
         let ticket = self.next_ticket;
         if wait > self.submitted {
@@ -595,7 +591,6 @@ impl StreamEngine {
         F: FnOnce(&mut Recorder) -> Result<()>,
     {
         self.check()?;
-        let mut map = Vec::new();
         let mut slots = Vec::with_capacity(needs.len());
         let mut wait = 0;
         for &(m, p) in needs {
@@ -606,9 +601,6 @@ impl StreamEngine {
                     self.stats.steps
                 ))));
             };
-            if n.map {
-                map.push((self.bases[m as usize] + p, Some(n.slot)));
-            }
             slots.push(n.slot);
             wait = wait.max(n.ticket);
         }
@@ -623,13 +615,9 @@ impl StreamEngine {
         }
         self.cut_part_before(wait)?;
         let value = self.next_value;
-        let atlas = self.atlas.clone();
         let label = self.label;
         let mut recording = Duration::ZERO;
         let res = self.batch().and_then(|b| {
-            if !map.is_empty() {
-                b.rec.update_page_table(&atlas, &map)?;
-            }
             let t0 = Instant::now();
             let recorded = record(&mut b.rec);
             recording = t0.elapsed();

@@ -18,9 +18,11 @@
 //! its steps need. A load into a slot waits for the compute value of the last step that read
 //! the slot's previous page; the transfer thread submits it once that step's batch is
 //! submitted, and a step that needs such a load starts a new part (on a shared queue, the
-//! batch is submitted first instead), so a part never waits for itself. Page-table entries are
-//! written with `vkCmdUpdateBuffer` inside the compute command stream, right before the first
-//! step that needs the page, so work already in flight keeps the old mapping. The CPU only
+//! batch is submitted first instead), so a part never waits for itself. A copied page's
+//! page-table entry is written with `vkCmdUpdateBuffer` in the copy's own transfer submission,
+//! after the last step that read the entry while the page was resident before; evictions leave
+//! entries alone (no step reads a page that is not resident), so the compute stream never
+//! writes the table and needs no barrier for it. The CPU only
 //! blocks when the staging ring is full (on the I/O dispatcher thread, in `vkWaitSemaphores`),
 //! never per step.
 //!

@@ -1,5 +1,6 @@
 //! Host bookkeeping of the atlas slots: which page each slot holds, the load that filled it,
-//! whether the GPU page table maps it yet, and the last compute step that read it.
+//! and the last compute step that read it; and, for a page that left its slot, the last step
+//! that may have read its page-table entry (its next load rewrites that entry).
 
 use std::collections::HashMap;
 
@@ -13,8 +14,6 @@ struct Slot {
     content: Option<PageId>,
     /// Transfer value of the load that filled the slot.
     ticket: u64,
-    /// Whether the GPU page table maps `content` to this slot (written in the compute stream).
-    mapped: bool,
     /// Compute value of the last step that read the slot (survives eviction: the next load into
     /// the slot must wait for it).
     last_read: u64,
@@ -25,13 +24,15 @@ struct Slot {
 pub(crate) struct Need {
     pub slot: u32,
     pub ticket: u64,
-    /// The page table must map the page before this step.
-    pub map: bool,
 }
 
 pub(crate) struct Residency {
     slots: Vec<Slot>,
     resident: HashMap<PageId, u32>,
+    /// Pages evicted since they were last loaded: the last compute step that read their slot
+    /// while they held it (one entry per page the engine has seen, so bounded by the atlas's
+    /// logical pages).
+    evicted_reads: HashMap<PageId, u64>,
 }
 
 impl Residency {
@@ -39,6 +40,7 @@ impl Residency {
         Residency {
             slots: vec![Slot::default(); slots as usize],
             resident: HashMap::new(),
+            evicted_reads: HashMap::new(),
         }
     }
 
@@ -51,16 +53,22 @@ impl Residency {
         })
     }
 
-    /// Empties `slot`. Returns the page it held and whether the GPU table maps it.
-    pub fn evict(&mut self, slot: u32) -> Result<Option<(PageId, bool)>> {
+    /// Empties `slot`. Returns the page it held.
+    pub fn evict(&mut self, slot: u32) -> Result<Option<PageId>> {
         self.slot(slot)?;
         let s = &mut self.slots[slot as usize];
         let Some(id) = s.content.take() else {
             return Ok(None);
         };
         self.resident.remove(&id);
-        let mapped = std::mem::replace(&mut s.mapped, false);
-        Ok(Some((id, mapped)))
+        self.evicted_reads.insert(id, s.last_read);
+        Ok(Some(id))
+    }
+
+    /// Compute value of the last step that may have read `id`'s page-table entry before it was
+    /// evicted (0 = never resident): its next load rewrites the entry, after that step.
+    pub fn last_read_of_evicted(&self, id: PageId) -> u64 {
+        self.evicted_reads.get(&id).copied().unwrap_or(0)
     }
 
     /// Compute value the next overwrite of `slot` must wait for.
@@ -86,21 +94,16 @@ impl Residency {
         let s = &mut self.slots[slot as usize];
         s.content = Some(id);
         s.ticket = ticket;
-        s.mapped = false;
         self.resident.insert(id, slot);
         Ok(())
     }
 
-    /// Looks up a page a step reads and marks it mapped (the caller writes the table entry).
-    pub fn need(&mut self, id: PageId) -> Option<Need> {
+    /// Looks up a page a step reads.
+    pub fn need(&self, id: PageId) -> Option<Need> {
         let &slot = self.resident.get(&id)?;
-        let s = &mut self.slots[slot as usize];
-        let map = !s.mapped;
-        s.mapped = true;
         Some(Need {
             slot,
-            ticket: s.ticket,
-            map,
+            ticket: self.slots[slot as usize].ticket,
         })
     }
 
@@ -124,20 +127,18 @@ mod tests {
     fn fill_need_evict_cycle() {
         let mut r = Residency::new(2);
         r.fill((0, 3), 1, 7).unwrap();
-        assert_eq!(
-            r.need((0, 3)),
-            Some(Need {
-                slot: 1,
-                ticket: 7,
-                map: true
-            })
-        );
-        assert_eq!(r.need((0, 3)).map(|n| n.map), Some(false));
+        assert_eq!(r.need((0, 3)), Some(Need { slot: 1, ticket: 7 }));
+        assert_eq!(r.last_read_of_evicted((0, 3)), 0, "never evicted");
         r.mark_read(1, 5);
         assert!(r.fill((0, 4), 1, 8).is_err(), "occupied slot");
         assert!(r.fill((0, 3), 0, 8).is_err(), "already resident");
-        assert_eq!(r.evict(1).unwrap(), Some(((0, 3), true)));
+        assert_eq!(r.evict(1).unwrap(), Some((0, 3)));
         assert_eq!(r.last_read(1).unwrap(), 5);
+        assert_eq!(
+            r.last_read_of_evicted((0, 3)),
+            5,
+            "its table entry was read by step 5"
+        );
         assert_eq!(r.need((0, 3)), None);
         assert!(r.evict(9).is_err());
         r.fill((1, 0), 1, 9).unwrap();

@@ -18,10 +18,10 @@ use super::mirror::HostMirror;
 use super::shared::Shared;
 use super::staging::StagingRing;
 use super::timing::QueryRing;
+use crate::atlas::WeightAtlas;
 use crate::device::{Device, QueueKind};
 use crate::error::{Result, VkError, VkResultExt};
 use crate::layout::PAGE_WIDTH;
-use crate::resource::Image;
 use crate::sync::TimelineSemaphore;
 
 /// How often the thread reports finished copies while some are in flight.
@@ -29,7 +29,8 @@ const REPORT_EVERY: Duration = Duration::from_millis(5);
 
 pub(crate) struct TransferCtx {
     pub device: Device,
-    pub atlas_image: Image,
+    /// Its image receives the copies; its page table the copied pages' entries.
+    pub atlas: WeightAtlas,
     pub page_height: u32,
     /// Pages per atlas layer ([`crate::WeightAtlas::slot_origin`]).
     pub pages_per_layer: u32,
@@ -256,9 +257,25 @@ impl Submitter {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        // Each copied page's table entry is written after the copies, in the same submission:
+        // a step that reads the page waits for this submission's signal, which makes both
+        // visible, and the copy already waits for the last step that read the old entry (see
+        // `StreamEngine::load`). The compute stream never writes the table, so it needs no
+        // barrier for it.
+        let entries: Vec<(u32, Option<u32>)> = copies
+            .iter()
+            .map(|d| {
+                (
+                    self.ctx.bases[d.req.model as usize] + d.req.page,
+                    Some(d.req.slot),
+                )
+            })
+            .collect();
+        let table_writes = self.ctx.atlas.table_writes(&entries)?;
+        let table = self.ctx.atlas.page_table_buffer().raw();
         let cmd = self.command_buffer()?;
         let dev = self.ctx.device.raw().clone();
-        let img = self.ctx.atlas_image.raw();
+        let img = self.ctx.atlas.image().raw();
         // One queue for both: submission order plus this barrier orders the copies after the
         // compute steps submitted before them (`submit` holds a copy back until its slot's last
         // reader is submitted), so no semaphore wait is needed. Old validation layers
@@ -327,6 +344,9 @@ impl Submitter {
                         vk::ImageLayout::GENERAL,
                         &[region.buffer_offset(offset)],
                     );
+                }
+                for w in &table_writes {
+                    dev.cmd_update_buffer(cmd, table, w.offset, &w.bytes);
                 }
                 if let Some(t) = self.timing.as_mut() {
                     t.end(cmd, pair);
