@@ -2,7 +2,7 @@
 //! read-after-write, write-after-read or write-after-write needs, and the UNDEFINED → GENERAL
 //! transition of an image's first use (images stay in GENERAL afterwards).
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 use ash::vk;
 

@@ -34,7 +34,7 @@ pub use replay::Replay;
 pub use reuse::{CommandCache, RecordedCommands};
 pub use submit::Submission;
 
-use std::collections::HashSet;
+use foldhash::{HashSet, HashSetExt};
 use std::sync::Arc;
 
 use ash::vk;

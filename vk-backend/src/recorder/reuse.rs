@@ -14,7 +14,7 @@
 //! time: the recording lists the images it touches, and the recorder that emits it transitions
 //! those not yet initialized first (where the step's own first use would have).
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 use std::sync::{Arc, Mutex};
 
 use super::command::Command;

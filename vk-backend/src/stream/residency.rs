@@ -2,7 +2,7 @@
 //! and the last compute step that read it; and, for a page that left its slot, the last step
 //! that may have read its page-table entry (its next load rewrites that entry).
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use crate::error::{Result, VkError};
 
