@@ -56,10 +56,14 @@ pub fn packed_header(data: &[u8]) -> bool {
     let bytes_per_value = header.precision.bytes_per_value();
     let _liveness = crate::ir::liveness::liveness(&header.graph, bytes_per_value);
     let g = &header.graph;
-    let _arena = crate::runtime::arena::plan(g, |t| {
-        let bytes = crate::ir::c4_bytes(&g.tensors[t].shape, bytes_per_value) as u64;
-        (None, bytes)
-    });
+    let _arena = crate::runtime::arena::plan(
+        g,
+        |t| {
+            let bytes = crate::ir::c4_bytes(&g.tensors[t].shape, bytes_per_value) as u64;
+            (None, bytes)
+        },
+        &[],
+    );
     true
 }
 

@@ -317,6 +317,21 @@ impl Session {
             shared = shared.overlay(&layout);
             layouts.push(offsets);
         }
+        // Inputs kept alive for the whole run where the shared memory has room for them
+        // anyway: an input whose value does not change between runs of one model (a speech
+        // decoder's cross-attention keys and values, every token) then stays on the device.
+        for (m, offsets) in models.iter_mut().zip(layouts.iter_mut()) {
+            let name = m.name.clone();
+            let model_err = |e: crate::runtime::RuntimeError| EngineError::Model {
+                workload: loaded.workload.path.clone(),
+                model: name.clone(),
+                msg: e.to_string(),
+            };
+            m.pin_inputs_within(&shared).map_err(model_err)?;
+            let (pinned_offsets, layout) = m.arena_layout().map_err(model_err)?;
+            debug_assert_eq!(shared.overlay(&layout), shared);
+            *offsets = pinned_offsets;
+        }
         // Inputs go up and outputs come back through host-visible staging kept for the whole
         // session. Where host-visible memory is device memory (UMA) one buffer serves both
         // directions and counts; otherwise the upload buffer counts where the allocator places
@@ -856,11 +871,23 @@ impl Session {
                 values.push((*name, t.f32_values()?));
             }
         }
-        let inputs: Vec<(&str, &[f32])> = values.iter().map(|(n, v)| (*n, &v[..])).collect();
+        let all: Vec<(&str, &[f32])> = values.iter().map(|(n, v)| (*n, &v[..])).collect();
         // Inputs that fit the staging buffer together are copied in the run's first
         // submission: no submission and wait of their own (two per run of a model with two
-        // inputs, each a round trip to the GPU).
+        // inputs, each a round trip to the GPU). The others go up first, each through the
+        // staging buffer in pieces with a wait, so the buffer is free again for the rest.
+        let names: Vec<&str> = all.iter().map(|(n, _)| *n).collect();
+        let fitting = model.inputs_fitting(&names, &self.io.up)?;
+        let mut inputs = Vec::with_capacity(all.len());
+        for (input, fits) in all.into_iter().zip(fitting) {
+            if fits {
+                inputs.push(input);
+            } else {
+                model.upload(input.0, input.1, &self.io.up)?;
+            }
+        }
         match model.stage_inputs(&inputs, &self.io.up)? {
+            Some(_) if inputs.is_empty() => {}
             Some(offsets) => {
                 let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
                 let (model, up) = (&self.models[m], &self.io.up);

@@ -58,8 +58,14 @@ pub fn root_of(g: &Graph, mut t: TensorId) -> TensorId {
     t
 }
 
-/// Plans the arena. `key_bytes(t)` gives tensor `t`'s pool key and image bytes.
-pub fn plan(g: &Graph, key_bytes: impl Fn(TensorId) -> (PoolKey, u64)) -> ArenaPlan {
+/// Plans the arena. `key_bytes(t)` gives tensor `t`'s pool key and image bytes. Tensors in
+/// `pinned` (graph inputs a caller keeps on the device between runs) live to the end of the
+/// run, like graph outputs, so no later tensor takes their storage.
+pub fn plan(
+    g: &Graph,
+    key_bytes: impl Fn(TensorId) -> (PoolKey, u64),
+    pinned: &[TensorId],
+) -> ArenaPlan {
     let nt = g.tensors.len();
     let root: Vec<TensorId> = (0..nt).map(|t| root_of(g, t)).collect();
     let is_act = |t: TensorId| !g.is_const(t);
@@ -73,6 +79,11 @@ pub fn plan(g: &Graph, key_bytes: impl Fn(TensorId) -> (PoolKey, u64)) -> ArenaP
     }
     for p in &g.outputs {
         last[root[p.tensor]] = Some(end);
+    }
+    for &t in pinned {
+        if let Some(r) = root.get(t) {
+            last[*r] = Some(end);
+        }
     }
     let mut slot = vec![None; nt];
     let mut slots: Vec<Slot> = Vec::new();
@@ -215,7 +226,46 @@ pub fn pack_offsets(slots: &[((usize, usize), u64, u64)]) -> (Vec<u64>, u64) {
 
 #[cfg(test)]
 mod tests {
-    use super::pack_offsets;
+    use super::{pack_offsets, plan};
+    use crate::ir::{DType, Graph, Node, Op, Port, UnaryOp};
+
+    /// x -> a -> b -> c (output), every tensor of one shape: one image pool.
+    fn chain() -> (Graph, usize) {
+        let mut g = Graph::default();
+        let t: Vec<usize> = ["x", "a", "b", "c"]
+            .iter()
+            .map(|n| g.add_tensor(*n, vec![1, 4, 8, 8], DType::F32))
+            .collect();
+        for i in 0..3 {
+            g.nodes.push(Node {
+                name: format!("n{i}"),
+                op: Op::Unary(UnaryOp::Abs),
+                inputs: vec![Some(t[i])],
+                outputs: vec![t[i + 1]],
+            });
+        }
+        g.inputs.push(Port::new("x", t[0]));
+        g.outputs.push(Port::new("c", t[3]));
+        (g, t[0])
+    }
+
+    #[test]
+    fn a_pinned_input_keeps_its_image_to_the_end() {
+        let (g, x) = chain();
+        let key = |_| (Some((8, 8, 1)), 1024);
+        let free = plan(&g, key, &[]);
+        // x dies at n0, so b (written by n1) takes its image.
+        assert_eq!(free.slot[x], free.slot[2]);
+        assert_eq!(free.slots.len(), 2);
+        let pinned = plan(&g, key, &[x]);
+        assert!((1..4).all(|t| pinned.slot[t] != pinned.slot[x]));
+        // Alive past the last node, like the output.
+        assert_eq!(
+            pinned.slots[pinned.slot[x].unwrap()].live.1,
+            g.nodes.len() + 1
+        );
+        assert_eq!(pinned.slots.len(), 3);
+    }
 
     /// Brute force: every pair alive together is disjoint in memory, offsets are aligned.
     fn check(slots: &[((usize, usize), u64, u64)]) -> u64 {

@@ -76,6 +76,8 @@ pub struct Executable {
     /// Scratch tensors a node needs (e.g. the [N, C, 1, W] copies of 1-D convs), by (node, k).
     pub(crate) scratch: HashMap<(usize, usize), Tensor>,
     pub(crate) arena: ArenaPlan,
+    /// Graph inputs the arena keeps alive for the whole run ([`Self::pin_inputs`]).
+    pinned_inputs: Vec<TensorId>,
     /// One tensor per arena slot (the image every tensor of the slot views).
     arena_tensors: Vec<Tensor>,
     /// Views whose image would be folded differently from their root's (kernels need one fold
@@ -187,6 +189,7 @@ impl Executable {
             node_step,
             scratch: HashMap::new(),
             arena: ArenaPlan::default(),
+            pinned_inputs: Vec::new(),
             arena_tensors: Vec::new(),
             demoted_views: 0,
             last_timings: RunTimings::default(),
@@ -417,10 +420,36 @@ impl Executable {
                 None => (None, (n * c.div_ceil(4) * h * w) as u64 * bpt),
             }
         };
-        arena::plan(g, |t| {
-            let (k, b) = key_bytes(t);
-            (k.filter(|_| pooled), b)
-        })
+        arena::plan(
+            g,
+            |t| {
+                let (k, b) = key_bytes(t);
+                (k.filter(|_| pooled), b)
+            },
+            &self.pinned_inputs,
+        )
+    }
+
+    /// Re-plans the (not yet placed) shared-memory arena with the graph inputs named in `names`
+    /// alive for the whole run, so that no other tensor takes their storage and an unchanged
+    /// input can stay on the device for the next run ([`Self::inputs_kept_between_runs`]).
+    pub fn pin_inputs(&mut self, names: &[&str]) -> Result<()> {
+        if !self.arena_tensors.is_empty() {
+            return Err(RuntimeError::BadNode {
+                node: "(arena)".into(),
+                op: "pin inputs".into(),
+                reason: "the activation arena is already placed".into(),
+            });
+        }
+        let g = &self.header.graph;
+        self.pinned_inputs = g
+            .inputs
+            .iter()
+            .filter(|p| names.contains(&p.name.as_str()))
+            .map(|p| p.tensor)
+            .collect();
+        self.arena = self.plan_arena(false);
+        Ok(())
     }
 
     /// Plans the arena and gives every image its own allocation.

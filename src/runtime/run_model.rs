@@ -122,6 +122,41 @@ impl StreamedModel {
         self.exe.arena_layout()
     }
 
+    /// Keeps graph inputs alive for the whole run where that costs the shared arena nothing:
+    /// `shared` is the memory every model's arena overlays (the largest of them). All inputs
+    /// where this model's layout still fits in it, else each input in turn while it fits.
+    /// Returns the names kept alive.
+    pub fn pin_inputs_within(
+        &mut self,
+        shared: &SharedMemoryLayout,
+    ) -> Result<Vec<String>, RuntimeError> {
+        let names: Vec<String> = self
+            .exe
+            .graph()
+            .inputs
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
+        let mut fits = |set: &[&str]| -> Result<bool, RuntimeError> {
+            self.exe.pin_inputs(set)?;
+            let (_, layout) = self.exe.arena_layout()?;
+            Ok(shared.overlay(&layout) == *shared)
+        };
+        let all: Vec<&str> = names.iter().map(String::as_str).collect();
+        if fits(&all)? {
+            return Ok(names);
+        }
+        let mut kept: Vec<&str> = Vec::new();
+        for name in &all {
+            kept.push(name);
+            if !fits(&kept)? {
+                kept.pop();
+            }
+        }
+        fits(&kept)?;
+        Ok(kept.into_iter().map(str::to_string).collect())
+    }
+
     /// Places the activation arena in `memory`, which the other models of the workload share:
     /// models run one at a time, so each can use all of it ([`StreamedModel::begin_run`]).
     pub fn bind_arena(
@@ -266,6 +301,28 @@ impl StreamedModel {
     /// for [`Self::record_input_copies`] to copy in the run's own submission instead of one
     /// submission and wait per input. Returns each input's offset, or `None` where they do
     /// not fit (then [`Self::upload`] each).
+    /// Which of `names` fit the staging buffer together, taken in order (one that does not
+    /// fit beside those before it is left out and the next ones still tried): those are staged
+    /// ([`Self::stage_inputs`]), the rest go up on their own first ([`Self::upload`]).
+    pub fn inputs_fitting(
+        &self,
+        names: &[&str],
+        staging: &vk_backend::Buffer,
+    ) -> Result<Vec<bool>, RuntimeError> {
+        let mut end = 0u64;
+        names
+            .iter()
+            .map(|name| {
+                let next = aligned_end(end, self.port_tensor(name, true)?.physical_bytes());
+                let fits = next <= staging.size();
+                if fits {
+                    end = next;
+                }
+                Ok(fits)
+            })
+            .collect()
+    }
+
     pub fn stage_inputs(
         &self,
         inputs: &[(&str, &[f32])],
