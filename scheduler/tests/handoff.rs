@@ -2,6 +2,8 @@
 //! step, or a step for a copy, starts that long after what it waits for ends. A schedule whose
 //! copies and steps wait on each other in turn pays it at every wait; one whose copies run
 //! ahead pays it only where a step really waits.
+mod common;
+use common::decoder;
 use scheduler::{
     demand_schedule, plan, simulate_schedule, Bandwidth, Eviction, Issue, Pipeline, Policy,
     Profile, Stage, Step, Trace,
@@ -75,25 +77,6 @@ fn copies_that_run_ahead_pay_only_where_a_step_waits() {
     let (none, with) = (t(0.0), t(1e-4));
     // Only the first step waits for a copy that has not landed.
     assert!((with - none - 1e-4).abs() < 1e-9, "{with} vs {none}");
-}
-
-/// One model of `pages` pages, read in order by every fourth step, like a decoder's matrices
-/// between its norms and activations; its runs are decode steps.
-fn decoder(pages: u32, step_s: f64) -> Profile {
-    Profile {
-        model: "lm".into(),
-        page_bytes: PAGE,
-        total_pages: pages,
-        steps: (0..4 * pages)
-            .map(|k| Step {
-                name: format!("s{k}"),
-                pages: if k % 4 == 0 { vec![k / 4] } else { Vec::new() },
-                compute_s: step_s,
-                activation_bytes: 0,
-                lookup: false,
-            })
-            .collect(),
-    }
 }
 
 /// Under a batching runtime whose hand-offs cost time, MIN among pages read just before the

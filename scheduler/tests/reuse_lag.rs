@@ -3,29 +3,12 @@
 //! exactly those pages, so its loads serialize with compute; the simulator must show that, and
 //! `planned` must then prefer a plan whose copies do not wait (MIN among pages not read lately),
 //! which still loads far fewer pages than LRU.
+mod common;
+use common::decoder;
 use scheduler::{
-    demand_schedule, plan, simulate_schedule, Bandwidth, Eviction, Issue, Pipeline, Policy,
-    Profile, Stage, Step, Trace,
+    demand_schedule, plan, simulate_schedule, Bandwidth, Eviction, Issue, Pipeline, Policy, Stage,
+    Trace,
 };
-
-/// One model of `pages` pages, read in order by every fourth step (the others read none), like a
-/// decoder's matrices between its norms and activations; `calls` runs of it are decode steps.
-fn decoder(pages: u32, step_s: f64) -> Profile {
-    Profile {
-        model: "lm".into(),
-        page_bytes: 1 << 20,
-        total_pages: pages,
-        steps: (0..4 * pages)
-            .map(|k| Step {
-                name: format!("s{k}"),
-                pages: if k % 4 == 0 { vec![k / 4] } else { Vec::new() },
-                compute_s: step_s,
-                activation_bytes: 0,
-                lookup: false,
-            })
-            .collect(),
-    }
-}
 
 fn bandwidth(lag: u32) -> Bandwidth {
     // 1 MiB in 43 µs (what the H200's transfer queue measured); a page is read every 60 µs.
