@@ -137,9 +137,16 @@ impl StreamedModel {
             .iter()
             .map(|p| p.name.clone())
             .collect();
+        let model = self.name.clone();
         let mut fits = |set: &[&str]| -> Result<bool, RuntimeError> {
             self.exe.pin_inputs(set)?;
             let (_, layout) = self.exe.arena_layout()?;
+            log::debug!(
+                "model `{model}`: {} inputs kept alive, arena {} of {} bytes",
+                set.len(),
+                layout.size,
+                shared.size
+            );
             Ok(shared.overlay(&layout) == *shared)
         };
         let all: Vec<&str> = names.iter().map(String::as_str).collect();
