@@ -835,6 +835,10 @@ impl StreamEngine {
                 return Err(self.fail(e));
             }
         }
+        // A run that failed while this wait went on signalled its remaining loads without
+        // copying them (so that no GPU wait hangs): the steps waited for may have read pages
+        // that never arrived, so their results are not handed out.
+        self.check()?;
         self.retire()
     }
 
