@@ -886,17 +886,19 @@ impl Session {
                 model.upload(input.0, input.1, &self.io.up)?;
             }
         }
-        match model.stage_inputs(&inputs, &self.io.up)? {
-            Some(_) if inputs.is_empty() => {}
-            Some(offsets) => {
-                let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
-                let (model, up) = (&self.models[m], &self.io.up);
-                self.ex
-                    .record(|rec| model.record_input_copies(&names, &offsets, up, rec))?;
-            }
-            None => {
-                for (name, data) in &inputs {
-                    model.upload(name, data, &self.io.up)?;
+        if !inputs.is_empty() {
+            match model.stage_inputs(&inputs, &self.io.up)? {
+                Some(offsets) => {
+                    let names: Vec<&str> = inputs.iter().map(|(n, _)| *n).collect();
+                    let (model, up) = (&self.models[m], &self.io.up);
+                    self.ex
+                        .record(|rec| model.record_input_copies(&names, &offsets, up, rec))?;
+                }
+                // Not expected (`inputs_fitting` chose them): each goes up on its own.
+                None => {
+                    for (name, data) in &inputs {
+                        model.upload(name, data, &self.io.up)?;
+                    }
                 }
             }
         }

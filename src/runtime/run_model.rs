@@ -304,10 +304,6 @@ impl StreamedModel {
         }
     }
 
-    /// Packs `inputs` side by side into `staging` (host writes only) where they fit together,
-    /// for [`Self::record_input_copies`] to copy in the run's own submission instead of one
-    /// submission and wait per input. Returns each input's offset, or `None` where they do
-    /// not fit (then [`Self::upload`] each).
     /// Which of `names` fit the staging buffer together, taken in order (one that does not
     /// fit beside those before it is left out and the next ones still tried): those are staged
     /// ([`Self::stage_inputs`]), the rest go up on their own first ([`Self::upload`]).
@@ -330,6 +326,10 @@ impl StreamedModel {
             .collect()
     }
 
+    /// Packs `inputs` side by side into `staging` (host writes only) where they fit together,
+    /// for [`Self::record_input_copies`] to copy in the run's own submission instead of one
+    /// submission and wait per input. Returns each input's offset, or `None` where they do
+    /// not fit (then [`Self::upload`] each).
     pub fn stage_inputs(
         &self,
         inputs: &[(&str, &[f32])],
