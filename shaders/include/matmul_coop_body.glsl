@@ -23,9 +23,19 @@ TENSOR_OUT(1, img_out);
 #define A_PER (TM * TK / 128u)
 #define B_PER (TK / 4u * TN / 128u)
 
-shared float16_t As[TM * TK];  // [m][k], row stride TK
-shared float16_t Bs[TK * TN];  // [k][n], row stride TN; ROWS_B: [n][k], row stride TK
-shared float Cs[TM * TN];      // [m][n], row stride TN
+// Row strides padded by 16 bytes: a tensor-core load reads eight 16-byte rows at a time, and
+// rows 128 bytes apart (64 halves) all start in the same shared-memory banks, an eight-way
+// conflict on every load; 144 bytes apart they take eight different bank groups.
+#define AS_STRIDE (TK + 8u)
+#ifdef ROWS_B
+#define BS_STRIDE (TK + 8u)
+#else
+#define BS_STRIDE (TN + 8u)
+#endif
+#define CS_STRIDE (TN + 4u)
+shared float16_t As[TM * AS_STRIDE];  // [m][k]
+shared float16_t Bs[64u * BS_STRIDE]; // [k][n]; ROWS_B: [n][k] (TK == TN == 64)
+shared float Cs[TM * CS_STRIDE];      // [m][n]
 
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
 
@@ -66,7 +76,7 @@ void store_step(uint tid, uint k0) {
     for (uint r = 0u; r < A_PER; r++) {
         uint e = tid + r * 128u;
         bool inside = m0 + e / TK < M && k0 + e % TK < K;
-        As[e] = float16_t(inside ? ra[r] : 0.0);
+        As[(e / TK) * AS_STRIDE + e % TK] = float16_t(inside ? ra[r] : 0.0);
     }
     for (uint r = 0u; r < B_PER; r++) {
         uint e = tid + r * 128u;
@@ -77,14 +87,14 @@ void store_step(uint tid, uint k0) {
         bool row = k0 + kk < K;
         for (uint j = 0u; j < 4u; j++) {
             bool inside = row && n0 + 4u * n4 + j < N;
-            Bs[(4u * n4 + j) * TK + kk] = float16_t(inside ? rb[r][j] : 0.0);
+            Bs[(4u * n4 + j) * BS_STRIDE + kk] = float16_t(inside ? rb[r][j] : 0.0);
         }
 #else
         uint k4 = e / TN, nn = e % TN;
         bool col = n0 + nn < N;
         for (uint j = 0u; j < 4u; j++) {
             bool inside = col && k0 + 4u * k4 + j < K;
-            Bs[(4u * k4 + j) * TN + nn] = float16_t(inside ? rb[r][j] : 0.0);
+            Bs[(4u * k4 + j) * BS_STRIDE + nn] = float16_t(inside ? rb[r][j] : 0.0);
         }
 #endif
     }
@@ -121,13 +131,13 @@ void main() {
         }
         for (uint kk = 0u; kk < TK; kk += 16u) {
             for (uint i = 0u; i < 2u; i++) {
-                coopMatLoadNV(a[i], As, (sm + 16u * i) * TK + kk, TK, false);
+                coopMatLoadNV(a[i], As, (sm + 16u * i) * AS_STRIDE + kk, AS_STRIDE, false);
             }
             for (uint j = 0u; j < 4u; j++) {
 #ifdef ROWS_B
-                coopMatLoadNV(b, Bs, (sn + 8u * j) * TK + kk, TK, true);
+                coopMatLoadNV(b, Bs, (sn + 8u * j) * BS_STRIDE + kk, BS_STRIDE, true);
 #else
-                coopMatLoadNV(b, Bs, kk * TN + sn + 8u * j, TN, false);
+                coopMatLoadNV(b, Bs, kk * BS_STRIDE + sn + 8u * j, BS_STRIDE, false);
 #endif
                 for (uint i = 0u; i < 2u; i++) {
                     acc[i][j] = coopMatMulAddNV(a[i], b, acc[i][j]);
@@ -137,7 +147,7 @@ void main() {
     }
     for (uint i = 0u; i < 2u; i++) {
         for (uint j = 0u; j < 4u; j++) {
-            coopMatStoreNV(acc[i][j], Cs, (sm + 16u * i) * TN + sn + 8u * j, TN, false);
+            coopMatStoreNV(acc[i][j], Cs, (sm + 16u * i) * CS_STRIDE + sn + 8u * j, CS_STRIDE, false);
         }
     }
     barrier();
@@ -147,7 +157,7 @@ void main() {
         uint mm = e / TN, nn = e % TN;
         uint m = m0 + mm, n = n0 + nn;
         if (m >= M || n >= N) continue;
-        vec4 v = vec4(Cs[e] * pc.alpha, 0.0, 0.0, 0.0);
+        vec4 v = vec4(Cs[mm * CS_STRIDE + nn] * pc.alpha, 0.0, 0.0, 0.0);
         if ((pc.flags & 4096u) != 0u) {
             bool per_row = (pc.flags & 1024u) != 0u, per_col = (pc.flags & 2048u) != 0u;
             uint bi = (per_row ? m : 0u) * (per_col ? N : 1u) + (per_col ? n : 0u);

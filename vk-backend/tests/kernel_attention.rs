@@ -6,7 +6,8 @@
 //! the blocked kernels (five query rows and more) and the decode kernel (up to four).
 
 use vk_backend::kernels::{
-    attention_into, attention_partials_shape, AttentionInputs, AttentionOpts,
+    attention_into, attention_partials_shape, attention_uses_tensor_cores, AttentionInputs,
+    AttentionOpts,
 };
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
 use vk_backend::{Device, DeviceOptions, Precision, QueueKind, Recorder, Tensor};
@@ -381,6 +382,71 @@ fn fused_attention_matches_the_stored_softmax() {
         for p in [Precision::F32, Precision::F16] {
             run(c, p, 11 + i as u64);
         }
+    }
+}
+
+/// Prefills on the tensor cores where the device has them (`attention_coop.comp`, fp16; the
+/// portable blocked kernels elsewhere, and at fp32 always): the 1.34 B scale decoder's 128-token
+/// prefill (16 query heads on 4 key/value heads, D 128, a causal-like per-row mask, the heads
+/// merged by `run`), an encoder's self-attention over more key blocks than one with heads that
+/// leave a texel's lanes unused (6 heads of 64, K transposed, no mask), and grouped heads whose
+/// texel takes two key texels (9 on 3) with rows and keys past whole blocks, a per-head mask and
+/// the NaN guard.
+#[test]
+fn prefill_attention_on_tensor_cores_where_available() {
+    let d = device();
+    let coop = d.features().cooperative_matrix_f16;
+    if !coop {
+        eprintln!("no cooperative matrices on this device: the portable kernels run these cases");
+    }
+    for p in [Precision::F32, Precision::F16] {
+        let out = Tensor::new(&d, "out", &[1, 16, 128, 128], p).unwrap();
+        assert_eq!(
+            attention_uses_tensor_cores(&d, &out),
+            coop && p == Precision::F16,
+            "{p:?}"
+        );
+    }
+    let cases = [
+        Case {
+            batch: 1,
+            heads: 16,
+            kv_heads: 4,
+            sq: 128,
+            sk: 128,
+            d: 128,
+            dv: 128,
+            mask: Some([1, 1, 128]),
+            key_rows: true,
+            nan_guard: false,
+        },
+        Case {
+            batch: 1,
+            heads: 6,
+            kv_heads: 6,
+            sq: 150,
+            sk: 150,
+            d: 64,
+            dv: 64,
+            mask: None,
+            key_rows: false,
+            nan_guard: false,
+        },
+        Case {
+            batch: 1,
+            heads: 9,
+            kv_heads: 3,
+            sq: 37,
+            sk: 45,
+            d: 40,
+            dv: 24,
+            mask: Some([1, 9, 37]),
+            key_rows: true,
+            nan_guard: true,
+        },
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        run(c, Precision::F16, 61 + i as u64);
     }
 }
 

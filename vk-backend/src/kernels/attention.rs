@@ -34,6 +34,12 @@ const ATTENTION_D128: KernelDesc = KernelDesc {
     ..ATTENTION
 };
 
+/// The blocked kernel on cooperative matrices (`attention_coop.comp`): see [`attention_uses_tensor_cores`].
+const ATTENTION_COOP: KernelDesc = KernelDesc {
+    name: "attention_coop",
+    ..ATTENTION
+};
+
 const ATTENTION_DECODE: KernelDesc = KernelDesc {
     name: "attention_decode",
     ..ATTENTION
@@ -79,6 +85,11 @@ const SMALL_HEAD_DIM: usize = 64;
 const SMALL_ROWS_PER_GROUP: usize = 16;
 /// The same for `attention_d128.comp`.
 const LARGE_ROWS_PER_GROUP: usize = 8;
+
+/// Query rows a workgroup of `attention_coop.comp` takes (`BQ`), and its threads (a subgroup
+/// per head of a texel).
+const COOP_ROWS_PER_GROUP: usize = 16;
+const COOP_THREADS: u64 = 128;
 
 /// The largest head dimension the kernels take.
 pub const ATTENTION_MAX_HEAD_DIM: usize = 128;
@@ -265,6 +276,14 @@ pub fn attention_partials_shape(
     Ok(decode_plan(q, k, opts)?.and_then(|p| p.partials_shape(value_dim(v))))
 }
 
+/// Whether attention with more than [`DECODE_MAX_ROWS`] query rows writing `out` runs on
+/// cooperative matrices (`attention_coop.comp`, both products on the tensor cores): where the
+/// device enabled them (as for MatMul, [`crate::DeviceFeatures::cooperative_matrix_f16`]) and
+/// the tensors are fp16. The decode kernels run a step's few rows either way.
+pub fn attention_uses_tensor_cores(device: &crate::device::Device, out: &Tensor) -> bool {
+    device.features().cooperative_matrix_f16 && out.precision() == Precision::F16
+}
+
 /// Records `out = softmax(scale * Q K^T + mask) V` (the softmax over the keys). `partials`: the
 /// fp32 tensor of [`attention_partials_shape`], when it gives one (a decode step then splits its
 /// keys over workgroups and merges them in a second dispatch); `None` runs the unsplit kernel.
@@ -306,6 +325,9 @@ pub fn attention_into(
     let (desc, rows_per_group, threads) = match (plan, split) {
         (Some(_), Some(_)) => (&ATTENTION_DECODE_SPLIT, 1, DECODE_THREADS),
         (Some(_), None) => (&ATTENTION_DECODE, 1, DECODE_THREADS),
+        _ if attention_uses_tensor_cores(rec.device(), out) => {
+            (&ATTENTION_COOP, COOP_ROWS_PER_GROUP, COOP_THREADS)
+        }
         _ if head_dim <= SMALL_HEAD_DIM => (&ATTENTION, SMALL_ROWS_PER_GROUP, 64),
         _ => (&ATTENTION_D128, LARGE_ROWS_PER_GROUP, 64),
     };

@@ -1,0 +1,267 @@
+#version 450
+// Fused attention for many query rows on cooperative matrices (VK_NV_cooperative_matrix: fp16
+// 16x16 A times 16x8 B into fp32 16x8, one subgroup of 32 each): both products, Q K^T and P V,
+// on the tensor cores. The portable blocked kernel (attention_body.glsl) took 599 us a layer of
+// a 1.34 B decoder's 128-token prefill on an H200 (16 heads of 128, session 19). Same bindings,
+// push constants and semantics as the other attention kernels (include/attention_io.glsl); only
+// fp16 storage, head dims up to MAXD. vk_backend::kernels::attention picks it.
+//
+// A workgroup takes BQ = 16 query rows of one texel layer (four heads): subgroup l is head lane
+// l. The softmax takes two passes over the keys instead of rescaling a running sum: the tensor
+// cores' accumulators cannot be scaled row by row, and the scores are cheap to take twice
+// against the P V product. Pass 1 scores each block of BK keys and keeps every row's max and sum
+// of exps; pass 2 scores it again, writes P = exp(s - max) as fp16 and accumulates P V in fp32.
+// The output is divided by the sum on the way out, the four heads of a texel stored together.
+// Scores, max and sums are fp32; Q, K, V and P enter the products as fp16, as they are stored.
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+#include "attention_io.glsl"
+
+layout(local_size_x = 128) in;
+
+#define MAXD 128u
+#define BQ 16u
+#define BK 16u
+// Lanes (heads) a workgroup takes: one subgroup each.
+#define LANES 4u
+// Row strides in shared memory, padded by 16 bytes: a tensor-core load reads eight 16-byte rows
+// at a time, and rows a multiple of 128 bytes apart start in the same banks (an eight-way
+// conflict on every load).
+#define KS (MAXD + 8u)
+#define PS (BK + 8u)
+
+// Per head lane: K block [key][d] and V block [key][dv] (row stride KS; Q's 16 rows are staged
+// in the K region before the loop), scores [row][key] and P [row][key] (stride PS), an output
+// tile [row][8] on its way out. 44.5 KiB in all, within a 48 KiB workgroup.
+shared float16_t ks[LANES][BK * KS];
+shared float16_t vs[LANES][BK * KS];
+shared float ss[LANES][BQ * BK];
+shared float16_t ps[LANES][BQ * PS];
+shared float os[LANES][BQ * 8u];
+shared float row_max[LANES][BQ];
+shared float row_sum[LANES][BQ];
+
+#define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
+#define MAT_A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define MAT_B fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
+
+uint tid, lane, sub_lane, layer, sq0, sk, d, dv, dp, dvp;
+TensorDesc tq, tk, tv, tm;
+uvec4 kv_head, kv_layer;
+bool k_rows, has_mask;
+uint m_layer;
+
+// Element (key, x) of K for each head lane: x < d, key < sk. One texel load serves every lane
+// whose key/value head sits in the same texel layer (all four without grouping; with groups of
+// four heads sharing one key head, one texel lane for all).
+vec4 load_key(uint key, uint x) {
+    vec4 r;
+    vec4 t0 = k_rows ? LOAD_AT(img_k, tk, kv_layer[0], key, x) : LOAD_AT(img_k, tk, kv_layer[0], x, key);
+    for (uint l = 0u; l < LANES; l++) {
+        vec4 t = t0;
+        if (kv_layer[l] != kv_layer[0]) {
+            t = k_rows ? LOAD_AT(img_k, tk, kv_layer[l], key, x) : LOAD_AT(img_k, tk, kv_layer[l], x, key);
+        }
+        r[l] = t[kv_head[l] % 4u];
+    }
+    return r;
+}
+
+vec4 load_value(uint key, uint x) {
+    vec4 r;
+    vec4 t0 = LOAD_AT(img_v, tv, kv_layer[0], key, x);
+    for (uint l = 0u; l < LANES; l++) {
+        vec4 t = t0;
+        if (kv_layer[l] != kv_layer[0]) {
+            t = LOAD_AT(img_v, tv, kv_layer[l], key, x);
+        }
+        r[l] = t[kv_head[l] % 4u];
+    }
+    return r;
+}
+
+// Stages keys k0.. (and their values) for every lane, zero past Sk and past the head dims.
+void stage_keys(uint k0, bool values) {
+    for (uint e = tid; e < BK * dp; e += 128u) {
+        uint j = e / dp, x = e % dp, key = k0 + j;
+        vec4 kv = (key < sk && x < d) ? load_key(key, x) : vec4(0.0);
+        for (uint l = 0u; l < LANES; l++) {
+            ks[l][j * KS + x] = float16_t(kv[l]);
+        }
+    }
+    if (!values) {
+        return;
+    }
+    for (uint e = tid; e < BK * dvp; e += 128u) {
+        uint j = e / dvp, x = e % dvp, key = k0 + j;
+        vec4 vv = (key < sk && x < dv) ? load_value(key, x) : vec4(0.0);
+        for (uint l = 0u; l < LANES; l++) {
+            vs[l][j * KS + x] = float16_t(vv[l]);
+        }
+    }
+}
+
+// Scores of this lane's 16 rows against the staged keys into ss (unscaled, unmasked). A macro
+// over main's qa: loops over constant bounds (the head dims guard inside) so that every index
+// into qa and the accumulators is a constant after unrolling; a run-time bound or an array
+// passed to a function puts them in local memory instead of registers.
+#define SCORE_BLOCK()                                                                  \
+    {                                                                                  \
+        ACC s[2];                                                                      \
+        s[0] = ACC(0.0);                                                               \
+        s[1] = ACC(0.0);                                                               \
+        MAT_B kb;                                                                      \
+        [[unroll]] for (uint c = 0u; c < MAXD / 16u; c++) {                            \
+            if (16u * c < dp) {                                                        \
+                [[unroll]] for (uint j = 0u; j < 2u; j++) {                            \
+                    /* K^T as B: element (d, key) at ks[key * KS + d], column-major. */   \
+                    coopMatLoadNV(kb, ks[lane], (8u * j) * KS + 16u * c, KS, true);     \
+                    s[j] = coopMatMulAddNV(qa[c], kb, s[j]);                           \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
+        for (uint j = 0u; j < 2u; j++) {                                               \
+            coopMatStoreNV(s[j], ss[lane], 8u * j, BK, false);                         \
+        }                                                                              \
+    }
+
+// The scaled, masked score of row r against key k0 + j (-inf past Sk).
+float score(uint r, uint k0, uint j) {
+    uint key = k0 + j;
+    if (key >= sk) {
+        return uintBitsToFloat(0xFF800000u);
+    }
+    float s = ss[lane][r * BK + j] * pc.scale;
+    if (has_mask) {
+        uint m_row = pc.m.x == 1u ? 0u : sq0 + r;
+        vec4 mv = LOAD_AT(img_mask, tm, m_layer, min(m_row, pc.m.x - 1u), key);
+        s += pc.mc == 1u ? mv.x : mv[lane];
+    }
+    return s;
+}
+
+void main() {
+    tid = gl_LocalInvocationID.x;
+    lane = tid / 32u;
+    sub_lane = tid % 32u;
+    uint c4 = (pc.c + 3u) / 4u;
+    uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    layer = group / pc.groups_per_layer;
+    if (layer >= pc.n * c4) {
+        return; // whole workgroup
+    }
+    sq0 = (group % pc.groups_per_layer) * BQ;
+    d = pc.q.y;
+    dv = pc.v.y;
+    sk = pc.v.x;
+    dp = (d + 15u) & ~15u;
+    dvp = (dv + 7u) & ~7u;
+    tq = desc(pc.q, pc.c);
+    tk = desc(pc.k, pc.kvc);
+    tv = desc(pc.v, pc.kvc);
+    tm = mask_desc();
+    has_mask = (pc.flags & 1u) != 0u;
+    k_rows = (pc.flags & 2u) != 0u;
+    uint n_i = layer / c4, c4_i = layer % c4;
+    kv_heads(n_i, c4_i, kv_head, kv_layer);
+    m_layer = mask_layer(n_i, c4_i);
+
+    // Q's rows, each lane's head, into the K region; then into registers for both passes.
+    for (uint e = tid; e < BQ * dp; e += 128u) {
+        uint r = e / dp, x = e % dp, sq = sq0 + r;
+        vec4 qv = (sq < pc.q.x && x < d) ? LOAD_AT(img_q, tq, layer, sq, x) : vec4(0.0);
+        for (uint l = 0u; l < LANES; l++) {
+            ks[l][r * KS + x] = float16_t(qv[l]);
+        }
+    }
+    barrier();
+    MAT_A qa[MAXD / 16u];
+    [[unroll]] for (uint c = 0u; c < MAXD / 16u; c++) {
+        if (16u * c < dp) {
+            coopMatLoadNV(qa[c], ks[lane], 16u * c, KS, false);
+        }
+    }
+    if (sub_lane < BQ) {
+        row_max[lane][sub_lane] = -3.402823466e38;
+        row_sum[lane][sub_lane] = 0.0;
+    }
+    barrier();
+
+    // Pass 1: every row's max and sum of exps (online over the blocks).
+    for (uint k0 = 0u; k0 < sk; k0 += BK) {
+        stage_keys(k0, false);
+        barrier();
+        SCORE_BLOCK();
+        barrier();
+        if (sub_lane < BQ) {
+            uint r = sub_lane;
+            float s[BK];
+            float mx = row_max[lane][r];
+            for (uint j = 0u; j < BK; j++) {
+                s[j] = score(r, k0, j);
+                mx = max(mx, s[j]);
+            }
+            float sum = row_sum[lane][r] * exp(row_max[lane][r] - mx);
+            for (uint j = 0u; j < BK; j++) {
+                sum += exp(s[j] - mx);
+            }
+            row_max[lane][r] = mx;
+            row_sum[lane][r] = sum;
+        }
+        barrier();
+    }
+
+    // Pass 2: P = exp(s - max) and P V.
+    ACC o[MAXD / 8u];
+    [[unroll]] for (uint c = 0u; c < MAXD / 8u; c++) {
+        o[c] = ACC(0.0);
+    }
+    MAT_A pa;
+    MAT_B b;
+    for (uint k0 = 0u; k0 < sk; k0 += BK) {
+        stage_keys(k0, true);
+        barrier();
+        SCORE_BLOCK();
+        barrier();
+        // Two invocations a row, eight keys each.
+        uint r = sub_lane / 2u, j0 = (sub_lane % 2u) * 8u;
+        float mx = row_max[lane][r];
+        for (uint j = j0; j < j0 + 8u; j++) {
+            ps[lane][r * PS + j] = float16_t(exp(score(r, k0, j) - mx));
+        }
+        barrier();
+        coopMatLoadNV(pa, ps[lane], 0u, PS, false);
+        [[unroll]] for (uint c = 0u; c < MAXD / 8u; c++) {
+            if (8u * c < dvp) {
+                coopMatLoadNV(b, vs[lane], 8u * c, KS, false);
+                o[c] = coopMatMulAddNV(pa, b, o[c]);
+            }
+        }
+        barrier();
+    }
+
+    // Out, 8 head-dim texels at a time: each lane's tile through shared memory, then one
+    // invocation a (row, texel) stores the four heads together.
+    bool zero_empty = (pc.flags & 4u) != 0u;
+    [[unroll]] for (uint c = 0u; c < MAXD / 8u; c++) {
+        if (8u * c >= dvp) {
+            break; // uniform
+        }
+        coopMatStoreNV(o[c], os[lane], 0u, 8u, false);
+        barrier();
+        uint r = tid / 8u, x = 8u * c + tid % 8u, sq = sq0 + r;
+        if (sq < pc.q.x && x < dv) {
+            vec4 v;
+            for (uint l = 0u; l < LANES; l++) {
+                float sum = row_sum[l][r];
+                // Every key at -inf: nothing was summed (the softmax alone would be NaN).
+                float inv = (zero_empty && sum == 0.0) ? 0.0 : 1.0 / sum;
+                v[l] = os[l][r * 8u + tid % 8u] * inv;
+            }
+            store_out(layer, sq, x, v);
+        }
+        barrier();
+    }
+}
