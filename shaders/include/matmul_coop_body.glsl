@@ -5,6 +5,7 @@
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
 #include "tensor.glsl"
 #include "activation.glsl"
 #include "weights.glsl"
@@ -45,14 +46,14 @@ vec4 rb[B_PER];
 
 // Issues step k0's loads into ra / rb (all of them before any is used).
 void load_step(uint tid, uint k0) {
-    for (uint r = 0u; r < A_PER; r++) {
+    [[unroll]] for (uint r = 0u; r < A_PER; r++) {
         uint e = tid + r * 128u;
         uint m = m0 + e / TK, k = k0 + e % TK;
         // Out of range: a valid texel, its value dropped below.
         ra[r] = LOAD_AT(img_a, pc.a_t, a_layer, min(m, M - 1u), min(k, K - 1u)).x;
     }
     WeightLoc loc[B_PER];
-    for (uint r = 0u; r < B_PER; r++) {
+    [[unroll]] for (uint r = 0u; r < B_PER; r++) {
         uint e = tid + r * 128u;
 #ifdef ROWS_B
         // Texel (n/4, k): consecutive invocations walk k, consecutive texels.
@@ -63,36 +64,36 @@ void load_step(uint tid, uint k0) {
         loc[r] = weight_locate(pc.b_t.n + (kb / 4u) * N + n);
 #endif
     }
-    for (uint r = 0u; r < B_PER; r++) {
+    [[unroll]] for (uint r = 0u; r < B_PER; r++) {
         rb[r] = imageLoad(weight_atlas, loc[r].at);
     }
-    for (uint r = 0u; r < B_PER; r++) {
+    [[unroll]] for (uint r = 0u; r < B_PER; r++) {
         rb[r] = weight_finish(loc[r], rb[r]);
     }
 }
 
 // Writes the loaded step to shared memory as fp16, zero outside the matrices.
 void store_step(uint tid, uint k0) {
-    for (uint r = 0u; r < A_PER; r++) {
+    [[unroll]] for (uint r = 0u; r < A_PER; r++) {
         uint e = tid + r * 128u;
         bool inside = m0 + e / TK < M && k0 + e % TK < K;
         As[(e / TK) * AS_STRIDE + e % TK] = float16_t(inside ? ra[r] : 0.0);
     }
-    for (uint r = 0u; r < B_PER; r++) {
+    [[unroll]] for (uint r = 0u; r < B_PER; r++) {
         uint e = tid + r * 128u;
 #ifdef ROWS_B
         // Four columns of one k: stored [n][k], so consecutive invocations write consecutive
         // halves (the tensor-core loads read it column-major).
         uint n4 = e / TK, kk = e % TK;
         bool row = k0 + kk < K;
-        for (uint j = 0u; j < 4u; j++) {
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
             bool inside = row && n0 + 4u * n4 + j < N;
             Bs[(4u * n4 + j) * BS_STRIDE + kk] = float16_t(inside ? rb[r][j] : 0.0);
         }
 #else
         uint k4 = e / TN, nn = e % TN;
         bool col = n0 + nn < N;
-        for (uint j = 0u; j < 4u; j++) {
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
             bool inside = col && k0 + 4u * k4 + j < K;
             Bs[(4u * k4 + j) * BS_STRIDE + nn] = float16_t(inside ? rb[r][j] : 0.0);
         }
@@ -114,8 +115,8 @@ void main() {
     a_layer = operand_layer(pc.a_t, pc.flags & 15u, layer / pc.out_t.c4, 0u);
 
     ACC acc[2][4];
-    for (uint i = 0u; i < 2u; i++) {
-        for (uint j = 0u; j < 4u; j++) {
+    [[unroll]] for (uint i = 0u; i < 2u; i++) {
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
             acc[i][j] = ACC(0.0);
         }
     }
@@ -129,24 +130,24 @@ void main() {
         if (k0 + TK < K) {
             load_step(tid, k0 + TK);
         }
-        for (uint kk = 0u; kk < TK; kk += 16u) {
-            for (uint i = 0u; i < 2u; i++) {
+        [[unroll]] for (uint kk = 0u; kk < TK; kk += 16u) {
+            [[unroll]] for (uint i = 0u; i < 2u; i++) {
                 coopMatLoadNV(a[i], As, (sm + 16u * i) * AS_STRIDE + kk, AS_STRIDE, false);
             }
-            for (uint j = 0u; j < 4u; j++) {
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
 #ifdef ROWS_B
                 coopMatLoadNV(b, Bs, (sn + 8u * j) * BS_STRIDE + kk, BS_STRIDE, true);
 #else
                 coopMatLoadNV(b, Bs, kk * BS_STRIDE + sn + 8u * j, BS_STRIDE, false);
 #endif
-                for (uint i = 0u; i < 2u; i++) {
+                [[unroll]] for (uint i = 0u; i < 2u; i++) {
                     acc[i][j] = coopMatMulAddNV(a[i], b, acc[i][j]);
                 }
             }
         }
     }
-    for (uint i = 0u; i < 2u; i++) {
-        for (uint j = 0u; j < 4u; j++) {
+    [[unroll]] for (uint i = 0u; i < 2u; i++) {
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
             coopMatStoreNV(acc[i][j], Cs, (sm + 16u * i) * CS_STRIDE + sn + 8u * j, CS_STRIDE, false);
         }
     }
