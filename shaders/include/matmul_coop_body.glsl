@@ -10,7 +10,22 @@
 #include "activation.glsl"
 #include "weights.glsl"
 
-layout(local_size_x = 128) in;
+// KG K groups of 128 invocations (four subgroups each): each step's K range is split between
+// them, each group stages its part and multiplies it into its own accumulators, and the groups'
+// tiles are summed through shared memory at the end. A 64x64 tile leaves an H200 with one or two
+// workgroups a streaming multiprocessor (a prefill's projections have 16 to 208 tiles), and with
+// one group each scheduler then had a single subgroup that waited out every latency alone: with
+// every load and product switched off, its K loop still took 200 us of a 390 us projection
+// (session 25, run 5). Two groups: 376 -> 344 us; four: 153 us (runs 8, 9). KG is 4 unless the
+// build defines it (2 for experiments; TK / KG must stay a multiple of 16).
+#ifndef KG
+#define KG 4            // K groups (2 or 4)
+#endif
+#if KG == 4
+layout(local_size_x = 512) in;
+#else
+layout(local_size_x = 256) in;
+#endif
 
 TENSOR_IN(0, img_a);
 TENSOR_OUT(1, img_out);
@@ -19,24 +34,28 @@ TENSOR_OUT(1, img_out);
 
 #define TM 64u
 #define TN 64u
-#define TK 64u
+#define GT 128u         // invocations a group
+#define TKG (64u / KG)  // k a group takes a step
+#define TK (KG * TKG)   // k a step
 // Values of A and texels of B each invocation loads a step.
-#define A_PER (TM * TK / 128u)
-#define B_PER (TK / 4u * TN / 128u)
+#define A_PER (TM * TKG / GT)
+#define B_PER (TKG / 4u * TN / GT)
 
 // Row strides padded by 16 bytes: a tensor-core load reads eight 16-byte rows at a time, and
-// rows 128 bytes apart (64 halves) all start in the same shared-memory banks, an eight-way
-// conflict on every load; 144 bytes apart they take eight different bank groups.
-#define AS_STRIDE (TK + 8u)
+// rows a multiple of 128 bytes apart all start in the same shared-memory banks (an eight-way
+// conflict on every load); 80 or 144 bytes apart they take eight different bank groups.
+#define AS_STRIDE (TKG + 8u)
 #ifdef ROWS_B
-#define BS_STRIDE (TK + 8u)
+#define BS_STRIDE (TKG + 8u)
+#define BS_SIZE (TN * BS_STRIDE)
 #else
 #define BS_STRIDE (TN + 8u)
+#define BS_SIZE (TKG * BS_STRIDE)
 #endif
 #define CS_STRIDE (TN + 4u)
-shared float16_t As[TM * AS_STRIDE];  // [m][k]
-shared float16_t Bs[64u * BS_STRIDE]; // [k][n]; ROWS_B: [n][k] (TK == TN == 64)
-shared float Cs[TM * CS_STRIDE];      // [m][n]
+shared float16_t As[KG][TM * AS_STRIDE]; // per group [m][k]
+shared float16_t Bs[KG][BS_SIZE];        // per group [k][n]; ROWS_B: [n][k]
+shared float Cs[TM * CS_STRIDE];         // [m][n]
 
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
 
@@ -44,20 +63,21 @@ uint M, N, K, a_layer, m0, n0;
 float ra[A_PER];
 vec4 rb[B_PER];
 
-// Issues step k0's loads into ra / rb (all of them before any is used).
+// Issues the loads of this group's K range from k0 into ra / rb (all of them before any is
+// used); tid is the invocation's index in its group.
 void load_step(uint tid, uint k0) {
     [[unroll]] for (uint r = 0u; r < A_PER; r++) {
-        uint e = tid + r * 128u;
-        uint m = m0 + e / TK, k = k0 + e % TK;
+        uint e = tid + r * GT;
+        uint m = m0 + e / TKG, k = k0 + e % TKG;
         // Out of range: a valid texel, its value dropped below.
         ra[r] = LOAD_AT(img_a, pc.a_t, a_layer, min(m, M - 1u), min(k, K - 1u)).x;
     }
     WeightLoc loc[B_PER];
     [[unroll]] for (uint r = 0u; r < B_PER; r++) {
-        uint e = tid + r * 128u;
+        uint e = tid + r * GT;
 #ifdef ROWS_B
         // Texel (n/4, k): consecutive invocations walk k, consecutive texels.
-        uint n = min(n0 + 4u * (e / TK), N - 1u), k = min(k0 + e % TK, K - 1u);
+        uint n = min(n0 + 4u * (e / TKG), N - 1u), k = min(k0 + e % TKG, K - 1u);
         loc[r] = weight_locate(pc.b_t.n + (n / 4u) * K + k);
 #else
         uint n = min(n0 + e % TN, N - 1u), kb = min(k0 + 4u * (e / TN), K - 1u) & ~3u;
@@ -72,30 +92,30 @@ void load_step(uint tid, uint k0) {
     }
 }
 
-// Writes the loaded step to shared memory as fp16, zero outside the matrices.
-void store_step(uint tid, uint k0) {
+// Writes the loaded values to group g's shared memory as fp16, zero outside the matrices.
+void store_step(uint g, uint tid, uint k0) {
     [[unroll]] for (uint r = 0u; r < A_PER; r++) {
-        uint e = tid + r * 128u;
-        bool inside = m0 + e / TK < M && k0 + e % TK < K;
-        As[(e / TK) * AS_STRIDE + e % TK] = float16_t(inside ? ra[r] : 0.0);
+        uint e = tid + r * GT;
+        bool inside = m0 + e / TKG < M && k0 + e % TKG < K;
+        As[g][(e / TKG) * AS_STRIDE + e % TKG] = float16_t(inside ? ra[r] : 0.0);
     }
     [[unroll]] for (uint r = 0u; r < B_PER; r++) {
-        uint e = tid + r * 128u;
+        uint e = tid + r * GT;
 #ifdef ROWS_B
         // Four columns of one k: stored [n][k], so consecutive invocations write consecutive
         // halves (the tensor-core loads read it column-major).
-        uint n4 = e / TK, kk = e % TK;
+        uint n4 = e / TKG, kk = e % TKG;
         bool row = k0 + kk < K;
         [[unroll]] for (uint j = 0u; j < 4u; j++) {
             bool inside = row && n0 + 4u * n4 + j < N;
-            Bs[(4u * n4 + j) * BS_STRIDE + kk] = float16_t(inside ? rb[r][j] : 0.0);
+            Bs[g][(4u * n4 + j) * BS_STRIDE + kk] = float16_t(inside ? rb[r][j] : 0.0);
         }
 #else
         uint k4 = e / TN, nn = e % TN;
         bool col = n0 + nn < N;
         [[unroll]] for (uint j = 0u; j < 4u; j++) {
             bool inside = col && k0 + 4u * k4 + j < K;
-            Bs[(4u * k4 + j) * BS_STRIDE + nn] = float16_t(inside ? rb[r][j] : 0.0);
+            Bs[g][(4u * k4 + j) * BS_STRIDE + nn] = float16_t(inside ? rb[r][j] : 0.0);
         }
 #endif
     }
@@ -103,8 +123,9 @@ void store_step(uint tid, uint k0) {
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
-    uint sg = tid / 32u;
-    // Each subgroup owns a 32 x 32 quarter: 2 row blocks of 16 x 4 column blocks of 8.
+    uint g = tid / GT, gtid = tid % GT;
+    uint sg = gtid / 32u;
+    // Each subgroup of a group owns a 32 x 32 quarter: 2 row blocks of 16 x 4 column blocks of 8.
     uint sm = (sg / 2u) * 32u, sn = (sg % 2u) * 32u;
     m0 = gl_WorkGroupID.y * TM;
     n0 = gl_WorkGroupID.x * TN;
@@ -122,23 +143,25 @@ void main() {
     }
     fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[2];
     fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> b;
-    load_step(tid, 0u);
+    // This group's part of each step: k0 + g * TKG on (past K: zeros, the products add none).
+    uint kg = g * TKG;
+    load_step(gtid, kg);
     for (uint k0 = 0u; k0 < K; k0 += TK) {
         barrier(); // the previous step's products have read As and Bs
-        store_step(tid, k0);
+        store_step(g, gtid, k0 + kg);
         barrier();
         if (k0 + TK < K) {
-            load_step(tid, k0 + TK);
+            load_step(gtid, k0 + TK + kg);
         }
-        [[unroll]] for (uint kk = 0u; kk < TK; kk += 16u) {
+        [[unroll]] for (uint kk = 0u; kk < TKG; kk += 16u) {
             [[unroll]] for (uint i = 0u; i < 2u; i++) {
-                coopMatLoadNV(a[i], As, (sm + 16u * i) * AS_STRIDE + kk, AS_STRIDE, false);
+                coopMatLoadNV(a[i], As[g], (sm + 16u * i) * AS_STRIDE + kk, AS_STRIDE, false);
             }
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
 #ifdef ROWS_B
-                coopMatLoadNV(b, Bs, (sn + 8u * j) * BS_STRIDE + kk, BS_STRIDE, true);
+                coopMatLoadNV(b, Bs[g], (sn + 8u * j) * BS_STRIDE + kk, BS_STRIDE, true);
 #else
-                coopMatLoadNV(b, Bs, kk * BS_STRIDE + sn + 8u * j, BS_STRIDE, false);
+                coopMatLoadNV(b, Bs[g], kk * BS_STRIDE + sn + 8u * j, BS_STRIDE, false);
 #endif
                 [[unroll]] for (uint i = 0u; i < 2u; i++) {
                     acc[i][j] = coopMatMulAddNV(a[i], b, acc[i][j]);
@@ -146,15 +169,37 @@ void main() {
             }
         }
     }
-    [[unroll]] for (uint i = 0u; i < 2u; i++) {
-        [[unroll]] for (uint j = 0u; j < 4u; j++) {
-            coopMatStoreNV(acc[i][j], Cs, (sm + 16u * i) * CS_STRIDE + sn + 8u * j, CS_STRIDE, false);
+    // The groups' tiles summed: the last group stores its tile, each group before it in turn
+    // adds its own to it.
+    if (g == KG - 1) {
+        [[unroll]] for (uint i = 0u; i < 2u; i++) {
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                coopMatStoreNV(acc[i][j], Cs, (sm + 16u * i) * CS_STRIDE + sn + 8u * j, CS_STRIDE, false);
+            }
+        }
+    }
+    for (int h = KG - 2; h >= 0; h--) {
+        barrier();
+        if (g == uint(h)) {
+            ACC other;
+            [[unroll]] for (uint i = 0u; i < 2u; i++) {
+                [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                    uint at = (sm + 16u * i) * CS_STRIDE + sn + 8u * j;
+                    coopMatLoadNV(other, Cs, at, CS_STRIDE, false);
+                    // Element by element (the same element of two matrices of one type is the
+                    // same position; the `+` operator crashes this glslc's optimizer).
+                    for (int e = 0; e < other.length(); e++) {
+                        other[e] += acc[i][j][e];
+                    }
+                    coopMatStoreNV(other, Cs, at, CS_STRIDE, false);
+                }
+            }
         }
     }
     barrier();
     uint act = (pc.flags >> 16u) & 255u;
-    for (uint r = 0u; r < 32u; r++) {
-        uint e = tid + r * 128u;
+    for (uint r = 0u; r < TM * TN / (KG * GT); r++) {
+        uint e = tid + r * (KG * GT);
         uint mm = e / TN, nn = e % TN;
         uint m = m0 + mm, n = n0 + nn;
         if (m >= M || n >= N) continue;

@@ -158,7 +158,7 @@ pub struct DeviceFeatures {
     /// ([`crate::DeviceOptions::gemv_deep`]); `None`: by shape.
     pub gemv_deep: Option<bool>,
     /// The fewest output tiles a tensor-core MatMul takes, where the device's options fix it
-    /// ([`crate::DeviceOptions::coop_min_tiles`]); `None`: one a streaming multiprocessor.
+    /// ([`crate::DeviceOptions::coop_min_tiles`]); `None`: one per eight streaming multiprocessors.
     pub coop_min_tiles: Option<u64>,
 }
 

@@ -519,11 +519,9 @@ fn uses_gemv(b: &MatRhs<'_>, out_c: usize, m: usize) -> bool {
 /// Whether a MatMul with a constant B (and no run-time bias) writing `out` runs on cooperative
 /// matrices (tensor cores): where the device enabled them, for fp16 storage, an output whose
 /// rank-rule channel dim is 1 (the usual [.., M, N] case), an A that is not transposed, and at
-/// least one 64x64 output tile per streaming multiprocessor. Each tile's workgroup walks the
-/// whole reduction alone, so with fewer tiles most of the GPU idles: BERT-base's MLP down
-/// projection (`[1, 128, 3072] x [3072, 768]`, 24 tiles) took 705 us on an H200's tensor
-/// cores and 193 us on the portable kernel (`measurements/h200-2026-12-02-s15/run7`).
-/// Elsewhere the portable kernel runs.
+/// least [`coop_min_tiles`] 64x64 output tiles. Each tile's workgroup walks the whole reduction
+/// (its four K groups side by side), so with very few tiles most of the GPU idles. Elsewhere
+/// the portable kernel runs.
 pub fn uses_cooperative_matrix(
     device: &crate::device::Device,
     out: &Tensor,
@@ -542,13 +540,17 @@ pub fn uses_cooperative_matrix(
         && tiles >= coop_min_tiles(&features)
 }
 
-/// The fewest 64x64 output tiles the tensor-core MatMul takes on a device: one per
-/// streaming multiprocessor (2 k invocations each), unless the device's options fix another
-/// ([`crate::DeviceOptions::coop_min_tiles`]).
+/// The fewest 64x64 output tiles the tensor-core MatMul takes on a device: one per eight
+/// streaming multiprocessors (16 k invocations), unless the device's options fix another
+/// ([`crate::DeviceOptions::coop_min_tiles`]). On an H200 (132 of them; session 25, run 8) the
+/// kernel with four K groups beat the portable one at every projection of a 128-token prefill,
+/// 16 to 208 tiles: 127 -> 71, 151 -> 90 and 471 -> 231 us at 16, 64 and 64 tiles. With one
+/// group (before) it lost below one tile a multiprocessor: BERT-base's MLP down projection
+/// (24 tiles) took 705 us against the portable kernel's 193 (`h200-2026-12-02-s15/run7`).
 pub fn coop_min_tiles(features: &crate::DeviceFeatures) -> u64 {
     features
         .coop_min_tiles
-        .unwrap_or((features.concurrent_invocations / 2048).max(1))
+        .unwrap_or((features.concurrent_invocations / 16384).max(1))
 }
 
 /// Allocates the output (precision of `a`) and records the MatMul.
