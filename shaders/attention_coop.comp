@@ -108,9 +108,9 @@ void stage_keys(uint k0, bool values) {
 }
 
 // Scores of this lane's 16 rows against the staged keys into ss (unscaled, unmasked). A macro
-// over main's qa: loops over constant bounds (the head dims guard inside) so that every index
-// into qa and the accumulators is a constant after unrolling; a run-time bound or an array
-// passed to a function puts them in local memory instead of registers.
+// over main's qa, not a function taking the array, and loops over constant bounds (the head
+// dims guard inside): every index into qa and the accumulators is then a constant after
+// unrolling, so they can stay in registers.
 #define SCORE_BLOCK()                                                                  \
     {                                                                                  \
         ACC s[2];                                                                      \
