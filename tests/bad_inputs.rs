@@ -1002,6 +1002,34 @@ fn plan_what_if_options_rescale_the_workload_and_refuse_bad_values() {
         (0.004..0.0041).contains(&predicted),
         "predicted {predicted} s, not 4 ms + 4 µs"
     );
+    // A cold start from disk: the four pages read at a page a millisecond before their copies.
+    // Layer k waits for page k's read (k + 1 ms) and copy, and the reads run behind the layers
+    // before: 1 ms + 1 µs, then the four 1 ms layers. The bound says the same.
+    let page = v[0]["page_bytes"].as_f64().unwrap();
+    let read_rate = format!("{}", (page * 1e3) as u64);
+    let o = texstream(&[
+        "plan",
+        path_str(&w),
+        "--policy",
+        "preload",
+        "--json",
+        "--run-time",
+        "m=4ms",
+        "--page-time",
+        "1us",
+        "--cold-read",
+        &read_rate,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cold: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (cold_predicted, cold_lb) = (
+        cold[0]["predicted_s"].as_f64().unwrap(),
+        cold[0]["lower_bound_s"].as_f64().unwrap(),
+    );
+    assert!(
+        (0.005..0.00501).contains(&cold_predicted) && (cold_predicted - cold_lb).abs() < 1e-9,
+        "cold: predicted {cold_predicted} s, LB {cold_lb} s, not one read, a copy and 4 ms"
+    );
     let o = texstream(&["plan", path_str(&w), "--candidates", "--cap", "3MiB"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -1022,6 +1050,13 @@ fn plan_what_if_options_rescale_the_workload_and_refuse_bad_values() {
             1,
             "--page-time must be above zero",
         ),
+        (
+            "zero read rate",
+            ["--cold-read", "0"],
+            1,
+            "--cold-read must be above zero",
+        ),
+        ("read rate not a size", ["--cold-read", "fast"], 2, "fast"),
     ] {
         let mut a = vec!["plan", path_str(&w)];
         a.extend(args);

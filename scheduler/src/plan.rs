@@ -27,7 +27,11 @@ pub struct MinCap {
 ///
 /// The cold-start term is max over steps `j` of (distinct pages first read at or before `j`) × one
 /// transfer + Σ compute of steps `j..`: each of those pages must have been transferred at least once,
-/// one at a time, before step `j` starts, and the remaining steps then run one after another.
+/// one at a time, before step `j` starts, and the remaining steps then run one after another. On a
+/// cold start from disk ([`Bandwidth::first_read_bytes_per_s`]) each of them must also have been
+/// read from disk, one read after another, before its first copy: the last read ends after
+/// (pages × one read), and its copy takes one transfer more, so the pages' part is the larger of
+/// (pages × one transfer) and (pages × one read + one transfer).
 ///
 /// The phase term is max over steps `j` of Σ compute of steps `..j` + max(Σ compute of steps `j..`,
 /// (MIN's loads for steps `j..` − slots − lookup slots − 1) × one transfer). Step `j` cannot
@@ -259,12 +263,19 @@ fn lower_bound_with(trace: &Trace, bw: &Bandwidth, min: &Schedule, slots: u32) -
     let mut seen = firsts.len();
     let mut suffix = 0.0f64;
     let mut cold_start_s = 0.0f64;
+    let read = bw.first_read_s(trace.page_bytes);
     for j in (0..trace.steps.len()).rev() {
         suffix += trace.steps[j].compute_s;
         while seen > 0 && firsts[seen - 1] as usize > j {
             seen -= 1;
         }
-        cold_start_s = cold_start_s.max(seen as f64 * t + suffix);
+        let pages = seen as f64;
+        let in_place = if seen == 0 {
+            0.0
+        } else {
+            (pages * t).max(pages * read + t)
+        };
+        cold_start_s = cold_start_s.max(in_place + suffix);
     }
     LowerBound {
         compute_s,

@@ -94,6 +94,12 @@ pub struct Pipeline {
 /// ends (a GPU semaphore signal reaching the other queue, and the part boundary the runtime
 /// cuts there). Hidden where the waiting side is busy anyway; a schedule whose copies and steps
 /// wait on each other in turn pays it twice a page.
+///
+/// `first_read_bytes_per_s` models a cold start from storage with a host mirror: each page is
+/// read from disk once, into host memory, before its first copy can start; later copies of it
+/// come from host memory. The reads run from the start, one after another at this rate, in the
+/// order of the schedule's first loads (the engine's mirror fill), independent of the copies.
+/// `None`: every page is in host memory already (a warm start).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Bandwidth {
     pub h2d_bytes_per_s: f64,
@@ -103,6 +109,8 @@ pub struct Bandwidth {
     pub reuse_lag_steps: u32,
     #[serde(default)]
     pub handoff_s: f64,
+    #[serde(default)]
+    pub first_read_bytes_per_s: Option<f64>,
 }
 
 impl Bandwidth {
@@ -117,6 +125,13 @@ impl Bandwidth {
     pub fn transfer_s(&self, bytes: u64) -> f64 {
         self.per_transfer_s + bytes as f64 / self.rate()
     }
+    /// Seconds reading `bytes` from disk takes on a cold start (0 when warm).
+    pub fn first_read_s(&self, bytes: u64) -> f64 {
+        match self.first_read_bytes_per_s {
+            Some(r) if r > 0.0 => bytes as f64 / r,
+            _ => 0.0,
+        }
+    }
 }
 
 impl Default for Bandwidth {
@@ -128,6 +143,7 @@ impl Default for Bandwidth {
             disk_bytes_per_s: None,
             reuse_lag_steps: 0,
             handoff_s: 0.0,
+            first_read_bytes_per_s: None,
         }
     }
 }

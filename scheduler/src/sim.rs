@@ -30,7 +30,9 @@ pub struct Simulation {
 /// step `j-1`, end of op `step_wait[j]`). Returns [`PlanError::Deadlock`] if an op waits for a step that
 /// waits for that op or a later one. With `bw.reuse_lag_steps`, an op's `after_step` moves to the end
 /// of the reader's batch, and `bw.handoff_s` is added to the end an op or step waits for on the
-/// other queue (see [`Bandwidth`]).
+/// other queue (see [`Bandwidth`]). On a cold start (`bw.first_read_bytes_per_s`), a page's first
+/// load also waits for its read from disk, the reads one after another from time 0 in the order
+/// of the first loads.
 pub fn simulate_schedule(
     trace: &Trace,
     schedule: &Schedule,
@@ -56,6 +58,7 @@ pub fn simulate_schedule(
         ..Default::default()
     };
     let lagged = reuse_lag(trace, schedule, bw.reuse_lag_steps);
+    let read_done = first_reads(trace, schedule, bw.first_read_s(trace.page_bytes));
     let (mut i, mut j) = (0usize, 0usize);
     let (mut t_op, mut t_step) = (0.0f64, 0.0f64);
     // Ops come in need order, so one forced submission per step is counted once this way.
@@ -86,6 +89,7 @@ pub fn simulate_schedule(
                 }
             }
             let start = dep.map_or(t_op, |d| t_op.max(sim.step_end[d] + handoff));
+            let start = read_done.as_ref().map_or(start, |r| start.max(r[i]));
             let dur = match ops[i] {
                 Op::Load { .. } => load_s,
                 Op::Evict { .. } => 0.0,
@@ -125,6 +129,32 @@ pub fn simulate_schedule(
     sim.makespan_s = t_op.max(t_step);
     sim.total_stall_s = sim.stalls.iter().sum();
     Ok(sim)
+}
+
+/// On a cold start (`read_s` > 0): per op, when the disk read its load waits for ends (the
+/// `k`-th page loaded for the first time is read by `(k + 1) * read_s`; 0 for every other op).
+fn first_reads(trace: &Trace, schedule: &Schedule, read_s: f64) -> Option<Vec<f64>> {
+    if read_s <= 0.0 {
+        return None;
+    }
+    let mut read = vec![false; trace.total_pages as usize];
+    let mut k = 0u64;
+    let done = schedule
+        .ops
+        .iter()
+        .map(|op| match *op {
+            Op::Load { page, .. } => match read.get_mut(page as usize) {
+                Some(r) if !*r => {
+                    *r = true;
+                    k += 1;
+                    k as f64 * read_s
+                }
+                _ => 0.0,
+            },
+            Op::Evict { .. } => 0.0,
+        })
+        .collect();
+    Some(done)
 }
 
 /// Where each op's wait for a step really ends under a batching runtime; see [`Bandwidth`].

@@ -42,6 +42,7 @@ fn bandwidth(load_s: f64, handoff_s: f64) -> Bandwidth {
         disk_bytes_per_s: None,
         reuse_lag_steps: 0,
         handoff_s,
+        first_read_bytes_per_s: None,
     }
 }
 

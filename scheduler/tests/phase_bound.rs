@@ -50,6 +50,7 @@ fn bandwidth() -> Bandwidth {
         disk_bytes_per_s: None,
         reuse_lag_steps: 0,
         handoff_s: 0.0,
+        first_read_bytes_per_s: None,
     }
 }
 

@@ -52,28 +52,33 @@ fn arb_case() -> impl Strategy<Value = Case> {
                 prop::collection::vec((0..nm, 1u32..=3), 1..=4),
                 1u32..=3,
                 0u64..=12_000,
-                (1u32..=8, 0u32..=2),
+                (1u32..=8, 0u32..=2, 0u32..=4),
             )
         })
-        .prop_map(|(profiles, stages, reps, extra_cap, (bw_k, fixed))| Case {
-            profiles,
-            pipeline: Pipeline {
-                stages: stages
-                    .into_iter()
-                    .map(|(model, count)| Stage { model, count })
-                    .collect(),
-                repetitions: reps,
+        .prop_map(
+            |(profiles, stages, reps, extra_cap, (bw_k, fixed, cold))| Case {
+                profiles,
+                pipeline: Pipeline {
+                    stages: stages
+                        .into_iter()
+                        .map(|(model, count)| Stage { model, count })
+                        .collect(),
+                    repetitions: reps,
+                },
+                extra_cap,
+                // One page takes 0.125–1 ms (+0–0.2 ms fixed): comparable to the 0–4 ms steps.
+                bw: Bandwidth {
+                    h2d_bytes_per_s: bw_k as f64 * 1e6,
+                    per_transfer_s: fixed as f64 * 1e-4,
+                    disk_bytes_per_s: None,
+                    reuse_lag_steps: 0,
+                    handoff_s: 0.0,
+                    // A cold start from disk in most cases: a page read in 0.5–2 ms before its first
+                    // copy (the simulation and the bound both charge it).
+                    first_read_bytes_per_s: (cold > 0).then_some(cold as f64 * 0.5e6),
+                },
             },
-            extra_cap,
-            // One page takes 0.125–1 ms (+0–0.2 ms fixed): comparable to the 0–4 ms steps.
-            bw: Bandwidth {
-                h2d_bytes_per_s: bw_k as f64 * 1e6,
-                per_transfer_s: fixed as f64 * 1e-4,
-                disk_bytes_per_s: None,
-                reuse_lag_steps: 0,
-                handoff_s: 0.0,
-            },
-        })
+        )
 }
 
 /// Fewest loads over all strategies, by dynamic programming over resident sets.

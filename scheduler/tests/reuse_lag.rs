@@ -18,6 +18,7 @@ fn bandwidth(lag: u32) -> Bandwidth {
         disk_bytes_per_s: None,
         reuse_lag_steps: lag,
         handoff_s: 0.0,
+        first_read_bytes_per_s: None,
     }
 }
 

@@ -55,6 +55,12 @@ pub struct PlanArgs {
     /// copy that waits for a step, or a step for a copy, starts that long after it ends.
     #[arg(long, value_parser = super::args::parse_duration_arg)]
     pub handoff: Option<f64>,
+    /// What if the run starts cold from disk at this read rate per second (e.g. 1.5GB;
+    /// `texstream run --cold` prints the disk's): every page is read into host memory once,
+    /// one read after another, before its first copy. The simulation and the lower bound's
+    /// cold-start term then include the reads.
+    #[arg(long, value_parser = super::args::parse_size_arg)]
+    pub cold_read: Option<u64>,
     /// Also print every construction `planned` weighs, with its simulated time and loads.
     #[arg(long)]
     pub candidates: bool,
@@ -112,6 +118,12 @@ fn what_if(pl: &mut Planning, args: &PlanArgs) -> Result<()> {
     }
     if let Some(h) = args.handoff {
         pl.bw.handoff_s = h;
+    }
+    if let Some(r) = args.cold_read {
+        if r == 0 {
+            bail!("--cold-read must be above zero");
+        }
+        pl.bw.first_read_bytes_per_s = Some(r as f64);
     }
     for (name, t) in &args.run_times {
         let Some(i) = pl.names.iter().position(|n| n == name) else {
@@ -272,6 +284,13 @@ pub fn run(args: &PlanArgs) -> Result<()> {
             pl.bw
                 .disk_bytes_per_s
                 .map_or(String::new(), |d| format!(", disk {:.2} GB/s", d / 1e9))
+                + &pl
+                    .bw
+                    .first_read_bytes_per_s
+                    .map_or(String::new(), |r| format!(
+                    ", a cold start: every page read from disk at {:.2} GB/s before its first copy",
+                    r / 1e9
+                ))
         );
         if let Some(p) = rows.iter().find_map(|r| r.1.as_ref().ok()) {
             let lb = &p.stats.lower_bound;

@@ -288,6 +288,7 @@ impl LoadedWorkload {
                 .transpose()?,
             reuse_lag_steps: 0,
             handoff_s: 0.0,
+            first_read_bytes_per_s: None,
         })
     }
 
