@@ -984,19 +984,25 @@ fn plan_what_if_options_rescale_the_workload_and_refuse_bad_values() {
     let w = synthetic_workload(&dir, "ok.ron", "Once", "");
     // Four 10 µs layers scaled to a 4 ms run, pages in 1 µs: preload computes 4 ms after
     // loading its four pages.
-    let o = texstream(&[
-        "plan",
-        path_str(&w),
-        "--policy",
-        "preload",
-        "--json",
-        "--run-time",
-        "m=4ms",
-        "--page-time",
-        "1us",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // `plan`'s JSON for preload with the run scaled to 4 ms and pages in 1 µs, plus `extra`.
+    let preload_plan = |extra: &[&str]| -> serde_json::Value {
+        let mut a = vec![
+            "plan",
+            path_str(&w),
+            "--policy",
+            "preload",
+            "--json",
+            "--run-time",
+            "m=4ms",
+            "--page-time",
+            "1us",
+        ];
+        a.extend(extra);
+        let o = texstream(&a);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let v = preload_plan(&[]);
     let predicted = v[0]["predicted_s"].as_f64().unwrap();
     assert!(
         (0.004..0.0041).contains(&predicted),
@@ -1007,21 +1013,7 @@ fn plan_what_if_options_rescale_the_workload_and_refuse_bad_values() {
     // before: 1 ms + 1 µs, then the four 1 ms layers. The bound says the same.
     let page = v[0]["page_bytes"].as_f64().unwrap();
     let read_rate = format!("{}", (page * 1e3) as u64);
-    let o = texstream(&[
-        "plan",
-        path_str(&w),
-        "--policy",
-        "preload",
-        "--json",
-        "--run-time",
-        "m=4ms",
-        "--page-time",
-        "1us",
-        "--cold-read",
-        &read_rate,
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let cold: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cold = preload_plan(&["--cold-read", &read_rate]);
     let (cold_predicted, cold_lb) = (
         cold[0]["predicted_s"].as_f64().unwrap(),
         cold[0]["lower_bound_s"].as_f64().unwrap(),

@@ -2,26 +2,15 @@
 //! for its read from disk, the reads one after another. The simulation charges it and the lower
 //! bound's cold-start term knows it, so a plan that is read-bound from the first step sits on the
 //! bound; a warm start (pages in host memory) is bounded by its copies alone.
+mod common;
+use common::page_a_step;
 use scheduler::*;
 
 const PAGE: u64 = 1 << 20;
 
 /// One model of 8 steps of 0.5 ms, step `k` reading page `k`, run twice.
 fn workload() -> (Vec<Profile>, Pipeline) {
-    let model = Profile {
-        model: "m".into(),
-        page_bytes: PAGE,
-        total_pages: 8,
-        steps: (0..8)
-            .map(|k| Step {
-                name: format!("s{k}"),
-                pages: vec![k],
-                compute_s: 0.5e-3,
-                activation_bytes: 0,
-                lookup: false,
-            })
-            .collect(),
-    };
+    let model = page_a_step(8, 0.5e-3);
     let pipeline = Pipeline {
         stages: vec![Stage { model: 0, count: 1 }],
         repetitions: 2,

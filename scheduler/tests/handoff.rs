@@ -3,30 +3,17 @@
 //! copies and steps wait on each other in turn pays it at every wait; one whose copies run
 //! ahead pays it only where a step really waits.
 mod common;
-use common::decoder;
+use common::{decoder, page_a_step};
 use scheduler::{
     demand_schedule, plan, simulate_schedule, Bandwidth, Eviction, Issue, Pipeline, Policy,
-    Profile, Stage, Step, Trace,
+    Profile, Stage, Trace,
 };
 
 const PAGE: u64 = 1 << 20;
 
 /// One model whose three steps each read their own page, `step_s` each.
 fn three_pages(step_s: f64) -> (Vec<Profile>, Pipeline) {
-    let profile = Profile {
-        model: "m".into(),
-        page_bytes: PAGE,
-        total_pages: 3,
-        steps: (0..3)
-            .map(|k| Step {
-                name: format!("s{k}"),
-                pages: vec![k],
-                compute_s: step_s,
-                activation_bytes: 0,
-                lookup: false,
-            })
-            .collect(),
-    };
+    let profile = page_a_step(3, step_s);
     let pipeline = Pipeline {
         stages: vec![Stage { model: 0, count: 1 }],
         repetitions: 1,

@@ -2,19 +2,11 @@
 //! cap too small to stream the second one's pages behind the first one's compute. The other
 //! terms let every transfer hide behind the first phase; the phase term does not, and the best
 //! plan sits just above it.
+mod common;
+use common::step;
 use scheduler::*;
 
 const PAGE: u64 = 1 << 20;
-
-fn step(name: String, pages: Vec<u32>, compute_s: f64) -> Step {
-    Step {
-        name,
-        pages,
-        compute_s,
-        activation_bytes: 0,
-        lookup: false,
-    }
-}
 
 /// `encoder`: 10 steps of 10 ms on one page. `decoder`: 8 steps of 0.1 ms, each on its own page,
 /// run 5 times (a decode loop whose weights stream every step).
