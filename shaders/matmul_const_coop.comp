@@ -12,6 +12,10 @@
 // 6656]) took 543 us with one group taking K 16 at a time and nothing in flight (6.4 TFLOP/s,
 // session 18), 326-376 us with one group taking 64 with the next step's loads in flight, and 153
 // us with four groups (session 25, run 9): the one group left each scheduler a single subgroup
-// that waited out every latency alone. Accumulation is fp32, and bias, alpha and activation are
-// applied on the way out, as in matmul_body.glsl. Body: include/matmul_coop_body.glsl.
+// that waited out every latency alone. A MatMul with fewer 64-row tiles than multiprocessors
+// runs on 32-row tiles (matmul_const_coop_m32.comp): twice the workgroups, and a step's loads
+// nearly halved (the 1.34 B prefill's key/value, query/output and down projections: 72 -> 51,
+// 91 -> 63 and 232 -> 180 us, session 26, run 2). Accumulation is fp32, and bias, alpha and
+// activation are applied on the way out, as in matmul_body.glsl. Body:
+// include/matmul_coop_body.glsl.
 #include "matmul_coop_body.glsl"

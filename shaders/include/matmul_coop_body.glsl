@@ -32,8 +32,13 @@ TENSOR_OUT(1, img_out);
 
 #include "matmul_common.glsl"
 
+// Output rows a tile: 64, or 32 (matmul_const_coop_m32.comp, matmul_const_coop_rows_m32.comp)
+// where a MatMul has fewer 64-row tiles than the device has multiprocessors.
+#ifndef TM
 #define TM 64u
+#endif
 #define TN 64u
+#define RB (TM / 32u)   // row blocks of 16 a subgroup owns
 #define GT 128u         // invocations a group
 #define TKG (64u / KG)  // k a group takes a step
 #define TK (KG * TKG)   // k a step
@@ -125,8 +130,9 @@ void main() {
     uint tid = gl_LocalInvocationID.x;
     uint g = tid / GT, gtid = tid % GT;
     uint sg = gtid / 32u;
-    // Each subgroup of a group owns a 32 x 32 quarter: 2 row blocks of 16 x 4 column blocks of 8.
-    uint sm = (sg / 2u) * 32u, sn = (sg % 2u) * 32u;
+    // Each subgroup of a group owns a TM/2 x 32 quarter: RB row blocks of 16 x 4 column blocks of
+    // 8.
+    uint sm = (sg / 2u) * (TM / 2u), sn = (sg % 2u) * 32u;
     m0 = gl_WorkGroupID.y * TM;
     n0 = gl_WorkGroupID.x * TN;
     uint layer = gl_WorkGroupID.z;
@@ -135,13 +141,13 @@ void main() {
     K = pc.k;
     a_layer = operand_layer(pc.a_t, pc.flags & 15u, layer / pc.out_t.c4, 0u);
 
-    ACC acc[2][4];
-    [[unroll]] for (uint i = 0u; i < 2u; i++) {
+    ACC acc[RB][4];
+    [[unroll]] for (uint i = 0u; i < RB; i++) {
         [[unroll]] for (uint j = 0u; j < 4u; j++) {
             acc[i][j] = ACC(0.0);
         }
     }
-    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[2];
+    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[RB];
     fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> b;
     // This group's part of each step: k0 + g * TKG on (past K: zeros, the products add none).
     uint kg = g * TKG;
@@ -154,7 +160,7 @@ void main() {
             load_step(gtid, k0 + TK + kg);
         }
         [[unroll]] for (uint kk = 0u; kk < TKG; kk += 16u) {
-            [[unroll]] for (uint i = 0u; i < 2u; i++) {
+            [[unroll]] for (uint i = 0u; i < RB; i++) {
                 coopMatLoadNV(a[i], As[g], (sm + 16u * i) * AS_STRIDE + kk, AS_STRIDE, false);
             }
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
@@ -163,7 +169,7 @@ void main() {
 #else
                 coopMatLoadNV(b, Bs[g], kk * BS_STRIDE + sn + 8u * j, BS_STRIDE, false);
 #endif
-                [[unroll]] for (uint i = 0u; i < 2u; i++) {
+                [[unroll]] for (uint i = 0u; i < RB; i++) {
                     acc[i][j] = coopMatMulAddNV(a[i], b, acc[i][j]);
                 }
             }
@@ -172,7 +178,7 @@ void main() {
     // The groups' tiles summed: the last group stores its tile, each group before it in turn
     // adds its own to it.
     if (g == KG - 1) {
-        [[unroll]] for (uint i = 0u; i < 2u; i++) {
+        [[unroll]] for (uint i = 0u; i < RB; i++) {
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 coopMatStoreNV(acc[i][j], Cs, (sm + 16u * i) * CS_STRIDE + sn + 8u * j, CS_STRIDE, false);
             }
@@ -182,7 +188,7 @@ void main() {
         barrier();
         if (g == uint(h)) {
             ACC other;
-            [[unroll]] for (uint i = 0u; i < 2u; i++) {
+            [[unroll]] for (uint i = 0u; i < RB; i++) {
                 [[unroll]] for (uint j = 0u; j < 4u; j++) {
                     uint at = (sm + 16u * i) * CS_STRIDE + sn + 8u * j;
                     coopMatLoadNV(other, Cs, at, CS_STRIDE, false);

@@ -160,6 +160,9 @@ pub struct DeviceFeatures {
     /// The fewest output tiles a tensor-core MatMul takes, where the device's options fix it
     /// ([`crate::DeviceOptions::coop_min_tiles`]); `None`: one per eight streaming multiprocessors.
     pub coop_min_tiles: Option<u64>,
+    /// The rows of every tensor-core MatMul's tiles, where the device's options fix them
+    /// ([`crate::DeviceOptions::coop_rows`]); `None`: by shape ([`crate::kernels::coop_rows`]).
+    pub coop_rows: Option<u32>,
 }
 
 /// What an adapter offers (`Device::new` then turns off what its options ask it not to use).
@@ -245,6 +248,7 @@ impl Capabilities {
             gemv_spread: None,
             gemv_deep: None,
             coop_min_tiles: None,
+            coop_rows: None,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),

@@ -296,6 +296,7 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     caps.features.gemv_spread = opts.gemv_spread;
     caps.features.gemv_deep = opts.gemv_deep;
     caps.features.coop_min_tiles = opts.coop_min_tiles;
+    caps.features.coop_rows = opts.coop_rows;
     if opts.no_transfer_queue {
         caps.transfer_family = None;
     }

@@ -44,6 +44,9 @@ pub struct DeviceOptions {
     /// (`None`: one a streaming multiprocessor, [`crate::kernels::coop_min_tiles`]): to measure
     /// the tensor-core kernel against the portable one on smaller outputs.
     pub coop_min_tiles: Option<u64>,
+    /// Run every tensor-core MatMul on tiles of this many rows (64 or 32) instead of picking by
+    /// shape ([`crate::kernels::coop_rows`]): to measure one against the other.
+    pub coop_rows: Option<u32>,
 }
 
 impl DeviceOptions {
@@ -58,6 +61,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_GEMV_SPREAD=1`, `2` or `4`: [`DeviceOptions::gemv_spread`];
     /// - `TEXSTREAM_GEMV_DEEP=1` or `0`: [`DeviceOptions::gemv_deep`];
     /// - `TEXSTREAM_COOP_MIN_TILES=N`: [`DeviceOptions::coop_min_tiles`];
+    /// - `TEXSTREAM_COOP_ROWS=64` or `32`: [`DeviceOptions::coop_rows`];
     /// - `TEXSTREAM_MAX_ARRAY_LAYERS=N`: [`DeviceOptions::limits_override`] with at most `N`
     ///   image array layers (the weight atlas stacks pages beyond them, as on a GPU for models
     ///   over 2048 pages).
@@ -100,6 +104,9 @@ impl DeviceOptions {
             }),
             coop_min_tiles: var("TEXSTREAM_COOP_MIN_TILES")
                 .and_then(|v| v.trim().parse::<u64>().ok()),
+            coop_rows: var("TEXSTREAM_COOP_ROWS")
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .filter(|n| matches!(n, 32 | 64)),
             limits_override: var("TEXSTREAM_MAX_ARRAY_LAYERS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|&n| n > 0)
@@ -133,6 +140,7 @@ mod tests {
         assert_eq!(o.coop_conv_tile, None);
         assert_eq!(o.limits_override, None);
         assert_eq!(o.coop_min_tiles, None);
+        assert_eq!(o.coop_rows, None);
     }
 
     #[test]
@@ -146,8 +154,11 @@ mod tests {
             ("TEXSTREAM_COOP_CONV_TILE", " Wide"),
             ("TEXSTREAM_MAX_ARRAY_LAYERS", " 16"),
             ("TEXSTREAM_COOP_MIN_TILES", " 24"),
+            ("TEXSTREAM_COOP_ROWS", "32 "),
         ]);
         assert_eq!(o.coop_min_tiles, Some(24));
+        assert_eq!(o.coop_rows, Some(32));
+        assert_eq!(with(&[("TEXSTREAM_COOP_ROWS", "48")]).coop_rows, None);
         assert_eq!(
             o.limits_override.map(|l| l.max_image_array_layers),
             Some(16)

@@ -3,8 +3,8 @@
 //! |got - ref| / max(1, |ref|): fp32 1e-4, fp16 3e-3 (output rounding 5e-4 plus fp16 bias).
 
 use vk_backend::kernels::{
-    coop_min_tiles, matmul, matmul_shape, matmul_tensor_bias_into, uses_cooperative_matrix,
-    MatBias, MatMulOpts, MatRhs, UnaryOp,
+    coop_min_tiles, coop_rows, matmul, matmul_shape, matmul_tensor_bias_into,
+    uses_cooperative_matrix, MatBias, MatMulOpts, MatRhs, UnaryOp,
 };
 use vk_backend::layout::{pack_matrix_kn, pack_vector};
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -633,15 +633,33 @@ fn shape_errors_are_clear() {
 /// sizes not multiples of its 32x32x16 tiles, batch in the layer index, bias + activation). Where
 /// the device has cooperative matrices, the ones with at least a 64x64 tile per SM run on them
 /// and the smaller ones on the portable kernel (asserted; the last case has enough tiles on an
-/// H200); elsewhere every case checks the portable kernel.
+/// H200); elsewhere every case checks the portable kernel. With cooperative matrices the cases
+/// run three times: tile rows picked by shape (32 for the few-tile ones with more than 32 rows,
+/// asserted), and all on 64-row and all on 32-row tiles (`DeviceOptions::coop_rows`).
 #[test]
 fn constant_b_on_cooperative_matrices_where_available() {
-    let d = device();
-    let p = Precision::F16;
-    let coop = d.features().cooperative_matrix_f16;
+    let coop = device().features().cooperative_matrix_f16;
     if !coop {
         eprintln!("no cooperative matrices on this device: the portable kernel runs these cases");
     }
+    let rows_choices: &[Option<u32>] = if coop {
+        &[None, Some(64), Some(32)]
+    } else {
+        &[None]
+    };
+    for &rows in rows_choices {
+        let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
+            coop_rows: rows,
+            ..vk_backend::DeviceOptions::from_env()
+        })
+        .unwrap();
+        constant_b_cases(&d, rows);
+    }
+}
+
+fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>) {
+    let p = Precision::F16;
+    let coop = d.features().cooperative_matrix_f16;
     // (A shape, K, N, bias per column)
     let cases: &[(&[usize], usize, usize, bool)] = &[
         (&[2, 1, 70, 150], 150, 90, true),
@@ -651,6 +669,11 @@ fn constant_b_on_cooperative_matrices_where_available() {
         // Rows and K past whole 64-wide steps (K not a multiple of 4 either), one batch: 140
         // tiles, enough for an H200's tensor cores.
         (&[1, 250, 202], 202, 2200, false),
+        // Fewer 64-row tiles (36) than an H200's 132 multiprocessors: 32-row tiles, rows past
+        // whole tiles, an odd number of 64-wide K steps (the kernel stages two a loop).
+        (&[1, 100, 150], 150, 1100, true),
+        // 198 tiles: 64 rows, three K steps.
+        (&[1, 130, 130], 130, 4200, false),
     ];
     let mut rng = Rng::new(77);
     let mut stream: Vec<f32> = Vec::new();
@@ -680,13 +703,13 @@ fn constant_b_on_cooperative_matrices_where_available() {
         });
         prepared.push((sa, k, n, bv, cv, b_off, rows_off, bias));
     }
-    let atlas = atlas_with(p, &stream);
-    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    let atlas = atlas_on(d, p, &stream);
+    let mut rec = Recorder::new(d, QueueKind::Compute).unwrap();
     rec.use_weights(&atlas);
     let mut checks = Vec::new();
     for (sa, k, n, bv, cv, b_off, rows_off, bias) in prepared {
         let av = rng.vec(sa.iter().product(), -1.0, 1.0);
-        let a = Tensor::from_data(&d, "a", sa, p, &av).unwrap();
+        let a = Tensor::from_data(d, "a", sa, p, &av).unwrap();
         let opts = MatMulOpts {
             bias,
             activation: Some(UnaryOp::Relu),
@@ -707,7 +730,15 @@ fn constant_b_on_cooperative_matrices_where_available() {
         let rows = sa[sa.len() - 2];
         let tiles = (rows.div_ceil(64) * n.div_ceil(64)) as u64 * out.layout().layers();
         let takes = coop && tiles >= coop_min_tiles(&d.features());
-        assert_eq!(uses_cooperative_matrix(&d, &out, &opts), takes, "{sa:?}");
+        assert_eq!(uses_cooperative_matrix(d, &out, &opts), takes, "{sa:?}");
+        let multiprocessors = d.features().concurrent_invocations / 2048;
+        let by_shape = if rows > 32 && tiles < multiprocessors {
+            32
+        } else {
+            64
+        };
+        let tile_rows = forced_rows.map_or(by_shape, |r| r as usize);
+        assert_eq!(coop_rows(&d.features(), &out), tile_rows, "{sa:?}");
         let (shape, prod) = matmul_ref(
             &rounded(&av, p),
             sa,
@@ -727,17 +758,21 @@ fn constant_b_on_cooperative_matrices_where_available() {
             .collect();
         assert_eq!(out.shape(), &shape[..]);
         checks.push((
-            format!("{sa:?} x W[{k},{n}] by rows coop={takes}"),
+            format!("{sa:?} x W[{k},{n}] by rows coop={takes} rows={tile_rows}"),
             out_rows,
             want.clone(),
         ));
-        checks.push((format!("{sa:?} x W[{k},{n}] coop={takes}"), out, want));
+        checks.push((
+            format!("{sa:?} x W[{k},{n}] coop={takes} rows={tile_rows}"),
+            out,
+            want,
+        ));
     }
     rec.submit_and_wait().unwrap();
     for (what, out, want) in checks {
         assert_close(&what, &out.download().unwrap(), &want, tol(p));
     }
-    assert_no_validation_messages(&d);
+    assert_no_validation_messages(d);
 }
 
 /// `matmul_const_gemv.comp` at each staging divisor (`DeviceOptions::gemv_spread`: 4, 8 or 16

@@ -60,6 +60,18 @@ const MATMUL_CONST_COOP_ROWS: KernelDesc = KernelDesc {
     ..MATMUL_CONST_COOP
 };
 
+/// [`MATMUL_CONST_COOP`] on 32-row tiles (see [`coop_rows`]).
+const MATMUL_CONST_COOP_M32: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_m32",
+    ..MATMUL_CONST_COOP
+};
+
+/// [`MATMUL_CONST_COOP_ROWS`] on 32-row tiles.
+const MATMUL_CONST_COOP_ROWS_M32: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_rows_m32",
+    ..MATMUL_CONST_COOP
+};
+
 /// `matmul_const_gemv.comp`: a few rows against a constant B (see [`uses_gemv`]).
 const MATMUL_CONST_GEMV: KernelDesc = KernelDesc {
     name: "matmul_const_gemv",
@@ -382,12 +394,20 @@ fn record(
         && c.is_none()
         && matches!(b, MatRhs::Weights { .. } | MatRhs::WeightRows { .. })
         && uses_cooperative_matrix(rec.device(), out, opts);
-    let tile = if coop { COOP_TILE } else { TILE };
+    let (tile_cols, tile_rows) = if coop {
+        (COOP_TILE, coop_rows(&rec.device().features(), out))
+    } else {
+        (TILE, TILE)
+    };
     let spread = gemv.then(|| gemv_spread(rec.device(), p.m));
     let groups = if let Some(mp) = spread {
         [p.n.div_ceil(4 * mp) as u64, 1, layers]
     } else {
-        [p.n.div_ceil(tile) as u64, p.m.div_ceil(tile) as u64, layers]
+        [
+            p.n.div_ceil(tile_cols) as u64,
+            p.m.div_ceil(tile_rows) as u64,
+            layers,
+        ]
     };
     for (g, lim) in groups.iter().zip(limits) {
         if *g > lim as u64 {
@@ -494,10 +514,13 @@ fn record(
                 &MATMUL_CONST_GEMV_DEEP
             } else if gemv {
                 &MATMUL_CONST_GEMV
-            } else if coop && matches!(b, MatRhs::WeightRows { .. }) {
-                &MATMUL_CONST_COOP_ROWS
             } else if coop {
-                &MATMUL_CONST_COOP
+                match (matches!(b, MatRhs::WeightRows { .. }), tile_rows) {
+                    (true, 32) => &MATMUL_CONST_COOP_ROWS_M32,
+                    (true, _) => &MATMUL_CONST_COOP_ROWS,
+                    (false, 32) => &MATMUL_CONST_COOP_M32,
+                    (false, _) => &MATMUL_CONST_COOP,
+                }
             } else {
                 &MATMUL_CONST
             };
@@ -551,6 +574,33 @@ pub fn coop_min_tiles(features: &crate::DeviceFeatures) -> u64 {
     features
         .coop_min_tiles
         .unwrap_or((features.concurrent_invocations / 16384).max(1))
+}
+
+/// Rows of the tensor-core MatMul's output tiles (64 columns each) for `out`: 32 where its 64-row
+/// tiles would be fewer than the device's streaming multiprocessors (about one per 2048
+/// concurrent invocations) and it has more than 32 rows, so that twice the workgroups share the
+/// work; 64 elsewhere; or what the device's options fix ([`crate::DeviceOptions::coop_rows`]).
+/// Each workgroup walks the whole reduction, so a MatMul with fewer workgroups than
+/// multiprocessors leaves the rest idle; a 32-row tile's step also issues 3 k texel loads
+/// against 5 k. On an H200 (session 26, run 2) the 1.34 B prefill's key/value (16 tiles),
+/// query/output and down projections (64) went 72 -> 51, 91 -> 63 and 232 -> 180 us; its gate
+/// and up projections (208 tiles) stay on 64 rows: on 32 they took 240 us against 170 (run 1,
+/// both with an experimental two-deep prefetch).
+pub fn coop_rows(features: &crate::DeviceFeatures, out: &Tensor) -> usize {
+    if let Some(rows) = features.coop_rows {
+        return rows as usize;
+    }
+    let Ok(d) = dims6(out.shape()) else {
+        return COOP_TILE;
+    };
+    let tiles =
+        (d[4].div_ceil(COOP_TILE) * d[5].div_ceil(COOP_TILE)) as u64 * out.layout().layers();
+    let multiprocessors = (features.concurrent_invocations / 2048).max(1);
+    if d[4] > 32 && tiles < multiprocessors {
+        32
+    } else {
+        COOP_TILE
+    }
 }
 
 /// Allocates the output (precision of `a`) and records the MatMul.
