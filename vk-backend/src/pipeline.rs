@@ -28,6 +28,7 @@ pub(crate) struct PipelineKey {
     precision: Precision,
     weights: Precision,
     storage: StorageKind,
+    unfolded: bool,
 }
 
 /// A built compute pipeline with its layouts.
@@ -37,6 +38,9 @@ pub struct Pipeline {
     /// Precision of the weight atlas the kernel reads (the activations' unless mixed).
     pub(crate) weights: Precision,
     pub(crate) storage: StorageKind,
+    /// Built with `UNFOLDED_OPERANDS` (tensor.glsl's specialization constant 0) set: for
+    /// dispatches whose LOAD_AT tensors are all unfolded ([`Device::pipeline_unfolded`]).
+    pub(crate) unfolded: bool,
     pub(crate) pipeline: vk::Pipeline,
     pub(crate) layout: vk::PipelineLayout,
     pub(crate) set_layout: vk::DescriptorSetLayout,
@@ -101,6 +105,31 @@ impl Device {
         weights: Precision,
         storage: StorageKind,
     ) -> Result<Arc<Pipeline>> {
+        self.pipeline_specialized(desc, precision, weights, storage, false)
+    }
+
+    /// [`Self::pipeline`] built for dispatches whose tensors read with `LOAD_AT` are all
+    /// unfolded (physical width and height equal to the logical ones): their coordinates then
+    /// skip the fold's test and divisions. The recorder keeps this choice when it switches to
+    /// the variant for the bound atlas or storage.
+    pub fn pipeline_unfolded(
+        &self,
+        desc: &KernelDesc,
+        precision: Precision,
+    ) -> Result<Arc<Pipeline>> {
+        self.pipeline_specialized(desc, precision, precision, StorageKind::Image, true)
+    }
+
+    /// The pipeline for `desc` at (`precision`, `weights`, `storage`), `unfolded` or not, cached
+    /// per all five.
+    pub(crate) fn pipeline_specialized(
+        &self,
+        desc: &KernelDesc,
+        precision: Precision,
+        weights: Precision,
+        storage: StorageKind,
+        unfolded: bool,
+    ) -> Result<Arc<Pipeline>> {
         // Kernels that never read the atlas have one variant per activation precision.
         let weights = if desc.uses_weights {
             weights
@@ -112,6 +141,7 @@ impl Device {
             precision,
             weights,
             storage,
+            unfolded,
         };
         let mut map = self
             .inner
@@ -127,7 +157,7 @@ impl Device {
             }
             return Ok(p.clone());
         }
-        let p = Arc::new(self.build_pipeline(desc, precision, weights, storage)?);
+        let p = Arc::new(self.build_pipeline(desc, precision, weights, storage, unfolded)?);
         map.insert(key, p.clone());
         Ok(p)
     }
@@ -138,6 +168,7 @@ impl Device {
         precision: Precision,
         weights: Precision,
         storage: StorageKind,
+        unfolded: bool,
     ) -> Result<Pipeline> {
         let spirv = crate::shaders::spirv_variant(desc.name, precision, weights, storage)
             .ok_or_else(|| {
@@ -231,10 +262,22 @@ impl Device {
                     return Err(e).vk("vkCreateShaderModule");
                 }
             };
+            // Specialization constant 0: UNFOLDED_OPERANDS (tensor.glsl); shaders without it
+            // ignore the entry.
+            let entries = [vk::SpecializationMapEntry {
+                constant_id: 0,
+                offset: 0,
+                size: std::mem::size_of::<vk::Bool32>(),
+            }];
+            let value = vk::Bool32::from(unfolded).to_le_bytes();
+            let specialization = vk::SpecializationInfo::default()
+                .map_entries(&entries)
+                .data(&value);
             let stage = vk::PipelineShaderStageCreateInfo::default()
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(module)
-                .name(c"main");
+                .name(c"main")
+                .specialization_info(&specialization);
             let ci = vk::ComputePipelineCreateInfo::default()
                 .stage(stage)
                 .layout(layout);
@@ -253,6 +296,7 @@ impl Device {
                 precision,
                 weights,
                 storage,
+                unfolded,
                 pipeline,
                 layout,
                 set_layout,

@@ -475,6 +475,59 @@ fn split_attention_through_a_folded_partials_image() {
     run_on(&d, &c, Precision::F16, 41);
 }
 
+/// Keys and values in folded images (a device limited to 128-texel image edges, so 300 keys
+/// fold), with an unfolded Q: those dispatches take the kernels' general addressing, not the
+/// pipelines specialized for unfolded operands (on any device; the tensor-core kernel's fp16
+/// case with 20 rows where the device has it). A decode step and a prefill, masked and not.
+#[test]
+fn attention_reads_folded_keys_and_values() {
+    let d = Device::new(&DeviceOptions {
+        limits_override: Some(vk_backend::ImageLimits {
+            max_image_dimension_2d: 128,
+            max_image_array_layers: 2048,
+        }),
+        ..DeviceOptions::from_env()
+    })
+    .expect("a device");
+    let k = Tensor::new(&d, "k", &[1, 4, 300, 64], Precision::F16).unwrap();
+    let l = k.layout();
+    assert!(
+        l.pw != l.w || l.ph != l.h,
+        "300 keys fold under 128-texel edges"
+    );
+    let cases = [
+        Case {
+            batch: 1,
+            heads: 8,
+            kv_heads: 4,
+            sq: 1,
+            sk: 300,
+            d: 64,
+            dv: 64,
+            mask: None,
+            key_rows: true,
+            nan_guard: false,
+        },
+        Case {
+            batch: 1,
+            heads: 4,
+            kv_heads: 4,
+            sq: 20,
+            sk: 300,
+            d: 64,
+            dv: 32,
+            mask: Some([1, 1, 20]),
+            key_rows: true,
+            nan_guard: false,
+        },
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        for p in [Precision::F32, Precision::F16] {
+            run_on(&d, c, p, 90 + i as u64);
+        }
+    }
+}
+
 #[test]
 fn attention_refuses_shapes_it_cannot_hold() {
     let d = device();

@@ -15,7 +15,7 @@
 //! attention make of it).
 
 use crate::error::Result;
-use crate::kernels::launch::{kerr, launch};
+use crate::kernels::launch::{kerr, launch, launch_unfolded, unfolded};
 use crate::kernels::push::{dispatch_1d, PushConstants};
 use crate::layout::{nchw, Precision};
 use crate::pipeline::{BindingKind, KernelDesc};
@@ -376,11 +376,13 @@ pub fn attention_into(
         Arg::input(m),
         Arg::output(out),
     ];
+    // The tensor-core and decode kernels read Q, K, V and the mask with LOAD_AT.
+    let flat = unfolded(&[q, k, v, m]);
     let (Some(plan), Some(partials)) = (plan, split) else {
-        return launch(rec, desc, out.precision(), &args, &pc, groups);
+        return launch_unfolded(rec, desc, out.precision(), &args, &pc, groups, flat);
     };
     let spans = [&args[..], &[Arg::output(partials)]].concat();
-    launch(rec, desc, out.precision(), &spans, &pc, groups)?;
+    launch_unfolded(rec, desc, out.precision(), &spans, &pc, groups, flat)?;
     // One invocation a (texel layer, query row, head-dim texel).
     let merge = [&args[..], &[Arg::input(partials)]].concat();
     let groups = dispatch_1d(rec.device(), (plan.rows * dv) as u64, COMBINE_THREADS);

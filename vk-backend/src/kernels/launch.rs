@@ -98,6 +98,34 @@ pub(crate) fn launch(
     rec.dispatch(&pipeline, args, &pc.bytes(), groups)
 }
 
+/// [`launch`] on the pipeline specialized for unfolded operands where `unfolded` says every
+/// tensor the kernel reads with `LOAD_AT` is unfolded ([`unfolded`]).
+pub(crate) fn launch_unfolded(
+    rec: &mut Recorder,
+    desc: &KernelDesc,
+    precision: Precision,
+    args: &[Arg<'_>],
+    pc: &PushConstants,
+    groups: [u32; 3],
+    unfolded: bool,
+) -> Result<()> {
+    let pipeline = if unfolded {
+        rec.device().pipeline_unfolded(desc, precision)?
+    } else {
+        rec.device().pipeline(desc, precision)?
+    };
+    rec.dispatch(&pipeline, args, &pc.bytes(), groups)
+}
+
+/// Whether every tensor of `tensors` is unfolded: its image's width and height are its logical
+/// ones, so `LOAD_AT` may address it without the fold (the shader's own test).
+pub(crate) fn unfolded(tensors: &[&Tensor]) -> bool {
+    tensors.iter().all(|t| {
+        let l = t.layout();
+        l.pw == l.w && l.ph == l.h
+    })
+}
+
 /// [`launch`] at `out`'s precision with one invocation per texel of `out`, 64 per workgroup.
 pub(crate) fn launch_per_texel(
     rec: &mut Recorder,

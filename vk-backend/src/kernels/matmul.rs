@@ -13,7 +13,9 @@
 
 use crate::error::{Result, VkError};
 use crate::kernels::elementwise::{broadcast_shape, UnaryOp};
-use crate::kernels::launch::{alloc_like, launch, IMAGES_2, IMAGES_3, IMAGES_4};
+use crate::kernels::launch::{
+    alloc_like, launch, launch_unfolded, unfolded, IMAGES_2, IMAGES_3, IMAGES_4,
+};
 use crate::kernels::push::PushConstants;
 use crate::layout::dims6;
 use crate::pipeline::KernelDesc;
@@ -510,6 +512,8 @@ fn record(
             launch(rec, desc, out.precision(), &args, &pc, groups)
         }
         (MatRhs::Weights { .. } | MatRhs::WeightRows { .. }, None) => {
+            // The tensor-core kernels read A with LOAD_AT.
+            let flat = coop && unfolded(&[a]);
             let desc = if gemv && gemv_deep(rec.device()) {
                 &MATMUL_CONST_GEMV_DEEP
             } else if gemv {
@@ -525,7 +529,7 @@ fn record(
                 &MATMUL_CONST
             };
             let args = [Arg::input(a), Arg::output(out)];
-            launch(rec, desc, out.precision(), &args, &pc, groups)
+            launch_unfolded(rec, desc, out.precision(), &args, &pc, groups, flat)
         }
     }
 }

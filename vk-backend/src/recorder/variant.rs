@@ -46,7 +46,12 @@ impl Recorder {
         if storage == pipeline.storage && weights == pipeline.weights {
             return Ok(pipeline.clone());
         }
-        self.device
-            .pipeline_mixed(&pipeline.desc, pipeline.precision, weights, storage)
+        self.device.pipeline_specialized(
+            &pipeline.desc,
+            pipeline.precision,
+            weights,
+            storage,
+            pipeline.unfolded,
+        )
     }
 }
