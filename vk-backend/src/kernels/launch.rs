@@ -94,8 +94,7 @@ pub(crate) fn launch(
     pc: &PushConstants,
     groups: [u32; 3],
 ) -> Result<()> {
-    let pipeline = rec.device().pipeline(desc, precision)?;
-    rec.dispatch(&pipeline, args, &pc.bytes(), groups)
+    launch_unfolded(rec, desc, precision, args, pc, groups, false)
 }
 
 /// [`launch`] on the pipeline specialized for unfolded operands where `unfolded` says every

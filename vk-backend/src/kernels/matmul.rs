@@ -558,13 +558,16 @@ pub fn uses_cooperative_matrix(
     let Ok(d) = dims6(out.shape()) else {
         return false;
     };
-    let tiles =
-        (d[4].div_ceil(COOP_TILE) * d[5].div_ceil(COOP_TILE)) as u64 * out.layout().layers();
     features.cooperative_matrix_f16
         && out.precision() == crate::layout::Precision::F16
         && d[3] == 1
         && !opts.trans_a
-        && tiles >= coop_min_tiles(&features)
+        && coop_tiles(&d, out) >= coop_min_tiles(&features)
+}
+
+/// 64x64 output tiles of `out` (dims `d`) over all its layers.
+fn coop_tiles(d: &[usize; 6], out: &Tensor) -> u64 {
+    (d[4].div_ceil(COOP_TILE) * d[5].div_ceil(COOP_TILE)) as u64 * out.layout().layers()
 }
 
 /// The fewest 64x64 output tiles the tensor-core MatMul takes on a device: one per eight
@@ -597,10 +600,8 @@ pub fn coop_rows(features: &crate::DeviceFeatures, out: &Tensor) -> usize {
     let Ok(d) = dims6(out.shape()) else {
         return COOP_TILE;
     };
-    let tiles =
-        (d[4].div_ceil(COOP_TILE) * d[5].div_ceil(COOP_TILE)) as u64 * out.layout().layers();
     let multiprocessors = (features.concurrent_invocations / 2048).max(1);
-    if d[4] > 32 && tiles < multiprocessors {
+    if d[4] > 32 && coop_tiles(&d, out) < multiprocessors {
         32
     } else {
         COOP_TILE
