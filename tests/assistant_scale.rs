@@ -254,9 +254,28 @@ fn cold_start_is_reported_per_policy() {
             .unwrap_or_else(|| panic!("no disk rate: {line}"));
         assert!(rate > 0.0 && rate.is_finite(), "{line}");
         assert!(line.contains("every byte once in"), "{line}");
+        // The first request as the engine planned it from disk at that rate: a prediction at
+        // or above its lower bound, and the measured request over that bound.
+        let field = |name: &str, end: &str| -> f64 {
+            line.split(name)
+                .nth(1)
+                .and_then(|r| r.split(end).next())
+                .and_then(|r| r.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no `{name}`: {line}"))
+        };
+        let predicted = field("planned from disk: predicted ", " ms");
+        let lower_bound = field("lower bound ", " ms");
+        let over = field("measured ÷ LB ", ")");
+        assert!(
+            lower_bound > 0.0 && predicted >= lower_bound * (1.0 - 1e-9),
+            "{line}"
+        );
+        assert!(over > 0.0 && over.is_finite(), "{line}");
     }
     assert!(
-        text.contains("integrated ms") && text.contains("disk read ms"),
+        text.contains("integrated ms")
+            && text.contains("disk read ms")
+            && text.contains("first/LB"),
         "{text}"
     );
 }

@@ -133,6 +133,11 @@ struct ColdStart {
     /// little of the open after the stream engine is counted as overlap).
     mirror_fill_s: Option<f64>,
     mirror_overlap_s: Option<f64>,
+    /// The first request alone as the engine planned it from disk at the probed rate (with the
+    /// resident reference's step costs where `--resident-reference` measured them): prediction
+    /// and lower bound.
+    first_request_predicted_s: Option<f64>,
+    first_request_lower_bound_s: Option<f64>,
 }
 
 impl ColdStart {
@@ -140,10 +145,29 @@ impl ColdStart {
         self.load_s + self.open_s + self.first_request_s
     }
 
+    /// The measured first request over its planned lower bound from disk.
+    fn first_over_lower_bound(&self) -> Option<f64> {
+        self.first_request_lower_bound_s
+            .filter(|&lb| lb > 0.0)
+            .map(|lb| self.first_request_s / lb)
+    }
+
     fn line(&self) -> String {
         let ms = |s: f64| format!("{:.1} ms", s * 1e3);
+        let planned = match (
+            self.first_request_predicted_s,
+            self.first_request_lower_bound_s,
+            self.first_over_lower_bound(),
+        ) {
+            (Some(p), Some(lb), Some(r)) => format!(
+                " (planned from disk: predicted {}, lower bound {}; measured ÷ LB {r:.2})",
+                ms(p),
+                ms(lb)
+            ),
+            _ => String::new(),
+        };
         format!(
-            "cold start ({}): load {} ({:.0} MiB on disk; headers read, pages checked as they are read), engine open {}, first request {}; integrated {}; warm request {}{}; the disk reads at {:.0} MB/s, every byte once in {}",
+            "cold start ({}): load {} ({:.0} MiB on disk; headers read, pages checked as they are read), engine open {}, first request {}{planned}; integrated {}; warm request {}{}; the disk reads at {:.0} MB/s, every byte once in {}",
             self.policy,
             ms(self.load_s),
             self.read_bytes as f64 / (1 << 20) as f64,
@@ -354,6 +378,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
             steps_per_part: args.steps_per_part,
             host_mirror: args.host_mirror,
             step_reuse: args.step_reuse,
+            cold_read_bytes_per_s: None,
         },
         // The first request (the first two with three or more) profiles: step costs are scaled
         // to the measured model times, the rest is planned with them.
@@ -411,7 +436,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut cold_starts: Vec<ColdStart> = Vec::new();
     let mut failures: Vec<(Policy, String)> = Vec::new();
     for &policy in &policies {
-        let opts = EngineOptions {
+        let mut opts = EngineOptions {
             policy: Some(policy),
             fixed_costs: fixed.clone(),
             ..base.clone()
@@ -421,7 +446,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 "{}: dropping the packed models from the page cache",
                 policy.name()
             ));
-            Some(load_cold(&loaded)?)
+            let cold = load_cold(&loaded)?;
+            // The engine plans its first request with every page read from disk at this rate.
+            opts.stream.cold_read_bytes_per_s =
+                Some(cold.1.disk_bytes_per_s.min(u64::MAX as f64) as u64).filter(|&r| r > 0);
+            Some(cold)
         } else {
             None
         };
@@ -451,6 +480,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
                         mirror_fill_s: mirror.then_some(o.stats.mirror_fill_s),
                         mirror_overlap_s: mirror
                             .then(|| o.stats.mirror_fill_behind_s.min(first_request_s)),
+                        first_request_predicted_s: o
+                            .stats
+                            .cold_first_request
+                            .map(|e| e.predicted_s),
+                        first_request_lower_bound_s: o
+                            .stats
+                            .cold_first_request
+                            .map(|e| e.lower_bound_s),
                     };
                     progress.suspend(|| println!("\n{}", c.line()));
                     cold_starts.push(c);
@@ -487,11 +524,13 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
     if cold_starts.len() > 1 {
         println!(
-            "\n{:<18} {:>10} {:>10} {:>10} {:>14} {:>14} {:>12} {:>12}",
+            "\n{:<18} {:>10} {:>10} {:>10} {:>12} {:>10} {:>14} {:>14} {:>12} {:>12}",
             "cold start",
             "load ms",
             "open ms",
             "first ms",
+            "first LB ms",
+            "first/LB",
             "integrated ms",
             "warm req ms",
             "first/warm",
@@ -500,11 +539,13 @@ pub fn run(args: &RunArgs) -> Result<()> {
         for c in &cold_starts {
             let warm = c.warm_request_s.unwrap_or(f64::NAN);
             println!(
-                "{:<18} {:>10.1} {:>10.1} {:>10.1} {:>14.1} {:>14.1} {:>12.2} {:>12.1}",
+                "{:<18} {:>10.1} {:>10.1} {:>10.1} {:>12.1} {:>10.2} {:>14.1} {:>14.1} {:>12.2} {:>12.1}",
                 c.policy,
                 c.load_s * 1e3,
                 c.open_s * 1e3,
                 c.first_request_s * 1e3,
+                c.first_request_lower_bound_s.unwrap_or(f64::NAN) * 1e3,
+                c.first_over_lower_bound().unwrap_or(f64::NAN),
                 c.integrated_s() * 1e3,
                 warm * 1e3,
                 c.integrated_s() / warm,

@@ -46,7 +46,7 @@ use scheduler::{Policy, Profile};
 pub use error::{EngineError, RequestError};
 pub use loaded::Loaded;
 pub use request::{CancelToken, RequestHandle, Response, SubmitOptions, Values};
-pub use stats::{EngineStats, Latency, ReplanCounts};
+pub use stats::{EngineStats, FirstRequestEstimate, Latency, ReplanCounts};
 pub use worker::PlanSnapshot;
 
 use session::SessionOptions;
@@ -111,6 +111,12 @@ pub struct StreamTuning {
     /// (default on); `Some(false)` records every step again on every run, as before (to measure
     /// one against the other).
     pub step_reuse: Option<bool>,
+    /// The engine starts cold, its packed files out of the page cache, and the disk reads this
+    /// many bytes a second: its first plan charges each page's first read before the page's
+    /// first copy (`scheduler::Bandwidth::first_read_bytes_per_s`), and the session estimates
+    /// the first request alone that way ([`crate::EngineStats::first_request_predicted_s`]).
+    /// Later plans are warm. `None`: a warm start.
+    pub cold_read_bytes_per_s: Option<u64>,
 }
 
 /// Which Vulkan device an engine opens and how: the backend's device options, without its

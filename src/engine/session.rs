@@ -18,7 +18,7 @@ use super::loaded::Loaded;
 use super::plan_ahead::{key_of, PlanAhead, PlanBasis};
 use super::predict::Predictor;
 use super::run_log::{RunFacts, RunLog};
-use super::stats::{HostPhases, ReplanCounts};
+use super::stats::{FirstRequestEstimate, HostPhases, ReplanCounts};
 use crate::pipeline::{ModelCall, ModelRunner, Tensor};
 use crate::runtime::run_budget::{
     measure_engine_cost, min_cap, plan_under_cap, CapError, CappedPlan, EngineCost,
@@ -117,6 +117,8 @@ pub struct Session {
     pub replans: ReplanCounts,
     run_times: Vec<Vec<f64>>,
     calibrate_after: u32,
+    /// Where the session started cold: its first request alone as planned from disk.
+    first_request_estimate: Option<FirstRequestEstimate>,
     requests_done: u32,
     pub calibrated: bool,
     fixed_costs: Option<Vec<Profile>>,
@@ -412,15 +414,33 @@ impl Session {
                 .saturating_sub(1),
             ..loaded.bandwidth
         };
+        // A cold start: the first plan charges each page's first read from disk; the plans
+        // after it (the basis below) are warm.
+        let cold = opts.stream.cold_read_bytes_per_s.map(|rate| Bandwidth {
+            first_read_bytes_per_s: Some(rate as f64),
+            ..bandwidth
+        });
         let CappedPlan { plan, min_cap: min } = plan_under_cap(
             &profiles,
             &first_pipe,
             cap,
-            &bandwidth,
+            cold.as_ref().unwrap_or(&bandwidth),
             loaded.policy,
             &cost,
             None,
         )?;
+        let first_request_estimate = match (&cold, expected.first()) {
+            (Some(bw), Some(&p)) => Some(first_request_estimate(
+                &loaded,
+                &predictor,
+                p,
+                opts.fixed_costs
+                    .as_deref()
+                    .map_or_else(|| profiles.clone(), |f| with_activation(f, act)),
+                (cap, bw, &cost),
+            )?),
+            _ => None,
+        };
         let slots = plan.slots;
         let sources: Vec<Arc<dyn PageSource>> = loaded
             .models
@@ -464,6 +484,7 @@ impl Session {
             replans: ReplanCounts::default(),
             run_times: vec![Vec::new(); n],
             calibrate_after: opts.calibrate_after,
+            first_request_estimate,
             requests_done: 0,
             calibrated: false,
             fixed_costs: opts.fixed_costs.clone(),
@@ -664,6 +685,11 @@ impl Session {
 
     pub fn lower_bound_s(&self) -> f64 {
         self.ex.lower_bound_s()
+    }
+
+    /// Where the session started cold: its first request alone as planned from disk.
+    pub fn first_request_estimate(&self) -> Option<FirstRequestEstimate> {
+        self.first_request_estimate
     }
 
     pub fn kept_pages(&self) -> u64 {
@@ -997,6 +1023,27 @@ fn predicted_stages(loaded: &Loaded, predictor: &Predictor, p: usize) -> Vec<Sta
         predictor
             .count(p, st.index)
             .map_or(f.expected, |c| c.min(f.max))
+    })
+}
+
+/// The prediction and lower bound of request `p` alone, planned from a cold start (`bw` has the
+/// disk's read rate) with `costs`: a resident reference's step costs where the caller gave them,
+/// else the compile-time estimates.
+fn first_request_estimate(
+    loaded: &Loaded,
+    predictor: &Predictor,
+    p: usize,
+    costs: Vec<Profile>,
+    (cap, bw, cost): (u64, &Bandwidth, &EngineCost),
+) -> Result<FirstRequestEstimate, EngineError> {
+    let one = Pipeline {
+        stages: predicted_stages(loaded, predictor, p),
+        repetitions: 1,
+    };
+    let CappedPlan { plan, .. } = plan_under_cap(&costs, &one, cap, bw, loaded.policy, cost, None)?;
+    Ok(FirstRequestEstimate {
+        predicted_s: plan.stats.predicted_s,
+        lower_bound_s: plan.stats.lower_bound.bound_s,
     })
 }
 

@@ -264,6 +264,17 @@ pub struct EngineStats {
     pub reloads_ok: u64,
     pub reloads_failed: u64,
     pub last_reload: Option<ReloadOutcome>,
+    /// Where the engine started cold (`StreamTuning::cold_read_bytes_per_s`): its first request
+    /// alone as planned from disk.
+    pub cold_first_request: Option<FirstRequestEstimate>,
+}
+
+/// A cold start's first request alone as the scheduler plans it: every page it needs read from
+/// disk (one read after another, in the plan's first-load order) before its first copy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct FirstRequestEstimate {
+    pub predicted_s: f64,
+    pub lower_bound_s: f64,
 }
 
 fn ratio(a: f64, b: f64) -> f64 {

@@ -547,6 +547,7 @@ impl Worker {
             st.calibrated = s.calibrated;
             st.predicted_s = self.settled_prediction.0 + s.predicted_s();
             st.lower_bound_s = self.settled_prediction.1 + s.lower_bound_s();
+            st.cold_first_request = s.first_request_estimate();
             let mut t = self.settled_timing;
             t.add(&s.timing);
             st.model_s = t.model_s;
