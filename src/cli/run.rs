@@ -136,8 +136,7 @@ struct ColdStart {
     /// The first request alone as the engine planned it from disk at the probed rate (with the
     /// resident reference's step costs where `--resident-reference` measured them): prediction
     /// and lower bound.
-    first_request_predicted_s: Option<f64>,
-    first_request_lower_bound_s: Option<f64>,
+    first_request_planned: Option<texstream::engine::FirstRequestEstimate>,
 }
 
 impl ColdStart {
@@ -147,22 +146,18 @@ impl ColdStart {
 
     /// The measured first request over its planned lower bound from disk.
     fn first_over_lower_bound(&self) -> Option<f64> {
-        self.first_request_lower_bound_s
-            .filter(|&lb| lb > 0.0)
-            .map(|lb| self.first_request_s / lb)
+        self.first_request_planned
+            .filter(|e| e.lower_bound_s > 0.0)
+            .map(|e| self.first_request_s / e.lower_bound_s)
     }
 
     fn line(&self) -> String {
         let ms = |s: f64| format!("{:.1} ms", s * 1e3);
-        let planned = match (
-            self.first_request_predicted_s,
-            self.first_request_lower_bound_s,
-            self.first_over_lower_bound(),
-        ) {
-            (Some(p), Some(lb), Some(r)) => format!(
+        let planned = match (self.first_request_planned, self.first_over_lower_bound()) {
+            (Some(e), Some(r)) => format!(
                 " (planned from disk: predicted {}, lower bound {}; measured ÷ LB {r:.2})",
-                ms(p),
-                ms(lb)
+                ms(e.predicted_s),
+                ms(e.lower_bound_s)
             ),
             _ => String::new(),
         };
@@ -480,14 +475,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
                         mirror_fill_s: mirror.then_some(o.stats.mirror_fill_s),
                         mirror_overlap_s: mirror
                             .then(|| o.stats.mirror_fill_behind_s.min(first_request_s)),
-                        first_request_predicted_s: o
-                            .stats
-                            .cold_first_request
-                            .map(|e| e.predicted_s),
-                        first_request_lower_bound_s: o
-                            .stats
-                            .cold_first_request
-                            .map(|e| e.lower_bound_s),
+                        first_request_planned: o.stats.cold_first_request,
                     };
                     progress.suspend(|| println!("\n{}", c.line()));
                     cold_starts.push(c);
@@ -544,7 +532,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 c.load_s * 1e3,
                 c.open_s * 1e3,
                 c.first_request_s * 1e3,
-                c.first_request_lower_bound_s.unwrap_or(f64::NAN) * 1e3,
+                c.first_request_planned
+                    .map_or(f64::NAN, |e| e.lower_bound_s * 1e3),
                 c.first_over_lower_bound().unwrap_or(f64::NAN),
                 c.integrated_s() * 1e3,
                 warm * 1e3,
