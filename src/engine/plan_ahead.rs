@@ -47,7 +47,10 @@ pub fn key_of(stages: &[Stage]) -> PlanKey {
 struct Shelf {
     generation: u64,
     plans: VecDeque<(PlanKey, Arc<Plan>)>,
-    in_flight: HashSet<PlanKey>,
+    /// Plans asked for and not yet made, with the generation of the basis they are made on: a
+    /// plan still in the making on an old basis (the step costs changed since) does not stand
+    /// for the same stages' plan on the new one.
+    in_flight: HashSet<(PlanKey, u64)>,
 }
 
 impl Shelf {
@@ -140,22 +143,24 @@ impl PlanAhead {
     pub fn prepare(&mut self, pipeline: Pipeline, basis: Arc<PlanBasis>) {
         let Some(tx) = &self.jobs else { return };
         let key = key_of(&pipeline.stages);
+        let generation = basis.generation;
         {
             let mut s = self.shelf();
-            if s.generation != basis.generation
-                || s.in_flight.contains(&key)
+            if s.generation != generation
+                || s.in_flight.contains(&(key.clone(), generation))
                 || s.plans.iter().any(|(k, _)| k == &key)
             {
                 return;
             }
-            s.in_flight.insert(key.clone());
+            s.in_flight.insert((key.clone(), generation));
         }
         if let Err(e) = tx.try_send(Job {
             key,
             pipeline,
             basis,
         }) {
-            self.shelf().in_flight.remove(&e.into_inner().key);
+            let job = e.into_inner();
+            self.shelf().in_flight.remove(&(job.key, generation));
         }
     }
 }
@@ -172,6 +177,19 @@ impl Drop for PlanAhead {
 fn planner(jobs: Receiver<Job>, shelf: SharedShelf) {
     while let Ok(job) = jobs.recv() {
         let b = &job.basis;
+        let stale = {
+            let mut s = shelf.0.lock().unwrap_or_else(|e| e.into_inner());
+            let stale = s.generation != b.generation;
+            if stale {
+                s.in_flight.remove(&(job.key.clone(), b.generation));
+            }
+            stale
+        };
+        // Asked for on a basis since replaced: nobody can take it, so it is not made.
+        if stale {
+            shelf.1.notify_all();
+            continue;
+        }
         let made = plan_under_cap(
             &b.profiles,
             &job.pipeline,
@@ -183,12 +201,78 @@ fn planner(jobs: Receiver<Job>, shelf: SharedShelf) {
             None,
         );
         let mut s = shelf.0.lock().unwrap_or_else(|e| e.into_inner());
-        s.in_flight.remove(&job.key);
+        s.in_flight.remove(&(job.key.clone(), b.generation));
         // A plan that fails here fails on the request path too, with its error; keep nothing.
         if let (Ok(c), true) = (made, s.generation == b.generation) {
             s.put(job.key, Arc::new(c.plan));
         }
         drop(s);
         shelf.1.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scheduler::synth::{layered, LayerSpec};
+    use vk_backend::StackLimits;
+
+    /// A model of `layers` one-page layers, planned under a cap of a quarter of its pages, so
+    /// that `planned` searches its constructions for a while.
+    fn basis(layers: usize, generation: u64) -> Arc<PlanBasis> {
+        let page = 1 << 20;
+        let specs: Vec<LayerSpec> = (0..layers)
+            .map(|i| LayerSpec {
+                name: format!("l{i}"),
+                weight_bytes: page,
+                compute_s: 1e-4,
+                activation_bytes: 0,
+                reuses: None,
+            })
+            .collect();
+        Arc::new(PlanBasis {
+            profiles: Arc::new(vec![layered("m", page, &specs)]),
+            cap: layers as u64 / 4 * page,
+            bandwidth: Bandwidth::default(),
+            policy: Policy::Planned,
+            cost: EngineCost {
+                slot_bytes: page,
+                table_bytes: 0,
+                staging_bytes: 0,
+                stack: StackLimits {
+                    max_layers: u32::MAX,
+                    max_pages_per_layer: 1,
+                },
+            },
+            generation,
+        })
+    }
+
+    fn pipeline(repetitions: u32) -> Pipeline {
+        Pipeline {
+            stages: vec![Stage { model: 0, count: 4 }],
+            repetitions,
+        }
+    }
+
+    /// Calibration asks again for a plan of the same stages while the old basis's plan is
+    /// still in the making (session 27 on an H200: `planned`'s full search outlasted the
+    /// request after it, so the calibrated plan was never asked for and the first request
+    /// after calibration planned on its own path for 3.8 s). The new basis's plan is made.
+    #[test]
+    fn a_new_basis_gets_its_own_plan_while_the_old_one_is_in_the_making() {
+        let mut ahead = PlanAhead::start();
+        let key = key_of(&pipeline(40).stages);
+        ahead.prepare(pipeline(40), basis(1000, 0));
+        // The planner thread is well into the old basis's plan (0.1-0.2 s here).
+        std::thread::sleep(Duration::from_millis(20));
+        ahead.invalidate(1);
+        ahead.prepare(pipeline(40), basis(1000, 1));
+        ahead.wait_idle(Duration::from_secs(120));
+        assert!(
+            ahead.take(&key, 1).is_some(),
+            "the plan on the calibrated basis was made ahead"
+        );
+        assert!(ahead.take(&key, 0).is_none(), "no plan of the old basis");
     }
 }

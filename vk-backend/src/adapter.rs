@@ -163,6 +163,9 @@ pub struct DeviceFeatures {
     /// The rows of every tensor-core MatMul's tiles, where the device's options fix them
     /// ([`crate::DeviceOptions::coop_rows`]); `None`: by shape ([`crate::kernels::coop_rows`]).
     pub coop_rows: Option<u32>,
+    /// The key spans of every tensor-core attention, where the device's options fix them
+    /// ([`crate::DeviceOptions::attention_splits`]); `None`: by shape.
+    pub attention_splits: Option<u32>,
 }
 
 /// What an adapter offers (`Device::new` then turns off what its options ask it not to use).
@@ -249,6 +252,7 @@ impl Capabilities {
             gemv_deep: None,
             coop_min_tiles: None,
             coop_rows: None,
+            attention_splits: None,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),

@@ -297,6 +297,7 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     caps.features.gemv_deep = opts.gemv_deep;
     caps.features.coop_min_tiles = opts.coop_min_tiles;
     caps.features.coop_rows = opts.coop_rows;
+    caps.features.attention_splits = opts.attention_splits;
     if opts.no_transfer_queue {
         caps.transfer_family = None;
     }

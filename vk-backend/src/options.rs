@@ -47,6 +47,10 @@ pub struct DeviceOptions {
     /// Run every tensor-core MatMul on tiles of this many rows (64 or 32) instead of picking by
     /// shape ([`crate::kernels::coop_rows`]): to measure one against the other.
     pub coop_rows: Option<u32>,
+    /// Split the keys of every tensor-core attention with more than a decode step's rows into
+    /// this many spans (at most one a key block; 1: none) instead of picking by shape
+    /// ([`crate::kernels::attention_into`]): to measure one against the other.
+    pub attention_splits: Option<u32>,
 }
 
 impl DeviceOptions {
@@ -62,6 +66,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_GEMV_DEEP=1` or `0`: [`DeviceOptions::gemv_deep`];
     /// - `TEXSTREAM_COOP_MIN_TILES=N`: [`DeviceOptions::coop_min_tiles`];
     /// - `TEXSTREAM_COOP_ROWS=64` or `32`: [`DeviceOptions::coop_rows`];
+    /// - `TEXSTREAM_ATTENTION_SPLITS=N` (N >= 1): [`DeviceOptions::attention_splits`];
     /// - `TEXSTREAM_MAX_ARRAY_LAYERS=N`: [`DeviceOptions::limits_override`] with at most `N`
     ///   image array layers (the weight atlas stacks pages beyond them, as on a GPU for models
     ///   over 2048 pages).
@@ -107,6 +112,9 @@ impl DeviceOptions {
             coop_rows: var("TEXSTREAM_COOP_ROWS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 32 | 64)),
+            attention_splits: var("TEXSTREAM_ATTENTION_SPLITS")
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .filter(|&n| n > 0),
             limits_override: var("TEXSTREAM_MAX_ARRAY_LAYERS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|&n| n > 0)
@@ -141,6 +149,7 @@ mod tests {
         assert_eq!(o.limits_override, None);
         assert_eq!(o.coop_min_tiles, None);
         assert_eq!(o.coop_rows, None);
+        assert_eq!(o.attention_splits, None);
     }
 
     #[test]
@@ -155,7 +164,13 @@ mod tests {
             ("TEXSTREAM_MAX_ARRAY_LAYERS", " 16"),
             ("TEXSTREAM_COOP_MIN_TILES", " 24"),
             ("TEXSTREAM_COOP_ROWS", "32 "),
+            ("TEXSTREAM_ATTENTION_SPLITS", " 4"),
         ]);
+        assert_eq!(o.attention_splits, Some(4));
+        assert_eq!(
+            with(&[("TEXSTREAM_ATTENTION_SPLITS", "0")]).attention_splits,
+            None
+        );
         assert_eq!(o.coop_min_tiles, Some(24));
         assert_eq!(o.coop_rows, Some(32));
         assert_eq!(with(&[("TEXSTREAM_COOP_ROWS", "48")]).coop_rows, None);

@@ -164,11 +164,24 @@ fn run_on(d: &Device, c: &Case, p: Precision, seed: u64) {
     let partials = attention_partials_shape(&qt, &kt, &vt, mt.as_ref(), &opts)
         .unwrap()
         .map(|s| Tensor::new(&d, "partials", &s, Precision::F32).unwrap());
-    assert_eq!(
-        partials.is_some(),
-        c.sq <= 4 && c.sk > 16,
-        "a decode step over more than one chunk of keys splits them"
-    );
+    if c.sq <= 4 {
+        assert_eq!(
+            partials.is_some(),
+            c.sk > 16,
+            "a decode step over more than one chunk of keys splits them"
+        );
+    } else if !attention_uses_tensor_cores(&d, &out) {
+        assert!(
+            partials.is_none(),
+            "the portable blocked kernels take every key of a row in one workgroup"
+        );
+    }
+    if let Some(n) = d.features().attention_splits {
+        let blocks = c.sk.div_ceil(16);
+        if c.sq > 4 && attention_uses_tensor_cores(&d, &out) && blocks > 1 && n > 1 {
+            assert!(partials.is_some(), "{n} key spans were asked for");
+        }
+    }
     if let Some(pt) = &partials {
         let l = pt.layout();
         let folded = l.pw != l.w || l.ph != l.h || l.pl != 1;
@@ -391,7 +404,8 @@ fn fused_attention_matches_the_stored_softmax() {
 /// merged by `run`), an encoder's self-attention over more key blocks than one with heads that
 /// leave a texel's lanes unused (6 heads of 64, K transposed, no mask), and grouped heads whose
 /// texel takes two key texels (9 on 3) with rows and keys past whole blocks, a per-head mask and
-/// the NaN guard.
+/// the NaN guard. On the tensor cores, the keys split into spans over workgroups where the query
+/// blocks alone would leave the device idle (`attention_coop_split.comp` and the merge).
 #[test]
 fn prefill_attention_on_tensor_cores_where_available() {
     let d = device();
@@ -445,8 +459,17 @@ fn prefill_attention_on_tensor_cores_where_available() {
             nan_guard: true,
         },
     ];
+    // By shape (the first two split their keys over workgroups on an H200, the third has too
+    // few key blocks), then every case over three key spans: short last spans, spans whose keys
+    // are all masked for some rows, rows masked to -inf in every span.
+    let three_spans = Device::new(&DeviceOptions {
+        attention_splits: Some(3),
+        ..DeviceOptions::from_env()
+    })
+    .expect("a device");
     for (i, c) in cases.iter().enumerate() {
         run(c, Precision::F16, 61 + i as u64);
+        run_on(&three_spans, c, Precision::F16, 71 + i as u64);
     }
 }
 

@@ -63,6 +63,11 @@ const ATTENTION_COMBINE: KernelDesc = KernelDesc {
     name: "attention_combine",
     ..ATTENTION_DECODE_SPLIT
 };
+/// The tensor-core kernel over one key span of several (binds the partials as the decode one).
+const ATTENTION_COOP_SPLIT: KernelDesc = KernelDesc {
+    name: "attention_coop_split",
+    ..ATTENTION_DECODE_SPLIT
+};
 
 /// Query rows up to which `attention_decode.comp` runs (one workgroup a row, its threads over
 /// the keys): a decoder's step and short drafts. Above it the blocked kernels share each staged
@@ -90,6 +95,18 @@ const LARGE_ROWS_PER_GROUP: usize = 8;
 /// per head of a texel).
 const COOP_ROWS_PER_GROUP: usize = 16;
 const COOP_THREADS: u64 = 128;
+/// Keys `attention_coop.comp` stages a block (`BK`): a key span is a multiple of it.
+const COOP_BLOCK_KEYS: usize = 16;
+/// Workgroups of `attention_coop.comp` a multiprocessor the key spans aim for (an H200's holds
+/// five at once, by their 41.5 KiB of shared memory). On an H200 (session 27, run 1) the
+/// Whisper-tiny encoder's attention took 2380, 1817, 2009, 1842 and 1784 us a layer with its
+/// keys in 1, 2, 3, 4 and 8 spans (188 workgroups unsplit); 8 a multiprocessor gives it 6.
+const COOP_GROUPS_PER_MULTIPROCESSOR: usize = 8;
+/// The fewest key blocks a span of `attention_coop.comp` takes by default, so that the partial
+/// results and their merge stay small against the span's own work. The 1.34 B decoder's
+/// 128-token prefill (32 workgroups unsplit) took 201, 116, 77 and 90 us a layer in 1, 2, 4
+/// and 8 spans (run 1): 2 blocks gives it 4.
+const COOP_MIN_SPAN_BLOCKS: usize = 2;
 
 /// The largest head dimension the kernels take.
 pub const ATTENTION_MAX_HEAD_DIM: usize = 128;
@@ -223,48 +240,120 @@ fn decode_spans(rows: usize, sk: usize) -> (usize, usize) {
     (sk.div_ceil(span), span)
 }
 
+/// How the tensor-core kernel's `groups` workgroups (query blocks of 16 rows over every texel
+/// layer) split their `sk` keys: `(splits, keys a span)`. Each workgroup walks its keys a block
+/// at a time, so where the workgroups are fewer than [`COOP_GROUPS_PER_MULTIPROCESSOR`] a
+/// multiprocessor, the keys split into spans of at least [`COOP_MIN_SPAN_BLOCKS`] blocks, each
+/// span a workgroup of its own; or into the spans the device's options fix
+/// ([`crate::DeviceOptions::attention_splits`]). A 1500-frame Whisper-tiny encoder layer makes
+/// 188 workgroups and a 1.34 B decoder's 128-token prefill 32, for an H200's 132 multiprocessors.
+fn coop_spans(features: &crate::DeviceFeatures, groups: usize, sk: usize) -> (usize, usize) {
+    let blocks = sk.div_ceil(COOP_BLOCK_KEYS).max(1);
+    let want = match features.attention_splits {
+        Some(n) => (n as usize).clamp(1, blocks),
+        None => {
+            let multiprocessors = (features.concurrent_invocations / 2048).max(1) as usize;
+            (multiprocessors * COOP_GROUPS_PER_MULTIPROCESSOR)
+                .div_ceil(groups.max(1))
+                .clamp(1, (blocks / COOP_MIN_SPAN_BLOCKS).max(1))
+        }
+    };
+    let span = blocks.div_ceil(want) * COOP_BLOCK_KEYS;
+    (sk.div_ceil(span), span)
+}
+
 /// V's head dim `Dv` (its last axis; `attention_shape` has checked the rank).
 fn value_dim(v: &Tensor) -> usize {
     v.shape().last().copied().unwrap_or(1)
 }
 
-/// A decode step's query rows (`N * ceil(H / 4) * Sq`: texel layers times rows), its keys and
-/// how they split into spans.
+/// The kernels attention runs on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum AttentionKernel {
+    /// `attention_decode.comp`: up to [`DECODE_MAX_ROWS`] query rows.
+    Decode,
+    /// `attention_coop.comp`: more rows, fp16, on a device with cooperative matrices.
+    TensorCores,
+    /// `attention.comp` / `attention_d128.comp`: more rows elsewhere, by head dim.
+    Blocked { large_head: bool },
+}
+
+/// Which kernel runs, its query rows (`N * ceil(H / 4) * Sq`: texel layers times rows) and its
+/// keys, and how the keys split into spans over workgroups (one span: no partial results).
 #[derive(Debug, Clone, Copy)]
-struct DecodePlan {
+struct AttentionPlan {
+    kernel: AttentionKernel,
     rows: usize,
     keys: usize,
     splits: usize,
     span: usize,
 }
 
-impl DecodePlan {
+impl AttentionPlan {
     /// The partial results' fp32 tensor, `[1, 4, rows * splits, Dv + 2]`; `None` for one span.
     fn partials_shape(&self, dv: usize) -> Option<Vec<usize>> {
         (self.splits > 1).then(|| vec![1, 4, self.rows * self.splits, dv + 2])
     }
+
+    /// The kernel's descriptor (`split`: over key spans), query rows a workgroup and threads.
+    fn kernel_desc(&self, split: bool) -> (&'static KernelDesc, usize, u64) {
+        match (self.kernel, split) {
+            (AttentionKernel::Decode, true) => (&ATTENTION_DECODE_SPLIT, 1, DECODE_THREADS),
+            (AttentionKernel::Decode, false) => (&ATTENTION_DECODE, 1, DECODE_THREADS),
+            (AttentionKernel::TensorCores, true) => {
+                (&ATTENTION_COOP_SPLIT, COOP_ROWS_PER_GROUP, COOP_THREADS)
+            }
+            (AttentionKernel::TensorCores, false) => {
+                (&ATTENTION_COOP, COOP_ROWS_PER_GROUP, COOP_THREADS)
+            }
+            (AttentionKernel::Blocked { large_head: false }, _) => {
+                (&ATTENTION, SMALL_ROWS_PER_GROUP, 64)
+            }
+            (AttentionKernel::Blocked { large_head: true }, _) => {
+                (&ATTENTION_D128, LARGE_ROWS_PER_GROUP, 64)
+            }
+        }
+    }
 }
 
-/// The decode kernel's plan, `None` when the blocked kernels run.
-fn decode_plan(q: &Tensor, k: &Tensor, opts: &AttentionOpts) -> Result<Option<DecodePlan>> {
+/// The plan for attention over Q, K and V (checked by `attention_shape`) writing `out_precision`.
+fn attention_plan(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    opts: &AttentionOpts,
+    out_precision: Precision,
+) -> Result<AttentionPlan> {
     let l = q.layout();
-    if l.h as usize > DECODE_MAX_ROWS {
-        return Ok(None);
-    }
     let rows = (l.n * l.c4 * l.h) as usize;
     let (keys, _) = key_dims(k, opts)?;
-    let (splits, span) = decode_spans(rows, keys);
-    Ok(Some(DecodePlan {
+    let features = q.device().features();
+    let large_head = value_dim(v).max(q.shape()[q.shape().len() - 1]) > SMALL_HEAD_DIM;
+    let (kernel, (splits, span)) = if l.h as usize <= DECODE_MAX_ROWS {
+        (AttentionKernel::Decode, decode_spans(rows, keys))
+    } else if features.cooperative_matrix_f16 && out_precision == Precision::F16 {
+        let groups = (l.n * l.c4) as usize * (l.h as usize).div_ceil(COOP_ROWS_PER_GROUP);
+        (
+            AttentionKernel::TensorCores,
+            coop_spans(&features, groups, keys),
+        )
+    } else {
+        (AttentionKernel::Blocked { large_head }, (1, keys))
+    };
+    Ok(AttentionPlan {
+        kernel,
         rows,
         keys,
         splits,
         span,
-    }))
+    })
 }
 
-/// The shape of the fp32 tensor [`attention_into`] needs for its partial results when a decode
-/// step splits its keys over workgroups (`[1, 4, rows * splits, Dv + 2]`), or `None` when it
-/// does not. A caller that passes no such tensor gets the unsplit kernel.
+/// The shape of the fp32 tensor [`attention_into`] needs for its partial results when the keys
+/// split over workgroups (`[1, 4, rows * splits, Dv + 2]`: a decode step's, or a prefill's on
+/// the tensor cores with too few query blocks to fill the device), or `None` when they do not.
+/// The precision is Q's (the output's, as the runtime allocates it). A caller that passes no
+/// such tensor gets the unsplit kernel.
 pub fn attention_partials_shape(
     q: &Tensor,
     k: &Tensor,
@@ -273,7 +362,8 @@ pub fn attention_partials_shape(
     opts: &AttentionOpts,
 ) -> Result<Option<Vec<usize>>> {
     attention_shape(q, k, v, mask, opts)?;
-    Ok(decode_plan(q, k, opts)?.and_then(|p| p.partials_shape(value_dim(v))))
+    let plan = attention_plan(q, k, v, opts, q.precision())?;
+    Ok(plan.partials_shape(value_dim(v)))
 }
 
 /// Whether attention with more than [`DECODE_MAX_ROWS`] query rows writing `out` runs on
@@ -285,8 +375,8 @@ pub fn attention_uses_tensor_cores(device: &crate::device::Device, out: &Tensor)
 }
 
 /// Records `out = softmax(scale * Q K^T + mask) V` (the softmax over the keys). `partials`: the
-/// fp32 tensor of [`attention_partials_shape`], when it gives one (a decode step then splits its
-/// keys over workgroups and merges them in a second dispatch); `None` runs the unsplit kernel.
+/// fp32 tensor of [`attention_partials_shape`], when it gives one (the keys then split over
+/// workgroups and a second dispatch merges the spans); `None` runs the unsplit kernel.
 pub fn attention_into(
     rec: &mut Recorder,
     inputs: &AttentionInputs<'_>,
@@ -303,12 +393,11 @@ pub fn attention_into(
             out.shape()
         )));
     }
-    let head_dim = want[want.len() - 1].max(q.shape()[q.shape().len() - 1]);
     let l = q.layout();
     let dv = value_dim(v);
-    let plan = decode_plan(q, k, opts)?;
+    let plan = attention_plan(q, k, v, opts, out.precision())?;
     // The key spans, where the caller gave the partials' tensor for them.
-    let split = match (plan.and_then(|p| p.partials_shape(dv)), partials) {
+    let split = match (plan.partials_shape(dv), partials) {
         (Some(wanted), Some(p)) => {
             if p.shape() != wanted.as_slice() || p.precision() != Precision::F32 {
                 return Err(err(format!(
@@ -322,20 +411,11 @@ pub fn attention_into(
         }
         _ => None,
     };
-    let (desc, rows_per_group, threads) = match (plan, split) {
-        (Some(_), Some(_)) => (&ATTENTION_DECODE_SPLIT, 1, DECODE_THREADS),
-        (Some(_), None) => (&ATTENTION_DECODE, 1, DECODE_THREADS),
-        _ if attention_uses_tensor_cores(rec.device(), out) => {
-            (&ATTENTION_COOP, COOP_ROWS_PER_GROUP, COOP_THREADS)
-        }
-        _ if head_dim <= SMALL_HEAD_DIM => (&ATTENTION, SMALL_ROWS_PER_GROUP, 64),
-        _ => (&ATTENTION_D128, LARGE_ROWS_PER_GROUP, 64),
-    };
+    let (desc, rows_per_group, threads) = plan.kernel_desc(split.is_some());
     // Unsplit, the decode kernel takes every key as one span (the blocked kernels read neither).
-    let (splits, span) = match (plan, split) {
-        (Some(p), Some(_)) => (p.splits, p.span),
-        (Some(p), None) => (1, p.keys),
-        (None, _) => (1, 0),
+    let (splits, span) = match split {
+        Some(_) => (plan.splits, plan.span),
+        None => (1, plan.keys),
     };
     let groups_per_layer = (l.h as usize).div_ceil(rows_per_group) * splits;
     let layers = (l.n * l.c4) as u64;
@@ -378,7 +458,7 @@ pub fn attention_into(
     ];
     // The tensor-core and decode kernels read Q, K, V and the mask with LOAD_AT.
     let flat = unfolded(&[q, k, v, m]);
-    let (Some(plan), Some(partials)) = (plan, split) else {
+    let Some(partials) = split else {
         return launch_unfolded(rec, desc, out.precision(), &args, &pc, groups, flat);
     };
     let spans = [&args[..], &[Arg::output(partials)]].concat();

@@ -1,0 +1,324 @@
+// Body of attention_coop.comp (every key of a query row in one workgroup) and
+// attention_coop_split.comp (SPLIT_KEYS: the keys split into spans over workgroups, each span's
+// partial results stored for attention_combine.comp, as attention_decode_split.comp does).
+// See attention_coop.comp.
+#ifndef TEXSTREAM_ATTENTION_COOP_BODY_GLSL
+#define TEXSTREAM_ATTENTION_COOP_BODY_GLSL
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#include "attention_io.glsl"
+#ifdef SPLIT_KEYS
+#include "attention_partials.glsl"
+#endif
+
+layout(local_size_x = 128) in;
+
+#define MAXD 128u
+#define BQ 16u
+#define BK 16u
+// Lanes (heads) a workgroup takes: one subgroup each.
+#define LANES 4u
+// Row strides in shared memory, padded by 16 bytes: a tensor-core load reads eight 16-byte rows
+// at a time, and rows a multiple of 128 bytes apart start in the same banks (an eight-way
+// conflict on every load).
+#define KS (MAXD + 8u)
+#define PS (BK + 8u)
+
+// Per head lane: K block [key][d] and V block [key][dv] (row stride KS; Q's 16 rows are staged
+// in the K region before the loop and the output's after it), scores [row][key] and P
+// [row][key] (stride PS). 41.5 KiB in all, within a 48 KiB workgroup.
+shared float16_t ks[LANES][BK * KS];
+shared float16_t vs[LANES][BK * KS];
+shared float ss[LANES][BQ * BK];
+shared float16_t ps[LANES][BQ * PS];
+shared float row_max[LANES][BQ];
+shared float row_sum[LANES][BQ];
+// 1 / row_sum, or 0 where nothing was summed.
+shared float row_inv[LANES][BQ];
+
+#define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
+#define MAT_A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define MAT_B fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
+// An fp32 accumulator converted to fp16 (the output's precision).
+#define MAT_H fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
+
+// This workgroup's keys are [k_begin, k_end): all of them, or one span under SPLIT_KEYS.
+uint tid, lane, sub_lane, layer, sq0, split, k_begin, k_end, d, dv, dp, dvp;
+TensorDesc tq, tk, tv, tm;
+uvec4 kv_head, kv_layer;
+bool k_rows, has_mask;
+// Every lane reads its own lane of one key/value texel layer (no grouped heads across texels):
+// a key's texel is the four lanes' values as they are.
+bool plain_kv;
+uint m_layer;
+
+// Element (key, x) of K for each head lane: x < d, key in the span. One texel load serves every lane
+// whose key/value head sits in the same texel layer (all four without grouping; with groups of
+// four heads sharing one key head, one texel lane for all).
+vec4 load_key(uint key, uint x) {
+    vec4 t0 = k_rows ? LOAD_AT(img_k, tk, kv_layer[0], key, x) : LOAD_AT(img_k, tk, kv_layer[0], x, key);
+    if (plain_kv) {
+        return t0;
+    }
+    vec4 r;
+    for (uint l = 0u; l < LANES; l++) {
+        vec4 t = t0;
+        if (kv_layer[l] != kv_layer[0]) {
+            t = k_rows ? LOAD_AT(img_k, tk, kv_layer[l], key, x) : LOAD_AT(img_k, tk, kv_layer[l], x, key);
+        }
+        r[l] = t[kv_head[l] % 4u];
+    }
+    return r;
+}
+
+vec4 load_value(uint key, uint x) {
+    vec4 t0 = LOAD_AT(img_v, tv, kv_layer[0], key, x);
+    if (plain_kv) {
+        return t0;
+    }
+    vec4 r;
+    for (uint l = 0u; l < LANES; l++) {
+        vec4 t = t0;
+        if (kv_layer[l] != kv_layer[0]) {
+            t = LOAD_AT(img_v, tv, kv_layer[l], key, x);
+        }
+        r[l] = t[kv_head[l] % 4u];
+    }
+    return r;
+}
+
+// Stages keys k0.. (and their values) for every lane, zero past the span and past the head dims.
+// Invocation t takes key t / 8 and every eighth head-dim texel from t % 8: no divisions by the
+// head dims, and eight neighbouring texels of one key row a load.
+void stage_keys(uint k0, bool values) {
+    uint j = tid / 8u, key = k0 + j;
+    bool in_span = key < k_end;
+    for (uint x = tid % 8u; x < dp; x += 8u) {
+        vec4 kv = (in_span && x < d) ? load_key(key, x) : vec4(0.0);
+        for (uint l = 0u; l < LANES; l++) {
+            ks[l][j * KS + x] = float16_t(kv[l]);
+        }
+    }
+    if (!values) {
+        return;
+    }
+    for (uint x = tid % 8u; x < dvp; x += 8u) {
+        vec4 vv = (in_span && x < dv) ? load_value(key, x) : vec4(0.0);
+        for (uint l = 0u; l < LANES; l++) {
+            vs[l][j * KS + x] = float16_t(vv[l]);
+        }
+    }
+}
+
+// Scores of this lane's 16 rows against the staged keys into ss (unscaled, unmasked). A macro
+// over main's qa, not a function taking the array, and loops over constant bounds (the head
+// dims guard inside): every index into qa and the accumulators is then a constant after
+// unrolling, so they can stay in registers.
+#define SCORE_BLOCK()                                                                  \
+    {                                                                                  \
+        ACC s[2];                                                                      \
+        s[0] = ACC(0.0);                                                               \
+        s[1] = ACC(0.0);                                                               \
+        MAT_B kb;                                                                      \
+        [[unroll]] for (uint c = 0u; c < MAXD / 16u; c++) {                            \
+            if (16u * c < dp) {                                                        \
+                [[unroll]] for (uint j = 0u; j < 2u; j++) {                            \
+                    /* K^T as B: element (d, key) at ks[key * KS + d], column-major. */   \
+                    coopMatLoadNV(kb, ks[lane], (8u * j) * KS + 16u * c, KS, true);     \
+                    s[j] = coopMatMulAddNV(qa[c], kb, s[j]);                           \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
+        for (uint j = 0u; j < 2u; j++) {                                               \
+            coopMatStoreNV(s[j], ss[lane], 8u * j, BK, false);                         \
+        }                                                                              \
+    }
+
+// The scaled, masked score of row r against key k0 + j (-inf past the span).
+float score(uint r, uint k0, uint j) {
+    uint key = k0 + j;
+    if (key >= k_end) {
+        return uintBitsToFloat(0xFF800000u);
+    }
+    float s = ss[lane][r * BK + j] * pc.scale;
+    if (has_mask) {
+        uint m_row = pc.m.x == 1u ? 0u : sq0 + r;
+        vec4 mv = LOAD_AT(img_mask, tm, m_layer, min(m_row, pc.m.x - 1u), key);
+        s += pc.mc == 1u ? mv.x : mv[lane];
+    }
+    return s;
+}
+
+void main() {
+    tid = gl_LocalInvocationID.x;
+    lane = tid / 32u;
+    sub_lane = tid % 32u;
+    uint c4 = (pc.c + 3u) / 4u;
+    uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    layer = group / pc.groups_per_layer;
+    if (layer >= pc.n * c4) {
+        return; // whole workgroup
+    }
+    uint g = group % pc.groups_per_layer;
+#ifdef SPLIT_KEYS
+    split = g % pc.splits;
+    sq0 = (g / pc.splits) * BQ;
+    k_begin = split * pc.split_keys;
+    k_end = min(pc.v.x, k_begin + pc.split_keys);
+#else
+    split = 0u;
+    sq0 = g * BQ;
+    k_begin = 0u;
+    k_end = pc.v.x;
+#endif
+    d = pc.q.y;
+    dv = pc.v.y;
+    dp = (d + 15u) & ~15u;
+    dvp = (dv + 7u) & ~7u;
+    tq = desc(pc.q, pc.c);
+    tk = desc(pc.k, pc.kvc);
+    tv = desc(pc.v, pc.kvc);
+    tm = mask_desc();
+    has_mask = (pc.flags & 1u) != 0u;
+    k_rows = (pc.flags & 2u) != 0u;
+    uint n_i = layer / c4, c4_i = layer % c4;
+    kv_heads(n_i, c4_i, kv_head, kv_layer);
+    plain_kv = all(equal(kv_layer, uvec4(kv_layer[0]))) && all(equal(kv_head % 4u, uvec4(0u, 1u, 2u, 3u)));
+    m_layer = mask_layer(n_i, c4_i);
+
+    // Q's rows, each lane's head, into the K region; then into registers for both passes.
+    for (uint e = tid; e < BQ * dp; e += 128u) {
+        uint r = e / dp, x = e % dp, sq = sq0 + r;
+        vec4 qv = (sq < pc.q.x && x < d) ? LOAD_AT(img_q, tq, layer, sq, x) : vec4(0.0);
+        for (uint l = 0u; l < LANES; l++) {
+            ks[l][r * KS + x] = float16_t(qv[l]);
+        }
+    }
+    barrier();
+    MAT_A qa[MAXD / 16u];
+    [[unroll]] for (uint c = 0u; c < MAXD / 16u; c++) {
+        if (16u * c < dp) {
+            coopMatLoadNV(qa[c], ks[lane], 16u * c, KS, false);
+        }
+    }
+    if (sub_lane < BQ) {
+        row_max[lane][sub_lane] = -3.402823466e38;
+        row_sum[lane][sub_lane] = 0.0;
+    }
+    barrier();
+
+    // Pass 1: every row's max and sum of exps (online over the blocks).
+    for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
+        stage_keys(k0, false);
+        barrier();
+        SCORE_BLOCK();
+        barrier();
+        {
+            // Two invocations a row, eight keys each, their max and sum joined by a shuffle.
+            uint r = sub_lane / 2u, j0 = (sub_lane % 2u) * 8u;
+            float s[8];
+            float old_max = row_max[lane][r], mx = old_max;
+            [[unroll]] for (uint j = 0u; j < 8u; j++) {
+                s[j] = score(r, k0, j0 + j);
+                mx = max(mx, s[j]);
+            }
+            mx = max(mx, subgroupShuffleXor(mx, 1u));
+            float sum = 0.0;
+            [[unroll]] for (uint j = 0u; j < 8u; j++) {
+                sum += exp(s[j] - mx);
+            }
+            sum += subgroupShuffleXor(sum, 1u);
+            float before = row_sum[lane][r];
+            subgroupBarrier();
+            if (j0 == 0u) {
+                row_max[lane][r] = mx;
+                row_sum[lane][r] = before * exp(old_max - mx) + sum;
+            }
+        }
+        barrier();
+    }
+
+    // Each row's 1 / sum, so that pass 2 writes P normalized and the products are the output
+    // itself (at most V's largest value, so it converts to fp16 on the way out). A row with
+    // every key at -inf summed nothing: 0 under the NaN guard, else NaN as the softmax gives;
+    // a span that summed nothing gives 0 (attention_combine.comp decides for the whole row).
+    if (sub_lane < BQ) {
+        float sum = row_sum[lane][sub_lane];
+#ifdef SPLIT_KEYS
+        bool zero = sum == 0.0;
+#else
+        bool zero = (pc.flags & 4u) != 0u && sum == 0.0;
+#endif
+        row_inv[lane][sub_lane] = zero ? 0.0 : 1.0 / sum;
+    }
+    barrier();
+
+    // Pass 2: P = exp(s - max) / sum and P V.
+    ACC o[MAXD / 8u];
+    [[unroll]] for (uint c = 0u; c < MAXD / 8u; c++) {
+        o[c] = ACC(0.0);
+    }
+    MAT_A pa;
+    MAT_B b;
+    for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
+        stage_keys(k0, true);
+        barrier();
+        SCORE_BLOCK();
+        barrier();
+        // Two invocations a row, eight keys each.
+        uint r = sub_lane / 2u, j0 = (sub_lane % 2u) * 8u;
+        float mx = row_max[lane][r], inv = row_inv[lane][r];
+        [[unroll]] for (uint j = 0u; j < 8u; j++) {
+            ps[lane][r * PS + j0 + j] = float16_t(exp(score(r, k0, j0 + j) - mx) * inv);
+        }
+        barrier();
+        coopMatLoadNV(pa, ps[lane], 0u, PS, false);
+        [[unroll]] for (uint c = 0u; c < MAXD / 8u; c++) {
+            if (8u * c < dvp) {
+                coopMatLoadNV(b, vs[lane], 8u * c, KS, false);
+                o[c] = coopMatMulAddNV(pa, b, o[c]);
+            }
+        }
+        barrier();
+    }
+
+    // Out: each lane's rows as fp16 into its K region (free after the last block's barrier),
+    // then the workgroup stores the four heads of each texel together.
+    [[unroll]] for (uint c = 0u; c < MAXD / 8u; c++) {
+        if (8u * c < dvp) {
+            coopMatStoreNV(MAT_H(o[c]), ks[lane], 8u * c, KS, false);
+        }
+    }
+    barrier();
+#ifdef SPLIT_KEYS
+    // The span's partial results, unnormalized (the rows' sums times P V) beside its max and
+    // sum: attention_combine.comp weighs each span by its max against the row's.
+    for (uint e = tid; e < BQ * (dv + 2u); e += 128u) {
+        uint r = e / (dv + 2u), x = e % (dv + 2u), sq = sq0 + r;
+        if (sq < pc.q.x) {
+            vec4 v;
+            for (uint l = 0u; l < LANES; l++) {
+                v[l] = x < dv ? float(ks[l][r * KS + x]) * row_sum[l][r]
+                              : (x == dv ? row_max[l][r] : row_sum[l][r]);
+            }
+            store_partial((layer * pc.q.x + sq) * pc.splits + split, x, v);
+        }
+    }
+#else
+    for (uint e = tid; e < BQ * dv; e += 128u) {
+        uint r = e / dv, x = e % dv, sq = sq0 + r;
+        if (sq < pc.q.x) {
+            vec4 v;
+            for (uint l = 0u; l < LANES; l++) {
+                v[l] = float(ks[l][r * KS + x]);
+            }
+            store_out(layer, sq, x, v);
+        }
+    }
+#endif
+}
+
+#endif
