@@ -144,25 +144,32 @@ impl ColdStart {
         self.load_s + self.open_s + self.first_request_s
     }
 
-    /// The measured first request over its planned lower bound from disk.
-    fn first_over_lower_bound(&self) -> Option<f64> {
+    /// The integrated latency (open the files, start the engine, the first request) over the
+    /// first request's lower bound from disk. Not the first request alone: pages the host
+    /// mirror read while the engine started (planning, pipelines) are not read during the
+    /// request, so that request can beat a bound that counts every read (planned's 1451 ms
+    /// against 2076 on the H200, session 27).
+    fn integrated_over_lower_bound(&self) -> Option<f64> {
         self.first_request_planned
             .filter(|e| e.lower_bound_s > 0.0)
-            .map(|e| self.first_request_s / e.lower_bound_s)
+            .map(|e| self.integrated_s() / e.lower_bound_s)
     }
 
     fn line(&self) -> String {
         let ms = |s: f64| format!("{:.1} ms", s * 1e3);
-        let planned = match (self.first_request_planned, self.first_over_lower_bound()) {
-            (Some(e), Some(r)) => format!(
-                " (planned from disk: predicted {}, lower bound {}; measured ÷ LB {r:.2})",
+        let planned = match self.first_request_planned {
+            Some(e) => format!(
+                " (planned from disk: predicted {}, lower bound {})",
                 ms(e.predicted_s),
                 ms(e.lower_bound_s)
             ),
-            _ => String::new(),
+            None => String::new(),
         };
+        let over = self
+            .integrated_over_lower_bound()
+            .map_or(String::new(), |r| format!(", ÷ the first's LB {r:.2}"));
         format!(
-            "cold start ({}): load {} ({:.0} MiB on disk; headers read, pages checked as they are read), engine open {}, first request {}{planned}; integrated {}; warm request {}{}; the disk reads at {:.0} MB/s, every byte once in {}",
+            "cold start ({}): load {} ({:.0} MiB on disk; headers read, pages checked as they are read), engine open {}, first request {}{planned}; integrated {}{over}; warm request {}{}; the disk reads at {:.0} MB/s, every byte once in {}",
             self.policy,
             ms(self.load_s),
             self.read_bytes as f64 / (1 << 20) as f64,
@@ -512,30 +519,30 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
     if cold_starts.len() > 1 {
         println!(
-            "\n{:<18} {:>10} {:>10} {:>10} {:>12} {:>10} {:>14} {:>14} {:>12} {:>12}",
+            "\n{:<18} {:>10} {:>10} {:>10} {:>12} {:>14} {:>10} {:>14} {:>12} {:>12}",
             "cold start",
             "load ms",
             "open ms",
             "first ms",
             "first LB ms",
-            "first/LB",
             "integrated ms",
+            "integ/LB",
             "warm req ms",
-            "first/warm",
+            "integ/warm",
             "disk read ms"
         );
         for c in &cold_starts {
             let warm = c.warm_request_s.unwrap_or(f64::NAN);
             println!(
-                "{:<18} {:>10.1} {:>10.1} {:>10.1} {:>12.1} {:>10.2} {:>14.1} {:>14.1} {:>12.2} {:>12.1}",
+                "{:<18} {:>10.1} {:>10.1} {:>10.1} {:>12.1} {:>14.1} {:>10.2} {:>14.1} {:>12.2} {:>12.1}",
                 c.policy,
                 c.load_s * 1e3,
                 c.open_s * 1e3,
                 c.first_request_s * 1e3,
                 c.first_request_planned
                     .map_or(f64::NAN, |e| e.lower_bound_s * 1e3),
-                c.first_over_lower_bound().unwrap_or(f64::NAN),
                 c.integrated_s() * 1e3,
+                c.integrated_over_lower_bound().unwrap_or(f64::NAN),
                 warm * 1e3,
                 c.integrated_s() / warm,
                 c.disk_read_s * 1e3

@@ -145,6 +145,14 @@ pub struct Session {
     kept_inputs: Vec<(String, u64)>,
 }
 
+/// At a cold start the session's first plan is on the integrated latency's path while every
+/// page still comes from disk: it weighs only the demand-paging constructions (naming one drops
+/// the prefetch searches, as a re-plan on a request's path does), and the planner thread weighs
+/// them all for the requests after it. On an H200's host (session 27, run 3) `planned`'s full
+/// search over the 1.34 B decoder's request took most of its 4.9 s engine start, against
+/// on-demand's 1.2 s.
+const COLD_FIRST_PLAN_FROM: &str = "min-early";
+
 fn dev_err(what: &str) -> impl Fn(vk_backend::VkError) -> EngineError + '_ {
     move |e| EngineError::Device(format!("{what}: {e}"))
 }
@@ -427,20 +435,8 @@ impl Session {
             cold.as_ref().unwrap_or(&bandwidth),
             loaded.policy,
             &cost,
-            None,
+            cold.as_ref().map(|_| COLD_FIRST_PLAN_FROM),
         )?;
-        let first_request_estimate = match (&cold, expected.first()) {
-            (Some(bw), Some(&p)) => Some(first_request_estimate(
-                &loaded,
-                &predictor,
-                p,
-                opts.fixed_costs
-                    .as_deref()
-                    .map_or_else(|| profiles.clone(), |f| with_activation(f, act)),
-                (cap, bw, &cost),
-            )?),
-            _ => None,
-        };
         let slots = plan.slots;
         let sources: Vec<Arc<dyn PageSource>> = loaded
             .models
@@ -455,6 +451,30 @@ impl Session {
         for m in &mut models {
             m.attach(ex.engine());
         }
+        // The first request alone, from disk, at the copy rate and hand-off the engine probed
+        // as it started (the workload's nominal rate made the H200's bound 3x the copies).
+        let first_request_estimate = match (&cold, expected.first()) {
+            (Some(bw), Some(&p)) => {
+                let c = ex.engine().counters();
+                let bw = match c.copy_probe {
+                    Some(d) => {
+                        streaming_at(*bw, loaded.page_bytes, d.as_secs_f64(), c.handoff_probe)
+                    }
+                    None => *bw,
+                };
+                Some(first_request_estimate(
+                    &loaded,
+                    &predictor,
+                    p,
+                    opts.fixed_costs
+                        .as_deref()
+                        .map_or_else(|| profiles.clone(), |f| with_activation(f, act)),
+                    (cap, &bw, &cost),
+                    ex.plan().stats.variant,
+                )?)
+            }
+            _ => None,
+        };
         let run_log = RunLog::new(ex.engine().config().slots);
         let n = models.len();
         let basis = Arc::new(PlanBasis {
@@ -602,15 +622,7 @@ impl Session {
         if !(per_page > 0.0 && per_page.is_finite()) {
             return bw;
         }
-        let measured = Bandwidth {
-            h2d_bytes_per_s: self.loaded.page_bytes as f64 / per_page,
-            per_transfer_s: 0.0,
-            disk_bytes_per_s: None,
-            // Copies and steps that wait on each other in turn pay it at every wait: a plan
-            // that ignores it favours MIN's few free slots (BENCHMARKS.md, session 23).
-            handoff_s: c.handoff_probe.map_or(bw.handoff_s, |d| d.as_secs_f64()),
-            ..bw
-        };
+        let measured = streaming_at(bw, self.loaded.page_bytes, per_page, c.handoff_probe);
         log::info!(
             "streaming measured at {:.1} µs a page over {} pages (the workload's model said {:.1} µs)",
             per_page * 1e6,
@@ -1029,18 +1041,47 @@ fn predicted_stages(loaded: &Loaded, predictor: &Predictor, p: usize) -> Vec<Sta
 /// The prediction and lower bound of request `p` alone, planned from a cold start (`bw` has the
 /// disk's read rate) with `costs`: a resident reference's step costs where the caller gave them,
 /// else the compile-time estimates.
+/// `bw` with a page's copy taking `per_page` seconds, nothing more a transfer, and the hand-off
+/// between the queues where it was probed: copies and steps that wait on each other in turn pay
+/// it at every wait, and a plan that ignores it favours MIN's few free slots (BENCHMARKS.md,
+/// session 23).
+fn streaming_at(
+    bw: Bandwidth,
+    page_bytes: u64,
+    per_page: f64,
+    handoff: Option<std::time::Duration>,
+) -> Bandwidth {
+    Bandwidth {
+        h2d_bytes_per_s: page_bytes as f64 / per_page,
+        per_transfer_s: 0.0,
+        disk_bytes_per_s: None,
+        handoff_s: handoff.map_or(bw.handoff_s, |d| d.as_secs_f64()),
+        ..bw
+    }
+}
+
 fn first_request_estimate(
     loaded: &Loaded,
     predictor: &Predictor,
     p: usize,
     costs: Vec<Profile>,
     (cap, bw, cost): (u64, &Bandwidth, &EngineCost),
+    construction: &str,
 ) -> Result<FirstRequestEstimate, EngineError> {
     let one = Pipeline {
         stages: predicted_stages(loaded, predictor, p),
         repetitions: 1,
     };
-    let CappedPlan { plan, .. } = plan_under_cap(&costs, &one, cap, bw, loaded.policy, cost, None)?;
+    // The construction of the session's first plan (the planner's quick rule, as on a re-plan).
+    let CappedPlan { plan, .. } = plan_under_cap(
+        &costs,
+        &one,
+        cap,
+        bw,
+        loaded.policy,
+        cost,
+        Some(construction),
+    )?;
     Ok(FirstRequestEstimate {
         predicted_s: plan.stats.predicted_s,
         lower_bound_s: plan.stats.lower_bound.bound_s,
