@@ -33,34 +33,6 @@ impl<K: Ord + Copy> LazyHeap<K> {
         None
     }
 
-    /// The greatest valid entry that `wanted` also accepts, among the `scan` greatest valid
-    /// ones; else the greatest valid entry. The heap keeps every valid entry.
-    pub fn find(
-        &mut self,
-        valid: impl Fn(&K) -> bool,
-        wanted: impl Fn(&K) -> bool,
-        scan: usize,
-    ) -> Option<K> {
-        let mut seen: Vec<K> = Vec::new();
-        let mut found = None;
-        while seen.len() < scan {
-            let Some(top) = self.heap.pop() else {
-                break;
-            };
-            if !valid(&top) {
-                continue;
-            }
-            seen.push(top);
-            if wanted(&top) {
-                found = Some(top);
-                break;
-            }
-        }
-        let first = seen.first().copied();
-        self.heap.extend(seen);
-        found.or(first).or_else(|| self.peek(&valid))
-    }
-
     /// Drops stale entries once they outnumber `live` (the count of valid ones) by far, so
     /// the heap stays proportional to what it describes.
     pub fn compact(&mut self, live: usize, valid: impl Fn(&K) -> bool) {
@@ -118,30 +90,6 @@ impl<K: Ord + Copy> Ranking<K> {
         }
     }
 
-    /// The greatest key that `wanted` accepts among the `scan` greatest (all of them when
-    /// scanning the slots: there are fewer), else the greatest; see [`LazyHeap::find`].
-    pub fn best_wanted(
-        &mut self,
-        occupants: &[u32],
-        key: impl Fn(u32) -> Option<K>,
-        valid: impl Fn(&K) -> bool,
-        wanted: impl Fn(&K) -> bool,
-        scan: usize,
-    ) -> Option<K> {
-        match &mut self.heap {
-            Some(h) => h.find(valid, wanted, scan),
-            None => {
-                let keys = || {
-                    occupants
-                        .iter()
-                        .filter(|&&v| v != NEVER)
-                        .filter_map(|&v| key(v))
-                };
-                keys().filter(|k| wanted(k)).max().or_else(|| keys().max())
-            }
-        }
-    }
-
     /// [`LazyHeap::compact`]; nothing to do when scanning.
     pub fn compact(&mut self, live: usize, valid: impl Fn(&K) -> bool) {
         if let Some(h) = &mut self.heap {
@@ -163,9 +111,6 @@ mod tests {
         // 9 and 7 went stale.
         let valid = |k: &i32| *k != 9 && *k != 7;
         assert_eq!(h.peek(valid), Some(5));
-        assert_eq!(h.find(valid, |k| *k < 4, 8), Some(3));
-        // Nothing wanted within the scan: the greatest valid one.
-        assert_eq!(h.find(valid, |k| *k > 100, 8), Some(5));
         // Compaction drops the stale entries once they are many.
         for k in 100..200 {
             h.push(k);
@@ -242,6 +187,8 @@ mod tests {
                     Eviction::Lru,
                     Eviction::MinCool { lag: 1 },
                     Eviction::MinCool { lag: 6 },
+                    // Past the slots, as min-cool-deep's lag is.
+                    Eviction::MinCool { lag: 40 },
                 ];
                 for ev in evictions {
                     for issue in [Issue::Early, Issue::OnDemand] {

@@ -145,14 +145,6 @@ pub struct Session {
     kept_inputs: Vec<(String, u64)>,
 }
 
-/// At a cold start the session's first plan is on the integrated latency's path while every
-/// page still comes from disk: it weighs only the demand-paging constructions (naming one drops
-/// the prefetch searches, as a re-plan on a request's path does), and the planner thread weighs
-/// them all for the requests after it. On an H200's host (session 27, run 3) `planned`'s full
-/// search over the 1.34 B decoder's request took most of its 4.9 s engine start, against
-/// on-demand's 1.2 s.
-const COLD_FIRST_PLAN_FROM: &str = "min-early";
-
 fn dev_err(what: &str) -> impl Fn(vk_backend::VkError) -> EngineError + '_ {
     move |e| EngineError::Device(format!("{what}: {e}"))
 }
@@ -435,7 +427,7 @@ impl Session {
             cold.as_ref().unwrap_or(&bandwidth),
             loaded.policy,
             &cost,
-            cold.as_ref().map(|_| COLD_FIRST_PLAN_FROM),
+            None,
         )?;
         let slots = plan.slots;
         let sources: Vec<Arc<dyn PageSource>> = loaded
@@ -470,7 +462,6 @@ impl Session {
                         .as_deref()
                         .map_or_else(|| profiles.clone(), |f| with_activation(f, act)),
                     (cap, &bw, &cost),
-                    ex.plan().stats.variant,
                 )?)
             }
             _ => None,
@@ -1066,22 +1057,12 @@ fn first_request_estimate(
     p: usize,
     costs: Vec<Profile>,
     (cap, bw, cost): (u64, &Bandwidth, &EngineCost),
-    construction: &str,
 ) -> Result<FirstRequestEstimate, EngineError> {
     let one = Pipeline {
         stages: predicted_stages(loaded, predictor, p),
         repetitions: 1,
     };
-    // The construction of the session's first plan (the planner's quick rule, as on a re-plan).
-    let CappedPlan { plan, .. } = plan_under_cap(
-        &costs,
-        &one,
-        cap,
-        bw,
-        loaded.policy,
-        cost,
-        Some(construction),
-    )?;
+    let CappedPlan { plan, .. } = plan_under_cap(&costs, &one, cap, bw, loaded.policy, cost, None)?;
     Ok(FirstRequestEstimate {
         predicted_s: plan.stats.predicted_s,
         lower_bound_s: plan.stats.lower_bound.bound_s,
