@@ -124,6 +124,15 @@ pub(crate) fn demand_schedule_ranked(
         step_wait: vec![None; n],
     };
     for j in 0..n {
+        // Reads that turned cool by this step join MinCool's heap, where still the page's last
+        // read and the page resident (the queue holds `lag` steps of reads at most).
+        if let Some(c) = &mut cool {
+            c.advance(j, |step, v| {
+                let vu = v as usize;
+                (slot_of[vu].is_some() && last_used[vu] == Some(step))
+                    .then(|| (nu[vu], Reverse(lu_key(last_used[vu])), v))
+            });
+        }
         let pages = trace.pages(j);
         if pages.is_empty() {
             // Nothing to load, wait for or update (its step_wait stays None).
@@ -165,15 +174,7 @@ pub(crate) fn demand_schedule_ranked(
                     // this one and not read by it; else the farthest overall.
                     Eviction::MinCool { lag } => {
                         let wanted = match &mut cool {
-                            Some(c) => {
-                                c.advance(j, |step, v| {
-                                    let vu = v as usize;
-                                    (slot_of[vu].is_some() && last_used[vu] == Some(step))
-                                        .then(|| next_key(v))
-                                        .flatten()
-                                });
-                                c.best(j, next_valid)
-                            }
+                            Some(c) => c.best(j, next_valid),
                             None => occupant
                                 .iter()
                                 .filter(|&&v| v != NEVER)

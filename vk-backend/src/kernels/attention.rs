@@ -331,7 +331,7 @@ fn attention_plan(
     let large_head = value_dim(v).max(q.shape()[q.shape().len() - 1]) > SMALL_HEAD_DIM;
     let (kernel, (splits, span)) = if l.h as usize <= DECODE_MAX_ROWS {
         (AttentionKernel::Decode, decode_spans(rows, keys))
-    } else if features.cooperative_matrix_f16 && out_precision == Precision::F16 {
+    } else if on_tensor_cores(&features, out_precision) {
         let groups = (l.n * l.c4) as usize * (l.h as usize).div_ceil(COOP_ROWS_PER_GROUP);
         (
             AttentionKernel::TensorCores,
@@ -371,7 +371,11 @@ pub fn attention_partials_shape(
 /// device enabled them (as for MatMul, [`crate::DeviceFeatures::cooperative_matrix_f16`]) and
 /// the tensors are fp16. The decode kernels run a step's few rows either way.
 pub fn attention_uses_tensor_cores(device: &crate::device::Device, out: &Tensor) -> bool {
-    device.features().cooperative_matrix_f16 && out.precision() == Precision::F16
+    on_tensor_cores(&device.features(), out.precision())
+}
+
+fn on_tensor_cores(features: &crate::DeviceFeatures, out_precision: Precision) -> bool {
+    features.cooperative_matrix_f16 && out_precision == Precision::F16
 }
 
 /// Records `out = softmax(scale * Q K^T + mask) V` (the softmax over the keys). `partials`: the
