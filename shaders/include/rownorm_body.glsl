@@ -70,8 +70,17 @@ uint texel_of(uint c[6]) {
 
 bool lanes_reduced() { return (pc.mask & 8u) != 0u; }
 
-// Workgroup reduction of v (op 0: sum, 1: max); then across lanes if C is reduced.
+// Workgroup reduction of v (op 0: sum, 1: max); then across lanes if C is reduced. With
+// SUBGROUP_REDUCE (the *_subgroup.comp entries), each subgroup reduces its own values and every
+// invocation then folds the subgroups' results from shared memory; else a shared-memory tree.
 vec4 wg_reduce(vec4 v, uint op, uint lid) {
+#ifdef SUBGROUP_REDUCE
+    vec4 own = op == 0u ? subgroupAdd(v) : subgroupMax(v);
+    if (subgroupElect()) red[gl_SubgroupID] = own;
+    barrier();
+    vec4 r = red[0];
+    for (uint s = 1u; s < gl_NumSubgroups; s++) r = op == 0u ? r + red[s] : max(r, red[s]);
+#else
     red[lid] = v;
     barrier();
     for (uint s = WG / 2u; s > 0u; s >>= 1u) {
@@ -79,6 +88,7 @@ vec4 wg_reduce(vec4 v, uint op, uint lid) {
         barrier();
     }
     vec4 r = red[0];
+#endif
     barrier();
     if (lanes_reduced()) {
         float h = op == 0u ? r.x + r.y + r.z + r.w : max(max(r.x, r.y), max(r.z, r.w));

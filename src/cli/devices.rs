@@ -168,12 +168,13 @@ fn text(r: &DeviceReport) -> String {
     let _ = writeln!(
         s,
         "            storage images rgba16f {} / rgba32f {}, read/write without format {}/{}, \
-         subgroup size control {}",
+         subgroup size control {}, subgroup arithmetic {}",
         yes(f.rgba16f_storage_image),
         yes(f.rgba32f_storage_image),
         yes(f.storage_image_read_without_format),
         yes(f.storage_image_write_without_format),
-        yes(f.subgroup_size_control)
+        yes(f.subgroup_size_control),
+        yes(f.subgroup_arithmetic)
     );
     let _ = writeln!(
         s,
@@ -268,6 +269,7 @@ fn to_json(r: &DeviceReport) -> Value {
             "storage_image_read_without_format": f.storage_image_read_without_format,
             "storage_image_write_without_format": f.storage_image_write_without_format,
             "subgroup_size_control": f.subgroup_size_control,
+            "subgroup_arithmetic": f.subgroup_arithmetic,
             "cooperative_matrix_khr": f.cooperative_matrix_khr,
             "cooperative_matrix_nv": f.cooperative_matrix_nv,
             "memory_budget": f.memory_budget,

@@ -136,6 +136,9 @@ pub struct DeviceFeatures {
     pub cooperative_matrix_khr: bool,
     pub cooperative_matrix_nv: bool,
     pub subgroup_size_control: bool,
+    /// The compute stage has subgroup arithmetic (`subgroupAdd`, `subgroupMax`): the row
+    /// normalizations reduce with it (`*_subgroup.comp`).
+    pub subgroup_arithmetic: bool,
     pub timeline_semaphore: bool,
     pub storage_image_read_without_format: bool,
     /// `hostQueryReset` (Vulkan 1.2): enabled where supported; the stream engine's timestamps use it.
@@ -258,6 +261,10 @@ impl Capabilities {
             memory_budget: has_ext(ash::ext::memory_budget::NAME),
             cooperative_matrix_khr: has_ext(ash::khr::cooperative_matrix::NAME),
             cooperative_matrix_nv: has_ext(ash::nv::cooperative_matrix::NAME),
+            subgroup_arithmetic: sub.supported_stages.contains(vk::ShaderStageFlags::COMPUTE)
+                && sub.supported_operations.contains(
+                    vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::ARITHMETIC,
+                ),
             subgroup_size_control: has_ext(ash::ext::subgroup_size_control::NAME)
                 || properties.api_version >= vk::API_VERSION_1_3,
             timeline_semaphore: f12.timeline_semaphore == vk::TRUE,

@@ -292,6 +292,9 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     if opts.no_cooperative_matrix {
         caps.features.cooperative_matrix_f16 = false;
     }
+    if opts.no_subgroup_arithmetic {
+        caps.features.subgroup_arithmetic = false;
+    }
     caps.features.coop_conv_tile = opts.coop_conv_tile;
     caps.features.gemv_spread = opts.gemv_spread;
     caps.features.gemv_deep = opts.gemv_deep;

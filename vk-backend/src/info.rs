@@ -77,6 +77,8 @@ pub struct FeatureReport {
     pub storage_image_read_without_format: bool,
     pub storage_image_write_without_format: bool,
     pub subgroup_size_control: bool,
+    /// Subgroup arithmetic in the compute stage (the row normalizations reduce with it).
+    pub subgroup_arithmetic: bool,
     pub cooperative_matrix_khr: bool,
     pub cooperative_matrix_nv: bool,
     pub memory_budget: bool,
@@ -259,6 +261,10 @@ unsafe fn report(
         }
         unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
         limits.subgroup_size = Some(sub.subgroup_size);
+        features.subgroup_arithmetic = sub.supported_stages.contains(vk::ShaderStageFlags::COMPUTE)
+            && sub
+                .supported_operations
+                .contains(vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::ARITHMETIC);
         if features.subgroup_size_control {
             limits.min_subgroup_size = Some(ssc.min_subgroup_size);
             limits.max_subgroup_size = Some(ssc.max_subgroup_size);

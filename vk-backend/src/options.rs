@@ -51,6 +51,9 @@ pub struct DeviceOptions {
     /// this many spans (at most one a key block; 1: none) instead of picking by shape
     /// ([`crate::kernels::attention_into`]): to measure one against the other.
     pub attention_splits: Option<u32>,
+    /// Do not use subgroup arithmetic even where the device has it: the row normalizations
+    /// reduce through a shared-memory tree instead, e.g. to test or measure that path.
+    pub no_subgroup_arithmetic: bool,
 }
 
 impl DeviceOptions {
@@ -59,6 +62,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_VALIDATION=1`: [`DeviceOptions::validation`];
     /// - `TEXSTREAM_NO_TRANSFER_QUEUE=1`: [`DeviceOptions::no_transfer_queue`];
     /// - `TEXSTREAM_NO_COOPMAT=1`: [`DeviceOptions::no_cooperative_matrix`];
+    /// - `TEXSTREAM_NO_SUBGROUP_ARITHMETIC=1`: [`DeviceOptions::no_subgroup_arithmetic`];
     /// - `TEXSTREAM_PAD_ROWS=1` (or any other value for "no"): [`DeviceOptions::pads_image_rows`];
     /// - `TEXSTREAM_COOP_CONV_TILE=small` or `wide`: [`DeviceOptions::coop_conv_tile`] (any
     ///   other value leaves the choice to the shapes);
@@ -91,6 +95,7 @@ impl DeviceOptions {
             validation: flag("TEXSTREAM_VALIDATION"),
             no_transfer_queue: flag("TEXSTREAM_NO_TRANSFER_QUEUE"),
             no_cooperative_matrix: flag("TEXSTREAM_NO_COOPMAT"),
+            no_subgroup_arithmetic: flag("TEXSTREAM_NO_SUBGROUP_ARITHMETIC"),
             pads_image_rows: var("TEXSTREAM_PAD_ROWS").map(|v| v == "1"),
             coop_conv_tile: var("TEXSTREAM_COOP_CONV_TILE").and_then(|v| {
                 match v.trim().to_ascii_lowercase().as_str() {
@@ -144,6 +149,7 @@ mod tests {
         let o = with(&[]);
         assert_eq!(o.device, None);
         assert!(!o.validation && !o.no_transfer_queue && !o.no_cooperative_matrix);
+        assert!(!o.no_subgroup_arithmetic);
         assert_eq!(o.pads_image_rows, None);
         assert_eq!(o.coop_conv_tile, None);
         assert_eq!(o.limits_override, None);
@@ -159,6 +165,7 @@ mod tests {
             ("TEXSTREAM_VALIDATION", " Yes "),
             ("TEXSTREAM_NO_TRANSFER_QUEUE", "1"),
             ("TEXSTREAM_NO_COOPMAT", "on"),
+            ("TEXSTREAM_NO_SUBGROUP_ARITHMETIC", "true"),
             ("TEXSTREAM_PAD_ROWS", "1"),
             ("TEXSTREAM_COOP_CONV_TILE", " Wide"),
             ("TEXSTREAM_MAX_ARRAY_LAYERS", " 16"),
@@ -180,6 +187,7 @@ mod tests {
         );
         assert_eq!(o.device.as_deref(), Some("nvidia"));
         assert!(o.validation && o.no_transfer_queue && o.no_cooperative_matrix);
+        assert!(o.no_subgroup_arithmetic);
         assert_eq!(o.pads_image_rows, Some(true));
         assert_eq!(o.coop_conv_tile, Some(crate::kernels::CoopTile::Wide));
         let small = with(&[("TEXSTREAM_COOP_CONV_TILE", "small")]);

@@ -5,7 +5,21 @@
 use vk_backend::kernels::{layernorm, rmsnorm_into, softmax};
 use vk_backend::layout::pack_vector;
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
-use vk_backend::{AtlasConfig, Precision, QueueKind, Recorder, Tensor, WeightAtlas};
+use vk_backend::{
+    AtlasConfig, Device, DeviceOptions, Precision, QueueKind, Recorder, Tensor, WeightAtlas,
+};
+
+/// The default device (reductions on subgroup operations where it has subgroup arithmetic), and
+/// one that reduces through the shared-memory tree.
+fn devices() -> [Device; 2] {
+    let tree = Device::new(&DeviceOptions {
+        no_subgroup_arithmetic: true,
+        ..DeviceOptions::from_env()
+    })
+    .expect("a device");
+    assert!(!tree.features().subgroup_arithmetic);
+    [device(), tree]
+}
 
 fn tol(p: Precision) -> f64 {
     match p {
@@ -51,7 +65,13 @@ fn softmax_ref(x: &[f64], shape: &[usize], axes: &[usize], log: bool) -> Vec<f64
 
 #[test]
 fn softmax_any_axes() {
-    let d = device();
+    for d in devices() {
+        softmax_cases(&d);
+    }
+}
+
+fn softmax_cases(d: &Device) {
+    let d = d.clone();
     let cases: &[(&[usize], &[i64], bool)] = &[
         (&[2, 5, 3, 7], &[1], false),
         (&[2, 5, 3, 7], &[-1], false),
@@ -89,7 +109,13 @@ fn softmax_any_axes() {
 
 #[test]
 fn layernorm_and_rmsnorm_axes_scale_bias() {
-    let d = device();
+    for d in devices() {
+        norm_cases(&d);
+    }
+}
+
+fn norm_cases(d: &Device) {
+    let d = d.clone();
     let cases: &[(&[usize], i64, bool)] = &[
         (&[2, 5, 3, 7], -1, true),
         (&[2, 5, 3, 7], 1, true),

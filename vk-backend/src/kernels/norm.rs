@@ -3,7 +3,9 @@
 //!
 //! One workgroup per row (a fixed coordinate in the non-reduced dims), statistics in fp32 through
 //! shared memory: 64 invocations for Softmax (rows are often short: attention scores), 256 for
-//! the norms (a decoder's one long row). Shaders: `softmax.comp`, `layernorm.comp` (`include/rownorm_body.glsl`).
+//! the norms (a decoder's one long row). Shaders: `softmax.comp`, `layernorm.comp` (`include/rownorm_body.glsl`),
+//! and where the device's compute stage has subgroup arithmetic, `softmax_subgroup.comp` and
+//! `layernorm_subgroup.comp`: the same with each reduction on subgroup operations.
 
 use crate::error::{Result, VkError};
 use crate::kernels::launch::{alloc_like, launch, normalize_axes, IMAGES_2};
@@ -33,6 +35,29 @@ const LAYERNORM: KernelDesc = KernelDesc {
     push_constant_bytes: 64,
     uses_weights: true,
 };
+
+const SOFTMAX_SUBGROUP: KernelDesc = KernelDesc {
+    name: "softmax_subgroup",
+    ..SOFTMAX
+};
+const LAYERNORM_SUBGROUP: KernelDesc = KernelDesc {
+    name: "layernorm_subgroup",
+    ..LAYERNORM
+};
+
+/// `desc`, or `on_subgroups` (the same kernel reducing with subgroup operations) where the
+/// device's compute stage has subgroup arithmetic.
+fn reducing<'a>(
+    rec: &Recorder,
+    desc: &'a KernelDesc,
+    on_subgroups: &'a KernelDesc,
+) -> &'a KernelDesc {
+    if rec.device().features().subgroup_arithmetic {
+        on_subgroups
+    } else {
+        desc
+    }
+}
 
 fn same_layout(what: &str, x: &Tensor, out: &Tensor) -> Result<()> {
     if x.shape() != out.shape() {
@@ -99,7 +124,8 @@ pub fn softmax_into(
     let axes = normalize_axes("softmax", axes, x.shape().len())?;
     let (pc, rows) = row_push(x, &axes, if log { 256 } else { 0 })?;
     let pc = pc.f32(0.0).u32(0).u32(u32::MAX);
-    launch_rows(rec, (&SOFTMAX, SOFTMAX_ROW_INVOCATIONS), x, out, &pc, rows)
+    let desc = reducing(rec, &SOFTMAX, &SOFTMAX_SUBGROUP);
+    launch_rows(rec, (desc, SOFTMAX_ROW_INVOCATIONS), x, out, &pc, rows)
 }
 
 /// Allocates the output and records Softmax / LogSoftmax.
@@ -165,14 +191,8 @@ fn norm_into(
         .f32(epsilon)
         .u32(scale_offset)
         .u32(bias_offset.unwrap_or(u32::MAX));
-    launch_rows(
-        rec,
-        (&LAYERNORM, LAYERNORM_ROW_INVOCATIONS),
-        x,
-        out,
-        &pc,
-        rows,
-    )
+    let desc = reducing(rec, &LAYERNORM, &LAYERNORM_SUBGROUP);
+    launch_rows(rec, (desc, LAYERNORM_ROW_INVOCATIONS), x, out, &pc, rows)
 }
 
 /// Records row kernel `desc` from `x` into `out`: one workgroup of `invocations` per row.
