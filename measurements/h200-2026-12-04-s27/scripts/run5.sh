@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# H200 session 27, run 5: fcb7f6c (ts.xz): MinCool from a heap of the cool pages (planned plans in a
-# fraction of the time), the first request's estimate at the probed copy rate and hand-off, and
-# `run --cold` reports integrated ÷ the first request's LB. assistant-scale.ron at a quarter,
-# every policy with a resident reference, cold, 4 iterations, as run 3. Outputs: $OUT/d.tgz.
+# H200 session 27, run 5 (sent when no machine was lent; for the next session, with a ts.xz
+# built from main): assistant-scale.ron at a quarter, every policy with a resident reference,
+# cold, 4 iterations, as runs 3-4: fcb7f6c's MinCool heap (planned's engine start, its
+# re-plans) and `plan --bench`; then 538574f's subgroup reductions: the decode step, the prefill
+# and the Whisper-tiny encoder with and without TEXSTREAM_NO_SUBGROUP_ARITHMETIC=1 (the
+# LayerNormalization / Softmax rows of each profile), outputs compared. Outputs: $OUT/d.tgz.
 set -u
 cd "$(dirname "$0")/../../.."
 T0=$(date +%s)
+left() { echo $(( 570 - ($(date +%s) - T0) )); }
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 PY=/opt/torch/.venv/bin/python3
@@ -16,14 +19,31 @@ save() { tar czf $OUT/d.tgz -C $W .; }
 timeout 120 /tmp/bin/ts check workloads/assistant-scale.ron > $W/check-scale.txt 2>&1; echo "rc $?" >> $W/check-scale.txt
 echo "setup $(( $(date +%s) - T0 )) s" >> $W/gen.txt
 save
-timeout 300 /tmp/bin/ts run workloads/assistant-scale.ron --all-policies \
-  --resident-reference --cap 693MiB --iterations 4 --cold > $W/cold.txt 2>&1; echo "rc $?" >> $W/cold.txt
-save
 P="workloads/assistant-scale.ron --cap 693MiB --page-time 25.3us --handoff 13.6us --reuse-lag 15"
 timeout 60 /tmp/bin/ts plan $P --bench > $W/plan-bench.txt 2>&1; echo "rc $?" >> $W/plan-bench.txt
-timeout 60 /tmp/bin/ts plan $P --policy planned --candidates > $W/plan-candidates.txt 2>&1; echo "rc $?" >> $W/plan-candidates.txt
+timeout 200 /tmp/bin/ts run workloads/assistant-scale.ron --all-policies \
+  --resident-reference --cap 693MiB --iterations 4 --cold > $W/cold.txt 2>&1; echo "rc $?" >> $W/cold.txt
+save
+timeout 60 /tmp/bin/ts compile models/scale/lm/decoder.onnx -o /tmp/prefill.tspk --kv-cache 128 \
+  --shape input_ids=1x128 --shape position_ids=1x128 --shape attention_mask=1x128 \
+  > $W/prefill-compile.txt 2>&1; echo "rc $?" >> $W/prefill-compile.txt
+M=/tmp/wenc; [ $(left) -gt 200 ] && timeout 100 $PY scripts/whisper_encoder_baseline.py $M > $W/torch_whisper.txt 2>&1
+for v in sg:X=1 tree:TEXSTREAM_NO_SUBGROUP_ARITHMETIC=1; do
+  n=${v%%:*}; e=${v#*:}
+  [ $(left) -gt 60 ] || break
+  env $e timeout 40 /tmp/bin/ts infer models/scale/lm/decoder.tspk --fill-missing 1 --repeat 20 --profile 5 -o /tmp/pd-$n > $W/decode_$n.txt 2>&1; echo "rc $?" >> $W/decode_$n.txt
+  env $e timeout 40 /tmp/bin/ts infer /tmp/prefill.tspk --fill-missing 1 --repeat 10 --profile 3 -o /tmp/pp-$n > $W/prefill_$n.txt 2>&1; echo "rc $?" >> $W/prefill_$n.txt
+  [ -f $M/encoder.onnx ] && env $e timeout 40 /tmp/bin/ts infer $M/encoder.onnx --input input_features=$M/input.npy --precision f16 --repeat 20 --profile 3 -o /tmp/wh-$n > $W/whisper_$n.txt 2>&1
+  save
+done
+$PY -c "
+import numpy as np, glob
+for a, b in (('/tmp/pd-sg/logits.npy', '/tmp/pd-tree/logits.npy'), ('/tmp/pp-sg/logits.npy', '/tmp/pp-tree/logits.npy')):
+    x, y = np.load(a), np.load(b); print(a, 'vs tree: max diff', float(abs(x - y).max()), 'range', float(y.max() - y.min()))
+" > $W/compare.txt 2>&1
 save
 tail -5 $W/plan-bench.txt
-grep -E "re-plans|cold start \(|re-planning" $W/cold.txt
-tail -16 $W/cold.txt
+grep -E "re-plans|cold start \(" $W/cold.txt; tail -12 $W/cold.txt
+for n in sg tree; do echo "== $n"; grep -hE "repeat runs|^LayerNormalization |^Softmax " $W/decode_$n.txt $W/prefill_$n.txt $W/whisper_$n.txt 2>/dev/null; done
+cat $W/compare.txt
 echo "elapsed $(( $(date +%s) - T0 )) s"
