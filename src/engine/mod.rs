@@ -114,7 +114,7 @@ pub struct StreamTuning {
     /// The engine starts cold, its packed files out of the page cache, and the disk reads this
     /// many bytes a second: its first plan charges each page's first read before the page's
     /// first copy (`scheduler::Bandwidth::first_read_bytes_per_s`), and the session estimates
-    /// the first request alone that way ([`crate::EngineStats::first_request_predicted_s`]).
+    /// the first request alone that way ([`EngineStats::cold_first_request`]).
     /// Later plans are warm. `None`: a warm start.
     pub cold_read_bytes_per_s: Option<u64>,
 }

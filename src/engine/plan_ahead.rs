@@ -177,33 +177,24 @@ impl Drop for PlanAhead {
 fn planner(jobs: Receiver<Job>, shelf: SharedShelf) {
     while let Ok(job) = jobs.recv() {
         let b = &job.basis;
-        let stale = {
-            let mut s = shelf.0.lock().unwrap_or_else(|e| e.into_inner());
-            let stale = s.generation != b.generation;
-            if stale {
-                s.in_flight.remove(&(job.key.clone(), b.generation));
-            }
-            stale
-        };
+        let current = shelf.0.lock().unwrap_or_else(|e| e.into_inner()).generation == b.generation;
         // Asked for on a basis since replaced: nobody can take it, so it is not made.
-        if stale {
-            shelf.1.notify_all();
-            continue;
-        }
-        let made = plan_under_cap(
-            &b.profiles,
-            &job.pipeline,
-            b.cap,
-            &b.bandwidth,
-            b.policy,
-            &b.cost,
-            // Off the request path: the full search.
-            None,
-        );
+        let made = current.then(|| {
+            plan_under_cap(
+                &b.profiles,
+                &job.pipeline,
+                b.cap,
+                &b.bandwidth,
+                b.policy,
+                &b.cost,
+                // Off the request path: the full search.
+                None,
+            )
+        });
         let mut s = shelf.0.lock().unwrap_or_else(|e| e.into_inner());
         s.in_flight.remove(&(job.key.clone(), b.generation));
         // A plan that fails here fails on the request path too, with its error; keep nothing.
-        if let (Ok(c), true) = (made, s.generation == b.generation) {
+        if let (Some(Ok(c)), true) = (made, s.generation == b.generation) {
             s.put(job.key, Arc::new(c.plan));
         }
         drop(s);

@@ -1029,9 +1029,6 @@ fn predicted_stages(loaded: &Loaded, predictor: &Predictor, p: usize) -> Vec<Sta
     })
 }
 
-/// The prediction and lower bound of request `p` alone, planned from a cold start (`bw` has the
-/// disk's read rate) with `costs`: a resident reference's step costs where the caller gave them,
-/// else the compile-time estimates.
 /// `bw` with a page's copy taking `per_page` seconds, nothing more a transfer, and the hand-off
 /// between the queues where it was probed: copies and steps that wait on each other in turn pay
 /// it at every wait, and a plan that ignores it favours MIN's few free slots (BENCHMARKS.md,
@@ -1051,6 +1048,9 @@ fn streaming_at(
     }
 }
 
+/// The prediction and lower bound of request `p` alone, planned from a cold start (`bw` has the
+/// disk's read rate) with `costs`: a resident reference's step costs where the caller gave them,
+/// else the compile-time estimates.
 fn first_request_estimate(
     loaded: &Loaded,
     predictor: &Predictor,

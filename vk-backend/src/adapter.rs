@@ -171,6 +171,14 @@ pub struct DeviceFeatures {
     pub attention_splits: Option<u32>,
 }
 
+/// Whether compute shaders have subgroup arithmetic (`subgroupAdd`, `subgroupMax`).
+pub(crate) fn has_subgroup_arithmetic(sub: &vk::PhysicalDeviceSubgroupProperties) -> bool {
+    sub.supported_stages.contains(vk::ShaderStageFlags::COMPUTE)
+        && sub
+            .supported_operations
+            .contains(vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::ARITHMETIC)
+}
+
 /// What an adapter offers (`Device::new` then turns off what its options ask it not to use).
 pub(crate) struct Capabilities {
     pub physical: vk::PhysicalDevice,
@@ -261,10 +269,7 @@ impl Capabilities {
             memory_budget: has_ext(ash::ext::memory_budget::NAME),
             cooperative_matrix_khr: has_ext(ash::khr::cooperative_matrix::NAME),
             cooperative_matrix_nv: has_ext(ash::nv::cooperative_matrix::NAME),
-            subgroup_arithmetic: sub.supported_stages.contains(vk::ShaderStageFlags::COMPUTE)
-                && sub.supported_operations.contains(
-                    vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::ARITHMETIC,
-                ),
+            subgroup_arithmetic: has_subgroup_arithmetic(&sub),
             subgroup_size_control: has_ext(ash::ext::subgroup_size_control::NAME)
                 || properties.api_version >= vk::API_VERSION_1_3,
             timeline_semaphore: f12.timeline_semaphore == vk::TRUE,

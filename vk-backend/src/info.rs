@@ -261,10 +261,7 @@ unsafe fn report(
         }
         unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
         limits.subgroup_size = Some(sub.subgroup_size);
-        features.subgroup_arithmetic = sub.supported_stages.contains(vk::ShaderStageFlags::COMPUTE)
-            && sub
-                .supported_operations
-                .contains(vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::ARITHMETIC);
+        features.subgroup_arithmetic = crate::adapter::has_subgroup_arithmetic(&sub);
         if features.subgroup_size_control {
             limits.min_subgroup_size = Some(ssc.min_subgroup_size);
             limits.max_subgroup_size = Some(ssc.max_subgroup_size);
