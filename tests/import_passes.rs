@@ -1,5 +1,5 @@
 //! Pass behaviour on small fixtures: If folding on a bound input, Transpose absorbed into MatMul,
-//! and the view rule of the layout pass.
+//! a head split's Reshape folded into its Transpose, and the view rule of the layout pass.
 use std::path::PathBuf;
 
 use texstream::ir::passes::{layout::is_view, optimize};
@@ -86,11 +86,13 @@ fn view_rule() {
     // Swapping size-1 axes is a view; moving channels into N is not.
     let t = Op::Transpose {
         perm: vec![1, 0, 2, 3],
+        read_as: None,
     };
     assert!(is_view(&t, &[1, 1, 5, 7], &[1, 1, 5, 7]));
     assert!(!is_view(&t, &[1, 8, 5, 7], &[8, 1, 5, 7]));
     let t = Op::Transpose {
         perm: vec![0, 1, 3, 2],
+        read_as: None,
     };
     assert!(!is_view(&t, &[1, 8, 5, 7], &[1, 8, 7, 5]));
 }
@@ -292,5 +294,238 @@ fn batch1_head_runs_with_rows_in_lanes_and_matches_a_reference() {
     assert_eq!(optimize(&mut g).head_rows_packed, 0);
     let mut g = head_graph(true, t - 1, k, n, &w, &b);
     assert_eq!(optimize(&mut g).head_rows_packed, 0);
+    vk_backend::testing::assert_no_validation_messages(&device);
+}
+
+/// `x [1, S, H * D] -> Neg -> Reshape [1, S, H, D] -> Transpose perm -> Neg`: the exporters' head
+/// split between two other nodes.
+fn head_split_graph(s: usize, h: usize, d: usize, perm: &[usize]) -> texstream::ir::Graph {
+    use texstream::ir::{DType, Graph, Node, Port};
+    let mut g = Graph::default();
+    let x = g.add_tensor("x", vec![1, s, h * d], DType::F32);
+    let a = g.add_tensor("a", vec![1, s, h * d], DType::F32);
+    let r = g.add_tensor("r", vec![1, s, h, d], DType::F32);
+    let split = [1, s, h, d];
+    let t_shape: Vec<usize> = perm.iter().map(|&p| split[p]).collect();
+    let t = g.add_tensor("t", t_shape.clone(), DType::F32);
+    let y = g.add_tensor("y", t_shape, DType::F32);
+    let node = |name: &str, op: Op, i: usize, o: usize| Node {
+        name: name.into(),
+        op,
+        inputs: vec![Some(i)],
+        outputs: vec![o],
+    };
+    g.nodes.push(node("neg0", Op::Unary(UnaryOp::Neg), x, a));
+    let reshape = Op::Reshape {
+        kind: ReshapeKind::Reshape,
+        shape: split.to_vec(),
+    };
+    g.nodes.push(node("split", reshape, a, r));
+    let transpose = Op::Transpose {
+        perm: perm.to_vec(),
+        read_as: None,
+    };
+    g.nodes.push(node("heads", transpose, r, t));
+    g.nodes.push(node("neg1", Op::Unary(UnaryOp::Neg), t, y));
+    g.inputs.push(Port::new("x", x));
+    g.outputs.push(Port::new("y", y));
+    g
+}
+
+#[test]
+fn a_head_split_is_one_copy_and_matches_a_reference() {
+    use texstream::packed::{pack_graph, PackOptions, Precision};
+    use texstream::runtime::{Executable, HostTensor};
+    let (s, h, d) = (9usize, 3usize, 8usize);
+    let x: Vec<f32> = (0..s * h * d).map(|i| (i as f32 * 0.37).sin()).collect();
+    let device = vk_backend::testing::device();
+    for perm in [[0usize, 2, 1, 3], [0, 2, 3, 1]] {
+        let mut g = head_split_graph(s, h, d, &perm);
+        let r = optimize(&mut g);
+        assert_eq!(r.reshapes_folded, 1, "perm {perm:?}");
+        assert_eq!(r.layout_copies, 1, "perm {perm:?}");
+        assert!(!g.nodes.iter().any(|n| matches!(n.op, Op::Reshape { .. })));
+        let packed = pack_graph(
+            g,
+            "heads",
+            r,
+            Default::default(),
+            PackOptions::new(Precision::F32),
+        )
+        .unwrap();
+        let mut exe = Executable::new(&device, &packed.header, &packed).unwrap();
+        let out = exe
+            .run(&[("x".into(), HostTensor::new(vec![1, s, h * d], x.clone()))])
+            .unwrap();
+        // Reference by index: output (0, i1, i2, i3) under perm reads x[0, sq, head, dim].
+        let split = [1, s, h, d];
+        let shape: Vec<usize> = perm.iter().map(|&p| split[p]).collect();
+        let got = &out[0].1;
+        assert_eq!(got.shape, shape);
+        for (f, &v) in got.data.iter().enumerate() {
+            let mut idx = [0usize; 4];
+            let mut rest = f;
+            for a in (0..4).rev() {
+                idx[perm[a]] = rest % shape[a];
+                rest /= shape[a];
+            }
+            let (sq, head, dim) = (idx[1], idx[2], idx[3]);
+            assert_eq!(
+                v,
+                x[sq * h * d + head * d + dim],
+                "perm {perm:?} element {f}"
+            );
+        }
+    }
+    // A split read by two nodes, or exported as it is, stays its own copy.
+    let mut g = head_split_graph(s, h, d, &[0, 2, 1, 3]);
+    let r_out = g.nodes[1].outputs[0];
+    g.outputs.push(texstream::ir::Port::new("r", r_out));
+    assert_eq!(optimize(&mut g).reshapes_folded, 0);
+    vk_backend::testing::assert_no_validation_messages(&device);
+}
+
+/// GELU as the exporters write it: the erf or the tanh core, in each multiplication order, the
+/// tanh core's cube as `Pow(x, 3)` or `x * x * x`.
+#[derive(Clone, Copy, Debug)]
+enum GeluForm {
+    /// (x * (1 + core)) * 0.5
+    Last,
+    /// (x * 0.5) * (1 + core), TorchScript
+    Half,
+    /// x * (0.5 * (1 + core)), dynamo
+    Dynamo,
+}
+
+fn gelu_graph(tanh: bool, cube_by_pow: bool, form: GeluForm, n: usize) -> texstream::ir::Graph {
+    use texstream::ir::{BinaryOp, DType, Graph, Node, Port, TensorData};
+    let mut g = Graph::default();
+    let x = g.add_tensor("x", vec![1, n], DType::F32);
+    let mut k = 0;
+    let mut constant = |g: &mut Graph, v: f32| {
+        k += 1;
+        let c = g.add_tensor(format!("c{k}"), vec![], DType::F32);
+        g.constants.insert(c, TensorData::from_f32(vec![], vec![v]));
+        c
+    };
+    let binary = |g: &mut Graph, op: BinaryOp, a: usize, b: usize| {
+        let y = g.add_tensor(format!("t{}", g.tensors.len()), vec![1, n], DType::F32);
+        g.nodes.push(Node {
+            name: format!("n{}", g.nodes.len()),
+            op: Op::Binary(op),
+            inputs: vec![Some(a), Some(b)],
+            outputs: vec![y],
+        });
+        y
+    };
+    let unary = |g: &mut Graph, op: UnaryOp, a: usize| {
+        let y = g.add_tensor(format!("t{}", g.tensors.len()), vec![1, n], DType::F32);
+        g.nodes.push(Node {
+            name: format!("n{}", g.nodes.len()),
+            op: Op::Unary(op),
+            inputs: vec![Some(a)],
+            outputs: vec![y],
+        });
+        y
+    };
+    let core = if tanh {
+        let cube = if cube_by_pow {
+            let three = constant(&mut g, 3.0);
+            binary(&mut g, BinaryOp::Pow, x, three)
+        } else {
+            let square = binary(&mut g, BinaryOp::Mul, x, x);
+            binary(&mut g, BinaryOp::Mul, square, x)
+        };
+        let c = constant(&mut g, 0.044715);
+        let term = binary(&mut g, BinaryOp::Mul, c, cube);
+        let inner = binary(&mut g, BinaryOp::Add, x, term);
+        let s = constant(&mut g, 0.797_884_6);
+        let arg = binary(&mut g, BinaryOp::Mul, inner, s);
+        unary(&mut g, UnaryOp::Tanh, arg)
+    } else {
+        let r2 = constant(&mut g, std::f32::consts::SQRT_2);
+        let arg = binary(&mut g, BinaryOp::Div, x, r2);
+        unary(&mut g, UnaryOp::Erf, arg)
+    };
+    let one = constant(&mut g, 1.0);
+    let plus = binary(&mut g, BinaryOp::Add, core, one);
+    let half = constant(&mut g, 0.5);
+    let y = match form {
+        GeluForm::Last => {
+            let p = binary(&mut g, BinaryOp::Mul, x, plus);
+            binary(&mut g, BinaryOp::Mul, p, half)
+        }
+        GeluForm::Half => {
+            let h = binary(&mut g, BinaryOp::Mul, x, half);
+            binary(&mut g, BinaryOp::Mul, h, plus)
+        }
+        GeluForm::Dynamo => {
+            let h = binary(&mut g, BinaryOp::Mul, half, plus);
+            binary(&mut g, BinaryOp::Mul, x, h)
+        }
+    };
+    g.inputs.push(Port::new("x", x));
+    g.outputs.push(Port::new("y", y));
+    g
+}
+
+#[test]
+fn gelu_in_every_exported_form_is_one_kernel_and_matches_a_reference() {
+    use texstream::packed::{pack_graph, PackOptions, Precision};
+    use texstream::runtime::{Executable, HostTensor};
+    let n = 64;
+    let x: Vec<f32> = (0..n).map(|i| (i as f32 - 32.0) * 0.19).collect();
+    let device = vk_backend::testing::device();
+    let cases = [
+        (false, true, GeluForm::Last),
+        (false, true, GeluForm::Half),
+        (false, true, GeluForm::Dynamo),
+        (true, true, GeluForm::Half),
+        (true, true, GeluForm::Dynamo),
+        (true, false, GeluForm::Last),
+    ];
+    for (tanh, pow, form) in cases {
+        let what = format!("tanh {tanh}, pow {pow}, {form:?}");
+        let mut g = gelu_graph(tanh, pow, form, n);
+        let r = optimize(&mut g);
+        assert_eq!(r.gelu_fused, 1, "{what}");
+        let want_op = if tanh {
+            UnaryOp::GeluTanh
+        } else {
+            UnaryOp::Gelu
+        };
+        assert_eq!(g.nodes.len(), 1, "{what}: {:?}", g.nodes);
+        assert_eq!(g.nodes[0].op, Op::Unary(want_op), "{what}");
+        let packed = pack_graph(
+            g,
+            "gelu",
+            r,
+            Default::default(),
+            PackOptions::new(Precision::F32),
+        )
+        .unwrap();
+        let mut exe = Executable::new(&device, &packed.header, &packed).unwrap();
+        let out = exe
+            .run(&[("x".into(), HostTensor::new(vec![1, n], x.clone()))])
+            .unwrap();
+        for (i, (&got, &v)) in out[0].1.data.iter().zip(&x).enumerate() {
+            let v = v as f64;
+            let want = if tanh {
+                let c = (2.0 / std::f64::consts::PI).sqrt();
+                0.5 * v * (1.0 + (c * (v + 0.044715 * v * v * v)).tanh())
+            } else {
+                0.5 * v * (1.0 + erf(v / std::f64::consts::SQRT_2))
+            };
+            assert!(
+                (got as f64 - want).abs() <= 1e-5 + 1e-5 * want.abs(),
+                "{what}: x[{i}] = {v}: {got} vs {want}"
+            );
+        }
+    }
+    // A core whose argument another node also reads is left alone.
+    let mut g = gelu_graph(false, true, GeluForm::Dynamo, n);
+    let arg = g.nodes[0].outputs[0];
+    g.outputs.push(texstream::ir::Port::new("arg", arg));
+    assert_eq!(optimize(&mut g).gelu_fused, 0);
     vk_backend::testing::assert_no_validation_messages(&device);
 }

@@ -135,6 +135,10 @@ fn unary(op: UnaryOp, x: f64) -> Option<f64> {
         UnaryOp::IsNaN => x.is_nan() as i64 as f64,
         // No erf in std: leave Erf/Gelu on constants unfolded (never seen in practice).
         UnaryOp::Erf | UnaryOp::Gelu => return None,
+        UnaryOp::GeluTanh => {
+            0.5 * x
+                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+        }
     })
 }
 
@@ -279,8 +283,8 @@ pub fn eval(op: &Op, ins: &[Option<&TensorData>]) -> Result<Option<Vec<TensorDat
             }
             vec![t]
         }
-        Op::Transpose { perm } => {
-            let ist = row_major_strides(&x.shape);
+        Op::Transpose { perm, read_as } => {
+            let ist = row_major_strides(read_as.as_deref().unwrap_or(&x.shape));
             let ost = row_major_strides(&oshape);
             let idx: Vec<usize> = (0..n)
                 .map(|lin| {

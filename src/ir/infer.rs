@@ -527,14 +527,27 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
                 .collect();
             vec![(out, xt)]
         }
-        Op::Transpose { perm } => {
-            if perm.len() != xs.len() {
+        Op::Transpose { perm, read_as } => {
+            let src = match read_as {
+                None => xs.as_slice(),
+                Some(shape) => {
+                    let target = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+                    if target != Some(xs.iter().product::<usize>()) {
+                        return Err(InferError::Reshape {
+                            from: xs.clone(),
+                            to: shape.clone(),
+                        });
+                    }
+                    shape.as_slice()
+                }
+            };
+            if perm.len() != src.len() {
                 return Err(InferError::TransposeRank {
                     perm: perm.clone(),
-                    rank: xs.len(),
+                    rank: src.len(),
                 });
             }
-            vec![(perm.iter().map(|&p| xs[p]).collect(), xt)]
+            vec![(perm.iter().map(|&p| src[p]).collect(), xt)]
         }
         Op::Reshape { shape, .. } => {
             // The target comes from the file: its product may overflow.

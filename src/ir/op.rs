@@ -26,6 +26,8 @@ pub enum Activation {
     Tanh,
     /// Exact (erf) GELU.
     Gelu,
+    /// GELU's tanh approximation.
+    GeluTanh,
     /// x * sigmoid(x).
     Silu,
 }
@@ -68,6 +70,8 @@ pub enum UnaryOp {
     Tanh,
     Erf,
     Gelu,
+    /// x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))).
+    GeluTanh,
     Exp,
     Sqrt,
     Reciprocal,
@@ -290,6 +294,11 @@ pub enum Op {
     },
     Transpose {
         perm: Vec<usize>,
+        /// The input read as this row-major shape before the permutation (same element count):
+        /// a Reshape copy folded into the Transpose's own copy
+        /// (`passes::layout::fold_reshapes_into_transposes`). `None`: the input's own shape.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        read_as: Option<Vec<usize>>,
     },
     /// Reshape / Flatten / Squeeze / Unsqueeze to the concrete `shape`.
     Reshape {

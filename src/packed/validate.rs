@@ -555,7 +555,22 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), NodeProblem> {
                 )));
             }
         }
-        Op::Transpose { perm } => {
+        Op::Transpose { perm, read_as } => {
+            // A folded Reshape: the input is read as `read_as`, of the same element count.
+            let rank = match read_as {
+                None => rank,
+                Some(shape) => {
+                    bounded("dimension", shape)?;
+                    let elements = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+                    let input = n.input(0).map(|x| g.tensors[x].shape.iter().product::<usize>());
+                    if elements.is_none() || elements != input {
+                        return Err(NodeProblem::Invalid(format!(
+                            "read_as {shape:?} does not hold the input's elements"
+                        )));
+                    }
+                    shape.len()
+                }
+            };
             let mut seen = vec![false; rank];
             let is_perm = perm.len() == rank
                 && perm

@@ -21,6 +21,7 @@ fn act(a: Activation) -> Option<k::UnaryOp> {
         Activation::LeakyRelu { alpha } => k::UnaryOp::LeakyRelu { alpha },
         Activation::Tanh => k::UnaryOp::Tanh,
         Activation::Gelu => k::UnaryOp::Gelu,
+        Activation::GeluTanh => k::UnaryOp::GeluTanh,
         Activation::Silu => k::UnaryOp::Silu,
     })
 }
@@ -35,6 +36,7 @@ fn unary(u: UnaryOp) -> Option<k::UnaryOp> {
         UnaryOp::Tanh => k::UnaryOp::Tanh,
         UnaryOp::Erf => k::UnaryOp::Erf,
         UnaryOp::Gelu => k::UnaryOp::Gelu,
+        UnaryOp::GeluTanh => k::UnaryOp::GeluTanh,
         UnaryOp::Silu => k::UnaryOp::Silu,
         UnaryOp::Exp => k::UnaryOp::Exp,
         UnaryOp::Sqrt => k::UnaryOp::Sqrt,
@@ -690,7 +692,10 @@ impl Executable {
         let x = self.input(n, 0)?;
         let y = self.output(n, 0)?;
         let r = match &n.op {
-            Op::Transpose { perm } => k::transpose_into(rec, &x, perm, &y),
+            Op::Transpose { perm, read_as } => match read_as {
+                None => k::transpose_into(rec, &x, perm, &y),
+                Some(shape) => k::transpose_as_into(rec, &x, shape, perm, &y),
+            },
             Op::Reshape { .. } => k::reshape_into(rec, &x, &y),
             Op::Gather { axis } => k::gather_into(rec, &x, &self.input(n, 1)?, *axis as i64, &y),
             Op::GatherElements { axis } => {

@@ -4,7 +4,7 @@
 
 use vk_backend::kernels::{
     cast, concat, concat_by_texels, expand_into, gather, reshape, reshape_needs_copy, slice, split,
-    tile, transpose, CastTo,
+    tile, transpose, transpose_as_into, CastTo,
 };
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
 use vk_backend::{Precision, QueueKind, Recorder, Tensor};
@@ -81,6 +81,35 @@ fn data_movement() {
                 })
                 .collect();
             c.check(format!("transpose {s:?} {perm:?}"), out, want);
+        }
+        // Transpose of a tensor read as another row-major shape (a Reshape folded in): the
+        // exporters' head splits, [1, S, H * D] read as [1, S, H, D], to [1, H, S, D] or
+        // [1, H, D, S], and a read that regroups a rank-4 channel-packed tensor.
+        let reads: &[(&[usize], &[usize], &[usize])] = &[
+            (&[1, 10, 24], &[1, 10, 3, 8], &[0, 2, 1, 3]),
+            (&[1, 10, 24], &[1, 10, 3, 8], &[0, 2, 3, 1]),
+            (&[2, 6, 5, 4], &[12, 5, 2, 2], &[3, 0, 2, 1]),
+        ];
+        for &(s, read_as, perm) in reads {
+            let (x, xv) = c.input(s);
+            let os: Vec<usize> = perm.iter().map(|&q| read_as[q]).collect();
+            let out = Tensor::new(&d, "ta", &os, p).unwrap();
+            transpose_as_into(&mut rec, &x, read_as, perm, &out).unwrap();
+            let want = (0..numel(&os))
+                .map(|f| {
+                    let o = unravel(f, &os);
+                    let mut i = vec![0; read_as.len()];
+                    for (k, &q) in perm.iter().enumerate() {
+                        i[q] = o[k];
+                    }
+                    xv[ravel(&i, read_as)]
+                })
+                .collect();
+            c.check(
+                format!("transpose {s:?} as {read_as:?} {perm:?}"),
+                out,
+                want,
+            );
         }
         // Reshape family: row-major order is kept.
         for (s, t) in [
@@ -326,6 +355,11 @@ fn bad_parameters_are_rejected() {
         .unwrap_err()
         .to_string()
         .contains("differ"));
+    let t = Tensor::new(&d, "t", &[3, 2], Precision::F32).unwrap();
+    assert!(transpose_as_into(&mut rec, &x, &[7], &[0], &t)
+        .unwrap_err()
+        .to_string()
+        .contains("cannot be read as"));
     assert!(reshape(&mut rec, &x, &[7], "r")
         .unwrap_err()
         .to_string()

@@ -5,7 +5,8 @@
 //!
 //! Only the exact chain fuses: every intermediate has one reader and is no graph output, the
 //! operands are run-time float tensors (the mask may be a constant) with equal leading dims, and the head dims fit
-//! the kernel. Anything else stays as it was.
+//! the kernel. Anything else stays as it was. A query or key operand that is itself a product
+//! with a scalar constant read only by the chain joins the scale.
 use super::{rewrite_each, scalar, Rewrite};
 use crate::ir::infer::{attention_shapes, mask_broadcasts};
 use crate::ir::{nchw, Activation, BinaryOp, DType, Graph, Op, ReshapeKind, TensorId, UnaryOp};
@@ -33,6 +34,7 @@ fn merge_heads_at(g: &mut Graph, rw: &mut Rewrite, ai: usize) -> Option<()> {
     if g.nodes[ti].op
         != (Op::Transpose {
             perm: vec![0, 2, 1, 3],
+            read_as: None,
         })
         || rw.is_removed(ti)
     {
@@ -105,7 +107,17 @@ fn attention_at(g: &mut Graph, rw: &mut Rewrite, mi: usize) -> Option<()> {
         cur = g.nodes[next].outputs[0];
         next = rw.sole_consumer(g, cur)?;
     }
-    let scale = scale.unwrap_or(1.0);
+    let mut scale = scale.unwrap_or(1.0);
+    // Scalar factors on the operands (Whisper's export scales queries and keys by D^-1/4 each)
+    // join the scale: two elementwise passes over the queries and keys go.
+    let (mut q, mut kt) = (q, kt);
+    for operand in [&mut q, &mut kt] {
+        if let Some((src, factor, ni)) = scaled_operand(g, rw, *operand, mi) {
+            *operand = src;
+            scale *= factor;
+            chain.push(ni);
+        }
+    }
     // The additive mask: a run-time tensor, or a constant (a relative position bias), which is
     // packed as an activation image like any constant a kernel reads as a tensor.
     let mut mask = None;
@@ -159,6 +171,33 @@ fn attention_at(g: &mut Graph, rw: &mut Rewrite, mi: usize) -> Option<()> {
         rw.remove(ni);
     }
     Some(())
+}
+
+/// `(src, factor, node)` when `t` is `Mul(src, factor)` or `Div(src, 1 / factor)` by a scalar
+/// constant, of `src`'s shape, read only by node `reader`.
+fn scaled_operand(
+    g: &Graph,
+    rw: &Rewrite,
+    t: TensorId,
+    reader: usize,
+) -> Option<(TensorId, f64, usize)> {
+    let ni = rw.producers[t]?;
+    if rw.is_removed(ni) || rw.sole_consumer(g, t) != Some(reader) {
+        return None;
+    }
+    let n = &g.nodes[ni];
+    let (src, factor) = match n.op {
+        Op::Binary(BinaryOp::Mul) => match (scalar(g, n.input(0)), scalar(g, n.input(1))) {
+            (None, Some(c)) => (n.input(0)?, c),
+            (Some(c), None) => (n.input(1)?, c),
+            _ => return None,
+        },
+        Op::Binary(BinaryOp::Div) => (n.input(0)?, 1.0 / scalar(g, n.input(1))?),
+        _ => return None,
+    };
+    let same =
+        g.tensors[src].shape == g.tensors[t].shape && g.tensors[src].dtype == g.tensors[t].dtype;
+    (same && !g.is_const(src) && factor.is_finite()).then_some((src, factor, ni))
 }
 
 /// `src` when `t` is `Reshape(Expand(Unsqueeze(src)))` that repeats each head of `src`

@@ -1,4 +1,4 @@
-//! Pattern fusion: erf-GELU and HardSigmoid*x chains become single unary ops; activations that
+//! Pattern fusion: GELU (erf and tanh) and HardSigmoid*x chains become single unary ops; activations that
 //! follow Conv / ConvTranspose / MatMul / Gemm move into the producer's epilogue.
 use super::{rewrite_each, scalar, Rewrite};
 use crate::ir::{Activation, BinaryOp, Graph, Op, TensorId, UnaryOp};
@@ -17,33 +17,109 @@ fn other_operand(g: &Graph, ni: usize, t: TensorId) -> Option<TensorId> {
     }
 }
 
-/// x * 0.5 * (1 + erf(x / sqrt(2))) (either multiplication order) -> Gelu(x).
+/// x * 0.5 * (1 + erf(x / sqrt(2))) -> Gelu(x), and the tanh approximation
+/// x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))) (GPT-2's `gelu_new`) -> GeluTanh(x),
+/// in each of the exporters' multiplication orders: (x * (1 + core)) * 0.5, (x * 0.5) * (1 +
+/// core) (TorchScript) and x * (0.5 * (1 + core)) (dynamo).
 pub fn gelu(g: &mut Graph) -> usize {
     rewrite_each(g, gelu_at)
 }
 
-fn gelu_at(g: &mut Graph, rw: &mut Rewrite, ei: usize) -> Option<()> {
-    if g.nodes[ei].op != Op::Unary(UnaryOp::Erf) {
-        return None;
-    }
-    let di = rw.producers[g.nodes[ei].input(0)?]?;
-    // x / sqrt2 or x * (1/sqrt2)
-    let x = match g.nodes[di].op {
-        Op::Binary(BinaryOp::Div)
-            if close(scalar(g, g.nodes[di].input(1)), std::f64::consts::SQRT_2) =>
-        {
-            g.nodes[di].input(0)
+/// The input x of `x / sqrt(2)` or `x * (1 / sqrt(2))` produced by node `di`.
+fn erf_argument(g: &Graph, di: usize) -> Option<TensorId> {
+    let n = &g.nodes[di];
+    match n.op {
+        Op::Binary(BinaryOp::Div) if close(scalar(g, n.input(1)), std::f64::consts::SQRT_2) => {
+            n.input(0)
         }
-        Op::Binary(BinaryOp::Mul)
-            if close(
-                scalar(g, g.nodes[di].input(1)),
+        Op::Binary(BinaryOp::Mul) => {
+            let x = n.input(0)?;
+            close(
+                scalar(g, other_operand(g, di, x)),
                 std::f64::consts::FRAC_1_SQRT_2,
-            ) =>
-        {
-            g.nodes[di].input(0)
+            )
+            .then_some(x)
         }
         _ => None,
-    }?;
+    }
+}
+
+/// The input x of `sqrt(2 / pi) * (x + 0.044715 * x^3)` produced by node `mi`, and the nodes
+/// that compute it (the cube as `Pow(x, 3)` or `x * x * x`).
+fn tanh_argument(g: &Graph, rw: &Rewrite, mi: usize) -> Option<(TensorId, Vec<usize>)> {
+    const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+    let is = |ni: usize, op: BinaryOp| g.nodes[ni].op == Op::Binary(op);
+    let scaled = |ni: usize, c: f64| -> Option<TensorId> {
+        let n = &g.nodes[ni];
+        let (a, b) = (n.input(0)?, n.input(1)?);
+        if close(scalar(g, Some(b)), c) {
+            Some(a)
+        } else {
+            close(scalar(g, Some(a)), c).then_some(b)
+        }
+    };
+    if !is(mi, BinaryOp::Mul) {
+        return None;
+    }
+    let inner = scaled(mi, SQRT_2_OVER_PI)?;
+    let ai = rw.producers[inner]?;
+    if !is(ai, BinaryOp::Add) {
+        return None;
+    }
+    // x + 0.044715 * cube(x), either order.
+    let (a, b) = (g.nodes[ai].input(0)?, g.nodes[ai].input(1)?);
+    for (x, term) in [(a, b), (b, a)] {
+        let Some(ci) = rw.producers[term] else {
+            continue;
+        };
+        if !is(ci, BinaryOp::Mul) {
+            continue;
+        }
+        let Some(cube) = scaled(ci, 0.044715) else {
+            continue;
+        };
+        let Some(pi) = rw.producers[cube] else {
+            continue;
+        };
+        let p = &g.nodes[pi];
+        let mut nodes = vec![mi, ai, ci, pi];
+        let cubes = match p.op {
+            Op::Binary(BinaryOp::Pow) => p.input(0) == Some(x) && close(scalar(g, p.input(1)), 3.0),
+            // (x * x) * x
+            Op::Binary(BinaryOp::Mul) => {
+                let square = other_operand(g, pi, x).filter(|_| p.input(0) != p.input(1));
+                square.and_then(|sq| rw.producers[sq]).is_some_and(|si| {
+                    nodes.push(si);
+                    is(si, BinaryOp::Mul)
+                        && g.nodes[si].input(0) == Some(x)
+                        && g.nodes[si].input(1) == Some(x)
+                })
+            }
+            _ => false,
+        };
+        let single = |t: TensorId, reader: usize| rw.sole_consumer(g, t) == Some(reader);
+        let chain_private = single(inner, mi)
+            && single(term, ai)
+            && single(cube, ci)
+            && (nodes.len() == 4 || single(g.nodes[nodes[4]].outputs[0], pi));
+        if cubes && chain_private {
+            return Some((x, nodes));
+        }
+    }
+    None
+}
+
+fn gelu_at(g: &mut Graph, rw: &mut Rewrite, ei: usize) -> Option<()> {
+    let (unary, argument_node) = match g.nodes[ei].op {
+        Op::Unary(UnaryOp::Erf) => (UnaryOp::Gelu, rw.producers[g.nodes[ei].input(0)?]?),
+        Op::Unary(UnaryOp::Tanh) => (UnaryOp::GeluTanh, rw.producers[g.nodes[ei].input(0)?]?),
+        _ => return None,
+    };
+    let (x, mut core) = if unary == UnaryOp::Gelu {
+        (erf_argument(g, argument_node)?, vec![argument_node])
+    } else {
+        tanh_argument(g, rw, argument_node)?
+    };
     let e_out = g.nodes[ei].outputs[0];
     let ai = rw.sole_consumer(g, e_out)?;
     if g.nodes[ai].op != Op::Binary(BinaryOp::Add)
@@ -58,18 +134,23 @@ fn gelu_at(g: &mut Graph, rw: &mut Rewrite, ei: usize) -> Option<()> {
     }
     let other = other_operand(g, m1, a_out)?;
     let m1_out = g.nodes[m1].outputs[0];
-    // Either (x * (1+erf)) * 0.5, or (x*0.5) * (1+erf).
+    let is_mul = |ni: usize| g.nodes[ni].op == Op::Binary(BinaryOp::Mul);
+    // (x * (1 + core)) * 0.5, x * (0.5 * (1 + core)), or (x * 0.5) * (1 + core).
     let (last, half_node) = if other == x {
         let m2 = rw.sole_consumer(g, m1_out)?;
-        if g.nodes[m2].op != Op::Binary(BinaryOp::Mul)
-            || !close(scalar(g, other_operand(g, m2, m1_out)), 0.5)
-        {
+        if !is_mul(m2) || !close(scalar(g, other_operand(g, m2, m1_out)), 0.5) {
+            return None;
+        }
+        (m2, None)
+    } else if close(scalar(g, Some(other)), 0.5) {
+        let m2 = rw.sole_consumer(g, m1_out)?;
+        if !is_mul(m2) || other_operand(g, m2, m1_out) != Some(x) {
             return None;
         }
         (m2, None)
     } else {
         let hi = rw.producers[other]?;
-        if g.nodes[hi].op != Op::Binary(BinaryOp::Mul)
+        if !is_mul(hi)
             || other_operand(g, hi, x).is_none()
             || !close(scalar(g, other_operand(g, hi, x)), 0.5)
         {
@@ -80,19 +161,24 @@ fn gelu_at(g: &mut Graph, rw: &mut Rewrite, ei: usize) -> Option<()> {
         }
         (m1, Some(hi))
     };
-    if rw.sole_consumer(g, g.nodes[di].outputs[0]) != Some(ei)
-        || rw.is_removed(di)
+    let argument = g.nodes[argument_node].outputs[0];
+    if rw.sole_consumer(g, argument) != Some(ei)
+        || core.iter().any(|&k| rw.is_removed(k))
         || rw.is_removed(last)
     {
         return None;
     }
     let y = g.nodes[last].outputs[0];
-    // The Erf node's slot is reused so topological order is kept (x is available before it).
-    for k in [di, ai, m1, last].into_iter().chain(half_node) {
-        rw.remove(k);
+    core.extend([ai, m1, last]);
+    // The core's last node's slot is reused so topological order is kept (x is available
+    // before it).
+    for k in core.into_iter().chain(half_node) {
+        if k != ei {
+            rw.remove(k);
+        }
     }
     let n = &mut g.nodes[ei];
-    n.op = Op::Unary(UnaryOp::Gelu);
+    n.op = Op::Unary(unary);
     n.inputs = vec![Some(x)];
     n.outputs = vec![y];
     Some(())
@@ -215,6 +301,7 @@ fn as_activation(op: &Op) -> Option<Activation> {
         Op::Unary(UnaryOp::LeakyRelu { alpha }) => Activation::LeakyRelu { alpha: *alpha },
         Op::Unary(UnaryOp::Tanh) => Activation::Tanh,
         Op::Unary(UnaryOp::Gelu) => Activation::Gelu,
+        Op::Unary(UnaryOp::GeluTanh) => Activation::GeluTanh,
         Op::Unary(UnaryOp::Silu) => Activation::Silu,
         _ => return None,
     })

@@ -18,6 +18,7 @@ fn split_heads_at(g: &mut Graph, rw: &mut Rewrite, ti: usize) -> Option<()> {
         || g.nodes[ti].op
             != (Op::Transpose {
                 perm: vec![0, 2, 1, 3],
+                read_as: None,
             })
     {
         return None;

@@ -15,6 +15,8 @@
 //!    transposes of size-1 axes, and so on. It is decided exactly by (a) equal (N,C,H,W) maps, or
 //!    (b) an element-by-element check of tensors up to [`MAX_CHECK`] elements.
 //! 3. Everything else is a copy, counted in [`assign`]'s result and printed by `compile`.
+//!    A Reshape copy read only by a Transpose copy folds into it: one copy instead of two
+//!    ([`fold_reshapes_into_transposes`]).
 //! 4. **In-place Softmax.** A Softmax whose input nothing else reads (and that is not a graph
 //!    input, output or constant) writes over its input: the output is a view of it, so the two
 //!    never hold memory at the same time ([`softmax_in_place`]). The kernel reads a whole row
@@ -39,7 +41,11 @@ pub fn absorb_transposes(g: &mut Graph) -> usize {
 
 /// Removes the Transpose at `ti` when its only reader is a MatMul that can read it transposed.
 fn absorb_transpose_at(g: &mut Graph, rw: &mut Rewrite, ti: usize) -> Option<()> {
-    let Op::Transpose { perm } = &g.nodes[ti].op else {
+    let Op::Transpose {
+        perm,
+        read_as: None,
+    } = &g.nodes[ti].op
+    else {
         return None;
     };
     let r = perm.len();
@@ -89,7 +95,10 @@ pub fn is_view(op: &Op, in_shape: &[usize], out_shape: &[usize]) -> bool {
             a == b
                 || (n <= MAX_CHECK && (0..n).all(|i| c4_value_index(a, i) == c4_value_index(b, i)))
         }
-        Op::Transpose { perm } => {
+        Op::Transpose {
+            perm,
+            read_as: None,
+        } => {
             if n > MAX_CHECK {
                 return false;
             }
@@ -138,6 +147,45 @@ pub fn assign(g: &mut Graph) -> (usize, usize) {
         }
     }
     (views, copies)
+}
+
+/// Rule 3b. A Reshape copy whose only reader is a Transpose copy folds into it: the Transpose
+/// reads the Reshape's input as the Reshape's shape (`read_as`; the row-major order is the same
+/// under both shapes), so one copy moves the elements instead of two and the intermediate never
+/// takes memory. The exporters split attention heads this way (`Reshape` to `[1, S, H, D]`,
+/// `Transpose` to `[1, H, S, D]` or `[1, H, D, S]`) for every query, key and value an encoder
+/// layer has. Runs after [`assign`] (which decides what is a copy); returns how many folded.
+pub fn fold_reshapes_into_transposes(g: &mut Graph) -> usize {
+    rewrite_each(g, fold_reshape_at)
+}
+
+fn fold_reshape_at(g: &mut Graph, rw: &mut Rewrite, ti: usize) -> Option<()> {
+    let Op::Transpose { read_as: None, .. } = g.nodes[ti].op else {
+        return None;
+    };
+    let (r, y) = (g.nodes[ti].input(0)?, *g.nodes[ti].outputs.first()?);
+    let ri = rw.producers[r]?;
+    let copy = |t: TensorId| matches!(g.tensors[t].layout, TensorLayout::C4);
+    let Op::Reshape { shape, .. } = &g.nodes[ri].op else {
+        return None;
+    };
+    let x = g.nodes[ri].input(0)?;
+    if rw.is_removed(ri)
+        || rw.sole_consumer(g, r) != Some(ti)
+        || !copy(r)
+        || !copy(y)
+        || g.is_const(x)
+        || g.is_state(r)
+    {
+        return None;
+    }
+    let shape = shape.clone();
+    if let Op::Transpose { read_as, .. } = &mut g.nodes[ti].op {
+        *read_as = Some(shape);
+    }
+    g.nodes[ti].inputs[0] = Some(x);
+    rw.remove(ri);
+    Some(())
 }
 
 /// Rule 4. Returns the number of Softmax nodes that now write over their input.

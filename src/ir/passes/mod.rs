@@ -28,6 +28,9 @@ pub struct PassReport {
     pub layout_views: usize,
     /// Reshape/Transpose nodes that remain real copies.
     pub layout_copies: usize,
+    /// Reshape copies folded into the Transpose copy that reads them (`read_as`).
+    #[serde(default)]
+    pub reshapes_folded: usize,
     /// Softmax nodes that write over their input.
     #[serde(default)]
     pub softmax_in_place: usize,
@@ -115,7 +118,8 @@ pub fn optimize_with(g: &mut Graph, opts: &PassOptions) -> PassReport {
     r.heads_split = split_head::split_wide_heads(g, opts.page_values);
     let (views, copies) = layout::assign(g);
     r.layout_views = views;
-    r.layout_copies = copies;
+    r.reshapes_folded = layout::fold_reshapes_into_transposes(g);
+    r.layout_copies = copies - r.reshapes_folded;
     r.softmax_in_place = layout::softmax_in_place(g);
     r.elementwise_in_place = layout::elementwise_in_place(g);
     g.prune_constants();

@@ -112,6 +112,7 @@ fn rewrite(g: &mut Graph, mi: usize, p: HeadPlan) -> usize {
             name: format!("{name}.transpose"),
             op: Op::Transpose {
                 perm: vec![0, 2, 1],
+                read_as: None,
             },
             inputs: vec![Some(src)],
             outputs: vec![rows],

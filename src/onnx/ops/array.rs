@@ -121,7 +121,14 @@ pub(super) fn transpose(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
     if sorted != (0..r).collect::<Vec<_>>() {
         return Err(ctx.output_err(n, format!("perm {perm:?} is not a permutation of rank {r}")));
     }
-    ctx.emit(n, Op::Transpose { perm }, vec![Some(x)])?;
+    ctx.emit(
+        n,
+        Op::Transpose {
+            perm,
+            read_as: None,
+        },
+        vec![Some(x)],
+    )?;
     Ok(())
 }
 

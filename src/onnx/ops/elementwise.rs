@@ -25,10 +25,17 @@ pub(super) fn hard_sigmoid(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
 }
 
 pub(super) fn gelu(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
-    if Attrs(n.proto).string_or("approximate", "none") != "none" {
-        return Err(ctx.output_err(n, "only exact (erf) Gelu is supported"));
-    }
-    unary(ctx, n, UnaryOp::Gelu)
+    let op = match Attrs(n.proto).string_or("approximate", "none").as_str() {
+        "none" => UnaryOp::Gelu,
+        "tanh" => UnaryOp::GeluTanh,
+        other => {
+            return Err(ctx.output_err(
+                n,
+                format!("Gelu approximate={other:?} (expected \"none\" or \"tanh\")"),
+            ))
+        }
+    };
+    unary(ctx, n, op)
 }
 
 /// Clip with its bounds from inputs 1 and 2 (opset 11+); an absent bound is unbounded.

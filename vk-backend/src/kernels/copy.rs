@@ -199,15 +199,38 @@ pub fn transpose_shape(shape: &[usize], perm: &[usize]) -> Result<Vec<usize>> {
 
 /// Records Transpose: `out.shape[i] = x.shape[perm[i]]` (empty `perm` reverses).
 pub fn transpose_into(rec: &mut Recorder, x: &Tensor, perm: &[usize], out: &Tensor) -> Result<()> {
-    let want = transpose_shape(x.shape(), perm)?;
+    transpose_as_into(rec, x, x.shape(), perm, out)
+}
+
+/// Records Transpose of `x` read as the row-major shape `read_as` (a Reshape and the Transpose
+/// after it in one copy): `out.shape[i] = read_as[perm[i]]`.
+pub fn transpose_as_into(
+    rec: &mut Recorder,
+    x: &Tensor,
+    read_as: &[usize],
+    perm: &[usize],
+    out: &Tensor,
+) -> Result<()> {
+    if read_as.iter().product::<usize>() != x.elements() {
+        return Err(kerr(
+            "transpose",
+            format!(
+                "`{}` {:?} cannot be read as {read_as:?}",
+                x.name(),
+                x.shape()
+            ),
+        ));
+    }
+    let want = transpose_shape(read_as, perm)?;
     check_out("transpose", out, &want)?;
-    let r = x.shape().len();
+    let r = read_as.len();
     let perm: Vec<usize> = if perm.is_empty() {
         (0..r).rev().collect()
     } else {
         perm.to_vec()
     };
-    let ss = strides(x.shape());
+    // The source's linear index is its row-major index under any shape of its element count.
+    let ss = strides(read_as);
     let st: Vec<i64> = perm.iter().map(|&p| ss[p]).collect();
     record(rec, "transpose", x, None, out, &Spec::whole(&want, &st, 0)?)
 }

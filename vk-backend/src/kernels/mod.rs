@@ -39,7 +39,7 @@ pub use copy::{
     cast, cast_into, concat, concat_by_texels, concat_into, concat_shape, expand_into, gather,
     gather_elements_into, gather_into, gather_shape, reshape, reshape_into, reshape_needs_copy,
     slice, slice_into, slice_shape, split, split_into, tile, tile_into, tile_shape, transpose,
-    transpose_into, transpose_shape, CastTo,
+    transpose_as_into, transpose_into, transpose_shape, CastTo,
 };
 pub use elementwise::{
     binary, binary_into, unary, unary_into, weight_copy_into, BinaryOp, UnaryOp,
