@@ -492,3 +492,26 @@ fn exporter_op_cases_match_ort() {
     }
     vk_backend::testing::assert_no_validation_messages(&device);
 }
+
+/// The TorchScript exports of BERT, GPT-2 and the Whisper encoder split every attention's
+/// queries, keys and values into heads with a Reshape and a Transpose: all of them run as the
+/// attention kernel's loads (their numbers against ONNX Runtime are `exporter_sweep_matches_ort`'s).
+#[test]
+fn torchscript_head_splits_run_as_attention_loads() {
+    let sweep = root().join("tests/data/exporter_sweep");
+    // (family, attention operands read from rows, layout copies left)
+    for (family, split, copies) in [("bert", 6, 0), ("gpt2", 6, 0), ("whisper_encoder", 6, 1)] {
+        let dir = sweep.join(family);
+        let mut c =
+            Compiler::new(&dir.join("torchscript-op14/model.onnx")).precision(Precision::F32);
+        for (name, a) in npys(&dir.join("inputs")) {
+            c = c.input_shape(&name, a.shape.clone());
+        }
+        let report = c
+            .compile()
+            .unwrap_or_else(|e| panic!("{family}: {e}"))
+            .report;
+        assert_eq!(report.passes.attention_heads_split, split, "{family}");
+        assert_eq!(report.passes.layout_copies, copies, "{family}");
+    }
+}

@@ -41,12 +41,15 @@ void main() {
     uint sq = (group % pc.groups_per_layer) * BQ + row;
     uint d = pc.q.y, dv = pc.v.y, sk = pc.v.x;
     bool live = sq < pc.q.x;
-    TensorDesc tq = desc(pc.q, pc.c), tk = desc(pc.k, pc.kvc), tv = desc(pc.v, pc.kvc);
+    TensorDesc tq = operand_desc(pc.q, pc.c, SPLIT_Q), tk = operand_desc(pc.k, pc.kvc, SPLIT_K),
+               tv = operand_desc(pc.v, pc.kvc, SPLIT_V);
+    // A key or value texel holds this layer's four heads as they are (no grouping, no split).
+    bool k_texels = pc.c == pc.kvc && !is_split(SPLIT_K);
+    bool v_texels = pc.c == pc.kvc && !is_split(SPLIT_V);
     TensorDesc tm = mask_desc();
     bool has_mask = (pc.flags & 1u) != 0u, k_rows = (pc.flags & 2u) != 0u;
 
     uint n_i = layer / c4, c4_i = layer % c4;
-    uint group_size = pc.c / pc.kvc;
     uvec4 kv_head, kv_layer;
     kv_heads(n_i, c4_i, kv_head, kv_layer);
 
@@ -54,8 +57,7 @@ void main() {
     vec4 acc[DPT];
     for (int i = 0; i < DPT; i++) {
         uint x = part + PARTS * uint(i);
-        q[i] = (live && x < d) ? LOAD_TEXEL(img_q, tq, texel_index(tq, layer, sq, x)) * pc.scale
-                               : vec4(0.0);
+        q[i] = (live && x < d) ? query_texel(tq, layer, sq, x) * pc.scale : vec4(0.0);
         acc[i] = vec4(0.0);
     }
     // The mask row this query reads (broadcast axes read index 0).
@@ -88,23 +90,21 @@ void main() {
             uint j = e / MAXD, x = e % MAXD, key = k0 + j;
             vec4 kv = vec4(0.0), vv = vec4(0.0);
             if (key < sk && x < d) {
-                if (group_size == 1u) {
-                    uint ti = k_rows ? texel_index(tk, layer, key, x) : texel_index(tk, layer, x, key);
-                    kv = LOAD_TEXEL(img_k, tk, ti);
+                uint ky = k_rows ? key : x, kx = k_rows ? x : key;
+                if (k_texels) {
+                    kv = LOAD_AT(img_k, tk, layer, ky, kx);
                 } else {
                     for (uint l = 0u; l < 4u; l++) {
-                        uint kl = kv_layer[l];
-                        uint ti = k_rows ? texel_index(tk, kl, key, x) : texel_index(tk, kl, x, key);
-                        kv[l] = LOAD_TEXEL(img_k, tk, ti)[kv_head[l] % 4u];
+                        kv[l] = key_element(tk, kv_head[l], kv_layer[l], ky, kx);
                     }
                 }
             }
             if (key < sk && x < dv) {
-                if (group_size == 1u) {
-                    vv = LOAD_TEXEL(img_v, tv, texel_index(tv, layer, key, x));
+                if (v_texels) {
+                    vv = LOAD_AT(img_v, tv, layer, key, x);
                 } else {
                     for (uint l = 0u; l < 4u; l++) {
-                        vv[l] = LOAD_TEXEL(img_v, tv, texel_index(tv, kv_layer[l], key, x))[kv_head[l] % 4u];
+                        vv[l] = value_element(tv, kv_head[l], kv_layer[l], key, x);
                     }
                 }
             }

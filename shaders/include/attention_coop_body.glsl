@@ -59,6 +59,13 @@ uint m_layer;
 // whose key/value head sits in the same texel layer (all four without grouping; with groups of
 // four heads sharing one key head, one texel lane for all).
 vec4 load_key(uint key, uint x) {
+    if (is_split(SPLIT_K)) {
+        vec4 r;
+        for (uint l = 0u; l < LANES; l++) {
+            r[l] = key_element(tk, kv_head[l], kv_layer[l], key, x);
+        }
+        return r;
+    }
     vec4 t0 = k_rows ? LOAD_AT(img_k, tk, kv_layer[0], key, x) : LOAD_AT(img_k, tk, kv_layer[0], x, key);
     if (plain_kv) {
         return t0;
@@ -75,6 +82,13 @@ vec4 load_key(uint key, uint x) {
 }
 
 vec4 load_value(uint key, uint x) {
+    if (is_split(SPLIT_V)) {
+        vec4 r;
+        for (uint l = 0u; l < LANES; l++) {
+            r[l] = value_element(tv, kv_head[l], kv_layer[l], key, x);
+        }
+        return r;
+    }
     vec4 t0 = LOAD_AT(img_v, tv, kv_layer[0], key, x);
     if (plain_kv) {
         return t0;
@@ -178,9 +192,9 @@ void main() {
     dv = pc.v.y;
     dp = (d + 15u) & ~15u;
     dvp = (dv + 7u) & ~7u;
-    tq = desc(pc.q, pc.c);
-    tk = desc(pc.k, pc.kvc);
-    tv = desc(pc.v, pc.kvc);
+    tq = operand_desc(pc.q, pc.c, SPLIT_Q);
+    tk = operand_desc(pc.k, pc.kvc, SPLIT_K);
+    tv = operand_desc(pc.v, pc.kvc, SPLIT_V);
     tm = mask_desc();
     has_mask = (pc.flags & 1u) != 0u;
     k_rows = (pc.flags & 2u) != 0u;
@@ -192,7 +206,7 @@ void main() {
     // Q's rows, each lane's head, into the K region; then into registers for both passes.
     for (uint e = tid; e < BQ * dp; e += 128u) {
         uint r = e / dp, x = e % dp, sq = sq0 + r;
-        vec4 qv = (sq < pc.q.x && x < d) ? LOAD_AT(img_q, tq, layer, sq, x) : vec4(0.0);
+        vec4 qv = (sq < pc.q.x && x < d) ? query_texel(tq, layer, sq, x) : vec4(0.0);
         for (uint l = 0u; l < LANES; l++) {
             ks[l][r * KS + x] = float16_t(qv[l]);
         }

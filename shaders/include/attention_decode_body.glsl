@@ -32,29 +32,30 @@ uint q_layer;
 // Where the group size is a multiple of four the texel's four query heads share one key/value
 // head: one load, its lane broadcast. Otherwise each lane loads its own head's texel.
 vec4 load_key(bool k_rows, uint key, uint x) {
-    if (group_size == 1u) {
-        return LOAD_AT(img_k, tk, q_layer, k_rows ? key : x, k_rows ? x : key);
+    uint y = k_rows ? key : x, xx = k_rows ? x : key;
+    if (group_size == 1u && !is_split(SPLIT_K)) {
+        return LOAD_AT(img_k, tk, q_layer, y, xx);
     }
     if (group_size % 4u == 0u) {
-        return vec4(LOAD_AT(img_k, tk, kv_layer[0], k_rows ? key : x, k_rows ? x : key)[kv_head[0] % 4u]);
+        return vec4(key_element(tk, kv_head[0], kv_layer[0], y, xx));
     }
     vec4 r;
     for (uint l = 0u; l < 4u; l++) {
-        r[l] = LOAD_AT(img_k, tk, kv_layer[l], k_rows ? key : x, k_rows ? x : key)[kv_head[l] % 4u];
+        r[l] = key_element(tk, kv_head[l], kv_layer[l], y, xx);
     }
     return r;
 }
 
 vec4 load_value(uint key, uint x) {
-    if (group_size == 1u) {
+    if (group_size == 1u && !is_split(SPLIT_V)) {
         return LOAD_AT(img_v, tv, q_layer, key, x);
     }
     if (group_size % 4u == 0u) {
-        return vec4(LOAD_AT(img_v, tv, kv_layer[0], key, x)[kv_head[0] % 4u]);
+        return vec4(value_element(tv, kv_head[0], kv_layer[0], key, x));
     }
     vec4 r;
     for (uint l = 0u; l < 4u; l++) {
-        r[l] = LOAD_AT(img_v, tv, kv_layer[l], key, x)[kv_head[l] % 4u];
+        r[l] = value_element(tv, kv_head[l], kv_layer[l], key, x);
     }
     return r;
 }
@@ -73,9 +74,9 @@ void main() {
     uint sq = row_group / splits, split = row_group % splits;
     uint d = pc.q.y, dv = pc.v.y, sk = pc.v.x;
     uint k_begin = min(split * pc.split_keys, sk), k_end = min(k_begin + pc.split_keys, sk);
-    TensorDesc tq = desc(pc.q, pc.c);
-    tk = desc(pc.k, pc.kvc);
-    tv = desc(pc.v, pc.kvc);
+    TensorDesc tq = operand_desc(pc.q, pc.c, SPLIT_Q);
+    tk = operand_desc(pc.k, pc.kvc, SPLIT_K);
+    tv = operand_desc(pc.v, pc.kvc, SPLIT_V);
     TensorDesc tm = mask_desc();
     bool has_mask = (pc.flags & 1u) != 0u, k_rows = (pc.flags & 2u) != 0u;
 
@@ -85,7 +86,7 @@ void main() {
 
     // Q, scaled; zero past D, so that the clamped loads past D add nothing.
     if (tid < MAXD) {
-        qs[tid] = tid < d ? LOAD_TEXEL(img_q, tq, texel_index(tq, layer, sq, tid)) * pc.scale : vec4(0.0);
+        qs[tid] = tid < d ? query_texel(tq, layer, sq, tid) * pc.scale : vec4(0.0);
     }
     uint m_layer = mask_layer(n_i, c4_i);
     uint m_row = pc.m.x == 1u ? 0u : sq;

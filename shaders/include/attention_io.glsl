@@ -25,7 +25,8 @@ layout(push_constant) uniform Push {
     uint mn;    // the mask's N (1: broadcast over the batch)
     float scale;
     uint flags; // bit 0: a mask is bound; bit 1: K_ROWS (K is [.., Sk, D]); bit 2: a row with
-                // every key at -inf gives 0, not NaN; bit 3: merged heads (out is [1, Sq, H * Dv])
+                // every key at -inf gives 0, not NaN; bit 3: merged heads (out is [1, Sq, H * Dv]);
+                // bits 4, 5, 6: Q, K, V read from split rows (see SPLIT_Q below)
     uint groups_per_layer;
     uint kvc;   // key/value heads (= c without grouping)
     uint splits;     // attention_decode.comp: key spans a query row is split over (1: none)
@@ -56,6 +57,56 @@ void kv_heads(uint n_i, uint c4_i, out uvec4 kv_head, out uvec4 kv_layer) {
         kv_head[l] = min((4u * c4_i + l) / group_size, pc.kvc - 1u);
         kv_layer[l] = n_i * kv_c4 + kv_head[l] / 4u;
     }
+}
+
+// Q, K and V read from a projection's rows (flags bits 4, 5 and 6): [1, S, H * D], one value a
+// texel, head h's element (row, x) in texel (row, h * D + x): the exporters' head split (a
+// Reshape to [1, S, H, D] and a Transpose) run as these loads. Their push-constant h and w stay
+// the logical S and D; a K read so is by rows (K_ROWS is set with it).
+#define SPLIT_Q 16u
+#define SPLIT_K 32u
+#define SPLIT_V 64u
+bool is_split(uint bit) { return (pc.flags & bit) != 0u; }
+
+// The descriptor of an operand of `heads` heads whose push constants are t.
+TensorDesc operand_desc(uvec4 t, uint heads, uint split_bit) {
+    if (!is_split(split_bit)) {
+        return desc(t, heads);
+    }
+    return TensorDesc(1u, 1u, t.x, heads * t.y, 1u, t.z, t.w, 0u);
+}
+
+// Q's four heads of texel layer `layer` at (row, x); lanes past the heads are 0.
+vec4 query_texel(TensorDesc tq, uint layer, uint row, uint x) {
+    if (!is_split(SPLIT_Q)) {
+        return LOAD_AT(img_q, tq, layer, row, x);
+    }
+    uint c4_i = layer % ((pc.c + 3u) / 4u);
+    vec4 r = vec4(0.0);
+    for (uint l = 0u; l < 4u; l++) {
+        uint h = 4u * c4_i + l;
+        if (h < pc.c) {
+            r[l] = LOAD_AT(img_q, tq, 0u, row, h * pc.q.y + x).x;
+        }
+    }
+    return r;
+}
+
+// Element (y, x) of key head `head` as K is stored ((key, x) by rows, (x, key) otherwise), its
+// texel layer `layer` where K is not split.
+float key_element(TensorDesc tk, uint head, uint layer, uint y, uint x) {
+    if (is_split(SPLIT_K)) {
+        return LOAD_AT(img_k, tk, 0u, y, head * pc.k.y + x).x;
+    }
+    return LOAD_AT(img_k, tk, layer, y, x)[head % 4u];
+}
+
+// Element (key, x) of value head `head`, its texel layer `layer` where V is not split.
+float value_element(TensorDesc tv, uint head, uint layer, uint key, uint x) {
+    if (is_split(SPLIT_V)) {
+        return LOAD_AT(img_v, tv, 0u, key, head * pc.v.y + x).x;
+    }
+    return LOAD_AT(img_v, tv, layer, key, x)[head % 4u];
 }
 
 // Stores head-dim texel x of query row sq for the four heads of texel layer `layer` (lanes past

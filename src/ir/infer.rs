@@ -406,6 +406,7 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
         Op::Attention {
             key_rows,
             merge_heads,
+            split_heads,
             ..
         } => {
             let (k, v) = (&need(ins, 1)?.0, &need(ins, 2)?.0);
@@ -416,7 +417,11 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
                 v: v.clone(),
                 mask: mask.clone(),
             };
-            let (scores, out) = attention_shapes(xs, k, v, *key_rows).ok_or_else(bad)?;
+            let [q, k, v] = attention_operands(split_heads, [xs, k, v]).ok_or_else(bad)?;
+            if split_heads.k.is_some() && !key_rows {
+                return Err(bad());
+            }
+            let (scores, out) = attention_shapes(&q, &k, &v, *key_rows).ok_or_else(bad)?;
             if mask.as_ref().is_some_and(|m| !mask_broadcasts(m, &scores)) {
                 return Err(bad());
             }
@@ -696,6 +701,18 @@ pub fn split_heads_shape(x: &[usize], d: usize) -> Option<Vec<usize>> {
         [n, s, cd] if d > 0 && cd.is_multiple_of(d) => Some(vec![*n, cd / d, *s, d]),
         _ => None,
     }
+}
+
+/// Attention's Q, K and V as the kernel reads them: a split operand's rows `[1, S, H * D]` as
+/// `[1, H, S, D]` (`None` when they do not split by its head dim, or have a batch).
+pub fn attention_operands(splits: &HeadSplits, shapes: [&[usize]; 3]) -> Option<[Vec<usize>; 3]> {
+    let one = |shape: &[usize], d: Option<usize>| match d {
+        None => Some(shape.to_vec()),
+        Some(d) if shape.first() == Some(&1) => split_heads_shape(shape, d),
+        Some(_) => None,
+    };
+    let [q, k, v] = splits.dims();
+    Some([one(shapes[0], q)?, one(shapes[1], k)?, one(shapes[2], v)?])
 }
 
 /// `[1, H, Sq, Dv]` attention output as `[1, Sq, H * Dv]` (see `Op::Attention::merge_heads`);

@@ -34,8 +34,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use op::{
-    Activation, BinaryOp, CoordMode, NearestMode, Op, PadMode, ReduceOp, ReshapeKind, ResizeMode,
-    ScatterReduction, UnaryOp, Window,
+    Activation, BinaryOp, CoordMode, HeadSplits, NearestMode, Op, PadMode, ReduceOp, ReshapeKind,
+    ResizeMode, ScatterReduction, UnaryOp, Window,
 };
 pub use tensor::{c4_bytes, nchw, DType, TensorData, TensorInfo, TensorLayout, Values};
 

@@ -32,6 +32,27 @@ pub enum Activation {
     Silu,
 }
 
+/// Attention operands that are a projection's rows `[1, S, H * D]`, read as `[1, H, S, D]`: each
+/// the head dim `D` it splits by, `None` where the operand is given as heads. A split K is read by
+/// rows (`[1, H, Sk, D]`, `key_rows` set).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeadSplits {
+    pub q: Option<usize>,
+    pub k: Option<usize>,
+    pub v: Option<usize>,
+}
+
+impl HeadSplits {
+    pub fn is_none(&self) -> bool {
+        self.q.is_none() && self.k.is_none() && self.v.is_none()
+    }
+
+    /// The head dims of Q, K and V in input order.
+    pub fn dims(&self) -> [Option<usize>; 3] {
+        [self.q, self.k, self.v]
+    }
+}
+
 /// Elementwise binary ops with numpy broadcasting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BinaryOp {
@@ -222,6 +243,10 @@ pub enum Op {
         /// `Transpose(0, 2, 1, 3)` and `Reshape` after attention, run as the kernel's store).
         #[serde(default)]
         merge_heads: bool,
+        /// Operands read from a projection's rows (the exporters' `Reshape` and `Transpose`
+        /// before attention, run as the kernel's load; `passes::heads::attention_split_heads`).
+        #[serde(default, skip_serializing_if = "HeadSplits::is_none")]
+        split_heads: HeadSplits,
     },
     /// inputs: X `[N, C, S, D]`, cos, sin (`[1, 1, S, D]`). Rotary position embedding,
     /// `X * cos + rotate_half(X) * sin`, fused from the exporters' Slice/Neg/Concat/Mul/Add chain.

@@ -38,17 +38,27 @@ pub fn flops(g: &Graph, n: &Node) -> u64 {
         }
         Op::Softmax { .. } | Op::LayerNorm { .. } => 5 * numel(&out),
         // Q K^T and P V (2 FLOPs a multiply-add each), plus the softmax over the scores.
-        Op::Attention { key_rows, .. } => {
-            let k = shape(n.input(1));
+        Op::Attention {
+            key_rows,
+            split_heads,
+            ..
+        } => {
+            // Split operands as the heads they are read as.
+            let given = [inp.clone(), shape(n.input(1)), shape(n.input(2))];
+            let [q, k, v] = crate::ir::infer::attention_operands(
+                split_heads,
+                [&given[0], &given[1], &given[2]],
+            )
+            .unwrap_or(given);
             let sk = if *key_rows {
                 k.iter().rev().nth(1)
             } else {
                 k.last()
             };
             let sk = sk.copied().unwrap_or(1) as u64;
-            let d = inp.last().copied().unwrap_or(1) as u64;
+            let d = q.last().copied().unwrap_or(1) as u64;
             // V's head dim: a merged output's last dim holds every head's.
-            let dv = shape(n.input(2)).last().copied().unwrap_or(1) as u64;
+            let dv = v.last().copied().unwrap_or(1) as u64;
             let rows = numel(&out) / dv.max(1);
             rows * sk * (2 * d + 2 * dv + 5)
         }

@@ -44,8 +44,9 @@ pub const FORMAT_VERSION: u32 = 1;
 /// other step, 16: `Mul(x, Sigmoid(x))` fused into one SiLU (then into a MatMul's epilogue),
 /// attention storing its heads side by side (the head merge's Transpose and Reshape gone),
 /// 17: RoPE and cache writes reading the projection's rows (the head split's Reshape and
-/// Transpose gone), 18: a Reshape copy read only by a Transpose copy folded into it.
-pub const COMPILER_REVISION: u32 = 18;
+/// Transpose gone), 18: a Reshape copy read only by a Transpose copy folded into it, 19:
+/// attention reading its operands from the projections' rows (the head splits gone).
+pub const COMPILER_REVISION: u32 = 19;
 /// Preamble flag: the header CRC at bytes 52..56 and the header's `page_crcs` are present.
 pub const FLAG_PAGE_CRCS: u32 = 1;
 pub const PREAMBLE_BYTES: usize = 64;

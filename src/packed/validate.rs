@@ -602,9 +602,16 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), NodeProblem> {
             }
         }
         Op::Lstm { hidden_size } => bounded("hidden size", &[*hidden_size])?,
-        Op::Attention { scale, .. } => {
+        Op::Attention {
+            scale, split_heads, ..
+        } => {
             if !scale.is_finite() {
                 return Err(NodeProblem::Invalid(format!("attention scale {scale}")));
+            }
+            let dims: Vec<usize> = split_heads.dims().into_iter().flatten().collect();
+            bounded("head dim", &dims)?;
+            if dims.contains(&0) {
+                return Err(NodeProblem::Invalid(format!("split heads {split_heads:?}")));
             }
         }
         Op::MatMul { .. }

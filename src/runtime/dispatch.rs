@@ -205,8 +205,22 @@ impl Executable {
                 key_rows,
                 nan_to_zero,
                 merge_heads,
+                split_heads,
             } => {
                 let (q, kk, v) = (self.input(&n, 0)?, self.input(&n, 1)?, self.input(&n, 2)?);
+                // Heads of a split operand: its rows' width over its head dim.
+                let heads_of = |t: &vk_backend::Tensor, d: Option<usize>| {
+                    d.map(|d| t.shape().last().copied().unwrap_or(0) / d.max(1))
+                };
+                let split_heads = (!split_heads.is_none()).then(|| k::SplitHeads {
+                    heads: heads_of(&q, split_heads.q).unwrap_or(q.layout().c as usize),
+                    kv_heads: heads_of(&kk, split_heads.k)
+                        .or(heads_of(&v, split_heads.v))
+                        .unwrap_or(kk.layout().c as usize),
+                    q: split_heads.q.is_some(),
+                    k: split_heads.k.is_some(),
+                    v: split_heads.v.is_some(),
+                });
                 let mask = match n.input(3) {
                     Some(t) => Some(self.t(&n, t)?),
                     None => None,
@@ -217,6 +231,7 @@ impl Executable {
                     key_rows: *key_rows,
                     nan_to_zero: *nan_to_zero,
                     merge_heads: *merge_heads,
+                    split_heads,
                 };
                 // A decode step's key spans keep their partial results in the node's scratch.
                 let spans = k::attention_partials_shape(&q, &kk, &v, mask.as_ref(), &opts)

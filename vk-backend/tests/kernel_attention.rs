@@ -3,11 +3,12 @@
 //! the key block, query rows past a workgroup, K given transposed, masks broadcast over heads and
 //! rows or given per head, a fully masked prefix (a KV cache's unwritten tail), a fully masked
 //! row under the NaN guard, grouped-query attention (fewer key/value heads), both precisions;
-//! the blocked kernels (five query rows and more) and the decode kernel (up to four).
+//! the blocked kernels (five query rows and more) and the decode kernel (up to four); without a
+//! batch, Q, K and V also read from a projection's rows `[1, S, H * D]` (split heads).
 
 use vk_backend::kernels::{
     attention_into, attention_partials_shape, attention_uses_tensor_cores, AttentionInputs,
-    AttentionOpts,
+    AttentionOpts, SplitHeads,
 };
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
 use vk_backend::{Device, DeviceOptions, Precision, QueueKind, Recorder, Tensor};
@@ -149,6 +150,7 @@ fn run_on(d: &Device, c: &Case, p: Precision, seed: u64) {
         key_rows: c.key_rows,
         nan_to_zero: c.nan_guard,
         merge_heads: false,
+        split_heads: None,
     };
     let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
     attention_into(
@@ -220,6 +222,58 @@ fn run_on(d: &Device, c: &Case, p: Precision, seed: u64) {
         .unwrap();
         o
     });
+    // Without a batch, the same read from the projections' rows [1, S, H * D] (the exporters'
+    // head split run as the kernels' load; K by rows), split over key spans where it splits.
+    let from_rows = (c.batch == 1).then(|| {
+        // rows[s, h * D + x] = heads[h, s, x]
+        let rows =
+            |heads: usize, len: usize, dim: usize, at: &dyn Fn(usize, usize, usize) -> f32| {
+                let mut r = vec![0.0; heads * len * dim];
+                for h in 0..heads {
+                    for i in 0..len {
+                        for x in 0..dim {
+                            r[(i * heads + h) * dim + x] = at(h, i, x);
+                        }
+                    }
+                }
+                r
+            };
+        let qr = rows(c.heads, c.sq, c.d, &|h, i, x| q[(h * c.sq + i) * c.d + x]);
+        let kr = rows(c.kv_heads, c.sk, c.d, &|h, j, x| {
+            if c.key_rows {
+                k[(h * c.sk + j) * c.d + x]
+            } else {
+                k[(h * c.d + x) * c.sk + j]
+            }
+        });
+        let vr = rows(c.kv_heads, c.sk, c.dv, &|h, j, x| {
+            v[(h * c.sk + j) * c.dv + x]
+        });
+        let qt = Tensor::from_data(&d, "q rows", &[1, c.sq, c.heads * c.d], p, &qr).unwrap();
+        let kt = Tensor::from_data(&d, "k rows", &[1, c.sk, c.kv_heads * c.d], p, &kr).unwrap();
+        let vt = Tensor::from_data(&d, "v rows", &[1, c.sk, c.kv_heads * c.dv], p, &vr).unwrap();
+        let opts = AttentionOpts {
+            key_rows: true,
+            split_heads: Some(SplitHeads {
+                heads: c.heads,
+                kv_heads: c.kv_heads,
+                q: true,
+                k: true,
+                v: true,
+            }),
+            ..opts
+        };
+        let inputs = inputs(&qt, &kt, &vt, mt.as_ref());
+        let wanted = attention_partials_shape(&qt, &kt, &vt, mt.as_ref(), &opts).unwrap();
+        assert_eq!(
+            wanted.as_deref(),
+            partials.as_ref().map(|t| t.shape()),
+            "split heads change no plan"
+        );
+        let o = Tensor::new(&d, "from rows", &[1, c.heads, c.sq, c.dv], p).unwrap();
+        attention_into(&mut rec, &inputs, &opts, &o, partials.as_ref()).unwrap();
+        (qt, kt, vt, o)
+    });
     rec.submit_and_wait().unwrap();
     let want = reference(c, &q, &k, &v, &m, scale);
     let tol = match p {
@@ -247,6 +301,10 @@ fn run_on(d: &Device, c: &Case, p: Precision, seed: u64) {
         }
         let what = format!("{what} heads merged");
         assert_close(&what, &o.download().unwrap(), &want_merged, tol);
+    }
+    if let Some((_, _, _, o)) = from_rows {
+        let what = format!("{what} read from split rows");
+        assert_close(&what, &o.download().unwrap(), &want, tol);
     }
     assert_no_validation_messages(&d);
 }
@@ -565,6 +623,7 @@ fn attention_refuses_shapes_it_cannot_hold() {
         key_rows: true,
         nan_to_zero: false,
         merge_heads: false,
+        split_heads: None,
     };
     let e = attention_into(&mut rec, &inputs(&q, &k, &v, None), &opts, &out, None).unwrap_err();
     assert!(e.to_string().contains("head dims"), "{e}");
@@ -585,6 +644,38 @@ fn attention_refuses_shapes_it_cannot_hold() {
     };
     let e = attention_into(&mut rec, &inputs(&qb, &kb, &vb, None), &merged, &ob, None).unwrap_err();
     assert!(e.to_string().contains("heads merge"), "{e}");
+    // Split rows must be [1, S, H * D] of the heads given, and a split K is read by rows.
+    let rows = Tensor::new(&d, "q rows", &[1, 4, 15], p).unwrap();
+    let split = |k: bool, key_rows: bool| AttentionOpts {
+        key_rows,
+        split_heads: Some(SplitHeads {
+            heads: 2,
+            kv_heads: 2,
+            q: true,
+            k,
+            v: false,
+        }),
+        ..opts
+    };
+    let e = attention_into(
+        &mut rec,
+        &inputs(&rows, &k2, &v2, None),
+        &split(false, true),
+        &o2,
+        None,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("projection's rows"), "{e}");
+    let krows = Tensor::new(&d, "k rows", &[1, 6, 16], p).unwrap();
+    let e = attention_into(
+        &mut rec,
+        &inputs(&q2, &krows, &v2, None),
+        &split(true, false),
+        &o2,
+        None,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("key_rows"), "{e}");
     // A decode step's partial results must be the fp32 tensor of its key spans.
     let q1 = Tensor::new(&d, "q", &[1, 4, 1, 8], p).unwrap();
     let k1 = Tensor::new(&d, "k", &[1, 4, 40, 8], p).unwrap();

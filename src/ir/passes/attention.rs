@@ -165,6 +165,7 @@ fn attention_at(g: &mut Graph, rw: &mut Rewrite, mi: usize) -> Option<()> {
         key_rows: transpose_b,
         nan_to_zero,
         merge_heads: false,
+        split_heads: Default::default(),
     };
     node.inputs = vec![Some(q), Some(kt), Some(v), mask];
     for ni in chain {

@@ -31,6 +31,9 @@ pub struct PassReport {
     /// Reshape copies folded into the Transpose copy that reads them (`read_as`).
     #[serde(default)]
     pub reshapes_folded: usize,
+    /// Attention operands read from a projection's rows (a head split's two copies gone each).
+    #[serde(default)]
+    pub attention_heads_split: usize,
     /// Softmax nodes that write over their input.
     #[serde(default)]
     pub softmax_in_place: usize,
@@ -111,6 +114,7 @@ pub fn optimize_with(g: &mut Graph, opts: &PassOptions) -> PassReport {
     r.attention_fused = attention::fuse_attention(g);
     r.ropes_fused = rope::fuse_rope(g);
     r.head_splits_read = heads::split_heads(g);
+    r.attention_heads_split = heads::attention_split_heads(g);
     r.attention_heads_merged = attention::merge_heads(g);
     // The repeat_kv copies that attention now reads through.
     r.dead_nodes_removed += dce(g);

@@ -12,7 +12,9 @@
 //! Grouped-query attention: K and V may have fewer heads than Q, a divisor of Q's; query head
 //! `h` reads key/value head `h / (Hq / Hkv)`. With [`AttentionOpts::merge_heads`] the output is
 //! `[1, Sq, H * Dv]`, the heads side by side (what the exporters' Transpose and Reshape after
-//! attention make of it).
+//! attention make of it). With [`AttentionOpts::split_heads`] Q, K or V is read from the
+//! projection's rows `[1, S, H * D]` (what the exporters' Reshape and Transpose before attention
+//! would make `[1, H, S, D]` of): everything below speaks of the operands' logical shapes.
 
 use crate::error::Result;
 use crate::kernels::launch::{kerr, launch, launch_unfolded, unfolded};
@@ -124,6 +126,60 @@ pub struct AttentionOpts {
     /// instead of `[1, H, Sq, Dv]`: the head merge exporters write after attention, in the store.
     /// Q must be `[1, H, Sq, D]`.
     pub merge_heads: bool,
+    /// Operands read from a projection's rows; `None`: each is `[.., H, S, D]` as it is.
+    pub split_heads: Option<SplitHeads>,
+}
+
+/// Which operands are a projection's rows `[1, S, H * D]`, read as the heads `[1, H, S, D]`
+/// (K as `[1, H, Sk, D]`, so [`AttentionOpts::key_rows`] must be set where K is split), and
+/// the head counts that divide their rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SplitHeads {
+    /// Q's heads.
+    pub heads: usize,
+    /// K's and V's heads (a divisor of `heads`).
+    pub kv_heads: usize,
+    pub q: bool,
+    pub k: bool,
+    pub v: bool,
+}
+
+/// The logical shapes of Q, K and V under `opts` (the tensors' own where not split).
+fn logical_shapes(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    opts: &AttentionOpts,
+) -> Result<[Vec<usize>; 3]> {
+    let Some(split) = opts.split_heads else {
+        return Ok([q.shape().to_vec(), k.shape().to_vec(), v.shape().to_vec()]);
+    };
+    if split.k && !opts.key_rows {
+        return Err(err(format!(
+            "K `{}` is split into heads, which reads it by rows: key_rows must be set",
+            k.name()
+        )));
+    }
+    let heads_of = |t: &Tensor, is_split: bool, heads: usize| -> Result<Vec<usize>> {
+        if !is_split {
+            return Ok(t.shape().to_vec());
+        }
+        match *t.shape() {
+            [1, rows, width] if heads > 0 && width.is_multiple_of(heads) => {
+                Ok(vec![1, heads, rows, width / heads])
+            }
+            _ => Err(err(format!(
+                "`{}` {:?} is not a projection's rows [1, S, H * D] of {heads} heads",
+                t.name(),
+                t.shape()
+            ))),
+        }
+    };
+    Ok([
+        heads_of(q, split.q, split.heads)?,
+        heads_of(k, split.k, split.kv_heads)?,
+        heads_of(v, split.v, split.kv_heads)?,
+    ])
 }
 
 /// Attention's operands: Q, K, V and the optional additive mask (shapes in the module doc).
@@ -139,9 +195,8 @@ fn err(reason: String) -> crate::error::VkError {
     kerr("attention", reason)
 }
 
-/// `[Sk, D]` of K under `opts`.
-fn key_dims(k: &Tensor, opts: &AttentionOpts) -> Result<(usize, usize)> {
-    let s = k.shape();
+/// `[Sk, D]` of K (logical shape `s`) under `opts`.
+fn key_dims(k: &Tensor, s: &[usize], opts: &AttentionOpts) -> Result<(usize, usize)> {
     if s.len() < 2 {
         return Err(err(format!("K `{}` {s:?} has rank < 2", k.name())));
     }
@@ -157,13 +212,13 @@ pub fn attention_shape(
     mask: Option<&Tensor>,
     opts: &AttentionOpts,
 ) -> Result<Vec<usize>> {
-    let (sq, sv) = (q.shape(), v.shape());
+    let [sq, sk_shape, sv] = logical_shapes(q, k, v, opts)?;
+    let (sq, sk_shape, sv) = (sq.as_slice(), sk_shape.as_slice(), sv.as_slice());
     let rank = sq.len();
-    if rank < 2 || k.shape().len() != rank || sv.len() != rank {
+    if rank < 2 || sk_shape.len() != rank || sv.len() != rank {
         return Err(err(format!(
-            "Q `{}` {sq:?}, K {:?} and V {sv:?} need one rank >= 2",
+            "Q `{}` {sq:?}, K {sk_shape:?} and V {sv:?} need one rank >= 2",
             q.name(),
-            k.shape()
         )));
     }
     // Equal leading dims, except that K and V may have fewer heads (the last leading dim) when
@@ -175,19 +230,17 @@ pub fn attention_shape(
         let (h, qh) = (t[rank - 3], sq[rank - 3]);
         t[..rank - 3] == sq[..rank - 3] && h > 0 && qh.is_multiple_of(h)
     };
-    let grouped_ok = rank < 3 || k.shape()[rank - 3] == sv[rank - 3];
-    if !lead_fits(k.shape()) || !lead_fits(sv) || !grouped_ok {
+    let grouped_ok = rank < 3 || sk_shape[rank - 3] == sv[rank - 3];
+    if !lead_fits(sk_shape) || !lead_fits(sv) || !grouped_ok {
         return Err(err(format!(
-            "leading dims differ: Q {sq:?}, K {:?}, V {sv:?} (K and V may only have fewer heads, a divisor of Q's)",
-            k.shape()
+            "leading dims differ: Q {sq:?}, K {sk_shape:?}, V {sv:?} (K and V may only have fewer heads, a divisor of Q's)",
         )));
     }
     let (d, dv) = (sq[rank - 1], sv[rank - 1]);
-    let (sk, kd) = key_dims(k, opts)?;
+    let (sk, kd) = key_dims(k, sk_shape, opts)?;
     if kd != d || sv[rank - 2] != sk {
         return Err(err(format!(
-            "Q {sq:?} has head dim {d}, K {:?} gives [Sk {sk}, D {kd}], V {sv:?}",
-            k.shape()
+            "Q {sq:?} has head dim {d}, K {sk_shape:?} gives [Sk {sk}, D {kd}], V {sv:?}",
         )));
     }
     if d > ATTENTION_MAX_HEAD_DIM || dv > ATTENTION_MAX_HEAD_DIM || d == 0 || dv == 0 || sk == 0 {
@@ -262,9 +315,37 @@ fn coop_spans(features: &crate::DeviceFeatures, groups: usize, sk: usize) -> (us
     (sk.div_ceil(span), span)
 }
 
-/// V's head dim `Dv` (its last axis; `attention_shape` has checked the rank).
-fn value_dim(v: &Tensor) -> usize {
-    v.shape().last().copied().unwrap_or(1)
+/// Q, K and V as the kernels see them (checked by `attention_shape`): their logical shapes,
+/// and Q's batch, heads and rows under the rank rule.
+struct Operands {
+    shapes: [Vec<usize>; 3],
+    n: usize,
+    heads: usize,
+    rows: usize,
+}
+
+impl Operands {
+    fn new(q: &Tensor, k: &Tensor, v: &Tensor, opts: &AttentionOpts) -> Result<Operands> {
+        let shapes = logical_shapes(q, k, v, opts)?;
+        let [n, heads, rows, _] = nchw(&shapes[0])?;
+        Ok(Operands {
+            shapes,
+            n,
+            heads,
+            rows,
+        })
+    }
+
+    /// Texel layers of Q: N * ceil(H / 4).
+    fn layers(&self) -> usize {
+        self.n * self.heads.div_ceil(4)
+    }
+
+    /// Q's head dim `D` and V's `Dv` (their last axes).
+    fn head_dims(&self) -> (usize, usize) {
+        let last = |s: &[usize]| s.last().copied().unwrap_or(1);
+        (last(&self.shapes[0]), last(&self.shapes[2]))
+    }
 }
 
 /// The kernels attention runs on.
@@ -324,15 +405,16 @@ fn attention_plan(
     opts: &AttentionOpts,
     out_precision: Precision,
 ) -> Result<AttentionPlan> {
-    let l = q.layout();
-    let rows = (l.n * l.c4 * l.h) as usize;
-    let (keys, _) = key_dims(k, opts)?;
+    let ops = Operands::new(q, k, v, opts)?;
+    let rows = ops.layers() * ops.rows;
+    let (keys, _) = key_dims(k, &ops.shapes[1], opts)?;
     let features = q.device().features();
-    let large_head = value_dim(v).max(q.shape()[q.shape().len() - 1]) > SMALL_HEAD_DIM;
-    let (kernel, (splits, span)) = if l.h as usize <= DECODE_MAX_ROWS {
+    let (d, dv) = ops.head_dims();
+    let large_head = dv.max(d) > SMALL_HEAD_DIM;
+    let (kernel, (splits, span)) = if ops.rows <= DECODE_MAX_ROWS {
         (AttentionKernel::Decode, decode_spans(rows, keys))
     } else if on_tensor_cores(&features, out_precision) {
-        let groups = (l.n * l.c4) as usize * (l.h as usize).div_ceil(COOP_ROWS_PER_GROUP);
+        let groups = ops.layers() * ops.rows.div_ceil(COOP_ROWS_PER_GROUP);
         (
             AttentionKernel::TensorCores,
             coop_spans(&features, groups, keys),
@@ -363,7 +445,7 @@ pub fn attention_partials_shape(
 ) -> Result<Option<Vec<usize>>> {
     attention_shape(q, k, v, mask, opts)?;
     let plan = attention_plan(q, k, v, opts, q.precision())?;
-    Ok(plan.partials_shape(value_dim(v)))
+    Ok(plan.partials_shape(Operands::new(q, k, v, opts)?.head_dims().1))
 }
 
 /// Whether attention with more than [`DECODE_MAX_ROWS`] query rows writing `out` runs on
@@ -397,8 +479,8 @@ pub fn attention_into(
             out.shape()
         )));
     }
-    let l = q.layout();
-    let dv = value_dim(v);
+    let ops = Operands::new(q, k, v, opts)?;
+    let dv = ops.head_dims().1;
     let plan = attention_plan(q, k, v, opts, out.precision())?;
     // The key spans, where the caller gave the partials' tensor for them.
     let split = match (plan.partials_shape(dv), partials) {
@@ -421,18 +503,29 @@ pub fn attention_into(
         Some(_) => (plan.splits, plan.span),
         None => (1, plan.keys),
     };
-    let groups_per_layer = (l.h as usize).div_ceil(rows_per_group) * splits;
-    let layers = (l.n * l.c4) as u64;
+    let groups_per_layer = ops.rows.div_ceil(rows_per_group) * splits;
+    let layers = ops.layers() as u64;
     let m = mask.unwrap_or(q);
     let ml = m.layout();
     let mut pc = PushConstants::new();
-    for t in [q, k, v, out, m] {
+    // Each operand's logical h and w (a split one's [S, D], not its rows' [S, H * D]) and its
+    // image's physical fold.
+    for (t, shape) in [q, k, v].into_iter().zip(&ops.shapes) {
+        let [_, _, h, w] = nchw(shape)?;
+        let tl = t.layout();
+        pc = pc.u32(h as u32).u32(w as u32).u32(tl.pw).u32(tl.ph);
+    }
+    for t in [out, m] {
         let tl = t.layout();
         pc = pc.u32(tl.h).u32(tl.w).u32(tl.pw).u32(tl.ph);
     }
+    let split_heads = opts.split_heads.map_or(0, |s| {
+        (s.q as u32) << 4 | (s.k as u32) << 5 | (s.v as u32) << 6
+    });
+    let kv_heads = nchw(&ops.shapes[1])?[1];
     let pc = pc
-        .u32(l.n)
-        .u32(l.c)
+        .u32(ops.n as u32)
+        .u32(ops.heads as u32)
         .u32(ml.c)
         .u32(ml.n)
         .f32(opts.scale)
@@ -440,10 +533,11 @@ pub fn attention_into(
             mask.is_some() as u32
                 | (opts.key_rows as u32) << 1
                 | (opts.nan_to_zero as u32) << 2
-                | (opts.merge_heads as u32) << 3,
+                | (opts.merge_heads as u32) << 3
+                | split_heads,
         )
         .u32(groups_per_layer as u32)
-        .u32(k.layout().c)
+        .u32(kv_heads as u32)
         .u32(splits as u32)
         .u32(span as u32)
         .u32(split.map_or(1, |p| p.layout().pw))

@@ -25,7 +25,7 @@ mod window;
 
 pub use attention::{
     attention_into, attention_partials_shape, attention_shape, attention_uses_tensor_cores,
-    AttentionInputs, AttentionOpts, ATTENTION_MAX_HEAD_DIM,
+    AttentionInputs, AttentionOpts, SplitHeads, ATTENTION_MAX_HEAD_DIM,
 };
 pub use cache::kv_write_into;
 pub use conv::{
