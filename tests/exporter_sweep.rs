@@ -493,25 +493,47 @@ fn exporter_op_cases_match_ort() {
     vk_backend::testing::assert_no_validation_messages(&device);
 }
 
-/// The TorchScript exports of BERT, GPT-2 and the Whisper encoder split every attention's
-/// queries, keys and values into heads with a Reshape and a Transpose: all of them run as the
-/// attention kernel's loads (their numbers against ONNX Runtime are `exporter_sweep_matches_ort`'s).
+/// The exports of BERT, GPT-2 and Whisper split every attention's queries, keys and values into
+/// heads with a Reshape and a Transpose (the dynamo exporter's keys with three more steps): all
+/// of them run as the attention kernel's loads, and match ONNX Runtime both so and with the
+/// operands copied into heads first (`DeviceOptions::attention_head_copies`).
 #[test]
-fn torchscript_head_splits_run_as_attention_loads() {
+fn head_splits_run_as_attention_loads() {
     let sweep = root().join("tests/data/exporter_sweep");
-    // (family, attention operands read from rows, layout copies left)
-    for (family, split, copies) in [("bert", 6, 0), ("gpt2", 6, 0), ("whisper_encoder", 6, 1)] {
+    let mut opts = vk_backend::DeviceOptions::from_env();
+    opts.attention_head_copies = true;
+    let copying = vk_backend::Device::new(&opts).expect("a Vulkan device");
+    // (family, export, attention operands read from rows, layout copies left)
+    let cases = [
+        ("bert", "torchscript-op14", 6, 0),
+        ("gpt2", "torchscript-op14", 6, 0),
+        ("whisper_encoder", "torchscript-op14", 6, 1),
+        ("bert", "dynamo-op18", 6, 0),
+        ("whisper_decoder", "dynamo-op18", 12, 0),
+    ];
+    for (family, export, split, copies) in cases {
         let dir = sweep.join(family);
-        let mut c =
-            Compiler::new(&dir.join("torchscript-op14/model.onnx")).precision(Precision::F32);
-        for (name, a) in npys(&dir.join("inputs")) {
-            c = c.input_shape(&name, a.shape.clone());
+        let inputs = npys(&dir.join("inputs"));
+        let mut c = Compiler::new(&dir.join(export).join("model.onnx")).precision(Precision::F32);
+        for (name, a) in &inputs {
+            c = c.input_shape(name, a.shape.clone());
         }
         let report = c
             .compile()
             .unwrap_or_else(|e| panic!("{family}: {e}"))
             .report;
-        assert_eq!(report.passes.attention_heads_split, split, "{family}");
-        assert_eq!(report.passes.layout_copies, copies, "{family}");
+        assert_eq!(
+            report.passes.attention_heads_split, split,
+            "{family} {export}"
+        );
+        assert_eq!(report.passes.layout_copies, copies, "{family} {export}");
+        for (device, how) in [
+            (&copying, "head copies"),
+            (&vk_backend::testing::device(), "rows"),
+        ] {
+            if let Outcome::Fail(e) = run_entry(device, &dir.join(export), &inputs) {
+                panic!("{family} {export}, {how}: {e}");
+            }
+        }
     }
 }

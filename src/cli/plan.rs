@@ -81,6 +81,11 @@ struct Planning {
 
 fn prepare(path: &Path, pipeline: Option<&str>) -> Result<Planning> {
     let w: LoadedWorkload = load_workload(path)?;
+    // Plans read the packed models' profiles: compile the ONNX ones that are stale, as `run`
+    // and `check` do (a file compiled for another workload's page size, an older compiler).
+    texstream::compile::auto::ensure_packed(&w, |model, why| {
+        eprintln!("compiling model `{model}` ({why})")
+    })?;
     let page = w.page_bytes()?;
     let mut profiles = Vec::new();
     let mut sources = Vec::new();

@@ -200,57 +200,7 @@ impl Executable {
                 let y = self.output(&n, 0)?;
                 k::rope_into(rec, &x, &c, &s, &y, *split_heads).map_err(kernel_error(&n))
             }
-            Op::Attention {
-                scale,
-                key_rows,
-                nan_to_zero,
-                merge_heads,
-                split_heads,
-            } => {
-                let (q, kk, v) = (self.input(&n, 0)?, self.input(&n, 1)?, self.input(&n, 2)?);
-                // Heads of a split operand: its rows' width over its head dim.
-                let heads_of = |t: &vk_backend::Tensor, d: Option<usize>| {
-                    d.map(|d| t.shape().last().copied().unwrap_or(0) / d.max(1))
-                };
-                let split_heads = (!split_heads.is_none()).then(|| k::SplitHeads {
-                    heads: heads_of(&q, split_heads.q).unwrap_or(q.layout().c as usize),
-                    kv_heads: heads_of(&kk, split_heads.k)
-                        .or(heads_of(&v, split_heads.v))
-                        .unwrap_or(kk.layout().c as usize),
-                    q: split_heads.q.is_some(),
-                    k: split_heads.k.is_some(),
-                    v: split_heads.v.is_some(),
-                });
-                let mask = match n.input(3) {
-                    Some(t) => Some(self.t(&n, t)?),
-                    None => None,
-                };
-                let y = self.output(&n, 0)?;
-                let opts = k::AttentionOpts {
-                    scale: *scale,
-                    key_rows: *key_rows,
-                    nan_to_zero: *nan_to_zero,
-                    merge_heads: *merge_heads,
-                    split_heads,
-                };
-                // A decode step's key spans keep their partial results in the node's scratch.
-                let spans = k::attention_partials_shape(&q, &kk, &v, mask.as_ref(), &opts)
-                    .map_err(kernel_error(&n))?;
-                let partials = match spans {
-                    Some(shape) => {
-                        Some(self.scratch_as(ni, 0, &shape, vk_backend::Precision::F32)?)
-                    }
-                    None => None,
-                };
-                let inputs = k::AttentionInputs {
-                    q: &q,
-                    k: &kk,
-                    v: &v,
-                    mask: mask.as_ref(),
-                };
-                k::attention_into(rec, &inputs, &opts, &y, partials.as_ref())
-                    .map_err(kernel_error(&n))
-            }
+            Op::Attention { .. } => self.record_attention(rec, ni, &n),
             Op::Reduce { .. } | Op::ArgMax { .. } => self.record_reduce(rec, &n),
             Op::CumSum {
                 axis,
@@ -699,6 +649,82 @@ impl Executable {
         };
         let (ids, y) = (self.input(n, 1)?, self.output(n, 0)?);
         k::gather_rows_into(rec, table, &ids, &y, self.streamed_lookups).map_err(kernel_error(n))
+    }
+
+    /// Attention. Operands split into heads (`HeadSplits`) are read from their rows, or, on a
+    /// device whose options ask for copies (`DeviceOptions::attention_head_copies`), copied into
+    /// heads in the node's scratch first, as the exporters' Reshape and Transpose would.
+    fn record_attention(&mut self, rec: &mut Recorder, ni: usize, n: &Node) -> Result<()> {
+        let Op::Attention {
+            scale,
+            key_rows,
+            nan_to_zero,
+            merge_heads,
+            split_heads,
+        } = &n.op
+        else {
+            return Err(unsupported(n));
+        };
+        let mut operands = [self.input(n, 0)?, self.input(n, 1)?, self.input(n, 2)?];
+        let mut dims = split_heads.dims();
+        if self.device.features().attention_head_copies {
+            for (slot, d) in dims.iter_mut().enumerate() {
+                let Some(d) = d.take() else {
+                    continue;
+                };
+                let x = &operands[slot];
+                let &[1, rows, width] = x.shape() else {
+                    return Err(self.bad(n, format!("input {slot} is not split rows")));
+                };
+                let heads = width / d.max(1);
+                let shape = [1, heads, rows, d];
+                let t = self.scratch(ni, 1 + slot, &shape)?;
+                k::transpose_as_into(rec, x, &[1, rows, heads, d], &[0, 2, 1, 3], &t)
+                    .map_err(kernel_error(n))?;
+                operands[slot] = t;
+            }
+        }
+        let [q, kk, v] = operands;
+        // Heads of a split operand: its rows' width over its head dim.
+        let heads_of = |t: &vk_backend::Tensor, d: Option<usize>| {
+            d.map(|d| t.shape().last().copied().unwrap_or(0) / d.max(1))
+        };
+        let [dq, dk, dv] = dims;
+        let split_heads = dims.iter().any(Option::is_some).then(|| k::SplitHeads {
+            heads: heads_of(&q, dq).unwrap_or(q.layout().c as usize),
+            kv_heads: heads_of(&kk, dk)
+                .or(heads_of(&v, dv))
+                .unwrap_or(kk.layout().c as usize),
+            q: dq.is_some(),
+            k: dk.is_some(),
+            v: dv.is_some(),
+        });
+        let mask = match n.input(3) {
+            Some(t) => Some(self.t(n, t)?),
+            None => None,
+        };
+        let y = self.output(n, 0)?;
+        let opts = k::AttentionOpts {
+            scale: *scale,
+            key_rows: *key_rows,
+            nan_to_zero: *nan_to_zero,
+            merge_heads: *merge_heads,
+            split_heads,
+        };
+        // A decode step's key spans keep their partial results in the node's scratch.
+        let spans = k::attention_partials_shape(&q, &kk, &v, mask.as_ref(), &opts)
+            .map_err(kernel_error(n))?;
+        let partials = match spans {
+            Some(shape) => Some(self.scratch_as(ni, 0, &shape, vk_backend::Precision::F32)?),
+            None => None,
+        };
+        let inputs = k::AttentionInputs {
+            q: &q,
+            k: &kk,
+            v: &v,
+            mask: mask.as_ref(),
+        };
+        k::attention_into(rec, &inputs, &opts, &y, partials.as_ref()).map_err(kernel_error(n))
     }
 
     /// One-input copy ops: Transpose, Reshape, Gather and GatherElements (indices as input 1), Cast,

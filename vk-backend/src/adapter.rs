@@ -169,6 +169,10 @@ pub struct DeviceFeatures {
     /// The key spans of every tensor-core attention, where the device's options fix them
     /// ([`crate::DeviceOptions::attention_splits`]); `None`: by shape.
     pub attention_splits: Option<u32>,
+    /// Attention operands split into heads are copied into heads first rather than read from
+    /// their rows, where the device's options ask for it
+    /// ([`crate::DeviceOptions::attention_head_copies`]).
+    pub attention_head_copies: bool,
 }
 
 /// Whether compute shaders have subgroup arithmetic (`subgroupAdd`, `subgroupMax`).
@@ -264,6 +268,7 @@ impl Capabilities {
             coop_min_tiles: None,
             coop_rows: None,
             attention_splits: None,
+            attention_head_copies: false,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),

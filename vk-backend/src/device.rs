@@ -301,6 +301,7 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     caps.features.coop_min_tiles = opts.coop_min_tiles;
     caps.features.coop_rows = opts.coop_rows;
     caps.features.attention_splits = opts.attention_splits;
+    caps.features.attention_head_copies = opts.attention_head_copies;
     if opts.no_transfer_queue {
         caps.transfer_family = None;
     }

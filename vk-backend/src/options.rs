@@ -54,6 +54,10 @@ pub struct DeviceOptions {
     /// Do not use subgroup arithmetic even where the device has it: the row normalizations
     /// reduce through a shared-memory tree instead, e.g. to test or measure that path.
     pub no_subgroup_arithmetic: bool,
+    /// Copy attention operands that a compiled model reads from a projection's rows into heads
+    /// before the kernel (a copy each, as the exporters' head split) instead of reading the
+    /// rows: to measure one against the other.
+    pub attention_head_copies: bool,
 }
 
 impl DeviceOptions {
@@ -71,6 +75,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_COOP_MIN_TILES=N`: [`DeviceOptions::coop_min_tiles`];
     /// - `TEXSTREAM_COOP_ROWS=64` or `32`: [`DeviceOptions::coop_rows`];
     /// - `TEXSTREAM_ATTENTION_SPLITS=N` (N >= 1): [`DeviceOptions::attention_splits`];
+    /// - `TEXSTREAM_ATTENTION_HEAD_COPIES=1`: [`DeviceOptions::attention_head_copies`];
     /// - `TEXSTREAM_MAX_ARRAY_LAYERS=N`: [`DeviceOptions::limits_override`] with at most `N`
     ///   image array layers (the weight atlas stacks pages beyond them, as on a GPU for models
     ///   over 2048 pages).
@@ -96,6 +101,7 @@ impl DeviceOptions {
             no_transfer_queue: flag("TEXSTREAM_NO_TRANSFER_QUEUE"),
             no_cooperative_matrix: flag("TEXSTREAM_NO_COOPMAT"),
             no_subgroup_arithmetic: flag("TEXSTREAM_NO_SUBGROUP_ARITHMETIC"),
+            attention_head_copies: flag("TEXSTREAM_ATTENTION_HEAD_COPIES"),
             pads_image_rows: var("TEXSTREAM_PAD_ROWS").map(|v| v == "1"),
             coop_conv_tile: var("TEXSTREAM_COOP_CONV_TILE").and_then(|v| {
                 match v.trim().to_ascii_lowercase().as_str() {
@@ -149,7 +155,7 @@ mod tests {
         let o = with(&[]);
         assert_eq!(o.device, None);
         assert!(!o.validation && !o.no_transfer_queue && !o.no_cooperative_matrix);
-        assert!(!o.no_subgroup_arithmetic);
+        assert!(!o.no_subgroup_arithmetic && !o.attention_head_copies);
         assert_eq!(o.pads_image_rows, None);
         assert_eq!(o.coop_conv_tile, None);
         assert_eq!(o.limits_override, None);
@@ -172,7 +178,9 @@ mod tests {
             ("TEXSTREAM_COOP_MIN_TILES", " 24"),
             ("TEXSTREAM_COOP_ROWS", "32 "),
             ("TEXSTREAM_ATTENTION_SPLITS", " 4"),
+            ("TEXSTREAM_ATTENTION_HEAD_COPIES", "1"),
         ]);
+        assert!(o.attention_head_copies);
         assert_eq!(o.attention_splits, Some(4));
         assert_eq!(
             with(&[("TEXSTREAM_ATTENTION_SPLITS", "0")]).attention_splits,

@@ -5,7 +5,8 @@
 //! those kernels read the projection's rows directly (`split_heads`) and the two copies go. The
 //! same holds for attention's queries, keys and values (`attention_split_heads`): an encoder
 //! layer's three head splits (the keys' as `Transpose(0, 2, 3, 1)` to `[N, C, D, S]` where the
-//! exporter transposes them for the product) go, and the kernel reads the rows. The store-side
+//! exporter transposes them for the product, or the dynamo exporter's `Reshape`, `Transpose(0, 2,
+//! 1)`, `Reshape` after the split) go, and the kernel reads the rows. The store-side
 //! counterpart is `attention::merge_heads`.
 use super::{rewrite_each, Rewrite};
 use crate::ir::infer::split_heads_shape;
@@ -106,7 +107,7 @@ fn head_split_source(
     heads: TensorId,
     reader: usize,
     perm: &[usize],
-) -> Option<(TensorId, usize, usize, usize)> {
+) -> Option<(TensorId, usize, Vec<usize>)> {
     let ti = rw.producers[heads]?;
     let Op::Transpose {
         perm: p,
@@ -137,7 +138,53 @@ fn head_split_source(
         && transposed.as_ref() == Some(&g.tensors[heads].shape)
         && g.tensors[rows].dtype == g.tensors[heads].dtype
         && !g.is_const(rows);
-    fits.then_some((rows, d, ti, ri))
+    fits.then_some((rows, d, vec![ti, ri]))
+}
+
+/// The same for keys the dynamo exporter transposes for the product in three more steps:
+/// heads `[1, C, S, D]` (the split above), a Reshape to `[C, S, D]`, `Transpose(0, 2, 1)` and
+/// a Reshape to `[1, C, D, S]` (`keys`), each read only by the next and `keys` by `reader`.
+fn dynamo_key_source(
+    g: &Graph,
+    rw: &Rewrite,
+    keys: TensorId,
+    reader: usize,
+) -> Option<(TensorId, usize, Vec<usize>)> {
+    let only = |t: TensorId, ni: usize| rw.sole_consumer(g, t) == Some(ni) && !rw.is_removed(ni);
+    let r2 = rw.producers[keys]?;
+    let flat_t = g.nodes[r2].input(0)?;
+    let t2 = rw.producers[flat_t]?;
+    let flat = g.nodes[t2].input(0)?;
+    let r1 = rw.producers[flat]?;
+    let heads = g.nodes[r1].input(0)?;
+    let is_reshape = |ni: usize| matches!(g.nodes[ni].op, Op::Reshape { .. });
+    let swaps_last_two = g.nodes[t2].op
+        == Op::Transpose {
+            perm: vec![0, 2, 1],
+            read_as: None,
+        };
+    if !is_reshape(r2)
+        || !is_reshape(r1)
+        || !swaps_last_two
+        || !only(keys, reader)
+        || !only(flat_t, r2)
+        || !only(flat, t2)
+        || !only(heads, r1)
+    {
+        return None;
+    }
+    let &[1, c, s, d] = g.tensors[heads].shape.as_slice() else {
+        return None;
+    };
+    let shapes_fit = g.tensors[flat].shape == [c, s, d]
+        && g.tensors[flat_t].shape == [c, d, s]
+        && g.tensors[keys].shape == [1, c, d, s];
+    if !shapes_fit {
+        return None;
+    }
+    let (rows, d, mut nodes) = head_split_source(g, rw, heads, r1, &[0, 2, 1, 3])?;
+    nodes.extend([r1, t2, r2]);
+    Some((rows, d, nodes))
 }
 
 fn attention_split_at(g: &mut Graph, rw: &mut Rewrite, ai: usize) -> usize {
@@ -168,7 +215,12 @@ fn attention_split_at(g: &mut Graph, rw: &mut Rewrite, ai: usize) -> usize {
         } else {
             &[0, 2, 1, 3]
         };
-        let Some((rows, d, ti, ri)) = head_split_source(g, rw, heads, ai, perm) else {
+        let found = head_split_source(g, rw, heads, ai, perm).or_else(|| {
+            (slot == 1 && !key_rows)
+                .then(|| dynamo_key_source(g, rw, heads, ai))
+                .flatten()
+        });
+        let Some((rows, d, nodes)) = found else {
             continue;
         };
         if let Op::Attention {
@@ -187,8 +239,9 @@ fn attention_split_at(g: &mut Graph, rw: &mut Rewrite, ai: usize) -> usize {
             }
         }
         g.nodes[ai].inputs[slot] = Some(rows);
-        rw.remove(ti);
-        rw.remove(ri);
+        for ni in nodes {
+            rw.remove(ni);
+        }
         moved += 1;
     }
     moved
