@@ -500,3 +500,22 @@ fn an_older_compilers_header_asks_for_a_recompile() {
     let e = parse_header(&out, &serde_json::to_vec(&v).unwrap()).unwrap_err();
     assert!(matches!(e, PackedError::Corrupt { .. }), "{e}");
 }
+
+#[test]
+fn a_newer_compilers_header_is_refused_not_misread() {
+    let out = tmp("newer.tspk");
+    let pm = compile(1, Precision::F16, 512 * 8, &out);
+    let mut v = serde_json::to_value(pm.header()).unwrap();
+    drop(pm);
+    std::fs::remove_file(&out).unwrap();
+    // A field this build does not know parses (serde skips it), so the revision decides.
+    v["compiler_revision"] = (COMPILER_REVISION + 1).into();
+    v["graph"]["nodes"][0]["field_of_a_later_revision"] = true.into();
+    let e = parse_header(&out, &serde_json::to_vec(&v).unwrap()).unwrap_err();
+    assert!(
+        matches!(e, PackedError::Newer { found, .. } if found == COMPILER_REVISION + 1)
+            && e.to_string().contains("newer texstream")
+            && e.to_string().contains("newer.tspk"),
+        "{e}"
+    );
+}

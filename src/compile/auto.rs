@@ -59,6 +59,11 @@ fn stale_reason(onnx: &Path, packed: &Path, spec: &ModelSpec, page_bytes: u64) -
                 "compiled by an older texstream (graph passes revision {found}, now {current})"
             ))
         }
+        Err(crate::packed::PackedError::Newer { found, current, .. }) => {
+            return Some(format!(
+                "compiled by a newer texstream (graph passes revision {found}, this one {current})"
+            ))
+        }
         Err(e) => return Some(format!("the packed file is unreadable ({e})")),
     };
     if pm.header().compiler_revision < crate::packed::format::COMPILER_REVISION {

@@ -43,6 +43,18 @@ pub enum PackedError {
         found: u32,
         current: u32,
     },
+    /// Its graph may use fields this build does not know (it would ignore them and run
+    /// something else): refused rather than misread.
+    #[error(
+        "{file}: compiled by a newer texstream (graph passes revision {found}; this one reads up \
+         to {current}): run it with that texstream, or compile it again with this one (a \
+         workload recompiles its models by itself)"
+    )]
+    Newer {
+        file: PathBuf,
+        found: u32,
+        current: u32,
+    },
     #[error("{file}: corrupt packed model header: {source}")]
     Header {
         file: PathBuf,
@@ -385,6 +397,13 @@ pub fn parse_header(file: &Path, json: &[u8]) -> Result<PackedHeader, PackedErro
             reason: format!("bad header: {e}"),
         })
     })?;
+    if header.compiler_revision > COMPILER_REVISION {
+        return Err(PackedError::Newer {
+            file: file.into(),
+            found: header.compiler_revision,
+            current: COMPILER_REVISION,
+        });
+    }
     validate::check_header(&header).map_err(|source| PackedError::Header {
         file: file.into(),
         source,
