@@ -535,16 +535,7 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
         Op::Transpose { perm, read_as } => {
             let src = match read_as {
                 None => xs.as_slice(),
-                Some(shape) => {
-                    let target = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-                    if target != Some(xs.iter().product::<usize>()) {
-                        return Err(InferError::Reshape {
-                            from: xs.clone(),
-                            to: shape.clone(),
-                        });
-                    }
-                    shape.as_slice()
-                }
+                Some(shape) => reshaped(xs, shape)?,
             };
             if perm.len() != src.len() {
                 return Err(InferError::TransposeRank {
@@ -554,17 +545,7 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
             }
             vec![(perm.iter().map(|&p| src[p]).collect(), xt)]
         }
-        Op::Reshape { shape, .. } => {
-            // The target comes from the file: its product may overflow.
-            let target = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-            if target != Some(xs.iter().product::<usize>()) {
-                return Err(InferError::Reshape {
-                    from: xs.clone(),
-                    to: shape.clone(),
-                });
-            }
-            vec![(shape.clone(), xt)]
-        }
+        Op::Reshape { shape, .. } => vec![(reshaped(xs, shape)?.to_vec(), xt)],
         Op::Pad { pads, .. } => {
             let r = xs.len();
             if pads.len() != 2 * r {
@@ -701,6 +682,19 @@ pub fn split_heads_shape(x: &[usize], d: usize) -> Option<Vec<usize>> {
         [n, s, cd] if d > 0 && cd.is_multiple_of(d) => Some(vec![*n, cd / d, *s, d]),
         _ => None,
     }
+}
+
+/// `shape` when it holds exactly the elements of `xs` (a Reshape's target, a Transpose's
+/// `read_as`). The target comes from the file: its product may overflow.
+fn reshaped<'a>(xs: &[usize], shape: &'a [usize]) -> R<&'a [usize]> {
+    let target = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    if target != Some(xs.iter().product::<usize>()) {
+        return Err(InferError::Reshape {
+            from: xs.to_vec(),
+            to: shape.to_vec(),
+        });
+    }
+    Ok(shape)
 }
 
 /// Attention's Q, K and V as the kernel reads them: a split operand's rows `[1, S, H * D]` as

@@ -1,5 +1,5 @@
-//! Pattern fusion: GELU (erf and tanh) and HardSigmoid*x chains become single unary ops; activations that
-//! follow Conv / ConvTranspose / MatMul / Gemm move into the producer's epilogue.
+//! Pattern fusion: GELU (erf and tanh) and HardSigmoid*x chains become single unary ops;
+//! activations that follow Conv / ConvTranspose / MatMul / Gemm move into the producer's epilogue.
 use super::{rewrite_each, scalar, Rewrite};
 use crate::ir::{Activation, BinaryOp, Graph, Op, TensorId, UnaryOp};
 

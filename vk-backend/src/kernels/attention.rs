@@ -397,15 +397,15 @@ impl AttentionPlan {
     }
 }
 
-/// The plan for attention over Q, K and V (checked by `attention_shape`) writing `out_precision`.
+/// The plan for attention over Q and K (`ops`, checked by `attention_shape`) writing
+/// `out_precision`.
 fn attention_plan(
     q: &Tensor,
     k: &Tensor,
-    v: &Tensor,
+    ops: &Operands,
     opts: &AttentionOpts,
     out_precision: Precision,
 ) -> Result<AttentionPlan> {
-    let ops = Operands::new(q, k, v, opts)?;
     let rows = ops.layers() * ops.rows;
     let (keys, _) = key_dims(k, &ops.shapes[1], opts)?;
     let features = q.device().features();
@@ -444,8 +444,9 @@ pub fn attention_partials_shape(
     opts: &AttentionOpts,
 ) -> Result<Option<Vec<usize>>> {
     attention_shape(q, k, v, mask, opts)?;
-    let plan = attention_plan(q, k, v, opts, q.precision())?;
-    Ok(plan.partials_shape(Operands::new(q, k, v, opts)?.head_dims().1))
+    let ops = Operands::new(q, k, v, opts)?;
+    let plan = attention_plan(q, k, &ops, opts, q.precision())?;
+    Ok(plan.partials_shape(ops.head_dims().1))
 }
 
 /// Whether attention with more than [`DECODE_MAX_ROWS`] query rows writing `out` runs on
@@ -481,7 +482,7 @@ pub fn attention_into(
     }
     let ops = Operands::new(q, k, v, opts)?;
     let dv = ops.head_dims().1;
-    let plan = attention_plan(q, k, v, opts, out.precision())?;
+    let plan = attention_plan(q, k, &ops, opts, out.precision())?;
     // The key spans, where the caller gave the partials' tensor for them.
     let split = match (plan.partials_shape(dv), partials) {
         (Some(wanted), Some(p)) => {
