@@ -14,30 +14,45 @@
 #include "attention_partials.glsl"
 #endif
 
-layout(local_size_x = 128) in;
-
+// QB blocks of BQ query rows a head lane (attention_coop_wide.comp: 4, head dims up to 64): the
+// staged keys and values serve QB times the rows, and a workgroup's barriers as many subgroups.
+#ifndef QB
+#define QB 1
+#endif
+#define QBU uint(QB)
+#ifndef MAXD
 #define MAXD 128u
+#endif
+layout(local_size_x = 128 * QB) in;
+
 #define BQ 16u
 #define BK 16u
-// Lanes (heads) a workgroup takes: one subgroup each.
+// Lanes (heads) a workgroup takes; subgroup s is head lane s % LANES of query block s / LANES.
 #define LANES 4u
+#define SUBGROUPS (LANES * QBU)
 // Row strides in shared memory, padded by 16 bytes: a tensor-core load reads eight 16-byte rows
 // at a time, and rows a multiple of 128 bytes apart start in the same banks (an eight-way
-// conflict on every load).
+// conflict on every load). P's rows are left unpadded with four blocks (a two-way conflict),
+// to stay within 48 KiB.
 #define KS (MAXD + 8u)
+#if QB >= 4
+#define PS BK
+#else
 #define PS (BK + 8u)
+#endif
 
-// Per head lane: K block [key][d] and V block [key][dv] (row stride KS; Q's 16 rows are staged
-// in the K region before the loop and the output's after it), scores [row][key] and P
-// [row][key] (stride PS). 41.5 KiB in all, within a 48 KiB workgroup.
+// Per head lane: K block [key][d] and V block [key][dv] (row stride KS; Q's 16 rows of each
+// query block in turn are staged in the K region before the loop and the output's after it);
+// per subgroup: scores [row][key] and P [row][key] (stride PS). 41.5 KiB in all at QB 1 and
+// MAXD 128, 45 KiB at QB 4 and MAXD 64, within a 48 KiB workgroup.
 shared float16_t ks[LANES][BK * KS];
 shared float16_t vs[LANES][BK * KS];
-shared float ss[LANES][BQ * BK];
-shared float16_t ps[LANES][BQ * PS];
-shared float row_max[LANES][BQ];
-shared float row_sum[LANES][BQ];
+shared float ss[SUBGROUPS][BQ * BK];
+shared float16_t ps[SUBGROUPS][BQ * PS];
+shared float row_max[SUBGROUPS][BQ];
+shared float row_sum[SUBGROUPS][BQ];
 // 1 / row_sum, or 0 where nothing was summed.
-shared float row_inv[LANES][BQ];
+shared float row_inv[SUBGROUPS][BQ];
 
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
 #define MAT_A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
@@ -45,8 +60,9 @@ shared float row_inv[LANES][BQ];
 // An fp32 accumulator converted to fp16 (the output's precision).
 #define MAT_H fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
 
-// This workgroup's keys are [k_begin, k_end): all of them, or one span under SPLIT_KEYS.
-uint tid, lane, sub_lane, layer, sq0, split, k_begin, k_end, d, dv, dp, dvp;
+// This workgroup's keys are [k_begin, k_end): all of them, or one span under SPLIT_KEYS. Its
+// query rows start at sq0; this subgroup's (sg: head lane `lane` of query block `qb`) at rq0.
+uint tid, sg, lane, qb, sub_lane, layer, sq0, rq0, split, k_begin, k_end, d, dv, dp, dvp;
 TensorDesc tq, tk, tv, tm;
 uvec4 kv_head, kv_layer;
 bool k_rows, has_mask;
@@ -108,6 +124,10 @@ vec4 load_value(uint key, uint x) {
 // Invocation t takes key t / 8 and every eighth head-dim texel from t % 8: no divisions by the
 // head dims, and eight neighbouring texels of one key row a load.
 void stage_keys(uint k0, bool values) {
+    // Eight invocations a key, so the first BK * 8 stage and any others wait at the barrier.
+    if (tid >= BK * 8u) {
+        return;
+    }
     uint j = tid / 8u, key = k0 + j;
     bool in_span = key < k_end;
     for (uint x = tid % 8u; x < dp; x += 8u) {
@@ -147,7 +167,7 @@ void stage_keys(uint k0, bool values) {
             }                                                                          \
         }                                                                              \
         for (uint j = 0u; j < 2u; j++) {                                               \
-            coopMatStoreNV(s[j], ss[lane], 8u * j, BK, false);                         \
+            coopMatStoreNV(s[j], ss[sg], 8u * j, BK, false);                         \
         }                                                                              \
     }
 
@@ -157,9 +177,9 @@ float score(uint r, uint k0, uint j) {
     if (key >= k_end) {
         return uintBitsToFloat(0xFF800000u);
     }
-    float s = ss[lane][r * BK + j] * pc.scale;
+    float s = ss[sg][r * BK + j] * pc.scale;
     if (has_mask) {
-        uint m_row = pc.m.x == 1u ? 0u : sq0 + r;
+        uint m_row = pc.m.x == 1u ? 0u : rq0 + r;
         vec4 mv = LOAD_AT(img_mask, tm, m_layer, min(m_row, pc.m.x - 1u), key);
         s += pc.mc == 1u ? mv.x : mv[lane];
     }
@@ -168,7 +188,9 @@ float score(uint r, uint k0, uint j) {
 
 void main() {
     tid = gl_LocalInvocationID.x;
-    lane = tid / 32u;
+    sg = tid / 32u;
+    lane = sg % LANES;
+    qb = sg / LANES;
     sub_lane = tid % 32u;
     uint c4 = (pc.c + 3u) / 4u;
     uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -179,12 +201,12 @@ void main() {
     uint g = group % pc.groups_per_layer;
 #ifdef SPLIT_KEYS
     split = g % pc.splits;
-    sq0 = (g / pc.splits) * BQ;
+    sq0 = (g / pc.splits) * (BQ * QBU);
     k_begin = split * pc.split_keys;
     k_end = min(pc.v.x, k_begin + pc.split_keys);
 #else
     split = 0u;
-    sq0 = g * BQ;
+    sq0 = g * (BQ * QBU);
     k_begin = 0u;
     k_end = pc.v.x;
 #endif
@@ -202,25 +224,32 @@ void main() {
     kv_heads(n_i, c4_i, kv_head, kv_layer);
     plain_kv = all(equal(kv_layer, uvec4(kv_layer[0]))) && all(equal(kv_head % 4u, uvec4(0u, 1u, 2u, 3u)));
     m_layer = mask_layer(n_i, c4_i);
+    rq0 = sq0 + qb * BQ;
 
-    // Q's rows, each lane's head, into the K region; then into registers for both passes.
-    for (uint e = tid; e < BQ * dp; e += 128u) {
-        uint r = e / dp, x = e % dp, sq = sq0 + r;
-        vec4 qv = (sq < pc.q.x && x < d) ? query_texel(tq, layer, sq, x) : vec4(0.0);
-        for (uint l = 0u; l < LANES; l++) {
-            ks[l][r * KS + x] = float16_t(qv[l]);
-        }
-    }
-    barrier();
+    // Each query block's rows in turn, each lane's head, into the K region; then into that
+    // block's subgroups' registers for both passes.
     MAT_A qa[MAXD / 16u];
-    [[unroll]] for (uint c = 0u; c < MAXD / 16u; c++) {
-        if (16u * c < dp) {
-            coopMatLoadNV(qa[c], ks[lane], 16u * c, KS, false);
+    for (uint blk = 0u; blk < QBU; blk++) {
+        for (uint e = tid; e < BQ * dp; e += 128u * QBU) {
+            uint r = e / dp, x = e % dp, sq = sq0 + blk * BQ + r;
+            vec4 qv = (sq < pc.q.x && x < d) ? query_texel(tq, layer, sq, x) : vec4(0.0);
+            for (uint l = 0u; l < LANES; l++) {
+                ks[l][r * KS + x] = float16_t(qv[l]);
+            }
         }
+        barrier();
+        if (qb == blk) {
+            [[unroll]] for (uint c = 0u; c < MAXD / 16u; c++) {
+                if (16u * c < dp) {
+                    coopMatLoadNV(qa[c], ks[lane], 16u * c, KS, false);
+                }
+            }
+        }
+        barrier();
     }
     if (sub_lane < BQ) {
-        row_max[lane][sub_lane] = -3.402823466e38;
-        row_sum[lane][sub_lane] = 0.0;
+        row_max[sg][sub_lane] = -3.402823466e38;
+        row_sum[sg][sub_lane] = 0.0;
     }
     barrier();
 
@@ -234,7 +263,7 @@ void main() {
             // Two invocations a row, eight keys each, their max and sum joined by a shuffle.
             uint r = sub_lane / 2u, j0 = (sub_lane % 2u) * 8u;
             float s[8];
-            float old_max = row_max[lane][r], mx = old_max;
+            float old_max = row_max[sg][r], mx = old_max;
             [[unroll]] for (uint j = 0u; j < 8u; j++) {
                 s[j] = score(r, k0, j0 + j);
                 mx = max(mx, s[j]);
@@ -245,11 +274,11 @@ void main() {
                 sum += exp(s[j] - mx);
             }
             sum += subgroupShuffleXor(sum, 1u);
-            float before = row_sum[lane][r];
+            float before = row_sum[sg][r];
             subgroupBarrier();
             if (j0 == 0u) {
-                row_max[lane][r] = mx;
-                row_sum[lane][r] = before * exp(old_max - mx) + sum;
+                row_max[sg][r] = mx;
+                row_sum[sg][r] = before * exp(old_max - mx) + sum;
             }
         }
         barrier();
@@ -260,13 +289,13 @@ void main() {
     // every key at -inf summed nothing: 0 under the NaN guard, else NaN as the softmax gives;
     // a span that summed nothing gives 0 (attention_combine.comp decides for the whole row).
     if (sub_lane < BQ) {
-        float sum = row_sum[lane][sub_lane];
+        float sum = row_sum[sg][sub_lane];
 #ifdef SPLIT_KEYS
         bool zero = sum == 0.0;
 #else
         bool zero = (pc.flags & 4u) != 0u && sum == 0.0;
 #endif
-        row_inv[lane][sub_lane] = zero ? 0.0 : 1.0 / sum;
+        row_inv[sg][sub_lane] = zero ? 0.0 : 1.0 / sum;
     }
     barrier();
 
@@ -284,12 +313,12 @@ void main() {
         barrier();
         // Two invocations a row, eight keys each.
         uint r = sub_lane / 2u, j0 = (sub_lane % 2u) * 8u;
-        float mx = row_max[lane][r], inv = row_inv[lane][r];
+        float mx = row_max[sg][r], inv = row_inv[sg][r];
         [[unroll]] for (uint j = 0u; j < 8u; j++) {
-            ps[lane][r * PS + j0 + j] = float16_t(exp(score(r, k0, j0 + j) - mx) * inv);
+            ps[sg][r * PS + j0 + j] = float16_t(exp(score(r, k0, j0 + j) - mx) * inv);
         }
         barrier();
-        coopMatLoadNV(pa, ps[lane], 0u, PS, false);
+        coopMatLoadNV(pa, ps[sg], 0u, PS, false);
         [[unroll]] for (uint c = 0u; c < MAXD / 8u; c++) {
             if (8u * c < dvp) {
                 coopMatLoadNV(b, vs[lane], 8u * c, KS, false);
@@ -299,40 +328,46 @@ void main() {
         barrier();
     }
 
-    // Out: each lane's rows as fp16 into its K region (free after the last block's barrier),
-    // then the workgroup stores the four heads of each texel together.
-    [[unroll]] for (uint c = 0u; c < MAXD / 8u; c++) {
-        if (8u * c < dvp) {
-            coopMatStoreNV(MAT_H(o[c]), ks[lane], 8u * c, KS, false);
+    // Out: each query block in turn, its lanes' rows as fp16 into their K regions (free after
+    // the last block's barrier), then the workgroup stores the four heads of each texel together.
+    for (uint blk = 0u; blk < QBU; blk++) {
+        if (qb == blk) {
+            [[unroll]] for (uint c = 0u; c < MAXD / 8u; c++) {
+                if (8u * c < dvp) {
+                    coopMatStoreNV(MAT_H(o[c]), ks[lane], 8u * c, KS, false);
+                }
+            }
         }
-    }
-    barrier();
+        barrier();
+        uint s0 = blk * LANES, bq0 = sq0 + blk * BQ;
 #ifdef SPLIT_KEYS
-    // The span's partial results, unnormalized (the rows' sums times P V) beside its max and
-    // sum: attention_combine.comp weighs each span by its max against the row's.
-    for (uint e = tid; e < BQ * (dv + 2u); e += 128u) {
-        uint r = e / (dv + 2u), x = e % (dv + 2u), sq = sq0 + r;
-        if (sq < pc.q.x) {
-            vec4 v;
-            for (uint l = 0u; l < LANES; l++) {
-                v[l] = x < dv ? float(ks[l][r * KS + x]) * row_sum[l][r]
-                              : (x == dv ? row_max[l][r] : row_sum[l][r]);
+        // The span's partial results, unnormalized (the rows' sums times P V) beside its max
+        // and sum: attention_combine.comp weighs each span by its max against the row's.
+        for (uint e = tid; e < BQ * (dv + 2u); e += 128u * QBU) {
+            uint r = e / (dv + 2u), x = e % (dv + 2u), sq = bq0 + r;
+            if (sq < pc.q.x) {
+                vec4 v;
+                for (uint l = 0u; l < LANES; l++) {
+                    v[l] = x < dv ? float(ks[l][r * KS + x]) * row_sum[s0 + l][r]
+                                  : (x == dv ? row_max[s0 + l][r] : row_sum[s0 + l][r]);
+                }
+                store_partial((layer * pc.q.x + sq) * pc.splits + split, x, v);
             }
-            store_partial((layer * pc.q.x + sq) * pc.splits + split, x, v);
         }
-    }
 #else
-    for (uint e = tid; e < BQ * dv; e += 128u) {
-        uint r = e / dv, x = e % dv, sq = sq0 + r;
-        if (sq < pc.q.x) {
-            vec4 v;
-            for (uint l = 0u; l < LANES; l++) {
-                v[l] = float(ks[l][r * KS + x]);
+        for (uint e = tid; e < BQ * dv; e += 128u * QBU) {
+            uint r = e / dv, x = e % dv, sq = bq0 + r;
+            if (sq < pc.q.x) {
+                vec4 v;
+                for (uint l = 0u; l < LANES; l++) {
+                    v[l] = float(ks[l][r * KS + x]);
+                }
+                store_out(layer, sq, x, v);
             }
-            store_out(layer, sq, x, v);
         }
-    }
 #endif
+        barrier();
+    }
 }
 
 #endif

@@ -166,6 +166,9 @@ pub struct DeviceFeatures {
     /// The rows of every tensor-core MatMul's tiles, where the device's options fix them
     /// ([`crate::DeviceOptions::coop_rows`]); `None`: by shape ([`crate::kernels::coop_rows`]).
     pub coop_rows: Option<u32>,
+    /// Tensor-core MatMuls on 32-row tiles take 128 columns, where the device's options ask
+    /// ([`crate::DeviceOptions::coop_wide_tiles`]).
+    pub coop_wide_tiles: bool,
     /// The key spans of every tensor-core attention, where the device's options fix them
     /// ([`crate::DeviceOptions::attention_splits`]); `None`: by shape.
     pub attention_splits: Option<u32>,
@@ -173,6 +176,9 @@ pub struct DeviceFeatures {
     /// their rows, where the device's options ask for it
     /// ([`crate::DeviceOptions::attention_head_copies`]).
     pub attention_head_copies: bool,
+    /// Query blocks a head lane of every tensor-core attention, where the device's options fix
+    /// them ([`crate::DeviceOptions::attention_query_blocks`]); `None`: one.
+    pub attention_query_blocks: Option<u32>,
 }
 
 /// Whether compute shaders have subgroup arithmetic (`subgroupAdd`, `subgroupMax`).
@@ -267,8 +273,10 @@ impl Capabilities {
             gemv_deep: None,
             coop_min_tiles: None,
             coop_rows: None,
+            coop_wide_tiles: false,
             attention_splits: None,
             attention_head_copies: false,
+            attention_query_blocks: None,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),

@@ -518,16 +518,26 @@ fn prefill_attention_on_tensor_cores_where_available() {
         },
     ];
     // By shape (the first two split their keys over workgroups on an H200, the third has too
-    // few key blocks), then every case over three key spans: short last spans, spans whose keys
-    // are all masked for some rows, rows masked to -inf in every span.
-    let three_spans = Device::new(&DeviceOptions {
-        attention_splits: Some(3),
-        ..DeviceOptions::from_env()
-    })
-    .expect("a device");
+    // few key blocks), then every case over three key spans: short last spans, spans whose
+    // keys are all masked for some rows, rows masked to -inf in every span; then each with four
+    // query blocks a head lane (`attention_coop_wide.comp` for the last two, whose head dims
+    // are at most 64), by shape and over three spans.
+    let with = |splits: Option<u32>, query_blocks: Option<u32>| {
+        Device::new(&DeviceOptions {
+            attention_splits: splits,
+            attention_query_blocks: query_blocks,
+            ..DeviceOptions::from_env()
+        })
+        .expect("a device")
+    };
+    let three_spans = with(Some(3), None);
+    let four_blocks = with(None, Some(4));
+    let four_blocks_three_spans = with(Some(3), Some(4));
     for (i, c) in cases.iter().enumerate() {
         run(c, Precision::F16, 61 + i as u64);
         run_on(&three_spans, c, Precision::F16, 71 + i as u64);
+        run_on(&four_blocks, c, Precision::F16, 81 + i as u64);
+        run_on(&four_blocks_three_spans, c, Precision::F16, 91 + i as u64);
     }
 }
 

@@ -70,6 +70,16 @@ const ATTENTION_COOP_SPLIT: KernelDesc = KernelDesc {
     name: "attention_coop_split",
     ..ATTENTION_DECODE_SPLIT
 };
+/// The tensor-core kernel with four query blocks a head lane (`attention_coop_wide.comp`), and
+/// over one key span of several.
+const ATTENTION_COOP_WIDE: KernelDesc = KernelDesc {
+    name: "attention_coop_wide",
+    ..ATTENTION
+};
+const ATTENTION_COOP_WIDE_SPLIT: KernelDesc = KernelDesc {
+    name: "attention_coop_wide_split",
+    ..ATTENTION_DECODE_SPLIT
+};
 
 /// Query rows up to which `attention_decode.comp` runs (one workgroup a row, its threads over
 /// the keys): a decoder's step and short drafts. Above it the blocked kernels share each staged
@@ -97,12 +107,17 @@ const LARGE_ROWS_PER_GROUP: usize = 8;
 /// per head of a texel).
 const COOP_ROWS_PER_GROUP: usize = 16;
 const COOP_THREADS: u64 = 128;
+/// Query blocks of [`COOP_ROWS_PER_GROUP`] rows a head lane of `attention_coop_wide.comp`
+/// (`QB`), and the largest head dimension it holds (`MAXD`).
+const COOP_WIDE_BLOCKS: usize = 4;
+const COOP_WIDE_HEAD_DIM: usize = 64;
 /// Keys `attention_coop.comp` stages a block (`BK`): a key span is a multiple of it.
 const COOP_BLOCK_KEYS: usize = 16;
 /// Workgroups of `attention_coop.comp` a multiprocessor the key spans aim for (an H200's holds
 /// five at once, by their 41.5 KiB of shared memory). On an H200 (session 27, run 1) the
 /// Whisper-tiny encoder's attention took 2380, 1817, 2009, 1842 and 1784 us a layer with its
-/// keys in 1, 2, 3, 4 and 8 spans (188 workgroups unsplit); 8 a multiprocessor gives it 6.
+/// keys in 1, 2, 3, 4 and 8 spans (188 workgroups unsplit); 8 a multiprocessor gives it 6. The
+/// wide kernel's workgroups count as [`COOP_WIDE_BLOCKS`] each.
 const COOP_GROUPS_PER_MULTIPROCESSOR: usize = 8;
 /// The fewest key blocks a span of `attention_coop.comp` takes by default, so that the partial
 /// results and their merge stay small against the span's own work. The 1.34 B decoder's
@@ -300,14 +315,19 @@ fn decode_spans(rows: usize, sk: usize) -> (usize, usize) {
 /// span a workgroup of its own; or into the spans the device's options fix
 /// ([`crate::DeviceOptions::attention_splits`]). A 1500-frame Whisper-tiny encoder layer makes
 /// 188 workgroups and a 1.34 B decoder's 128-token prefill 32, for an H200's 132 multiprocessors.
-fn coop_spans(features: &crate::DeviceFeatures, groups: usize, sk: usize) -> (usize, usize) {
+fn coop_spans(
+    features: &crate::DeviceFeatures,
+    groups: usize,
+    query_blocks: usize,
+    sk: usize,
+) -> (usize, usize) {
     let blocks = sk.div_ceil(COOP_BLOCK_KEYS).max(1);
     let want = match features.attention_splits {
         Some(n) => (n as usize).clamp(1, blocks),
         None => {
             let multiprocessors = (features.concurrent_invocations / 2048).max(1) as usize;
             (multiprocessors * COOP_GROUPS_PER_MULTIPROCESSOR)
-                .div_ceil(groups.max(1))
+                .div_ceil((groups * query_blocks).max(1))
                 .clamp(1, (blocks / COOP_MIN_SPAN_BLOCKS).max(1))
         }
     };
@@ -353,8 +373,9 @@ impl Operands {
 enum AttentionKernel {
     /// `attention_decode.comp`: up to [`DECODE_MAX_ROWS`] query rows.
     Decode,
-    /// `attention_coop.comp`: more rows, fp16, on a device with cooperative matrices.
-    TensorCores,
+    /// `attention_coop.comp`: more rows, fp16, on a device with cooperative matrices;
+    /// `attention_coop_wide.comp` where `wide` (head dims up to [`COOP_WIDE_HEAD_DIM`]).
+    TensorCores { wide: bool },
     /// `attention.comp` / `attention_d128.comp`: more rows elsewhere, by head dim.
     Blocked { large_head: bool },
 }
@@ -381,12 +402,21 @@ impl AttentionPlan {
         match (self.kernel, split) {
             (AttentionKernel::Decode, true) => (&ATTENTION_DECODE_SPLIT, 1, DECODE_THREADS),
             (AttentionKernel::Decode, false) => (&ATTENTION_DECODE, 1, DECODE_THREADS),
-            (AttentionKernel::TensorCores, true) => {
+            (AttentionKernel::TensorCores { wide: false }, true) => {
                 (&ATTENTION_COOP_SPLIT, COOP_ROWS_PER_GROUP, COOP_THREADS)
             }
-            (AttentionKernel::TensorCores, false) => {
+            (AttentionKernel::TensorCores { wide: false }, false) => {
                 (&ATTENTION_COOP, COOP_ROWS_PER_GROUP, COOP_THREADS)
             }
+            (AttentionKernel::TensorCores { wide: true }, split) => (
+                if split {
+                    &ATTENTION_COOP_WIDE_SPLIT
+                } else {
+                    &ATTENTION_COOP_WIDE
+                },
+                COOP_ROWS_PER_GROUP * COOP_WIDE_BLOCKS,
+                COOP_THREADS * COOP_WIDE_BLOCKS as u64,
+            ),
             (AttentionKernel::Blocked { large_head: false }, _) => {
                 (&ATTENTION, SMALL_ROWS_PER_GROUP, 64)
             }
@@ -414,10 +444,12 @@ fn attention_plan(
     let (kernel, (splits, span)) = if ops.rows <= DECODE_MAX_ROWS {
         (AttentionKernel::Decode, decode_spans(rows, keys))
     } else if on_tensor_cores(&features, out_precision) {
-        let groups = ops.layers() * ops.rows.div_ceil(COOP_ROWS_PER_GROUP);
+        let wide = coop_wide(&features, d.max(dv));
+        let query_blocks = if wide { COOP_WIDE_BLOCKS } else { 1 };
+        let groups = ops.layers() * ops.rows.div_ceil(COOP_ROWS_PER_GROUP * query_blocks);
         (
-            AttentionKernel::TensorCores,
-            coop_spans(&features, groups, keys),
+            AttentionKernel::TensorCores { wide },
+            coop_spans(&features, groups, query_blocks, keys),
         )
     } else {
         (AttentionKernel::Blocked { large_head }, (1, keys))
@@ -455,6 +487,15 @@ pub fn attention_partials_shape(
 /// the tensors are fp16. The decode kernels run a step's few rows either way.
 pub fn attention_uses_tensor_cores(device: &crate::device::Device, out: &Tensor) -> bool {
     on_tensor_cores(&device.features(), out.precision())
+}
+
+/// Whether the tensor-core attention takes four query blocks a head lane
+/// (`attention_coop_wide.comp`, head dims up to [`COOP_WIDE_HEAD_DIM`]): where the device's
+/// options ask for them ([`crate::DeviceOptions::attention_query_blocks`]). Not by shape yet:
+/// the kernel has not run on a device with cooperative matrices (lavapipe has none).
+fn coop_wide(features: &crate::DeviceFeatures, head_dim: usize) -> bool {
+    head_dim <= COOP_WIDE_HEAD_DIM
+        && features.attention_query_blocks == Some(COOP_WIDE_BLOCKS as u32)
 }
 
 fn on_tensor_cores(features: &crate::DeviceFeatures, out_precision: Precision) -> bool {
