@@ -37,13 +37,8 @@ TENSOR_OUT(1, img_out);
 #ifndef TM
 #define TM 64u
 #endif
-// Output columns a tile: 64, or 128 (matmul_const_coop_n128.comp, 32-row tiles) for outputs
-// wide enough that the wider tiles still leave every multiprocessor one.
-#ifndef TN
 #define TN 64u
-#endif
 #define RB (TM / 32u)   // row blocks of 16 a subgroup owns
-#define CB (TN / 16u)   // column blocks of 8 a subgroup owns
 #define GT 128u         // invocations a group
 #define TKG (64u / KG)  // k a group takes a step
 #define TK (KG * TKG)   // k a step
@@ -135,9 +130,9 @@ void main() {
     uint tid = gl_LocalInvocationID.x;
     uint g = tid / GT, gtid = tid % GT;
     uint sg = gtid / 32u;
-    // Each subgroup of a group owns a TM/2 x TN/2 quarter: RB row blocks of 16 x CB column
-    // blocks of 8.
-    uint sm = (sg / 2u) * (TM / 2u), sn = (sg % 2u) * (TN / 2u);
+    // Each subgroup of a group owns a TM/2 x 32 quarter: RB row blocks of 16 x 4 column blocks of
+    // 8.
+    uint sm = (sg / 2u) * (TM / 2u), sn = (sg % 2u) * 32u;
     m0 = gl_WorkGroupID.y * TM;
     n0 = gl_WorkGroupID.x * TN;
     uint layer = gl_WorkGroupID.z;
@@ -148,7 +143,7 @@ void main() {
 
     ACC acc[RB][4];
     [[unroll]] for (uint i = 0u; i < RB; i++) {
-        [[unroll]] for (uint j = 0u; j < CB; j++) {
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
             acc[i][j] = ACC(0.0);
         }
     }
@@ -168,7 +163,7 @@ void main() {
             [[unroll]] for (uint i = 0u; i < RB; i++) {
                 coopMatLoadNV(a[i], As[g], (sm + 16u * i) * AS_STRIDE + kk, AS_STRIDE, false);
             }
-            [[unroll]] for (uint j = 0u; j < CB; j++) {
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
 #ifdef ROWS_B
                 coopMatLoadNV(b, Bs[g], (sn + 8u * j) * BS_STRIDE + kk, BS_STRIDE, true);
 #else
@@ -184,7 +179,7 @@ void main() {
     // adds its own to it.
     if (g == KG - 1) {
         [[unroll]] for (uint i = 0u; i < RB; i++) {
-            [[unroll]] for (uint j = 0u; j < CB; j++) {
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 coopMatStoreNV(acc[i][j], Cs, (sm + 16u * i) * CS_STRIDE + sn + 8u * j, CS_STRIDE, false);
             }
         }
@@ -194,7 +189,7 @@ void main() {
         if (g == uint(h)) {
             ACC other;
             [[unroll]] for (uint i = 0u; i < RB; i++) {
-                [[unroll]] for (uint j = 0u; j < CB; j++) {
+                [[unroll]] for (uint j = 0u; j < 4u; j++) {
                     uint at = (sm + 16u * i) * CS_STRIDE + sn + 8u * j;
                     coopMatLoadNV(other, Cs, at, CS_STRIDE, false);
                     // Element by element (the same element of two matrices of one type is the

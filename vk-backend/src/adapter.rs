@@ -166,9 +166,6 @@ pub struct DeviceFeatures {
     /// The rows of every tensor-core MatMul's tiles, where the device's options fix them
     /// ([`crate::DeviceOptions::coop_rows`]); `None`: by shape ([`crate::kernels::coop_rows`]).
     pub coop_rows: Option<u32>,
-    /// Tensor-core MatMuls on 32-row tiles take 128 columns, where the device's options ask
-    /// ([`crate::DeviceOptions::coop_wide_tiles`]).
-    pub coop_wide_tiles: bool,
     /// The key spans of every tensor-core attention, where the device's options fix them
     /// ([`crate::DeviceOptions::attention_splits`]); `None`: by shape.
     pub attention_splits: Option<u32>,
@@ -177,7 +174,7 @@ pub struct DeviceFeatures {
     /// ([`crate::DeviceOptions::attention_head_copies`]).
     pub attention_head_copies: bool,
     /// Query blocks a head lane of every tensor-core attention, where the device's options fix
-    /// them ([`crate::DeviceOptions::attention_query_blocks`]); `None`: one.
+    /// them ([`crate::DeviceOptions::attention_query_blocks`]); `None`: by shape.
     pub attention_query_blocks: Option<u32>,
 }
 
@@ -273,7 +270,6 @@ impl Capabilities {
             gemv_deep: None,
             coop_min_tiles: None,
             coop_rows: None,
-            coop_wide_tiles: false,
             attention_splits: None,
             attention_head_copies: false,
             attention_query_blocks: None,

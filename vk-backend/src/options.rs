@@ -47,10 +47,6 @@ pub struct DeviceOptions {
     /// Run every tensor-core MatMul on tiles of this many rows (64 or 32) instead of picking by
     /// shape ([`crate::kernels::coop_rows`]): to measure one against the other.
     pub coop_rows: Option<u32>,
-    /// Run the tensor-core MatMuls on 32-row tiles 128 columns wide instead of 64
-    /// ([`crate::kernels::coop_cols`]; with `coop_rows` 32, every one): to measure one against
-    /// the other.
-    pub coop_wide_tiles: bool,
     /// Split the keys of every tensor-core attention with more than a decode step's rows into
     /// this many spans (at most one a key block; 1: none) instead of picking by shape
     /// ([`crate::kernels::attention_into`]): to measure one against the other.
@@ -63,8 +59,8 @@ pub struct DeviceOptions {
     /// rows: to measure one against the other.
     pub attention_head_copies: bool,
     /// Run every tensor-core attention with this many blocks of 16 query rows a head lane (1,
-    /// the default, or 4 where its head dims are at most 64: `attention_coop_wide.comp`): to
-    /// measure one against the other.
+    /// or 4 where its head dims are at most 64: `attention_coop_wide.comp`) instead of picking
+    /// by shape ([`crate::kernels::attention_into`]): to measure one against the other.
     pub attention_query_blocks: Option<u32>,
 }
 
@@ -82,7 +78,6 @@ impl DeviceOptions {
     /// - `TEXSTREAM_GEMV_DEEP=1` or `0`: [`DeviceOptions::gemv_deep`];
     /// - `TEXSTREAM_COOP_MIN_TILES=N`: [`DeviceOptions::coop_min_tiles`];
     /// - `TEXSTREAM_COOP_ROWS=64` or `32`: [`DeviceOptions::coop_rows`];
-    /// - `TEXSTREAM_COOP_WIDE_TILES=1`: [`DeviceOptions::coop_wide_tiles`];
     /// - `TEXSTREAM_ATTENTION_SPLITS=N` (N >= 1): [`DeviceOptions::attention_splits`];
     /// - `TEXSTREAM_ATTENTION_HEAD_COPIES=1`: [`DeviceOptions::attention_head_copies`];
     /// - `TEXSTREAM_ATTENTION_QUERY_BLOCKS=1` or `4`: [`DeviceOptions::attention_query_blocks`];
@@ -112,7 +107,6 @@ impl DeviceOptions {
             no_cooperative_matrix: flag("TEXSTREAM_NO_COOPMAT"),
             no_subgroup_arithmetic: flag("TEXSTREAM_NO_SUBGROUP_ARITHMETIC"),
             attention_head_copies: flag("TEXSTREAM_ATTENTION_HEAD_COPIES"),
-            coop_wide_tiles: flag("TEXSTREAM_COOP_WIDE_TILES"),
             pads_image_rows: var("TEXSTREAM_PAD_ROWS").map(|v| v == "1"),
             coop_conv_tile: var("TEXSTREAM_COOP_CONV_TILE").and_then(|v| {
                 match v.trim().to_ascii_lowercase().as_str() {
@@ -169,7 +163,7 @@ mod tests {
         let o = with(&[]);
         assert_eq!(o.device, None);
         assert!(!o.validation && !o.no_transfer_queue && !o.no_cooperative_matrix);
-        assert!(!o.no_subgroup_arithmetic && !o.attention_head_copies && !o.coop_wide_tiles);
+        assert!(!o.no_subgroup_arithmetic && !o.attention_head_copies);
         assert_eq!(o.pads_image_rows, None);
         assert_eq!(o.coop_conv_tile, None);
         assert_eq!(o.limits_override, None);
@@ -192,7 +186,6 @@ mod tests {
             ("TEXSTREAM_MAX_ARRAY_LAYERS", " 16"),
             ("TEXSTREAM_COOP_MIN_TILES", " 24"),
             ("TEXSTREAM_COOP_ROWS", "32 "),
-            ("TEXSTREAM_COOP_WIDE_TILES", "1"),
             ("TEXSTREAM_ATTENTION_SPLITS", " 4"),
             ("TEXSTREAM_ATTENTION_HEAD_COPIES", "1"),
             ("TEXSTREAM_ATTENTION_QUERY_BLOCKS", " 4"),
@@ -210,7 +203,6 @@ mod tests {
         );
         assert_eq!(o.coop_min_tiles, Some(24));
         assert_eq!(o.coop_rows, Some(32));
-        assert!(o.coop_wide_tiles);
         assert_eq!(with(&[("TEXSTREAM_COOP_ROWS", "48")]).coop_rows, None);
         assert_eq!(
             o.limits_override.map(|l| l.max_image_array_layers),

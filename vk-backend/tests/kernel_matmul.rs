@@ -3,7 +3,7 @@
 //! |got - ref| / max(1, |ref|): fp32 1e-4, fp16 3e-3 (output rounding 5e-4 plus fp16 bias).
 
 use vk_backend::kernels::{
-    coop_cols, coop_min_tiles, coop_rows, matmul, matmul_shape, matmul_tensor_bias_into,
+    coop_min_tiles, coop_rows, matmul, matmul_shape, matmul_tensor_bias_into,
     uses_cooperative_matrix, MatBias, MatMulOpts, MatRhs, UnaryOp,
 };
 use vk_backend::layout::{pack_matrix_kn, pack_vector};
@@ -634,29 +634,22 @@ fn shape_errors_are_clear() {
 /// the device has cooperative matrices, the ones with at least a 64x64 tile per SM run on them
 /// and the smaller ones on the portable kernel (asserted; the last case has enough tiles on an
 /// H200); elsewhere every case checks the portable kernel. With cooperative matrices the cases
-/// run four times: tile rows picked by shape (32 for the few-tile ones with more than 32 rows,
-/// asserted), all on 64-row and all on 32-row tiles (`DeviceOptions::coop_rows`), and all on
-/// 32x128 tiles (`DeviceOptions::coop_wide_tiles`).
+/// run three times: tile rows picked by shape (32 for the few-tile ones with more than 32 rows,
+/// asserted), and all on 64-row and all on 32-row tiles (`DeviceOptions::coop_rows`).
 #[test]
 fn constant_b_on_cooperative_matrices_where_available() {
     let coop = device().features().cooperative_matrix_f16;
     if !coop {
         eprintln!("no cooperative matrices on this device: the portable kernel runs these cases");
     }
-    let tile_choices: &[(Option<u32>, bool)] = if coop {
-        &[
-            (None, false),
-            (Some(64), false),
-            (Some(32), false),
-            (Some(32), true),
-        ]
+    let rows_choices: &[Option<u32>] = if coop {
+        &[None, Some(64), Some(32)]
     } else {
-        &[(None, false)]
+        &[None]
     };
-    for &(rows, wide) in tile_choices {
+    for &rows in rows_choices {
         let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
             coop_rows: rows,
-            coop_wide_tiles: wide,
             ..vk_backend::DeviceOptions::from_env()
         })
         .unwrap();
@@ -746,12 +739,6 @@ fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>) {
         };
         let tile_rows = forced_rows.map_or(by_shape, |r| r as usize);
         assert_eq!(coop_rows(&d.features(), &out), tile_rows, "{sa:?}");
-        let tile_cols = if d.features().coop_wide_tiles && tile_rows == 32 {
-            128
-        } else {
-            64
-        };
-        assert_eq!(coop_cols(&d.features(), tile_rows), tile_cols, "{sa:?}");
         let (shape, prod) = matmul_ref(
             &rounded(&av, p),
             sa,

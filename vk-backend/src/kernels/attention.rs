@@ -111,14 +111,23 @@ const COOP_THREADS: u64 = 128;
 /// (`QB`), and the largest head dimension it holds (`MAXD`).
 const COOP_WIDE_BLOCKS: usize = 4;
 const COOP_WIDE_HEAD_DIM: usize = 64;
+/// The fewest query rows the wide kernel takes by default: on an H200 (session 29, run 2) it
+/// took the Whisper-tiny encoder's attention (1500 rows) from 1426 to 462 us a layer, and the
+/// BERT-base-shaped encoder's (128 rows, 6 wide workgroups) from 40.2 to 47.3 us (39.6 only in
+/// 8 spans of one key block).
+const COOP_WIDE_MIN_ROWS: usize = 256;
 /// Keys `attention_coop.comp` stages a block (`BK`): a key span is a multiple of it.
 const COOP_BLOCK_KEYS: usize = 16;
-/// Workgroups of `attention_coop.comp` a multiprocessor the key spans aim for (an H200's holds
-/// five at once, by their 41.5 KiB of shared memory). On an H200 (session 27, run 1) the
-/// Whisper-tiny encoder's attention took 2380, 1817, 2009, 1842 and 1784 us a layer with its
-/// keys in 1, 2, 3, 4 and 8 spans (188 workgroups unsplit); 8 a multiprocessor gives it 6. The
-/// wide kernel's workgroups count as [`COOP_WIDE_BLOCKS`] each.
-const COOP_GROUPS_PER_MULTIPROCESSOR: usize = 8;
+/// Invocations of `attention_coop.comp` a multiprocessor the key spans aim for: 8 workgroups
+/// (an H200's holds five at once, by their 41.5 KiB of shared memory). On an H200 (session 27,
+/// run 1) the Whisper-tiny encoder's attention took 2380, 1817, 2009, 1842 and 1784 us a layer
+/// with its keys in 1, 2, 3, 4 and 8 spans (188 workgroups unsplit); 8 a multiprocessor gives
+/// it 6.
+const COOP_INVOCATIONS_PER_MULTIPROCESSOR: usize = 8 * COOP_THREADS as usize;
+/// The same for `attention_coop_wide.comp`: 2.75 workgroups of 512. On an H200 (session 29,
+/// runs 2 and 3) the Whisper-tiny encoder's attention (48 wide workgroups unsplit) took 562,
+/// 462, 514, 495, 561 and 712 us a layer in 6, 8, 12, 16, 24 and 47 spans; this gives it 8.
+const COOP_WIDE_INVOCATIONS_PER_MULTIPROCESSOR: usize = 1408;
 /// The fewest key blocks a span of `attention_coop.comp` takes by default, so that the partial
 /// results and their merge stay small against the span's own work. The 1.34 B decoder's
 /// 128-token prefill (32 workgroups unsplit) took 201, 116, 77 and 90 us a layer in 1, 2, 4
@@ -308,9 +317,10 @@ fn decode_spans(rows: usize, sk: usize) -> (usize, usize) {
     (sk.div_ceil(span), span)
 }
 
-/// How the tensor-core kernel's `groups` workgroups (query blocks of 16 rows over every texel
-/// layer) split their `sk` keys: `(splits, keys a span)`. Each workgroup walks its keys a block
-/// at a time, so where the workgroups are fewer than [`COOP_GROUPS_PER_MULTIPROCESSOR`] a
+/// How the tensor-core kernel's `groups` workgroups of `threads` invocations (query blocks over
+/// every texel layer) split their `sk` keys: `(splits, keys a span)`. Each workgroup walks its
+/// keys a block at a time, so where the workgroups' invocations are fewer than
+/// [`COOP_INVOCATIONS_PER_MULTIPROCESSOR`] (or [`COOP_WIDE_INVOCATIONS_PER_MULTIPROCESSOR`]) a
 /// multiprocessor, the keys split into spans of at least [`COOP_MIN_SPAN_BLOCKS`] blocks, each
 /// span a workgroup of its own; or into the spans the device's options fix
 /// ([`crate::DeviceOptions::attention_splits`]). A 1500-frame Whisper-tiny encoder layer makes
@@ -318,7 +328,7 @@ fn decode_spans(rows: usize, sk: usize) -> (usize, usize) {
 fn coop_spans(
     features: &crate::DeviceFeatures,
     groups: usize,
-    query_blocks: usize,
+    wide: bool,
     sk: usize,
 ) -> (usize, usize) {
     let blocks = sk.div_ceil(COOP_BLOCK_KEYS).max(1);
@@ -326,8 +336,16 @@ fn coop_spans(
         Some(n) => (n as usize).clamp(1, blocks),
         None => {
             let multiprocessors = (features.concurrent_invocations / 2048).max(1) as usize;
-            (multiprocessors * COOP_GROUPS_PER_MULTIPROCESSOR)
-                .div_ceil((groups * query_blocks).max(1))
+            let (invocations, threads) = if wide {
+                (
+                    COOP_WIDE_INVOCATIONS_PER_MULTIPROCESSOR,
+                    COOP_THREADS as usize * COOP_WIDE_BLOCKS,
+                )
+            } else {
+                (COOP_INVOCATIONS_PER_MULTIPROCESSOR, COOP_THREADS as usize)
+            };
+            (multiprocessors * invocations / threads)
+                .div_ceil(groups.max(1))
                 .clamp(1, (blocks / COOP_MIN_SPAN_BLOCKS).max(1))
         }
     };
@@ -444,12 +462,12 @@ fn attention_plan(
     let (kernel, (splits, span)) = if ops.rows <= DECODE_MAX_ROWS {
         (AttentionKernel::Decode, decode_spans(rows, keys))
     } else if on_tensor_cores(&features, out_precision) {
-        let wide = coop_wide(&features, d.max(dv));
+        let wide = coop_wide(&features, d.max(dv), ops.rows);
         let query_blocks = if wide { COOP_WIDE_BLOCKS } else { 1 };
         let groups = ops.layers() * ops.rows.div_ceil(COOP_ROWS_PER_GROUP * query_blocks);
         (
             AttentionKernel::TensorCores { wide },
-            coop_spans(&features, groups, query_blocks, keys),
+            coop_spans(&features, groups, wide, keys),
         )
     } else {
         (AttentionKernel::Blocked { large_head }, (1, keys))
@@ -489,13 +507,16 @@ pub fn attention_uses_tensor_cores(device: &crate::device::Device, out: &Tensor)
     on_tensor_cores(&device.features(), out.precision())
 }
 
-/// Whether the tensor-core attention takes four query blocks a head lane
-/// (`attention_coop_wide.comp`, head dims up to [`COOP_WIDE_HEAD_DIM`]): where the device's
-/// options ask for them ([`crate::DeviceOptions::attention_query_blocks`]). Not by shape yet:
-/// the kernel has not run on a device with cooperative matrices (lavapipe has none).
-fn coop_wide(features: &crate::DeviceFeatures, head_dim: usize) -> bool {
+/// Whether the tensor-core attention over `rows` query rows a head takes four query blocks a
+/// head lane (`attention_coop_wide.comp`): for head dims up to [`COOP_WIDE_HEAD_DIM`] and at
+/// least [`COOP_WIDE_MIN_ROWS`] rows, or where the device's options fix the blocks
+/// ([`crate::DeviceOptions::attention_query_blocks`]).
+fn coop_wide(features: &crate::DeviceFeatures, head_dim: usize, rows: usize) -> bool {
     head_dim <= COOP_WIDE_HEAD_DIM
-        && features.attention_query_blocks == Some(COOP_WIDE_BLOCKS as u32)
+        && match features.attention_query_blocks {
+            Some(n) => n as usize == COOP_WIDE_BLOCKS,
+            None => rows >= COOP_WIDE_MIN_ROWS,
+        }
 }
 
 fn on_tensor_cores(features: &crate::DeviceFeatures, out_precision: Precision) -> bool {

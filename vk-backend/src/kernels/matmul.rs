@@ -74,16 +74,6 @@ const MATMUL_CONST_COOP_ROWS_M32: KernelDesc = KernelDesc {
     ..MATMUL_CONST_COOP
 };
 
-/// [`MATMUL_CONST_COOP`] and [`MATMUL_CONST_COOP_ROWS`] on 32x128 tiles (see [`coop_cols`]).
-const MATMUL_CONST_COOP_N128: KernelDesc = KernelDesc {
-    name: "matmul_const_coop_n128",
-    ..MATMUL_CONST_COOP
-};
-const MATMUL_CONST_COOP_ROWS_N128: KernelDesc = KernelDesc {
-    name: "matmul_const_coop_rows_n128",
-    ..MATMUL_CONST_COOP
-};
-
 /// `matmul_const_gemv.comp`: a few rows against a constant B (see [`uses_gemv`]).
 const MATMUL_CONST_GEMV: KernelDesc = KernelDesc {
     name: "matmul_const_gemv",
@@ -407,9 +397,7 @@ fn record(
         && matches!(b, MatRhs::Weights { .. } | MatRhs::WeightRows { .. })
         && uses_cooperative_matrix(rec.device(), out, opts);
     let (tile_cols, tile_rows) = if coop {
-        let features = rec.device().features();
-        let rows = coop_rows(&features, out);
-        (coop_cols(&features, rows), rows)
+        (COOP_TILE, coop_rows(&rec.device().features(), out))
     } else {
         (TILE, TILE)
     };
@@ -532,8 +520,6 @@ fn record(
                 &MATMUL_CONST_GEMV
             } else if coop {
                 match (matches!(b, MatRhs::WeightRows { .. }), tile_rows) {
-                    (true, 32) if tile_cols == 128 => &MATMUL_CONST_COOP_ROWS_N128,
-                    (false, 32) if tile_cols == 128 => &MATMUL_CONST_COOP_N128,
                     (true, 32) => &MATMUL_CONST_COOP_ROWS_M32,
                     (true, _) => &MATMUL_CONST_COOP_ROWS,
                     (false, 32) => &MATMUL_CONST_COOP_M32,
@@ -617,18 +603,6 @@ pub fn coop_rows(features: &crate::DeviceFeatures, out: &Tensor) -> usize {
     let multiprocessors = (features.concurrent_invocations / 2048).max(1);
     if d[4] > 32 && coop_tiles(&d, out) < multiprocessors {
         32
-    } else {
-        COOP_TILE
-    }
-}
-
-/// Columns of the tensor-core MatMul's output tiles of `rows` rows: 128 for 32-row tiles where the
-/// device's options ask for them ([`crate::DeviceOptions::coop_wide_tiles`]), else 64. A
-/// 32x128 tile loads 32 texels of A and 32 of B a k step for its 4096 outputs, a 64x64 one 64
-/// and 16: A holds one value a texel where its C is 1, as in every `[1, S, D]` activation.
-pub fn coop_cols(features: &crate::DeviceFeatures, rows: usize) -> usize {
-    if rows == 32 && features.coop_wide_tiles {
-        128
     } else {
         COOP_TILE
     }
