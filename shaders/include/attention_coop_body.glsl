@@ -167,7 +167,7 @@ void stage_keys(uint k0, bool values) {
             }                                                                          \
         }                                                                              \
         for (uint j = 0u; j < 2u; j++) {                                               \
-            coopMatStoreNV(s[j], ss[sg], 8u * j, BK, false);                         \
+            coopMatStoreNV(s[j], ss[sg], 8u * j, BK, false);                           \
         }                                                                              \
     }
 

@@ -125,8 +125,9 @@ const COOP_BLOCK_KEYS: usize = 16;
 /// it 6.
 const COOP_INVOCATIONS_PER_MULTIPROCESSOR: usize = 8 * COOP_THREADS as usize;
 /// The same for `attention_coop_wide.comp`: 2.75 workgroups of 512. On an H200 (session 29,
-/// runs 2 and 3) the Whisper-tiny encoder's attention (48 wide workgroups unsplit) took 562,
-/// 462, 514, 495, 561 and 712 us a layer in 6, 8, 12, 16, 24 and 47 spans; this gives it 8.
+/// runs 2 and 2b) the Whisper-tiny encoder's attention (48 wide workgroups unsplit) took 562,
+/// 462, 514, 495, 561 and 712 us a layer in 6, 8, 12, 16, 24 and 47 spans; this gives it 8
+/// (461 us in run 3).
 const COOP_WIDE_INVOCATIONS_PER_MULTIPROCESSOR: usize = 1408;
 /// The fewest key blocks a span of `attention_coop.comp` takes by default, so that the partial
 /// results and their merge stay small against the span's own work. The 1.34 B decoder's
