@@ -40,10 +40,25 @@ TENSOR_OUT(1, img_out);
 #define TN 64u
 #define RB (TM / 32u)   // row blocks of 16 a subgroup owns
 #define GT 128u         // invocations a group
+// DEEP_STEP (the `_k128` variants): 128 k a step, twice the loads in flight and half the
+// barriers; the groups' tiles are then summed half a tile at a time so that shared memory still
+// fits 48 KiB.
+#ifdef DEEP_STEP
+#define TKG (128u / KG)
+#define CS_COLS 32u
+#else
 #define TKG (64u / KG)  // k a group takes a step
+#define CS_COLS TN
+#endif
 #define TK (KG * TKG)   // k a step
-// Values of A and texels of B each invocation loads a step.
+// Values of A and texels of B each invocation loads a step. PACKED_A (the `_pa` variants): A
+// was copied to [4, K/4, M] first (texel (m, k/4) holding k..k+3 of row m), so a step's A is a
+// quarter of the texels.
+#ifdef PACKED_A
+#define A_PER (TM * TKG / 4u / GT)
+#else
 #define A_PER (TM * TKG / GT)
+#endif
 #define B_PER (TKG / 4u * TN / GT)
 
 // Row strides padded by 16 bytes: a tensor-core load reads eight 16-byte rows at a time, and
@@ -57,15 +72,19 @@ TENSOR_OUT(1, img_out);
 #define BS_STRIDE (TN + 8u)
 #define BS_SIZE (TKG * BS_STRIDE)
 #endif
-#define CS_STRIDE (TN + 4u)
+#define CS_STRIDE (CS_COLS + 4u)
 shared float16_t As[KG][TM * AS_STRIDE]; // per group [m][k]
 shared float16_t Bs[KG][BS_SIZE];        // per group [k][n]; ROWS_B: [n][k]
-shared float Cs[TM * CS_STRIDE];         // [m][n]
+shared float Cs[TM * CS_STRIDE];         // [m][n - c0] of columns c0.. c0 + CS_COLS
 
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
 
 uint M, N, K, a_layer, m0, n0;
+#ifdef PACKED_A
+vec4 ra[A_PER];
+#else
 float ra[A_PER];
+#endif
 vec4 rb[B_PER];
 
 // Issues the loads of this group's K range from k0 into ra / rb (all of them before any is
@@ -73,9 +92,15 @@ vec4 rb[B_PER];
 void load_step(uint tid, uint k0) {
     [[unroll]] for (uint r = 0u; r < A_PER; r++) {
         uint e = tid + r * GT;
+#ifdef PACKED_A
+        // Consecutive invocations walk m, consecutive texels of one texel row.
+        uint m = m0 + e % TM, k = k0 + 4u * (e / TM);
+        ra[r] = LOAD_AT(img_a, pc.a_t, 0u, min(k, K - 1u) / 4u, min(m, M - 1u));
+#else
         uint m = m0 + e / TKG, k = k0 + e % TKG;
         // Out of range: a valid texel, its value dropped below.
         ra[r] = LOAD_AT(img_a, pc.a_t, a_layer, min(m, M - 1u), min(k, K - 1u)).x;
+#endif
     }
     WeightLoc loc[B_PER];
     [[unroll]] for (uint r = 0u; r < B_PER; r++) {
@@ -101,8 +126,17 @@ void load_step(uint tid, uint k0) {
 void store_step(uint g, uint tid, uint k0) {
     [[unroll]] for (uint r = 0u; r < A_PER; r++) {
         uint e = tid + r * GT;
+#ifdef PACKED_A
+        uint mm = e % TM, kk = 4u * (e / TM);
+        bool row = m0 + mm < M;
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+            bool inside = row && k0 + kk + j < K;
+            As[g][mm * AS_STRIDE + kk + j] = float16_t(inside ? ra[r][j] : 0.0);
+        }
+#else
         bool inside = m0 + e / TKG < M && k0 + e % TKG < K;
         As[g][(e / TKG) * AS_STRIDE + e % TKG] = float16_t(inside ? ra[r] : 0.0);
+#endif
     }
     [[unroll]] for (uint r = 0u; r < B_PER; r++) {
         uint e = tid + r * GT;
@@ -175,48 +209,52 @@ void main() {
             }
         }
     }
-    // The groups' tiles summed: the last group stores its tile, each group before it in turn
-    // adds its own to it.
-    if (g == KG - 1) {
-        [[unroll]] for (uint i = 0u; i < RB; i++) {
-            [[unroll]] for (uint j = 0u; j < 4u; j++) {
-                coopMatStoreNV(acc[i][j], Cs, (sm + 16u * i) * CS_STRIDE + sn + 8u * j, CS_STRIDE, false);
-            }
-        }
-    }
-    for (int h = KG - 2; h >= 0; h--) {
-        barrier();
-        if (g == uint(h)) {
-            ACC other;
+    // The groups' tiles summed, CS_COLS columns at a time: the last group stores its part, each
+    // group before it in turn adds its own to it; the subgroups owning other columns wait.
+    uint act = (pc.flags >> 16u) & 255u;
+    for (uint c0 = 0u; c0 < TN; c0 += CS_COLS) {
+        bool mine = sn >= c0 && sn < c0 + CS_COLS;
+        barrier(); // the previous columns' outputs have read Cs
+        if (g == KG - 1 && mine) {
             [[unroll]] for (uint i = 0u; i < RB; i++) {
                 [[unroll]] for (uint j = 0u; j < 4u; j++) {
-                    uint at = (sm + 16u * i) * CS_STRIDE + sn + 8u * j;
-                    coopMatLoadNV(other, Cs, at, CS_STRIDE, false);
-                    // Element by element (the same element of two matrices of one type is the
-                    // same position; the `+` operator crashes this glslc's optimizer).
-                    for (int e = 0; e < other.length(); e++) {
-                        other[e] += acc[i][j][e];
-                    }
-                    coopMatStoreNV(other, Cs, at, CS_STRIDE, false);
+                    coopMatStoreNV(acc[i][j], Cs, (sm + 16u * i) * CS_STRIDE + sn - c0 + 8u * j, CS_STRIDE, false);
                 }
             }
         }
-    }
-    barrier();
-    uint act = (pc.flags >> 16u) & 255u;
-    for (uint r = 0u; r < TM * TN / (KG * GT); r++) {
-        uint e = tid + r * (KG * GT);
-        uint mm = e / TN, nn = e % TN;
-        uint m = m0 + mm, n = n0 + nn;
-        if (m >= M || n >= N) continue;
-        vec4 v = vec4(Cs[mm * CS_STRIDE + nn] * pc.alpha, 0.0, 0.0, 0.0);
-        if ((pc.flags & 4096u) != 0u) {
-            bool per_row = (pc.flags & 1024u) != 0u, per_col = (pc.flags & 2048u) != 0u;
-            uint bi = (per_row ? m : 0u) * (per_col ? N : 1u) + (per_col ? n : 0u);
-            v.x += pc.beta * fetch_weight(pc.bias_offset + bi / 4u)[bi % 4u];
+        for (int h = KG - 2; h >= 0; h--) {
+            barrier();
+            if (g == uint(h) && mine) {
+                ACC other;
+                [[unroll]] for (uint i = 0u; i < RB; i++) {
+                    [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                        uint at = (sm + 16u * i) * CS_STRIDE + sn - c0 + 8u * j;
+                        coopMatLoadNV(other, Cs, at, CS_STRIDE, false);
+                        // Element by element (the same element of two matrices of one type is
+                        // the same position; the `+` operator crashes this glslc's optimizer).
+                        for (int e = 0; e < other.length(); e++) {
+                            other[e] += acc[i][j][e];
+                        }
+                        coopMatStoreNV(other, Cs, at, CS_STRIDE, false);
+                    }
+                }
+            }
         }
-        v = apply_unary(act, pc.act_a, pc.act_b, v);
-        STORE_TEXEL(img_out, pc.out_t, texel_index(pc.out_t, layer, m, n), zero_padding(pc.out_t, 0u, v));
+        barrier();
+        for (uint r = 0u; r < TM * CS_COLS / (KG * GT); r++) {
+            uint e = tid + r * (KG * GT);
+            uint mm = e / CS_COLS, nn = e % CS_COLS;
+            uint m = m0 + mm, n = n0 + c0 + nn;
+            if (m >= M || n >= N) continue;
+            vec4 v = vec4(Cs[mm * CS_STRIDE + nn] * pc.alpha, 0.0, 0.0, 0.0);
+            if ((pc.flags & 4096u) != 0u) {
+                bool per_row = (pc.flags & 1024u) != 0u, per_col = (pc.flags & 2048u) != 0u;
+                uint bi = (per_row ? m : 0u) * (per_col ? N : 1u) + (per_col ? n : 0u);
+                v.x += pc.beta * fetch_weight(pc.bias_offset + bi / 4u)[bi % 4u];
+            }
+            v = apply_unary(act, pc.act_a, pc.act_b, v);
+            STORE_TEXEL(img_out, pc.out_t, texel_index(pc.out_t, layer, m, n), zero_padding(pc.out_t, 0u, v));
+        }
     }
 }
 

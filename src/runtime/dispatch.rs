@@ -376,7 +376,46 @@ impl Executable {
             bias,
             activation: act(activation),
         };
-        k::matmul_into(rec, &a, rhs.as_mat_rhs(), &opts, &y).map_err(kernel_error(n))
+        self.record_const_matmul(rec, ni, n, (&a, &y), rhs, &opts)
+    }
+
+    /// A MatMul without a run-time C: through a `[4, K/4, M]` copy of A in the node's scratch
+    /// where the kernels take one (`k::matmul_packed_a_shape`), else straight.
+    fn record_const_matmul(
+        &mut self,
+        rec: &mut Recorder,
+        ni: usize,
+        n: &Node,
+        (a, y): (&Tensor, &Tensor),
+        rhs: Rhs,
+        opts: &MatMulOpts,
+    ) -> Result<()> {
+        let b = rhs.as_mat_rhs();
+        let Some(shape) = k::matmul_packed_a_shape(rec, a, b, opts, y).map_err(kernel_error(n))?
+        else {
+            return k::matmul_into(rec, a, b, opts, y).map_err(kernel_error(n));
+        };
+        let packed = match self.packed_a.get(&shape) {
+            Some(t) => t.clone(),
+            None => {
+                let name = format!("packed A {shape:?}");
+                let t = Tensor::new(&self.device, &name, &shape, self.vkp())
+                    .map_err(super::error::vk(name))?;
+                self.packed_a.insert(shape.clone(), t.clone());
+                t
+            }
+        };
+        // The copy the last packing MatMul of this run made serves this one where it copied the
+        // same tensor (the query, key and value projections of one input): nodes record in
+        // graph order, and a node at or before the last packer starts a new run.
+        let source = n.input(0);
+        let fresh = matches!(&self.packed_a_last,
+            Some((at, id, s)) if *at < ni && *id == source && *s == shape);
+        if !fresh {
+            k::matmul_pack_a_into(rec, a, &packed).map_err(kernel_error(n))?;
+            self.packed_a_last = Some((ni, source, shape));
+        }
+        k::matmul_packed_into(rec, a, &packed, b, opts, y).map_err(kernel_error(n))
     }
 
     /// Gemm: C is a packed vector (a bias over N, or one value), else a tensor the kernel reads.
@@ -442,10 +481,10 @@ impl Executable {
             activation: act(activation),
         };
         match &c {
-            Some(c) => k::matmul_tensor_bias_into(rec, &a, rhs.as_mat_rhs(), c, &opts, &y),
-            None => k::matmul_into(rec, &a, rhs.as_mat_rhs(), &opts, &y),
+            Some(c) => k::matmul_tensor_bias_into(rec, &a, rhs.as_mat_rhs(), c, &opts, &y)
+                .map_err(kernel_error(n)),
+            None => self.record_const_matmul(rec, ni, n, (&a, &y), rhs, &opts),
         }
-        .map_err(kernel_error(n))
     }
 
     /// Arithmetic (integer Div/Pow for integer outputs) and comparison ops.

@@ -75,6 +75,11 @@ pub struct Executable {
     pub(crate) node_step: Vec<Option<usize>>,
     /// Scratch tensors a node needs (e.g. the [N, C, 1, W] copies of 1-D convs), by (node, k).
     pub(crate) scratch: HashMap<(usize, usize), Tensor>,
+    /// The tensor-core MatMuls' four-values-a-texel copies of A, one per shape
+    /// (`vk_backend::kernels::matmul_packed_a_shape`), shared by every MatMul of that shape.
+    pub(crate) packed_a: HashMap<Vec<usize>, Tensor>,
+    /// The last MatMul that copied its A into `packed_a`: (node, A, copy's shape).
+    pub(crate) packed_a_last: Option<(usize, Option<TensorId>, Vec<usize>)>,
     pub(crate) arena: ArenaPlan,
     /// Graph inputs the arena keeps alive for the whole run ([`Self::pin_inputs`]).
     pinned_inputs: Vec<TensorId>,
@@ -188,6 +193,8 @@ impl Executable {
             node_weights,
             node_step,
             scratch: HashMap::new(),
+            packed_a: HashMap::new(),
+            packed_a_last: None,
             arena: ArenaPlan::default(),
             pinned_inputs: Vec::new(),
             arena_tensors: Vec::new(),

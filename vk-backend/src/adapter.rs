@@ -176,6 +176,12 @@ pub struct DeviceFeatures {
     /// Query blocks a head lane of every tensor-core attention, where the device's options fix
     /// them ([`crate::DeviceOptions::attention_query_blocks`]); `None`: by shape.
     pub attention_query_blocks: Option<u32>,
+    /// Tensor-core MatMuls read A from a four-values-a-texel copy or not, where the device's
+    /// options fix it ([`crate::DeviceOptions::matmul_packed_a`]); `None`: by shape.
+    pub matmul_packed_a: Option<bool>,
+    /// k a step of the tensor-core MatMuls, where the device's options fix it
+    /// ([`crate::DeviceOptions::coop_step_k`]); `None`: by shape.
+    pub coop_step_k: Option<u32>,
 }
 
 /// Whether compute shaders have subgroup arithmetic (`subgroupAdd`, `subgroupMax`).
@@ -273,6 +279,8 @@ impl Capabilities {
             attention_splits: None,
             attention_head_copies: false,
             attention_query_blocks: None,
+            matmul_packed_a: None,
+            coop_step_k: None,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),

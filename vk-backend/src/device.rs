@@ -303,6 +303,8 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     caps.features.attention_splits = opts.attention_splits;
     caps.features.attention_head_copies = opts.attention_head_copies;
     caps.features.attention_query_blocks = opts.attention_query_blocks;
+    caps.features.matmul_packed_a = opts.matmul_packed_a;
+    caps.features.coop_step_k = opts.coop_step_k;
     if opts.no_transfer_queue {
         caps.transfer_family = None;
     }

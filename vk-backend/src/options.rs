@@ -62,6 +62,13 @@ pub struct DeviceOptions {
     /// or 4 where its head dims are at most 64: `attention_coop_wide.comp`) instead of picking
     /// by shape ([`crate::kernels::attention_into`]): to measure one against the other.
     pub attention_query_blocks: Option<u32>,
+    /// Copy A of every tensor-core MatMul with one A matrix into `[4, K/4, M]` first (four
+    /// values a texel; `Some(true)`) or not (`Some(false)`) instead of picking by shape
+    /// ([`crate::kernels::matmul_packed_a_shape`]): to measure one against the other.
+    pub matmul_packed_a: Option<bool>,
+    /// Run every tensor-core MatMul with a B packed [K, N] on 128 k a step (`Some(128)`) or 64
+    /// (`Some(64)`) instead of picking by shape: to measure one against the other.
+    pub coop_step_k: Option<u32>,
 }
 
 impl DeviceOptions {
@@ -81,6 +88,8 @@ impl DeviceOptions {
     /// - `TEXSTREAM_ATTENTION_SPLITS=N` (N >= 1): [`DeviceOptions::attention_splits`];
     /// - `TEXSTREAM_ATTENTION_HEAD_COPIES=1`: [`DeviceOptions::attention_head_copies`];
     /// - `TEXSTREAM_ATTENTION_QUERY_BLOCKS=1` or `4`: [`DeviceOptions::attention_query_blocks`];
+    /// - `TEXSTREAM_MATMUL_PACKED_A=1` or `0`: [`DeviceOptions::matmul_packed_a`];
+    /// - `TEXSTREAM_COOP_STEP_K=64` or `128`: [`DeviceOptions::coop_step_k`];
     /// - `TEXSTREAM_MAX_ARRAY_LAYERS=N`: [`DeviceOptions::limits_override`] with at most `N`
     ///   image array layers (the weight atlas stacks pages beyond them, as on a GPU for models
     ///   over 2048 pages).
@@ -131,6 +140,14 @@ impl DeviceOptions {
             attention_query_blocks: var("TEXSTREAM_ATTENTION_QUERY_BLOCKS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 1 | 4)),
+            matmul_packed_a: var("TEXSTREAM_MATMUL_PACKED_A").and_then(|v| match v.trim() {
+                "1" => Some(true),
+                "0" => Some(false),
+                _ => None,
+            }),
+            coop_step_k: var("TEXSTREAM_COOP_STEP_K")
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .filter(|n| matches!(n, 64 | 128)),
             attention_splits: var("TEXSTREAM_ATTENTION_SPLITS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|&n| n > 0),
@@ -171,6 +188,8 @@ mod tests {
         assert_eq!(o.coop_rows, None);
         assert_eq!(o.attention_splits, None);
         assert_eq!(o.attention_query_blocks, None);
+        assert_eq!(o.matmul_packed_a, None);
+        assert_eq!(o.coop_step_k, None);
     }
 
     #[test]
@@ -189,7 +208,11 @@ mod tests {
             ("TEXSTREAM_ATTENTION_SPLITS", " 4"),
             ("TEXSTREAM_ATTENTION_HEAD_COPIES", "1"),
             ("TEXSTREAM_ATTENTION_QUERY_BLOCKS", " 4"),
+            ("TEXSTREAM_MATMUL_PACKED_A", "1"),
+            ("TEXSTREAM_COOP_STEP_K", "128"),
         ]);
+        assert_eq!(o.coop_step_k, Some(128));
+        assert_eq!(o.matmul_packed_a, Some(true));
         assert_eq!(o.attention_query_blocks, Some(4));
         assert_eq!(
             with(&[("TEXSTREAM_ATTENTION_QUERY_BLOCKS", "2")]).attention_query_blocks,

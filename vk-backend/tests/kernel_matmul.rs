@@ -3,8 +3,9 @@
 //! |got - ref| / max(1, |ref|): fp32 1e-4, fp16 3e-3 (output rounding 5e-4 plus fp16 bias).
 
 use vk_backend::kernels::{
-    coop_min_tiles, coop_rows, matmul, matmul_shape, matmul_tensor_bias_into,
-    uses_cooperative_matrix, MatBias, MatMulOpts, MatRhs, UnaryOp,
+    coop_min_tiles, coop_rows, matmul, matmul_into, matmul_pack_a_into, matmul_packed_a_shape,
+    matmul_packed_into, matmul_shape, matmul_tensor_bias_into, uses_cooperative_matrix, MatBias,
+    MatMulOpts, MatRhs, UnaryOp,
 };
 use vk_backend::layout::{pack_matrix_kn, pack_vector};
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -591,6 +592,43 @@ fn run_time_c_tensor() {
     assert_no_validation_messages(&d);
 }
 
+/// `matmul_pack_a.comp` (portable: it runs on any device) writes A's `[4, K/4, M]` copy: element
+/// `(c, h, m)` is `A[m][4h + c]`, at both precisions, for one matrix given as 2-D and as 3-D; a
+/// copy of the wrong shape is refused.
+#[test]
+fn packed_a_is_four_values_a_texel() {
+    let d = &device();
+    for p in [Precision::F32, Precision::F16] {
+        for sa in [&[70usize, 24][..], &[1, 130, 200]] {
+            let (m, k) = (sa[sa.len() - 2], sa[sa.len() - 1]);
+            let av = Rng::new(5).vec(m * k, -2.0, 2.0);
+            let a = Tensor::from_data(d, "a", sa, p, &av).unwrap();
+            let packed = Tensor::new(d, "packed", &[4, k / 4, m], p).unwrap();
+            let mut rec = Recorder::new(d, QueueKind::Compute).unwrap();
+            matmul_pack_a_into(&mut rec, &a, &packed).unwrap();
+            rec.submit_and_wait().unwrap();
+            let got = packed.download().unwrap();
+            let a_r = rounded(&av, p);
+            let mut want = vec![0f64; m * k];
+            for c in 0..4 {
+                for h in 0..k / 4 {
+                    for r in 0..m {
+                        want[(c * (k / 4) + h) * m + r] = a_r[r * k + 4 * h + c];
+                    }
+                }
+            }
+            assert_close(&format!("pack {sa:?} {p:?}"), &got, &want, 0.0);
+            let wrong = Tensor::new(d, "wrong", &[4, k / 4, m + 1], p).unwrap();
+            let mut rec = Recorder::new(d, QueueKind::Compute).unwrap();
+            let e = matmul_pack_a_into(&mut rec, &a, &wrong)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("does not hold A"), "{e}");
+        }
+    }
+    assert_no_validation_messages(d);
+}
+
 #[test]
 fn shape_errors_are_clear() {
     let d = device();
@@ -635,29 +673,74 @@ fn shape_errors_are_clear() {
 /// and the smaller ones on the portable kernel (asserted; the last case has enough tiles on an
 /// H200); elsewhere every case checks the portable kernel. With cooperative matrices the cases
 /// run three times: tile rows picked by shape (32 for the few-tile ones with more than 32 rows,
-/// asserted), and all on 64-row and all on 32-row tiles (`DeviceOptions::coop_rows`).
+/// asserted), and all on 64-row and all on 32-row tiles (`DeviceOptions::coop_rows`); and twice
+/// more with A copied four values a texel first (`DeviceOptions::matmul_packed_a`, where the
+/// kernels take it: one A matrix with K a multiple of 4, asserted), on 64- and 32-row tiles; and
+/// the four of those again on 128 k a step (`DeviceOptions::coop_step_k`).
 #[test]
 fn constant_b_on_cooperative_matrices_where_available() {
     let coop = device().features().cooperative_matrix_f16;
     if !coop {
         eprintln!("no cooperative matrices on this device: the portable kernel runs these cases");
     }
-    let rows_choices: &[Option<u32>] = if coop {
-        &[None, Some(64), Some(32)]
+    let choices: &[(Option<u32>, bool, u32)] = if coop {
+        &[
+            (None, false, 64),
+            (Some(64), false, 64),
+            (Some(32), false, 64),
+            (Some(64), true, 64),
+            (Some(32), true, 64),
+            (Some(64), false, 128),
+            (Some(32), false, 128),
+            (Some(64), true, 128),
+            (Some(32), true, 128),
+        ]
     } else {
-        &[None]
+        &[(None, false, 64)]
     };
-    for &rows in rows_choices {
+    for &(rows, packed, step_k) in choices {
         let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
             coop_rows: rows,
+            matmul_packed_a: Some(packed),
+            coop_step_k: Some(step_k),
             ..vk_backend::DeviceOptions::from_env()
         })
         .unwrap();
-        constant_b_cases(&d, rows);
+        constant_b_cases(&d, rows, packed);
     }
 }
 
-fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>) {
+/// A MatMul through A's packed copy where the device takes one, else straight; whether packed.
+fn matmul_maybe_packed(
+    rec: &mut Recorder,
+    a: &Tensor,
+    rhs: MatRhs<'_>,
+    opts: &MatMulOpts,
+    name: &str,
+) -> (Tensor, bool) {
+    let d = rec.device().clone();
+    let out = Tensor::new(
+        &d,
+        name,
+        &matmul_shape(a, rhs, opts).unwrap(),
+        a.precision(),
+    )
+    .unwrap();
+    match matmul_packed_a_shape(rec, a, rhs, opts, &out).unwrap() {
+        Some(shape) => {
+            let packed = Tensor::new(&d, "packed", &shape, a.precision()).unwrap();
+            matmul_pack_a_into(rec, a, &packed).unwrap();
+            matmul_packed_into(rec, a, &packed, rhs, opts, &out).unwrap();
+            (out, true)
+        }
+        None => {
+            matmul_into(rec, a, rhs, opts, &out).unwrap();
+            (out, false)
+        }
+    }
+}
+
+fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>, packed: bool) {
     let p = Precision::F16;
     let coop = d.features().cooperative_matrix_f16;
     // (A shape, K, N, bias per column)
@@ -720,17 +803,20 @@ fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>) {
             k,
             n,
         };
-        let out = matmul(&mut rec, &a, rhs, &opts, "out").unwrap();
+        let (out, out_packed) = matmul_maybe_packed(&mut rec, &a, rhs, &opts, "out");
         let by_rows = MatRhs::WeightRows {
             texel_offset: rows_off,
             k,
             n,
         };
-        let out_rows = matmul(&mut rec, &a, by_rows, &opts, "out_rows").unwrap();
+        let (out_rows, rows_packed) = matmul_maybe_packed(&mut rec, &a, by_rows, &opts, "out_rows");
         let rows = sa[sa.len() - 2];
         let tiles = (rows.div_ceil(64) * n.div_ceil(64)) as u64 * out.layout().layers();
         let takes = coop && tiles >= coop_min_tiles(&d.features());
         assert_eq!(uses_cooperative_matrix(d, &out, &opts), takes, "{sa:?}");
+        let one_matrix = is_one_matrix(sa);
+        let packs = packed && takes && one_matrix && k % 4 == 0;
+        assert_eq!((out_packed, rows_packed), (packs, packs), "{sa:?}");
         let multiprocessors = d.features().concurrent_invocations / 2048;
         let by_shape = if rows > 32 && tiles < multiprocessors {
             32
@@ -758,12 +844,12 @@ fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>) {
             .collect();
         assert_eq!(out.shape(), &shape[..]);
         checks.push((
-            format!("{sa:?} x W[{k},{n}] by rows coop={takes} rows={tile_rows}"),
+            format!("{sa:?} x W[{k},{n}] by rows coop={takes} rows={tile_rows} packed={packs}"),
             out_rows,
             want.clone(),
         ));
         checks.push((
-            format!("{sa:?} x W[{k},{n}] coop={takes} rows={tile_rows}"),
+            format!("{sa:?} x W[{k},{n}] coop={takes} rows={tile_rows} packed={packs}"),
             out,
             want,
         ));
@@ -773,6 +859,11 @@ fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>) {
         assert_close(&what, &out.download().unwrap(), &want, tol(p));
     }
     assert_no_validation_messages(d);
+}
+
+/// Whether A of shape `sa` is one matrix (every dim before its last two is 1).
+fn is_one_matrix(sa: &[usize]) -> bool {
+    sa[..sa.len() - 2].iter().all(|&d| d == 1)
 }
 
 /// `matmul_const_gemv.comp` at each staging divisor (`DeviceOptions::gemv_spread`: 4, 8 or 16

@@ -74,6 +74,69 @@ const MATMUL_CONST_COOP_ROWS_M32: KernelDesc = KernelDesc {
     ..MATMUL_CONST_COOP
 };
 
+/// `matmul_pack_a.comp`: A's `[4, K/4, M]` copy (see [`matmul_pack_a_into`]).
+const MATMUL_PACK_A: KernelDesc = KernelDesc {
+    name: "matmul_pack_a",
+    bindings: IMAGES_2,
+    push_constant_bytes: 64,
+    uses_weights: false,
+};
+
+/// The tensor-core kernels reading A from its `[4, K/4, M]` copy (see [`matmul_packed_a_shape`]).
+const MATMUL_CONST_COOP_PA: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_pa",
+    ..MATMUL_CONST_COOP
+};
+const MATMUL_CONST_COOP_PA_M32: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_pa_m32",
+    ..MATMUL_CONST_COOP
+};
+const MATMUL_CONST_COOP_ROWS_PA: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_rows_pa",
+    ..MATMUL_CONST_COOP
+};
+const MATMUL_CONST_COOP_ROWS_PA_M32: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_rows_pa_m32",
+    ..MATMUL_CONST_COOP
+};
+
+/// The tensor-core kernels taking 128 k a step (see [`crate::DeviceOptions::coop_step_k`]).
+const MATMUL_CONST_COOP_K128: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_k128",
+    ..MATMUL_CONST_COOP
+};
+const MATMUL_CONST_COOP_K128_M32: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_k128_m32",
+    ..MATMUL_CONST_COOP
+};
+const MATMUL_CONST_COOP_PA_K128: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_pa_k128",
+    ..MATMUL_CONST_COOP
+};
+const MATMUL_CONST_COOP_PA_K128_M32: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_pa_k128_m32",
+    ..MATMUL_CONST_COOP
+};
+
+/// The tensor-core kernel for B stored by rows or not, 32-row tiles or 64, A packed or not,
+/// 128 k a step or 64 (B by rows takes 64).
+fn coop_kernel(rows: bool, m32: bool, packed: bool, deep: bool) -> &'static KernelDesc {
+    match (rows, m32, packed, deep) {
+        (true, true, false, _) => &MATMUL_CONST_COOP_ROWS_M32,
+        (true, false, false, _) => &MATMUL_CONST_COOP_ROWS,
+        (true, true, true, _) => &MATMUL_CONST_COOP_ROWS_PA_M32,
+        (true, false, true, _) => &MATMUL_CONST_COOP_ROWS_PA,
+        (false, true, false, false) => &MATMUL_CONST_COOP_M32,
+        (false, false, false, false) => &MATMUL_CONST_COOP,
+        (false, true, true, false) => &MATMUL_CONST_COOP_PA_M32,
+        (false, false, true, false) => &MATMUL_CONST_COOP_PA,
+        (false, true, false, true) => &MATMUL_CONST_COOP_K128_M32,
+        (false, false, false, true) => &MATMUL_CONST_COOP_K128,
+        (false, true, true, true) => &MATMUL_CONST_COOP_PA_K128_M32,
+        (false, false, true, true) => &MATMUL_CONST_COOP_PA_K128,
+    }
+}
+
 /// `matmul_const_gemv.comp`: a few rows against a constant B (see [`uses_gemv`]).
 const MATMUL_CONST_GEMV: KernelDesc = KernelDesc {
     name: "matmul_const_gemv",
@@ -310,7 +373,81 @@ pub fn matmul_into(
     opts: &MatMulOpts,
     out: &Tensor,
 ) -> Result<()> {
-    record(rec, a, b, None, opts, out)
+    record(rec, a, None, b, None, opts, out)
+}
+
+/// The shape of the copy of A that [`matmul_packed_into`] reads, `[4, K/4, M]` (texel
+/// `(m, k/4)` holding `k..k+3` of row `m`: a quarter of the texels A takes one value a texel),
+/// where the MatMul runs on the tensor cores, A is one matrix (no batch) with K a multiple of 4,
+/// and the device's options ask for it ([`crate::DeviceOptions::matmul_packed_a`]); `None`
+/// elsewhere (run [`matmul_into`]).
+pub fn matmul_packed_a_shape(
+    rec: &Recorder,
+    a: &Tensor,
+    b: MatRhs<'_>,
+    opts: &MatMulOpts,
+    out: &Tensor,
+) -> Result<Option<Vec<usize>>> {
+    if rec.device().features().matmul_packed_a != Some(true) {
+        return Ok(None);
+    }
+    let p = plan(a, &b, opts)?;
+    let o6 = dims6(&p.out_shape)?;
+    let one_matrix = a.shape().len() >= 2 && a.elements() == p.m * p.k;
+    let coop = !uses_gemv(&b, o6[3], p.m)
+        && matches!(b, MatRhs::Weights { .. } | MatRhs::WeightRows { .. })
+        && uses_cooperative_matrix(rec.device(), out, opts);
+    Ok(
+        (coop && one_matrix && p.k % 4 == 0 && out.layout().layers() == 1)
+            .then(|| vec![4, p.k / 4, p.m]),
+    )
+}
+
+/// Records A's copy into `packed` (`[4, K/4, M]` for an A of M rows of K: texel `(m, k/4)`
+/// holds `k..k+3` of row `m`) for [`matmul_packed_into`]. One copy serves every MatMul of A.
+pub fn matmul_pack_a_into(rec: &mut Recorder, a: &Tensor, packed: &Tensor) -> Result<()> {
+    let &[four, k4, m] = packed.shape() else {
+        return Err(err(format!(
+            "packed A `{}` {:?} is not [4, K/4, M]",
+            packed.name(),
+            packed.shape()
+        )));
+    };
+    if four != 4 || a.elements() != m * k4 * 4 || a.shape().last() != Some(&(k4 * 4)) {
+        return Err(err(format!(
+            "packed A `{}` {:?} does not hold A `{}` {:?}",
+            packed.name(),
+            packed.shape(),
+            a.name(),
+            a.shape()
+        )));
+    }
+    let pc = PushConstants::new().tensor(packed.desc()).tensor(a.desc());
+    let groups = [m.div_ceil(64) as u32, k4.div_ceil(4) as u32, 1];
+    let args = [Arg::input(a), Arg::output(packed)];
+    let flat = unfolded(&[a]);
+    launch_unfolded(rec, &MATMUL_PACK_A, a.precision(), &args, &pc, groups, flat)
+}
+
+/// [`matmul_into`] reading A from `packed`, a tensor of [`matmul_packed_a_shape`] that
+/// [`matmul_pack_a_into`] has filled with A's copy (`a` gives the shapes).
+pub fn matmul_packed_into(
+    rec: &mut Recorder,
+    a: &Tensor,
+    packed: &Tensor,
+    b: MatRhs<'_>,
+    opts: &MatMulOpts,
+    out: &Tensor,
+) -> Result<()> {
+    let want = matmul_packed_a_shape(rec, a, b, opts, out)?;
+    if want.as_deref() != Some(packed.shape()) {
+        return Err(err(format!(
+            "packed A `{}` {:?}: this MatMul takes {want:?}",
+            packed.name(),
+            packed.shape()
+        )));
+    }
+    record(rec, a, Some(packed), b, None, opts, out)
 }
 
 /// Records `out = act(alpha * op(A) op(B) + beta * C)` with a run-time tensor `c` (Gemm's C as a
@@ -330,7 +467,7 @@ pub fn matmul_tensor_bias_into(
             "a tensor C and a constant bias together are not supported".into(),
         ));
     }
-    record(rec, a, b, Some(c), opts, out)
+    record(rec, a, None, b, Some(c), opts, out)
 }
 
 /// `(per_row, per_col, physical width | height << 16)` of a tensor C broadcast to `[M, N]`.
@@ -361,9 +498,11 @@ fn tensor_bias(c: &Tensor, m: usize, n: usize) -> Result<(bool, bool, u32)> {
     Ok((ch != 1, cw != 1, d.pw | (d.ph << 16)))
 }
 
+/// `packed_a`: A's `[4, K/4, M]` copy, which the tensor-core kernel then reads instead of `a`.
 fn record(
     rec: &mut Recorder,
     a: &Tensor,
+    packed_a: Option<&Tensor>,
     b: MatRhs<'_>,
     c: Option<&Tensor>,
     opts: &MatMulOpts,
@@ -468,9 +607,13 @@ fn record(
             }
         }
     };
+    if packed_a.is_some() && !coop {
+        return Err(err("a packed A outside the tensor-core kernels".into()));
+    }
+    let a_read = packed_a.unwrap_or(a);
     let pc = PushConstants::new()
         .tensor(out.desc())
-        .tensor(a.desc())
+        .tensor(a_read.desc())
         .tensor(b_desc)
         .u32(o6[1] as u32 | ((o6[2] as u32) << 16))
         .u32(flags)
@@ -513,22 +656,22 @@ fn record(
         }
         (MatRhs::Weights { .. } | MatRhs::WeightRows { .. }, None) => {
             // The tensor-core kernels read A with LOAD_AT.
-            let flat = coop && unfolded(&[a]);
+            let flat = coop && unfolded(&[a_read]);
             let desc = if gemv && gemv_deep(rec.device()) {
                 &MATMUL_CONST_GEMV_DEEP
             } else if gemv {
                 &MATMUL_CONST_GEMV
             } else if coop {
-                match (matches!(b, MatRhs::WeightRows { .. }), tile_rows) {
-                    (true, 32) => &MATMUL_CONST_COOP_ROWS_M32,
-                    (true, _) => &MATMUL_CONST_COOP_ROWS,
-                    (false, 32) => &MATMUL_CONST_COOP_M32,
-                    (false, _) => &MATMUL_CONST_COOP,
-                }
+                coop_kernel(
+                    matches!(b, MatRhs::WeightRows { .. }),
+                    tile_rows == 32,
+                    packed_a.is_some(),
+                    rec.device().features().coop_step_k == Some(128),
+                )
             } else {
                 &MATMUL_CONST
             };
-            let args = [Arg::input(a), Arg::output(out)];
+            let args = [Arg::input(a_read), Arg::output(out)];
             launch_unfolded(rec, desc, out.precision(), &args, &pc, groups, flat)
         }
     }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# H200 session 30, run 2: the tensor-core MatMul taking 128 k a step (TEXSTREAM_COOP_STEP_K=128:
+# twice the loads in flight, half the barriers, the groups' tiles summed half a tile at a time)
+# against 64 (main), alone and with run 1's packed A (TEXSTREAM_MATMUL_PACKED_A=1), now copied by
+# its own kernel (matmul_pack_a.comp) rather than the generic copy; and packed A on 64. First the
+# kernel_matmul test binary (.devbin/kmat.xz: every tensor-core case on both steps, packed and
+# not). Then the BERT-base-shaped encoder, the Whisper-tiny encoder and the 1.34 B decoder's
+# 128-token prefill, resident in fp16, four ways, with a profile; outputs compared.
+# Outputs: $OUT/d.tgz.
+set -u
+cd "$(dirname "$0")/../../.."
+T0=$(date +%s)
+left() { echo $(( 570 - ($(date +%s) - T0) )); }
+for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+PY=/opt/torch/.venv/bin/python3
+W=/tmp/d1; mkdir -p /tmp/bin $W
+for b in ts kmat; do xz -dc .devbin/$b.xz > /tmp/bin/$b; chmod +x /tmp/bin/$b; done
+cfg() { case $1 in base) echo X=1;; deep) echo TEXSTREAM_COOP_STEP_K=128;; pa) echo TEXSTREAM_MATMUL_PACKED_A=1;; deeppa) echo "TEXSTREAM_COOP_STEP_K=128 TEXSTREAM_MATMUL_PACKED_A=1";; esac; }
+save() { tar czf $OUT/d.tgz -C $W .; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > $W/gpu.txt 2>&1
+(timeout 150 $PY scripts/make_scale_models.py models/scale --decoder 1.3b > $W/gen.txt 2>&1; echo "rc $?" >> $W/gen.txt) &
+GEN=$!
+(cd vk-backend && timeout 120 /tmp/bin/kmat > $W/kernel_matmul.txt 2>&1; echo "rc $?" >> $W/kernel_matmul.txt)
+save
+M=/tmp/wenc; timeout 100 $PY scripts/whisper_encoder_baseline.py $M > $W/torch_whisper.txt 2>&1
+E=/tmp/enc; timeout 60 $PY scripts/make_scale_models.py $E --decoder 125m --reference > $W/gen_enc.txt 2>&1
+for n in base pa deep deeppa; do
+  e=$(cfg $n)
+  env $e timeout 60 /tmp/bin/ts infer $E/enc.onnx --input x=$E/features.npy --precision f16 --repeat 20 --profile 3 -o /tmp/enc-$n > $W/bert_$n.txt 2>&1; echo "rc $?" >> $W/bert_$n.txt
+  env $e timeout 60 /tmp/bin/ts infer $M/encoder.onnx --input input_features=$M/input.npy --precision f16 --repeat 20 --profile 3 -o /tmp/wh-$n > $W/whisper_$n.txt 2>&1; echo "rc $?" >> $W/whisper_$n.txt
+  save
+done
+wait $GEN
+timeout 90 /tmp/bin/ts compile models/scale/lm/decoder.onnx -o /tmp/prefill.tspk --kv-cache 128 \
+  --shape input_ids=1x128 --shape position_ids=1x128 --shape attention_mask=1x128 \
+  > $W/prefill-compile.txt 2>&1; echo "rc $?" >> $W/prefill-compile.txt
+for n in base pa deep deeppa; do
+  [ $(left) -gt 40 ] || break
+  env $(cfg $n) timeout 40 /tmp/bin/ts infer /tmp/prefill.tspk --fill-missing 1 --repeat 10 --profile 3 -o /tmp/pp-$n > $W/prefill_$n.txt 2>&1; echo "rc $?" >> $W/prefill_$n.txt
+  save
+done
+$PY - > $W/compare.txt 2>&1 <<'PYEOF'
+import numpy as np
+for a, b in [(f'/tmp/{p}-base/{o}', f'/tmp/{p}-{v}/{o}') for p, o in (('enc', 'y.npy'), ('wh', 'last_hidden_state.npy'), ('pp', 'logits.npy')) for v in ('pa', 'deep', 'deeppa')]:
+    try:
+        x, y = np.load(a), np.load(b); print(a, 'vs', b, 'max diff', float(abs(x - y).max()), 'range', float(y.max() - y.min()))
+    except Exception as e:
+        print(a, b, 'not compared:', e)
+PYEOF
+save
+tail -5 $W/kernel_matmul.txt
+for f in bert whisper prefill; do for n in base pa deep deeppa; do echo "== $f $n"; grep -hE "repeat runs|^  MatMul |^  Gemm " $W/${f}_$n.txt 2>/dev/null; done; done
+tail -3 $W/torch_whisper.txt
+cat $W/compare.txt
+echo "elapsed $(( $(date +%s) - T0 )) s"

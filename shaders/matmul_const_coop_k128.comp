@@ -1,0 +1,4 @@
+#version 450
+// matmul_const_coop.comp taking 128 k a step (DEEP_STEP); see include/matmul_coop_body.glsl.
+#define DEEP_STEP
+#include "matmul_coop_body.glsl"

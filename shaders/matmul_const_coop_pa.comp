@@ -1,0 +1,4 @@
+#version 450
+// matmul_const_coop.comp reading A from its [4, K/4, M] copy (PACKED_A); see include/matmul_coop_body.glsl.
+#define PACKED_A
+#include "matmul_coop_body.glsl"
