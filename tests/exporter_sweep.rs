@@ -496,22 +496,23 @@ fn exporter_op_cases_match_ort() {
 /// The exports of BERT, GPT-2 and Whisper split every attention's queries, keys and values into
 /// heads with a Reshape and a Transpose (the dynamo exporter's keys with three more steps): all
 /// of them run as the attention kernel's loads, and match ONNX Runtime both so and with the
-/// operands copied into heads first (`DeviceOptions::attention_head_copies`).
+/// operands copied into heads first (`DeviceOptions::attention_head_copies`). Their residual Adds
+/// before a norm run in the norm (`passes::residual_norm`), counted.
 #[test]
 fn head_splits_run_as_attention_loads() {
     let sweep = root().join("tests/data/exporter_sweep");
     let mut opts = vk_backend::DeviceOptions::from_env();
     opts.attention_head_copies = true;
     let copying = vk_backend::Device::new(&opts).expect("a Vulkan device");
-    // (family, export, attention operands read from rows, layout copies left)
+    // (family, export, attention operands read from rows, layout copies left, residual norms)
     let cases = [
-        ("bert", "torchscript-op14", 6, 0),
-        ("gpt2", "torchscript-op14", 6, 0),
-        ("whisper_encoder", "torchscript-op14", 6, 1),
-        ("bert", "dynamo-op18", 6, 0),
-        ("whisper_decoder", "dynamo-op18", 12, 0),
+        ("bert", "torchscript-op14", 6, 0, 4),
+        ("gpt2", "torchscript-op14", 6, 0, 4),
+        ("whisper_encoder", "torchscript-op14", 6, 1, 4),
+        ("bert", "dynamo-op18", 6, 0, 4),
+        ("whisper_decoder", "dynamo-op18", 12, 0, 6),
     ];
-    for (family, export, split, copies) in cases {
+    for (family, export, split, copies, residual_norms) in cases {
         let dir = sweep.join(family);
         let inputs = npys(&dir.join("inputs"));
         let mut c = Compiler::new(&dir.join(export).join("model.onnx")).precision(Precision::F32);
@@ -527,6 +528,12 @@ fn head_splits_run_as_attention_loads() {
             "{family} {export}"
         );
         assert_eq!(report.passes.layout_copies, copies, "{family} {export}");
+        // Norms of a residual sum (BERT's after each block, the others' before it and at the
+        // end): the Add runs in the norm.
+        assert_eq!(
+            report.passes.residual_norms_fused, residual_norms,
+            "{family} {export}"
+        );
         for (device, how) in [
             (&copying, "head copies"),
             (&vk_backend::testing::device(), "rows"),

@@ -133,6 +133,7 @@ fn layer_norm_gelu_hardswish_fusions_match_onnxruntime() {
         axis: 2,
         epsilon,
         rms: false,
+        residual: false,
     } = g.nodes[0].op
     else {
         panic!("{:?}", g.nodes[0].op)

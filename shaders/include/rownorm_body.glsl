@@ -5,7 +5,9 @@
 // carries 4 independent rows (one per lane) and statistics are per lane; when C is reduced,
 // the lanes are part of the row and statistics are summed across lanes (padding lanes excluded).
 // Define LAYERNORM for LayerNormalization and RMSNorm (scale/bias through fetch_weight), else
-// Softmax.
+// Softmax; and SKIP with it (layernorm_skip*.comp) for a norm of a residual sum: the row is
+// in + res (bindings 0 and 2, one layout), written to binding 3 as it is normalized, so the Add
+// before the norm is no dispatch of its own.
 #include "tensor.glsl"
 #ifdef LAYERNORM
 #include "weights.glsl"
@@ -19,6 +21,10 @@ layout(local_size_x = WG) in;
 
 TENSOR_IN(0, img_in);
 TENSOR_OUT(1, img_out);
+#ifdef SKIP
+TENSOR_IN(2, img_res);
+TENSOR_OUT(3, img_sum);
+#endif
 
 layout(push_constant) uniform Push {
     TensorDesc t;      // input and output share the layout
@@ -98,6 +104,20 @@ vec4 wg_reduce(vec4 v, uint op, uint lid) {
 }
 
 #ifdef LAYERNORM
+// Texel i of the row's input: the residual sum under SKIP, rounded to the storage precision as
+// the Add it replaces would have stored it.
+vec4 load_x(uint i) {
+#ifdef SKIP
+    vec4 v = LOAD_TEXEL(img_in, pc.t, i) + LOAD_TEXEL(img_res, pc.t, i);
+#if TENSOR_HALF
+    v = round_to_half(v);
+#endif
+    return v;
+#else
+    return LOAD_TEXEL(img_in, pc.t, i);
+#endif
+}
+
 // Texels of a row one invocation holds on the register path.
 #define ROW_REGS 8u
 
@@ -114,7 +134,7 @@ void row_in_registers(uint base[6], bool rms, uint lid) {
     WeightLoc sl[ROW_REGS], bl[ROW_REGS];
     for (uint r = 0u; r < ROW_REGS; r++) {
         uint j = min(lid + WG * r, last);
-        x[r] = LOAD_TEXEL(img_in, pc.t, t0 + j);
+        x[r] = load_x(t0 + j);
         sl[r] = weight_locate(pc.scale_offset + j / 4u);
         bl[r] = weight_locate((biased ? pc.bias_offset : pc.scale_offset) + j / 4u);
     }
@@ -140,6 +160,9 @@ void row_in_registers(uint base[6], bool rms, uint lid) {
             float sc = weight_finish(sl[r], sw[r])[j % 4u];
             float bi = biased ? weight_finish(bl[r], bw[r])[j % 4u] : 0.0;
             STORE_TEXEL(img_out, pc.t, t0 + j, zero_padding(pc.t, base[3], (x[r] - mean) * rstd * sc + bi));
+#ifdef SKIP
+            STORE_TEXEL(img_sum, pc.t, t0 + j, zero_padding(pc.t, base[3], x[r]));
+#endif
         }
     }
 }
@@ -163,14 +186,14 @@ void main() {
     for (uint j = lid; !rms && j < pc.red_texels; j += WG) {
         uint c[6] = base;
         decompose(j, true, c);
-        s += LOAD_TEXEL(img_in, pc.t, texel_of(c));  // padding lanes are 0
+        s += load_x(texel_of(c));  // padding lanes are 0
     }
     vec4 mean = rms ? vec4(0.0) : wg_reduce(s, 0u, lid) * pc.inv_count;
     vec4 q = vec4(0.0);
     for (uint j = lid; j < pc.red_texels; j += WG) {
         uint c[6] = base;
         decompose(j, true, c);
-        vec4 d = LOAD_TEXEL(img_in, pc.t, texel_of(c)) - mean;
+        vec4 d = load_x(texel_of(c)) - mean;
         q += lanes_reduced() ? mix(vec4(0.0), d * d, channel_valid(pc.t, c[3])) : d * d;
     }
     vec4 rstd = inversesqrt(wg_reduce(q, 0u, lid) * pc.inv_count + pc.eps);
@@ -180,7 +203,8 @@ void main() {
         uint c[6] = base;
         decompose(j, true, c);
         uint i = texel_of(c);
-        vec4 v = (LOAD_TEXEL(img_in, pc.t, i) - mean) * rstd;
+        vec4 xi = load_x(i);
+        vec4 v = (xi - mean) * rstd;
         vec4 sc, bi = vec4(0.0);
         for (uint l = 0u; l < 4u; l++) {
             uint idx = 0u;
@@ -196,6 +220,9 @@ void main() {
             }
         }
         STORE_TEXEL(img_out, pc.t, i, zero_padding(pc.t, c[3], v * sc + bi));
+#ifdef SKIP
+        STORE_TEXEL(img_sum, pc.t, i, zero_padding(pc.t, c[3], xi));
+#endif
     }
 #else
     vec4 m = vec4(NEG_INF);

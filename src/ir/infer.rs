@@ -43,6 +43,8 @@ pub enum InferError {
     ConvTransposeNegative,
     #[error("MatMul of a scalar")]
     MatMulScalar,
+    #[error("a residual norm's R {residual:?} differs in shape from its X {x:?}")]
+    ResidualShape { x: Vec<usize>, residual: Vec<usize> },
     #[error("Rope of x {x:?} needs [N, C, S, D] (D even) and cos/sin [1, 1, S, D], got {cos:?} and {sin:?}")]
     Rope {
         x: Vec<usize>,
@@ -380,6 +382,16 @@ pub fn infer(op: &Op, ins: &[Option<Sig>]) -> R<Vec<Sig>> {
             let a = need(ins, 1)?;
             let b = need(ins, 2)?;
             vec![(broadcast(&broadcast(xs, &a.0)?, &b.0)?, a.1)]
+        }
+        Op::LayerNorm { residual: true, .. } => {
+            let r = need(ins, 3)?;
+            if r.0 != *xs {
+                return Err(InferError::ResidualShape {
+                    x: xs.clone(),
+                    residual: r.0.clone(),
+                });
+            }
+            vec![(xs.clone(), xt), (xs.clone(), xt)]
         }
         Op::Softmax { .. } | Op::LayerNorm { .. } | Op::BatchNorm { .. } | Op::CumSum { .. } => {
             vec![(xs.clone(), xt)]

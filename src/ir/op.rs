@@ -259,11 +259,15 @@ pub enum Op {
     },
     /// inputs: X, scale?, bias?. Normalizes over axes [axis, rank). `rms`: RMSNorm, x over the
     /// root mean square (no mean subtracted, no bias), fused from the Llama exporters' chain.
+    /// `residual`: inputs X, scale, bias?, R and outputs Y, S: the norm of S = X + R, which it
+    /// writes too (the residual Add before a transformer's norms, `passes::residual_norm`).
     LayerNorm {
         axis: usize,
         epsilon: f32,
         #[serde(default)]
         rms: bool,
+        #[serde(default)]
+        residual: bool,
     },
     /// inputs: X, scale, bias, mean, var (all const [C]) — left only when not folded into a Conv.
     BatchNorm {

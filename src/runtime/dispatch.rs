@@ -546,12 +546,32 @@ impl Executable {
         let y = self.output(n, 0)?;
         let r = match &n.op {
             Op::Softmax { axis } => k::softmax_into(rec, &x, &[*axis as i64], false, &y),
-            Op::LayerNorm { axis, epsilon, rms } => {
+            Op::LayerNorm {
+                axis,
+                epsilon,
+                rms,
+                residual,
+            } => {
                 let vecw = |k: &WeightKind| matches!(k, WeightKind::Vector { .. });
                 let scale = self
                     .woff(ni, 1, vecw)?
                     .ok_or_else(|| self.bad(n, "scale is not a packed vector"))?;
                 let bias = self.woff(ni, 2, vecw)?;
+                if *rms && bias.is_some() {
+                    return Err(self.bad(n, "an RMSNorm has no bias"));
+                }
+                if *residual {
+                    let spec = k::NormSpec {
+                        axis: *axis as i64,
+                        epsilon: *epsilon,
+                        scale_offset: scale,
+                        bias_offset: bias,
+                        rms: *rms,
+                    };
+                    let (r, s) = (self.input(n, 3)?, self.output(n, 1)?);
+                    return Self::record_residual_norm(rec, (&x, &r, &s), &spec, &y)
+                        .map_err(kernel_error(n));
+                }
                 match (rms, bias) {
                     (false, bias) => {
                         k::layernorm_into(rec, &x, *axis as i64, *epsilon, scale, bias, &y)
@@ -563,6 +583,31 @@ impl Executable {
             _ => return Err(unsupported(n)),
         };
         r.map_err(kernel_error(n))
+    }
+
+    /// The norm of `s = x + r` into `y`, writing `s` too: one kernel where the three share a
+    /// layout (the usual case), else the Add and then the norm (an operand that is a view folded
+    /// differently).
+    fn record_residual_norm(
+        rec: &mut Recorder,
+        (x, r, s): (&Tensor, &Tensor, &Tensor),
+        spec: &k::NormSpec,
+        y: &Tensor,
+    ) -> vk_backend::Result<()> {
+        if x.desc() == r.desc() && x.desc() == s.desc() {
+            let residual = k::Residual {
+                residual: r,
+                sum: s,
+            };
+            return k::residual_norm_into(rec, x, residual, spec, y);
+        }
+        k::binary_into(rec, k::BinaryOp::Add, x, r, s)?;
+        let (axis, eps, scale) = (spec.axis, spec.epsilon, spec.scale_offset);
+        if spec.rms {
+            k::rmsnorm_into(rec, s, axis, eps, scale, y)
+        } else {
+            k::layernorm_into(rec, s, axis, eps, scale, spec.bias_offset, y)
+        }
     }
 
     /// Reductions and ArgMax; a keepdims mean over H, W of an NCHW tensor runs as

@@ -2,7 +2,9 @@
 //! Tolerance on |got - ref| / max(1, |ref|): fp32 1e-4, fp16 4e-3 (inputs are rounded to fp16 first,
 //! so the remaining error is the fp16 output rounding plus fp16 scale/bias).
 
-use vk_backend::kernels::{layernorm, rmsnorm_into, softmax};
+use vk_backend::kernels::{
+    layernorm, residual_norm_into, rmsnorm_into, softmax, NormSpec, Residual,
+};
 use vk_backend::layout::pack_vector;
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
 use vk_backend::{
@@ -202,6 +204,54 @@ fn norm_cases(d: &Device) {
                 }
             }
             checks.push((format!("rms {shape:?} axis {axis} {p:?}"), rms_out, want));
+            // Both norms of a residual sum x + r in one kernel, which writes the sum too (rounded
+            // to the storage precision before it is normalized, as an Add would store it).
+            let rv = rng.vec(xv.len(), -3.0, 3.0);
+            let r = Tensor::from_data(&d, "r", shape, p, &rv).unwrap();
+            let sum_r: Vec<f64> = xr
+                .iter()
+                .zip(&rv)
+                .map(|(&a, &b)| p.round((a + p.round(b) as f64) as f32) as f64)
+                .collect();
+            for rms in [false, true] {
+                let sum = Tensor::new(&d, "sum", shape, p).unwrap();
+                let y = Tensor::new(&d, "y_res", shape, p).unwrap();
+                let spec = NormSpec {
+                    axis,
+                    epsilon: eps,
+                    scale_offset: s_off,
+                    bias_offset: (has_bias && !rms).then_some(b_off),
+                    rms,
+                };
+                let residual = Residual {
+                    residual: &r,
+                    sum: &sum,
+                };
+                residual_norm_into(&mut rec, &x, residual, &spec, &y).unwrap();
+                let mut want = vec![0.0; xr.len()];
+                for row in rows(shape, &axes) {
+                    let n = row.len() as f64;
+                    let mean = if rms {
+                        0.0
+                    } else {
+                        row.iter().map(|&i| sum_r[i]).sum::<f64>() / n
+                    };
+                    let var = row.iter().map(|&i| (sum_r[i] - mean).powi(2)).sum::<f64>() / n;
+                    for &i in &row {
+                        let j = i % len;
+                        let b = match spec.bias_offset {
+                            Some(_) => p.round(bv[j]) as f64,
+                            None => 0.0,
+                        };
+                        want[i] = (sum_r[i] - mean) / (var + eps as f64).sqrt()
+                            * p.round(sv[j]) as f64
+                            + b;
+                    }
+                }
+                let what = format!("residual rms={rms} {shape:?} axis {axis} {p:?}");
+                checks.push((format!("{what}: sum"), sum, sum_r.clone()));
+                checks.push((what, y, want));
+            }
         }
         rec.submit_and_wait().unwrap();
         for (what, out, want) in checks {

@@ -590,6 +590,7 @@ fn rms_norm_at(g: &mut Graph, rw: &mut Rewrite, ni: usize) -> Option<()> {
         axis: rank - 1,
         epsilon: eps as f32,
         rms: true,
+        residual: false,
     };
     n.inputs = vec![Some(x), Some(gt)];
     n.outputs = vec![y];
@@ -687,6 +688,7 @@ fn layer_norm_at(g: &mut Graph, rw: &mut Rewrite, di: usize) -> Option<()> {
         axis: rank - 1,
         epsilon: eps as f32,
         rms: false,
+        residual: false,
     };
     n.inputs = vec![Some(x), Some(gt), Some(bt)];
     n.outputs = vec![y];

@@ -6,6 +6,7 @@ pub mod fold_bn;
 pub mod fuse;
 pub mod heads;
 pub mod layout;
+pub mod residual_norm;
 pub mod rope;
 pub mod rows;
 pub mod split_head;
@@ -69,6 +70,9 @@ pub struct PassReport {
     /// projection's rows (the two copies gone).
     #[serde(default)]
     pub head_splits_read: usize,
+    /// Residual Adds run inside the norm that reads their sum.
+    #[serde(default)]
+    pub residual_norms_fused: usize,
 }
 
 /// What the passes need to know of the packing that follows.
@@ -120,6 +124,7 @@ pub fn optimize_with(g: &mut Graph, opts: &PassOptions) -> PassReport {
     r.dead_nodes_removed += dce(g);
     r.head_rows_packed = rows::pack_head_rows(g);
     r.heads_split = split_head::split_wide_heads(g, opts.page_values);
+    r.residual_norms_fused = residual_norm::fuse_residual_norms(g);
     let (views, copies) = layout::assign(g);
     r.layout_views = views;
     r.reshapes_folded = layout::fold_reshapes_into_transposes(g);

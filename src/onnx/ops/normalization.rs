@@ -56,6 +56,7 @@ pub(super) fn layer_norm(ctx: &mut Ctx, n: &NodeRef) -> R<()> {
         axis,
         epsilon: a.float_or("epsilon", 1e-5),
         rms: false,
+        residual: false,
     };
     ctx.emit(n, op, ins)?;
     Ok(())

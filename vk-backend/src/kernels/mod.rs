@@ -51,7 +51,10 @@ pub use matmul::{
     matmul_packed_into, matmul_shape, matmul_tensor_bias_into, uses_cooperative_matrix, MatBias,
     MatMulOpts, MatRhs,
 };
-pub use norm::{layernorm, layernorm_into, rmsnorm_into, softmax, softmax_into};
+pub use norm::{
+    layernorm, layernorm_into, residual_norm_into, rmsnorm_into, softmax, softmax_into, NormSpec,
+    Residual,
+};
 pub use pad::{pad, pad_into, pad_output_shape, PadMode, PadParams};
 pub use pool::{
     global_avg_pool, global_avg_pool_into, pool2d, pool2d_into, pool2d_output_shape, Pool2dParams,

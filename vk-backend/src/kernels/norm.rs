@@ -8,7 +8,7 @@
 //! `layernorm_subgroup.comp`: the same with each reduction on subgroup operations.
 
 use crate::error::{Result, VkError};
-use crate::kernels::launch::{alloc_like, launch, normalize_axes, IMAGES_2};
+use crate::kernels::launch::{alloc_like, launch, normalize_axes, IMAGES_2, IMAGES_4};
 use crate::kernels::push::{dispatch_1d, PushConstants};
 use crate::layout::dims6;
 use crate::pipeline::KernelDesc;
@@ -34,6 +34,18 @@ const LAYERNORM: KernelDesc = KernelDesc {
     bindings: IMAGES_2,
     push_constant_bytes: 64,
     uses_weights: true,
+};
+
+/// `layernorm_skip.comp`: the norm of a residual sum, writing the sum too (see [`Residual`]).
+const LAYERNORM_SKIP: KernelDesc = KernelDesc {
+    name: "layernorm_skip",
+    bindings: IMAGES_4,
+    push_constant_bytes: 64,
+    uses_weights: true,
+};
+const LAYERNORM_SKIP_SUBGROUP: KernelDesc = KernelDesc {
+    name: "layernorm_skip_subgroup",
+    ..LAYERNORM_SKIP
 };
 
 const SOFTMAX_SUBGROUP: KernelDesc = KernelDesc {
@@ -141,6 +153,48 @@ pub fn softmax(
     Ok(out)
 }
 
+/// The residual sum a norm reads: `x + residual` is normalized and also written to `sum` (the Add
+/// before a transformer's norms, in the same kernel). Both tensors have `x`'s shape; the sum is
+/// rounded to the storage precision first, as an Add would store it.
+#[derive(Debug, Clone, Copy)]
+pub struct Residual<'a> {
+    pub residual: &'a Tensor,
+    pub sum: &'a Tensor,
+}
+
+/// How a row norm normalizes: over axes `[axis, rank)`, `epsilon`, the packed scale (and bias)
+/// at these texel offsets, and RMSNorm (`rms`: no mean subtracted, no bias) or LayerNorm.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NormSpec {
+    pub axis: i64,
+    pub epsilon: f32,
+    pub scale_offset: u32,
+    pub bias_offset: Option<u32>,
+    pub rms: bool,
+}
+
+/// Records the norm `spec` of `x + residual` into `out`, and the sum into `residual.sum`
+/// ([`Residual`]); reading the scale needs `rec.use_weights(..)`.
+pub fn residual_norm_into(
+    rec: &mut Recorder,
+    x: &Tensor,
+    residual: Residual<'_>,
+    spec: &NormSpec,
+    out: &Tensor,
+) -> Result<()> {
+    norm_into(
+        rec,
+        x,
+        spec.axis,
+        spec.epsilon,
+        spec.scale_offset,
+        spec.bias_offset,
+        spec.rms,
+        Some(residual),
+        out,
+    )
+}
+
 /// ONNX LayerNormalization over axes `[axis, rank)`: `(x - mean) / sqrt(var + epsilon) * scale + bias`.
 /// `scale` / `bias` hold `prod(shape[axis..])` values packed by `layout::pack_vector` (row-major over
 /// the normalized dims) at these texel offsets; reading them needs `rec.use_weights(..)`.
@@ -153,7 +207,17 @@ pub fn layernorm_into(
     bias_offset: Option<u32>,
     out: &Tensor,
 ) -> Result<()> {
-    norm_into(rec, x, axis, epsilon, scale_offset, bias_offset, false, out)
+    norm_into(
+        rec,
+        x,
+        axis,
+        epsilon,
+        scale_offset,
+        bias_offset,
+        false,
+        None,
+        out,
+    )
 }
 
 /// RMSNorm over axes `[axis, rank)`: `x / sqrt(mean(x^2) + epsilon) * scale`, with `scale`
@@ -167,7 +231,7 @@ pub fn rmsnorm_into(
     scale_offset: u32,
     out: &Tensor,
 ) -> Result<()> {
-    norm_into(rec, x, axis, epsilon, scale_offset, None, true, out)
+    norm_into(rec, x, axis, epsilon, scale_offset, None, true, None, out)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -179,10 +243,26 @@ fn norm_into(
     scale_offset: u32,
     bias_offset: Option<u32>,
     rms: bool,
+    residual: Option<Residual<'_>>,
     out: &Tensor,
 ) -> Result<()> {
     let what = if rms { "rmsnorm" } else { "layernorm" };
     same_layout(what, x, out)?;
+    if let Some(r) = residual {
+        for t in [r.residual, r.sum] {
+            same_layout(what, x, t)?;
+            if t.desc() != x.desc() {
+                return Err(VkError::Kernel {
+                    kernel: what.into(),
+                    reason: format!(
+                        "`{}` is folded differently from `{}` (one layout for a residual norm)",
+                        t.name(),
+                        x.name()
+                    ),
+                });
+            }
+        }
+    }
     let rank = x.shape().len();
     let a = normalize_axes(what, &[axis], rank)?[0];
     let axes: Vec<usize> = (a..rank).collect();
@@ -191,8 +271,23 @@ fn norm_into(
         .f32(epsilon)
         .u32(scale_offset)
         .u32(bias_offset.unwrap_or(u32::MAX));
-    let desc = reducing(rec, &LAYERNORM, &LAYERNORM_SUBGROUP);
-    launch_rows(rec, (desc, LAYERNORM_ROW_INVOCATIONS), x, out, &pc, rows)
+    let Some(r) = residual else {
+        let desc = reducing(rec, &LAYERNORM, &LAYERNORM_SUBGROUP);
+        return launch_rows(rec, (desc, LAYERNORM_ROW_INVOCATIONS), x, out, &pc, rows);
+    };
+    let desc = reducing(rec, &LAYERNORM_SKIP, &LAYERNORM_SKIP_SUBGROUP);
+    let groups = dispatch_1d(
+        rec.device(),
+        rows * LAYERNORM_ROW_INVOCATIONS,
+        LAYERNORM_ROW_INVOCATIONS as u32,
+    );
+    let args = [
+        Arg::input(x),
+        Arg::output(out),
+        Arg::input(r.residual),
+        Arg::output(r.sum),
+    ];
+    launch(rec, desc, out.precision(), &args, &pc, groups)
 }
 
 /// Records row kernel `desc` from `x` into `out`: one workgroup of `invocations` per row.
