@@ -5,7 +5,8 @@
 # its own kernel (matmul_pack_a.comp) rather than the generic copy; and packed A on 64. First the
 # kernel_matmul test binary (.devbin/kmat.xz: every tensor-core case on both steps, packed and
 # not). Then the BERT-base-shaped encoder, the Whisper-tiny encoder and the 1.34 B decoder's
-# 128-token prefill, resident in fp16, four ways, with a profile; outputs compared.
+# 128-token prefill, resident in fp16, four ways, with a profile; outputs compared; and the
+# decode step (base only: its residual norms and host packing against session 29's run 1).
 # Outputs: $OUT/d.tgz.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -35,6 +36,10 @@ wait $GEN
 timeout 90 /tmp/bin/ts compile models/scale/lm/decoder.onnx -o /tmp/prefill.tspk --kv-cache 128 \
   --shape input_ids=1x128 --shape position_ids=1x128 --shape attention_mask=1x128 \
   > $W/prefill-compile.txt 2>&1; echo "rc $?" >> $W/prefill-compile.txt
+# The decode step as session 29's run 1 measured it (its residual norms are new since).
+timeout 120 /tmp/bin/ts check workloads/assistant-scale.ron > $W/check-scale.txt 2>&1; echo "rc $?" >> $W/check-scale.txt
+timeout 40 /tmp/bin/ts infer models/scale/lm/decoder.tspk --fill-missing 1 --repeat 20 --profile 5 -o /tmp/pd > $W/decode.txt 2>&1; echo "rc $?" >> $W/decode.txt
+save
 for n in base pa deep deeppa; do
   [ $(left) -gt 40 ] || break
   env $(cfg $n) timeout 40 /tmp/bin/ts infer /tmp/prefill.tspk --fill-missing 1 --repeat 10 --profile 3 -o /tmp/pp-$n > $W/prefill_$n.txt 2>&1; echo "rc $?" >> $W/prefill_$n.txt
@@ -51,6 +56,7 @@ PYEOF
 save
 tail -5 $W/kernel_matmul.txt
 for f in bert whisper prefill; do for n in base pa deep deeppa; do echo "== $f $n"; grep -hE "repeat runs|^  MatMul |^  Gemm " $W/${f}_$n.txt 2>/dev/null; done; done
+grep -hE "repeat runs|^LayerNormalization |^Binary " $W/decode.txt
 tail -3 $W/torch_whisper.txt
 cat $W/compare.txt
 echo "elapsed $(( $(date +%s) - T0 )) s"
