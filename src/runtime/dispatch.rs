@@ -379,8 +379,8 @@ impl Executable {
         self.record_const_matmul(rec, ni, n, (&a, &y), rhs, &opts)
     }
 
-    /// A MatMul without a run-time C: through a `[4, K/4, M]` copy of A in the node's scratch
-    /// where the kernels take one (`k::matmul_packed_a_shape`), else straight.
+    /// A MatMul without a run-time C: through a `[4, K/4, M]` copy of A (the executable keeps
+    /// one a shape) where the kernels take one (`k::matmul_packed_a_shape`), else straight.
     fn record_const_matmul(
         &mut self,
         rec: &mut Recorder,
@@ -560,24 +560,18 @@ impl Executable {
                 if *rms && bias.is_some() {
                     return Err(self.bad(n, "an RMSNorm has no bias"));
                 }
+                let spec = k::NormSpec {
+                    axis: *axis as i64,
+                    epsilon: *epsilon,
+                    scale_offset: scale,
+                    bias_offset: bias,
+                    rms: *rms,
+                };
                 if *residual {
-                    let spec = k::NormSpec {
-                        axis: *axis as i64,
-                        epsilon: *epsilon,
-                        scale_offset: scale,
-                        bias_offset: bias,
-                        rms: *rms,
-                    };
                     let (r, s) = (self.input(n, 3)?, self.output(n, 1)?);
-                    return Self::record_residual_norm(rec, (&x, &r, &s), &spec, &y)
-                        .map_err(kernel_error(n));
-                }
-                match (rms, bias) {
-                    (false, bias) => {
-                        k::layernorm_into(rec, &x, *axis as i64, *epsilon, scale, bias, &y)
-                    }
-                    (true, None) => k::rmsnorm_into(rec, &x, *axis as i64, *epsilon, scale, &y),
-                    (true, Some(_)) => return Err(self.bad(n, "an RMSNorm has no bias")),
+                    Self::record_residual_norm(rec, (&x, &r, &s), &spec, &y)
+                } else {
+                    Self::record_norm(rec, &x, &spec, &y)
                 }
             }
             _ => return Err(unsupported(n)),
@@ -602,11 +596,21 @@ impl Executable {
             return k::residual_norm_into(rec, x, residual, spec, y);
         }
         k::binary_into(rec, k::BinaryOp::Add, x, r, s)?;
+        Self::record_norm(rec, s, spec, y)
+    }
+
+    /// The LayerNorm or RMSNorm `spec` of `x` into `y`.
+    fn record_norm(
+        rec: &mut Recorder,
+        x: &Tensor,
+        spec: &k::NormSpec,
+        y: &Tensor,
+    ) -> vk_backend::Result<()> {
         let (axis, eps, scale) = (spec.axis, spec.epsilon, spec.scale_offset);
         if spec.rms {
-            k::rmsnorm_into(rec, s, axis, eps, scale, y)
+            k::rmsnorm_into(rec, x, axis, eps, scale, y)
         } else {
-            k::layernorm_into(rec, s, axis, eps, scale, spec.bias_offset, y)
+            k::layernorm_into(rec, x, axis, eps, scale, spec.bias_offset, y)
         }
     }
 
