@@ -109,6 +109,12 @@ impl DeviceOptions {
                 )
             })
         };
+        // `1` or `0`: fixes a choice made by shape; anything else leaves it to the shape.
+        let on_off = |name: &str| match var(name)?.trim() {
+            "1" => Some(true),
+            "0" => Some(false),
+            _ => None,
+        };
         DeviceOptions {
             device: var("TEXSTREAM_DEVICE"),
             validation: flag("TEXSTREAM_VALIDATION"),
@@ -127,11 +133,7 @@ impl DeviceOptions {
             gemv_spread: var("TEXSTREAM_GEMV_SPREAD")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 1 | 2 | 4)),
-            gemv_deep: var("TEXSTREAM_GEMV_DEEP").and_then(|v| match v.trim() {
-                "1" => Some(true),
-                "0" => Some(false),
-                _ => None,
-            }),
+            gemv_deep: on_off("TEXSTREAM_GEMV_DEEP"),
             coop_min_tiles: var("TEXSTREAM_COOP_MIN_TILES")
                 .and_then(|v| v.trim().parse::<u64>().ok()),
             coop_rows: var("TEXSTREAM_COOP_ROWS")
@@ -140,11 +142,7 @@ impl DeviceOptions {
             attention_query_blocks: var("TEXSTREAM_ATTENTION_QUERY_BLOCKS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 1 | 4)),
-            matmul_packed_a: var("TEXSTREAM_MATMUL_PACKED_A").and_then(|v| match v.trim() {
-                "1" => Some(true),
-                "0" => Some(false),
-                _ => None,
-            }),
+            matmul_packed_a: on_off("TEXSTREAM_MATMUL_PACKED_A"),
             coop_step_k: var("TEXSTREAM_COOP_STEP_K")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 64 | 128)),

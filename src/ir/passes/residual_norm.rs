@@ -35,7 +35,7 @@ fn residual_norm_at(g: &mut Graph, rw: &mut Rewrite, ni: usize) -> Option<()> {
         return None;
     }
     // The sum is written by the norm from now on: no other reader may come before it.
-    if rw.consumers[s].iter().any(|&c| c != ni && c < ni) {
+    if rw.consumers[s].iter().any(|&c| c < ni) {
         return None;
     }
     rw.remove(ai);

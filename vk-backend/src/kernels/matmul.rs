@@ -9,7 +9,9 @@
 //! of the same shapes (Gemm's C as a graph input) is fused too: [`matmul_tensor_bias_into`].
 //! Shaders: `matmul.comp`, `matmul_bias.comp`, `matmul_const.comp`, `matmul_tbias.comp`,
 //! `matmul_const_tbias.comp` (body in `include/matmul_body.glsl`), `matmul_const_gemv.comp` for
-//! a few rows against a constant B, `matmul_const_coop.comp` on cooperative matrices.
+//! a few rows against a constant B, `matmul_const_coop.comp` on cooperative matrices (its
+//! variants in `include/matmul_coop_body.glsl`'s defines), `matmul_pack_a.comp` for their
+//! four-values-a-texel copy of A.
 
 use crate::error::{Result, VkError};
 use crate::kernels::elementwise::{broadcast_shape, UnaryOp};
@@ -394,9 +396,7 @@ pub fn matmul_packed_a_shape(
     let p = plan(a, &b, opts)?;
     let o6 = dims6(&p.out_shape)?;
     let one_matrix = a.shape().len() >= 2 && a.elements() == p.m * p.k;
-    let coop = !uses_gemv(&b, o6[3], p.m)
-        && matches!(b, MatRhs::Weights { .. } | MatRhs::WeightRows { .. })
-        && uses_cooperative_matrix(rec.device(), out, opts);
+    let coop = runs_on_tensor_cores(rec.device(), &b, (o6[3], p.m), out, opts);
     Ok(
         (coop && one_matrix && p.k % 4 == 0 && out.layout().layers() == 1)
             .then(|| vec![4, p.k / 4, p.m]),
@@ -531,10 +531,7 @@ fn record(
         .limits
         .max_compute_work_group_count;
     let gemv = c.is_none() && uses_gemv(&b, o6[3], p.m);
-    let coop = !gemv
-        && c.is_none()
-        && matches!(b, MatRhs::Weights { .. } | MatRhs::WeightRows { .. })
-        && uses_cooperative_matrix(rec.device(), out, opts);
+    let coop = c.is_none() && runs_on_tensor_cores(rec.device(), &b, (o6[3], p.m), out, opts);
     let (tile_cols, tile_rows) = if coop {
         (COOP_TILE, coop_rows(&rec.device().features(), out))
     } else {
@@ -675,6 +672,20 @@ fn record(
             launch_unfolded(rec, desc, out.precision(), &args, &pc, groups, flat)
         }
     }
+}
+
+/// Whether a MatMul without a run-time C runs on the tensor-core kernels: a constant B, not a
+/// GEMV (output channel dim `out_c`, `m` rows), and [`uses_cooperative_matrix`].
+fn runs_on_tensor_cores(
+    device: &crate::device::Device,
+    b: &MatRhs<'_>,
+    (out_c, m): (usize, usize),
+    out: &Tensor,
+    opts: &MatMulOpts,
+) -> bool {
+    !uses_gemv(b, out_c, m)
+        && matches!(b, MatRhs::Weights { .. } | MatRhs::WeightRows { .. })
+        && uses_cooperative_matrix(device, out, opts)
 }
 
 /// Whether a MatMul runs on `matmul_const_gemv.comp`: a constant B (either layout), no run-time

@@ -5,7 +5,8 @@
 //! shared memory: 64 invocations for Softmax (rows are often short: attention scores), 256 for
 //! the norms (a decoder's one long row). Shaders: `softmax.comp`, `layernorm.comp` (`include/rownorm_body.glsl`),
 //! and where the device's compute stage has subgroup arithmetic, `softmax_subgroup.comp` and
-//! `layernorm_subgroup.comp`: the same with each reduction on subgroup operations.
+//! `layernorm_subgroup.comp`: the same with each reduction on subgroup operations; and
+//! `layernorm_skip.comp` / `layernorm_skip_subgroup.comp` for the norm of a residual sum.
 
 use crate::error::{Result, VkError};
 use crate::kernels::launch::{alloc_like, launch, normalize_axes, IMAGES_2, IMAGES_4};
@@ -137,7 +138,14 @@ pub fn softmax_into(
     let (pc, rows) = row_push(x, &axes, if log { 256 } else { 0 })?;
     let pc = pc.f32(0.0).u32(0).u32(u32::MAX);
     let desc = reducing(rec, &SOFTMAX, &SOFTMAX_SUBGROUP);
-    launch_rows(rec, (desc, SOFTMAX_ROW_INVOCATIONS), x, out, &pc, rows)
+    let args = [Arg::input(x), Arg::output(out)];
+    launch_rows(
+        rec,
+        (desc, SOFTMAX_ROW_INVOCATIONS),
+        (&args, out),
+        &pc,
+        rows,
+    )
 }
 
 /// Allocates the output and records Softmax / LogSoftmax.
@@ -273,35 +281,42 @@ fn norm_into(
         .u32(bias_offset.unwrap_or(u32::MAX));
     let Some(r) = residual else {
         let desc = reducing(rec, &LAYERNORM, &LAYERNORM_SUBGROUP);
-        return launch_rows(rec, (desc, LAYERNORM_ROW_INVOCATIONS), x, out, &pc, rows);
+        let args = [Arg::input(x), Arg::output(out)];
+        return launch_rows(
+            rec,
+            (desc, LAYERNORM_ROW_INVOCATIONS),
+            (&args, out),
+            &pc,
+            rows,
+        );
     };
     let desc = reducing(rec, &LAYERNORM_SKIP, &LAYERNORM_SKIP_SUBGROUP);
-    let groups = dispatch_1d(
-        rec.device(),
-        rows * LAYERNORM_ROW_INVOCATIONS,
-        LAYERNORM_ROW_INVOCATIONS as u32,
-    );
     let args = [
         Arg::input(x),
         Arg::output(out),
         Arg::input(r.residual),
         Arg::output(r.sum),
     ];
-    launch(rec, desc, out.precision(), &args, &pc, groups)
+    launch_rows(
+        rec,
+        (desc, LAYERNORM_ROW_INVOCATIONS),
+        (&args, out),
+        &pc,
+        rows,
+    )
 }
 
-/// Records row kernel `desc` from `x` into `out`: one workgroup of `invocations` per row.
+/// Records row kernel `desc` on `args` (input, output, ...) at the output `out`'s precision: one
+/// workgroup of `invocations` per row.
 fn launch_rows(
     rec: &mut Recorder,
     (desc, invocations): (&KernelDesc, u64),
-    x: &Tensor,
-    out: &Tensor,
+    (args, out): (&[Arg<'_>], &Tensor),
     pc: &PushConstants,
     rows: u64,
 ) -> Result<()> {
     let groups = dispatch_1d(rec.device(), rows * invocations, invocations as u32);
-    let args = [Arg::input(x), Arg::output(out)];
-    launch(rec, desc, out.precision(), &args, pc, groups)
+    launch(rec, desc, out.precision(), args, pc, groups)
 }
 
 /// Allocates the output and records LayerNormalization.
