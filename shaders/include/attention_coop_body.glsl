@@ -121,28 +121,48 @@ vec4 load_value(uint key, uint x) {
 }
 
 // Stages keys k0.. (and their values) for every lane, zero past the span and past the head dims.
-// Invocation t takes key t / 8 and every eighth head-dim texel from t % 8: no divisions by the
-// head dims, and eight neighbouring texels of one key row a load.
+// Every invocation of the workgroup stages: STAGE_PER_KEY of them a key (8 at QB 1, 32 at QB 4),
+// invocation t taking key t / STAGE_PER_KEY and every STAGE_PER_KEY-th head-dim texel from
+// t % STAGE_PER_KEY: no divisions by the head dims, neighbouring texels of one key row a load.
+// The loads of a chunk are all issued before its stores, so their latencies overlap (a split
+// operand takes four loads a texel, one a head lane).
+#define STAGE_PER_KEY (128u * QBU / BK)
+#define STAGE_ITERS (MAXD / STAGE_PER_KEY)
+const uint STAGE_CHUNK = min(STAGE_ITERS, 4u);
 void stage_keys(uint k0, bool values) {
-    // Eight invocations a key, so the first BK * 8 stage and any others wait at the barrier.
-    if (tid >= BK * 8u) {
-        return;
-    }
-    uint j = tid / 8u, key = k0 + j;
+    uint j = tid / STAGE_PER_KEY, key = k0 + j, x0 = tid % STAGE_PER_KEY;
     bool in_span = key < k_end;
-    for (uint x = tid % 8u; x < dp; x += 8u) {
-        vec4 kv = (in_span && x < d) ? load_key(key, x) : vec4(0.0);
-        for (uint l = 0u; l < LANES; l++) {
-            ks[l][j * KS + x] = float16_t(kv[l]);
+    [[unroll]] for (uint c = 0u; c < STAGE_ITERS; c += STAGE_CHUNK) {
+        vec4 kv[STAGE_CHUNK];
+        [[unroll]] for (uint i = 0u; i < STAGE_CHUNK; i++) {
+            uint x = x0 + (c + i) * STAGE_PER_KEY;
+            kv[i] = (in_span && x < d) ? load_key(key, x) : vec4(0.0);
+        }
+        [[unroll]] for (uint i = 0u; i < STAGE_CHUNK; i++) {
+            uint x = x0 + (c + i) * STAGE_PER_KEY;
+            if (x < dp) {
+                for (uint l = 0u; l < LANES; l++) {
+                    ks[l][j * KS + x] = float16_t(kv[i][l]);
+                }
+            }
         }
     }
     if (!values) {
         return;
     }
-    for (uint x = tid % 8u; x < dvp; x += 8u) {
-        vec4 vv = (in_span && x < dv) ? load_value(key, x) : vec4(0.0);
-        for (uint l = 0u; l < LANES; l++) {
-            vs[l][j * KS + x] = float16_t(vv[l]);
+    [[unroll]] for (uint c = 0u; c < STAGE_ITERS; c += STAGE_CHUNK) {
+        vec4 vv[STAGE_CHUNK];
+        [[unroll]] for (uint i = 0u; i < STAGE_CHUNK; i++) {
+            uint x = x0 + (c + i) * STAGE_PER_KEY;
+            vv[i] = (in_span && x < dv) ? load_value(key, x) : vec4(0.0);
+        }
+        [[unroll]] for (uint i = 0u; i < STAGE_CHUNK; i++) {
+            uint x = x0 + (c + i) * STAGE_PER_KEY;
+            if (x < dvp) {
+                for (uint l = 0u; l < LANES; l++) {
+                    vs[l][j * KS + x] = float16_t(vv[i][l]);
+                }
+            }
         }
     }
 }

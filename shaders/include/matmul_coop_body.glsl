@@ -1,5 +1,9 @@
 // Body of matmul_const_coop.comp (B packed [K, N]) and matmul_const_coop_rows.comp (ROWS_B: B
-// stored by rows, B^T). See matmul_const_coop.comp.
+// stored by rows, B^T). See matmul_const_coop.comp. SPLIT_K (the `_splitk` variants): the
+// reduction is split into spans over workgroups (gl_WorkGroupID.z = layer * splits + span, the
+// splits in flags bits 24-29 as splits - 1), and each span's tile goes to the fp32 partial
+// results (include/matmul_partials.glsl) unscaled, for matmul_splitk_combine.comp to sum and
+// finish.
 #ifndef TEXSTREAM_MATMUL_COOP_BODY_GLSL
 #define TEXSTREAM_MATMUL_COOP_BODY_GLSL
 #extension GL_NV_cooperative_matrix : require
@@ -31,6 +35,9 @@ TENSOR_IN(0, img_a);
 TENSOR_OUT(1, img_out);
 
 #include "matmul_common.glsl"
+#ifdef SPLIT_K
+#include "matmul_partials.glsl"
+#endif
 
 // Output rows a tile: 64, or 32 (matmul_const_coop_m32.comp, matmul_const_coop_rows_m32.comp)
 // where a MatMul has fewer 64-row tiles than the device has multiprocessors.
@@ -169,10 +176,19 @@ void main() {
     uint sm = (sg / 2u) * (TM / 2u), sn = (sg % 2u) * 32u;
     m0 = gl_WorkGroupID.y * TM;
     n0 = gl_WorkGroupID.x * TN;
-    uint layer = gl_WorkGroupID.z;
     M = pc.out_t.h;
     N = pc.out_t.w;
     K = pc.k;
+#ifdef SPLIT_K
+    // This workgroup's span of whole steps: [k_begin, k_end).
+    uint splits = partial_splits(), span = gl_WorkGroupID.z % splits;
+    uint layer = gl_WorkGroupID.z / splits;
+    uint per = ((K + TK - 1u) / TK + splits - 1u) / splits * TK;
+    uint k_begin = span * per, k_end = min(K, k_begin + per);
+#else
+    uint layer = gl_WorkGroupID.z;
+    uint k_begin = 0u, k_end = K;
+#endif
     a_layer = operand_layer(pc.a_t, pc.flags & 15u, layer / pc.out_t.c4, 0u);
 
     ACC acc[RB][4];
@@ -185,12 +201,12 @@ void main() {
     fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> b;
     // This group's part of each step: k0 + g * TKG on (past K: zeros, the products add none).
     uint kg = g * TKG;
-    load_step(gtid, kg);
-    for (uint k0 = 0u; k0 < K; k0 += TK) {
+    load_step(gtid, k_begin + kg);
+    for (uint k0 = k_begin; k0 < k_end; k0 += TK) {
         barrier(); // the previous step's products have read As and Bs
         store_step(g, gtid, k0 + kg);
         barrier();
-        if (k0 + TK < K) {
+        if (k0 + TK < k_end) {
             load_step(gtid, k0 + TK + kg);
         }
         [[unroll]] for (uint kk = 0u; kk < TKG; kk += 16u) {
@@ -241,6 +257,19 @@ void main() {
             }
         }
         barrier();
+#ifdef SPLIT_K
+        // Four columns an invocation, one partial texel, as they are (no alpha, bias or
+        // activation: the combine applies them to the sum).
+        for (uint e = tid; e < TM * CS_COLS / 4u; e += KG * GT) {
+            uint mm = e / (CS_COLS / 4u), n4 = e % (CS_COLS / 4u);
+            uint m = m0 + mm, n = n0 + c0 + 4u * n4;
+            if (m >= M || n >= N) continue;
+            uint at = mm * CS_STRIDE + 4u * n4;
+            vec4 v = vec4(Cs[at], Cs[at + 1u], Cs[at + 2u], Cs[at + 3u]);
+            store_partial(partial_index(span, gl_NumWorkGroups.z / splits, layer, m, n / 4u), v);
+        }
+        continue;
+#endif
         for (uint r = 0u; r < TM * CS_COLS / (KG * GT); r++) {
             uint e = tid + r * (KG * GT);
             uint mm = e / CS_COLS, nn = e % CS_COLS;

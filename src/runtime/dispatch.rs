@@ -379,8 +379,10 @@ impl Executable {
         self.record_const_matmul(rec, ni, n, (&a, &y), rhs, &opts)
     }
 
-    /// A MatMul without a run-time C: through a `[4, K/4, M]` copy of A (the executable keeps
-    /// one a shape) where the kernels take one (`k::matmul_packed_a_shape`), else straight.
+    /// A MatMul without a run-time C: split over reduction spans where the kernels split it
+    /// (`k::matmul_split_k_shape`; the executable keeps one fp32 partials tensor a shape),
+    /// through a `[4, K/4, M]` copy of A (one a shape too) where they take one
+    /// (`k::matmul_packed_a_shape`), else straight.
     fn record_const_matmul(
         &mut self,
         rec: &mut Recorder,
@@ -391,6 +393,19 @@ impl Executable {
         opts: &MatMulOpts,
     ) -> Result<()> {
         let b = rhs.as_mat_rhs();
+        if let Some(shape) = k::matmul_split_k_shape(rec, a, b, opts, y).map_err(kernel_error(n))? {
+            let partials = match self.split_partials.get(&shape) {
+                Some(t) => t.clone(),
+                None => {
+                    let name = format!("MatMul partials {shape:?}");
+                    let t = Tensor::new(&self.device, &name, &shape, vk_backend::Precision::F32)
+                        .map_err(super::error::vk(name))?;
+                    self.split_partials.insert(shape.clone(), t.clone());
+                    t
+                }
+            };
+            return k::matmul_split_into(rec, a, b, opts, y, &partials).map_err(kernel_error(n));
+        }
         let Some(shape) = k::matmul_packed_a_shape(rec, a, b, opts, y).map_err(kernel_error(n))?
         else {
             return k::matmul_into(rec, a, b, opts, y).map_err(kernel_error(n));

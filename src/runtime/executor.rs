@@ -78,6 +78,10 @@ pub struct Executable {
     /// The tensor-core MatMuls' four-values-a-texel copies of A, one per shape
     /// (`vk_backend::kernels::matmul_packed_a_shape`), shared by every MatMul of that shape.
     pub(crate) packed_a: HashMap<Vec<usize>, Tensor>,
+    /// The fp32 partial results of tensor-core MatMuls split over reduction spans
+    /// (`vk_backend::kernels::matmul_split_k_shape`), one per shape, shared by every MatMul of
+    /// that shape (each sums its spans before the next writes them).
+    pub(crate) split_partials: HashMap<Vec<usize>, Tensor>,
     /// The last MatMul that copied its A into `packed_a`: (node, A, copy's shape).
     pub(crate) packed_a_last: Option<(usize, Option<TensorId>, Vec<usize>)>,
     pub(crate) arena: ArenaPlan,
@@ -194,6 +198,7 @@ impl Executable {
             node_step,
             scratch: HashMap::new(),
             packed_a: HashMap::new(),
+            split_partials: HashMap::new(),
             packed_a_last: None,
             arena: ArenaPlan::default(),
             pinned_inputs: Vec::new(),

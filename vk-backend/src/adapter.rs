@@ -182,6 +182,9 @@ pub struct DeviceFeatures {
     /// k a step of the tensor-core MatMuls, where the device's options fix it
     /// ([`crate::DeviceOptions::coop_step_k`]); `None`: by shape.
     pub coop_step_k: Option<u32>,
+    /// Reduction spans of tensor-core MatMuls ([`crate::DeviceOptions::matmul_split_k`]):
+    /// `Some(0)` by shape, `Some(n)` fixed, `None` never.
+    pub matmul_split_k: Option<u32>,
 }
 
 /// Whether compute shaders have subgroup arithmetic (`subgroupAdd`, `subgroupMax`).
@@ -281,6 +284,7 @@ impl Capabilities {
             attention_query_blocks: None,
             matmul_packed_a: None,
             coop_step_k: None,
+            matmul_split_k: None,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),

@@ -305,6 +305,7 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     caps.features.attention_query_blocks = opts.attention_query_blocks;
     caps.features.matmul_packed_a = opts.matmul_packed_a;
     caps.features.coop_step_k = opts.coop_step_k;
+    caps.features.matmul_split_k = opts.matmul_split_k;
     if opts.no_transfer_queue {
         caps.transfer_family = None;
     }

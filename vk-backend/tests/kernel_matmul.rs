@@ -4,8 +4,8 @@
 
 use vk_backend::kernels::{
     coop_min_tiles, coop_rows, matmul, matmul_into, matmul_pack_a_into, matmul_packed_a_shape,
-    matmul_packed_into, matmul_shape, matmul_tensor_bias_into, uses_cooperative_matrix, MatBias,
-    MatMulOpts, MatRhs, UnaryOp,
+    matmul_packed_into, matmul_shape, matmul_split_into, matmul_split_k_shape,
+    matmul_tensor_bias_into, uses_cooperative_matrix, MatBias, MatMulOpts, MatRhs, UnaryOp,
 };
 use vk_backend::layout::{pack_matrix_kn, pack_vector};
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -676,33 +676,39 @@ fn shape_errors_are_clear() {
 /// asserted), and all on 64-row and all on 32-row tiles (`DeviceOptions::coop_rows`); and twice
 /// more with A copied four values a texel first (`DeviceOptions::matmul_packed_a`, where the
 /// kernels take it: one A matrix with K a multiple of 4, asserted), on 64- and 32-row tiles; and
-/// the four of those again on 128 k a step (`DeviceOptions::coop_step_k`).
+/// the four of those again on 128 k a step (`DeviceOptions::coop_step_k`); and with the
+/// reduction split into three spans (`DeviceOptions::matmul_split_k`: at most one a 64-k step,
+/// every case here has three or more, asserted) on 64- and 32-row tiles.
 #[test]
 fn constant_b_on_cooperative_matrices_where_available() {
     let coop = device().features().cooperative_matrix_f16;
     if !coop {
         eprintln!("no cooperative matrices on this device: the portable kernel runs these cases");
     }
-    let choices: &[(Option<u32>, bool, u32)] = if coop {
+    // (tile rows, packed A, k a step, reduction spans)
+    let choices: &[(Option<u32>, bool, u32, Option<u32>)] = if coop {
         &[
-            (None, false, 64),
-            (Some(64), false, 64),
-            (Some(32), false, 64),
-            (Some(64), true, 64),
-            (Some(32), true, 64),
-            (Some(64), false, 128),
-            (Some(32), false, 128),
-            (Some(64), true, 128),
-            (Some(32), true, 128),
+            (None, false, 64, None),
+            (Some(64), false, 64, None),
+            (Some(32), false, 64, None),
+            (Some(64), true, 64, None),
+            (Some(32), true, 64, None),
+            (Some(64), false, 128, None),
+            (Some(32), false, 128, None),
+            (Some(64), true, 128, None),
+            (Some(32), true, 128, None),
+            (Some(64), false, 64, Some(3)),
+            (Some(32), false, 64, Some(3)),
         ]
     } else {
-        &[(None, false, 64)]
+        &[(None, false, 64, None)]
     };
-    for &(rows, packed, step_k) in choices {
+    for &(rows, packed, step_k, spans) in choices {
         let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
             coop_rows: rows,
             matmul_packed_a: Some(packed),
             coop_step_k: Some(step_k),
+            matmul_split_k: spans,
             ..vk_backend::DeviceOptions::from_env()
         })
         .unwrap();
@@ -710,14 +716,23 @@ fn constant_b_on_cooperative_matrices_where_available() {
     }
 }
 
-/// A MatMul through A's packed copy where the device takes one, else straight; whether packed.
-fn matmul_maybe_packed(
+/// How a MatMul ran: through A's packed copy, or over reduction spans.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    Straight,
+    PackedA,
+    Split,
+}
+
+/// A MatMul over reduction spans or through A's packed copy where the device takes them, else
+/// straight.
+fn matmul_routed(
     rec: &mut Recorder,
     a: &Tensor,
     rhs: MatRhs<'_>,
     opts: &MatMulOpts,
     name: &str,
-) -> (Tensor, bool) {
+) -> (Tensor, Route) {
     let d = rec.device().clone();
     let out = Tensor::new(
         &d,
@@ -726,16 +741,21 @@ fn matmul_maybe_packed(
         a.precision(),
     )
     .unwrap();
+    if let Some(shape) = matmul_split_k_shape(rec, a, rhs, opts, &out).unwrap() {
+        let partials = Tensor::new(&d, "partials", &shape, Precision::F32).unwrap();
+        matmul_split_into(rec, a, rhs, opts, &out, &partials).unwrap();
+        return (out, Route::Split);
+    }
     match matmul_packed_a_shape(rec, a, rhs, opts, &out).unwrap() {
         Some(shape) => {
             let packed = Tensor::new(&d, "packed", &shape, a.precision()).unwrap();
             matmul_pack_a_into(rec, a, &packed).unwrap();
             matmul_packed_into(rec, a, &packed, rhs, opts, &out).unwrap();
-            (out, true)
+            (out, Route::PackedA)
         }
         None => {
             matmul_into(rec, a, rhs, opts, &out).unwrap();
-            (out, false)
+            (out, Route::Straight)
         }
     }
 }
@@ -803,20 +823,28 @@ fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>, packed: bo
             k,
             n,
         };
-        let (out, out_packed) = matmul_maybe_packed(&mut rec, &a, rhs, &opts, "out");
+        let (out, route) = matmul_routed(&mut rec, &a, rhs, &opts, "out");
         let by_rows = MatRhs::WeightRows {
             texel_offset: rows_off,
             k,
             n,
         };
-        let (out_rows, rows_packed) = matmul_maybe_packed(&mut rec, &a, by_rows, &opts, "out_rows");
+        let (out_rows, rows_route) = matmul_routed(&mut rec, &a, by_rows, &opts, "out_rows");
         let rows = sa[sa.len() - 2];
         let tiles = (rows.div_ceil(64) * n.div_ceil(64)) as u64 * out.layout().layers();
         let takes = coop && tiles >= coop_min_tiles(&d.features());
         assert_eq!(uses_cooperative_matrix(d, &out, &opts), takes, "{sa:?}");
         let one_matrix = is_one_matrix(sa);
-        let packs = packed && takes && one_matrix && k % 4 == 0;
-        assert_eq!((out_packed, rows_packed), (packs, packs), "{sa:?}");
+        let splits = takes && d.features().matmul_split_k.is_some();
+        let packs = packed && takes && one_matrix && k % 4 == 0 && !splits;
+        let want_route = if splits {
+            Route::Split
+        } else if packs {
+            Route::PackedA
+        } else {
+            Route::Straight
+        };
+        assert_eq!((route, rows_route), (want_route, want_route), "{sa:?}");
         let multiprocessors = d.features().concurrent_invocations / 2048;
         let by_shape = if rows > 32 && tiles < multiprocessors {
             32
@@ -844,12 +872,12 @@ fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>, packed: bo
             .collect();
         assert_eq!(out.shape(), &shape[..]);
         checks.push((
-            format!("{sa:?} x W[{k},{n}] by rows coop={takes} rows={tile_rows} packed={packs}"),
+            format!("{sa:?} x W[{k},{n}] by rows coop={takes} rows={tile_rows} {route:?}"),
             out_rows,
             want.clone(),
         ));
         checks.push((
-            format!("{sa:?} x W[{k},{n}] coop={takes} rows={tile_rows} packed={packs}"),
+            format!("{sa:?} x W[{k},{n}] coop={takes} rows={tile_rows} {route:?}"),
             out,
             want,
         ));

@@ -11,16 +11,17 @@
 //! `matmul_const_tbias.comp` (body in `include/matmul_body.glsl`), `matmul_const_gemv.comp` for
 //! a few rows against a constant B, `matmul_const_coop.comp` on cooperative matrices (its
 //! variants in `include/matmul_coop_body.glsl`'s defines), `matmul_pack_a.comp` for their
-//! four-values-a-texel copy of A.
+//! four-values-a-texel copy of A, and `matmul_splitk_combine.comp` to finish one split over
+//! reduction spans (the `_splitk` variants).
 
 use crate::error::{Result, VkError};
 use crate::kernels::elementwise::{broadcast_shape, UnaryOp};
 use crate::kernels::launch::{
     alloc_like, launch, launch_unfolded, unfolded, IMAGES_2, IMAGES_3, IMAGES_4,
 };
-use crate::kernels::push::PushConstants;
+use crate::kernels::push::{dispatch_1d, PushConstants};
 use crate::layout::dims6;
-use crate::pipeline::KernelDesc;
+use crate::pipeline::{BindingKind, KernelDesc};
 use crate::recorder::{Arg, Recorder};
 use crate::tensor::Tensor;
 
@@ -137,6 +138,77 @@ fn coop_kernel(rows: bool, m32: bool, packed: bool, deep: bool) -> &'static Kern
         (false, true, true, true) => &MATMUL_CONST_COOP_PA_K128_M32,
         (false, false, true, true) => &MATMUL_CONST_COOP_PA_K128,
     }
+}
+
+/// The tensor-core kernels over one reduction span of several (see [`matmul_split_k_shape`]),
+/// and the kernel that sums the spans and finishes the MatMul: all bind A, the output and the
+/// fp32 partial results (binding 2).
+const SPLITK_BINDINGS: &[BindingKind] = &[
+    BindingKind::StorageImage,
+    BindingKind::StorageImage,
+    BindingKind::StorageImageF32,
+];
+const MATMUL_CONST_COOP_SPLITK: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_splitk",
+    bindings: SPLITK_BINDINGS,
+    push_constant_bytes: PUSH_BYTES,
+    uses_weights: true,
+};
+const MATMUL_CONST_COOP_M32_SPLITK: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_m32_splitk",
+    ..MATMUL_CONST_COOP_SPLITK
+};
+const MATMUL_CONST_COOP_ROWS_SPLITK: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_rows_splitk",
+    ..MATMUL_CONST_COOP_SPLITK
+};
+const MATMUL_CONST_COOP_ROWS_M32_SPLITK: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_rows_m32_splitk",
+    ..MATMUL_CONST_COOP_SPLITK
+};
+const MATMUL_SPLITK_COMBINE: KernelDesc = KernelDesc {
+    name: "matmul_splitk_combine",
+    ..MATMUL_CONST_COOP_SPLITK
+};
+/// Invocations a workgroup of `matmul_splitk_combine.comp`.
+const COMBINE_THREADS: u32 = 64;
+
+/// The split tensor-core kernel for B stored by rows or not, on 32-row tiles or 64 (a split
+/// MatMul reads A as it is, 64 k a step).
+fn split_kernel(rows: bool, m32: bool) -> &'static KernelDesc {
+    match (rows, m32) {
+        (false, false) => &MATMUL_CONST_COOP_SPLITK,
+        (false, true) => &MATMUL_CONST_COOP_M32_SPLITK,
+        (true, false) => &MATMUL_CONST_COOP_ROWS_SPLITK,
+        (true, true) => &MATMUL_CONST_COOP_ROWS_M32_SPLITK,
+    }
+}
+
+/// k a step of the split tensor-core kernels.
+const SPLIT_STEP_K: usize = 64;
+/// The fewest steps a span takes when the spans are picked by shape.
+const SPLIT_MIN_STEPS: usize = 4;
+/// The most spans a MatMul is split into (flags bits 24-29 hold spans - 1).
+const SPLIT_MAX_SPANS: usize = 64;
+
+/// Reduction spans for a tensor-core MatMul of `workgroups` output tiles over `k`, as the
+/// device's options ask ([`crate::DeviceOptions::matmul_split_k`]): by shape, as many as keep
+/// the tiles times the spans within two workgroups a multiprocessor (about one per 2048
+/// concurrent invocations) with at least [`SPLIT_MIN_STEPS`] steps each; or the number the
+/// options fix, at most one a step. No span is left empty. 1: no split.
+fn split_k_spans(features: &crate::DeviceFeatures, workgroups: u64, k: usize) -> usize {
+    let steps = k.div_ceil(SPLIT_STEP_K);
+    let want = match features.matmul_split_k {
+        None | Some(1) => return 1,
+        Some(0) => {
+            let multiprocessors = (features.concurrent_invocations / 2048).max(1);
+            let room = (2 * multiprocessors / workgroups.max(1)) as usize;
+            room.min(steps / SPLIT_MIN_STEPS)
+        }
+        Some(n) => n as usize,
+    };
+    let want = want.clamp(1, steps.min(SPLIT_MAX_SPANS));
+    steps.div_ceil(steps.div_ceil(want))
 }
 
 /// `matmul_const_gemv.comp`: a few rows against a constant B (see [`uses_gemv`]).
@@ -375,7 +447,7 @@ pub fn matmul_into(
     opts: &MatMulOpts,
     out: &Tensor,
 ) -> Result<()> {
-    record(rec, a, None, b, None, opts, out)
+    record(rec, a, Scratch::default(), b, None, opts, out)
 }
 
 /// The shape of the copy of A that [`matmul_packed_into`] reads, `[4, K/4, M]` (texel
@@ -397,10 +469,67 @@ pub fn matmul_packed_a_shape(
     let o6 = dims6(&p.out_shape)?;
     let one_matrix = a.shape().len() >= 2 && a.elements() == p.m * p.k;
     let coop = runs_on_tensor_cores(rec.device(), &b, (o6[3], p.m), out, opts);
+    let split = split_shape(rec.device(), &b, &p, &o6, out, opts).is_some();
     Ok(
-        (coop && one_matrix && p.k % 4 == 0 && out.layout().layers() == 1)
+        (coop && !split && one_matrix && p.k % 4 == 0 && out.layout().layers() == 1)
             .then(|| vec![4, p.k / 4, p.m]),
     )
+}
+
+/// The shape of the fp32 partial results [`matmul_split_into`] needs,
+/// `[1, 4, spans * layers * M, ceil(N / 4)]` (per span, layer and row, N values four a texel),
+/// where the MatMul runs on
+/// the tensor cores and the device's options split its reduction
+/// ([`crate::DeviceOptions::matmul_split_k`]); `None` elsewhere (run [`matmul_into`]). A split
+/// MatMul reads A as it is (no packed copy) on 64 k a step.
+pub fn matmul_split_k_shape(
+    rec: &Recorder,
+    a: &Tensor,
+    b: MatRhs<'_>,
+    opts: &MatMulOpts,
+    out: &Tensor,
+) -> Result<Option<Vec<usize>>> {
+    let p = plan(a, &b, opts)?;
+    let o6 = dims6(&p.out_shape)?;
+    Ok(split_shape(rec.device(), &b, &p, &o6, out, opts))
+}
+
+/// [`matmul_into`] with the reduction split into spans over workgroups: each span's tile goes
+/// to `partials` (an fp32 tensor of [`matmul_split_k_shape`]), and a second kernel sums the
+/// spans and applies alpha, the bias and the activation.
+pub fn matmul_split_into(
+    rec: &mut Recorder,
+    a: &Tensor,
+    b: MatRhs<'_>,
+    opts: &MatMulOpts,
+    out: &Tensor,
+    partials: &Tensor,
+) -> Result<()> {
+    let scratch = Scratch {
+        packed_a: None,
+        partials: Some(partials),
+    };
+    record(rec, a, scratch, b, None, opts, out)
+}
+
+/// [`matmul_split_k_shape`] for the plan `p` (output dims `o6`).
+fn split_shape(
+    device: &crate::device::Device,
+    b: &MatRhs<'_>,
+    p: &Plan,
+    o6: &[usize; 6],
+    out: &Tensor,
+    opts: &MatMulOpts,
+) -> Option<Vec<usize>> {
+    if !runs_on_tensor_cores(device, b, (o6[3], p.m), out, opts) {
+        return None;
+    }
+    let features = device.features();
+    let layers = out.layout().layers();
+    let workgroups =
+        (p.m.div_ceil(coop_rows(&features, out)) * p.n.div_ceil(COOP_TILE)) as u64 * layers;
+    let spans = split_k_spans(&features, workgroups, p.k);
+    (spans > 1).then(|| vec![1, 4, spans * layers as usize * p.m, p.n.div_ceil(4)])
 }
 
 /// Records A's copy into `packed` (`[4, K/4, M]` for an A of M rows of K: texel `(m, k/4)`
@@ -447,7 +576,18 @@ pub fn matmul_packed_into(
             packed.shape()
         )));
     }
-    record(rec, a, Some(packed), b, None, opts, out)
+    record(
+        rec,
+        a,
+        Scratch {
+            packed_a: Some(packed),
+            partials: None,
+        },
+        b,
+        None,
+        opts,
+        out,
+    )
 }
 
 /// Records `out = act(alpha * op(A) op(B) + beta * C)` with a run-time tensor `c` (Gemm's C as a
@@ -467,7 +607,7 @@ pub fn matmul_tensor_bias_into(
             "a tensor C and a constant bias together are not supported".into(),
         ));
     }
-    record(rec, a, None, b, Some(c), opts, out)
+    record(rec, a, Scratch::default(), b, Some(c), opts, out)
 }
 
 /// `(per_row, per_col, physical width | height << 16)` of a tensor C broadcast to `[M, N]`.
@@ -498,17 +638,28 @@ fn tensor_bias(c: &Tensor, m: usize, n: usize) -> Result<(bool, bool, u32)> {
     Ok((ch != 1, cw != 1, d.pw | (d.ph << 16)))
 }
 
-/// `packed_a`: A's `[4, K/4, M]` copy, which the tensor-core kernel then reads instead of `a`.
+/// What a MatMul reads or writes besides its operands: A's `[4, K/4, M]` copy, which the
+/// tensor-core kernel then reads instead of A, or the partial results of a split reduction.
+#[derive(Clone, Copy, Default)]
+struct Scratch<'a> {
+    packed_a: Option<&'a Tensor>,
+    partials: Option<&'a Tensor>,
+}
+
 fn record(
     rec: &mut Recorder,
     a: &Tensor,
-    packed_a: Option<&Tensor>,
+    scratch: Scratch<'_>,
     b: MatRhs<'_>,
     c: Option<&Tensor>,
     opts: &MatMulOpts,
     out: &Tensor,
 ) -> Result<()> {
+    let Scratch { packed_a, partials } = scratch;
     let p = plan(a, &b, opts)?;
+    if packed_a.is_some() && partials.is_some() {
+        return Err(err("a packed A and a split reduction together".into()));
+    }
     if dims6(out.shape())? != dims6(&p.out_shape)? {
         return Err(err(format!(
             "output `{}` has shape {:?}, expected {:?}",
@@ -538,13 +689,39 @@ fn record(
         (TILE, TILE)
     };
     let spread = gemv.then(|| gemv_spread(rec.device(), p.m));
+    // A split reduction's spans run side by side in the dispatch's layer dimension.
+    let spans = match partials {
+        None => 1,
+        Some(t) => {
+            let want = c
+                .is_none()
+                .then(|| split_shape(rec.device(), &b, &p, &o6, out, opts))
+                .flatten();
+            match want {
+                Some(w)
+                    if t.shape() == w.as_slice()
+                        && t.precision() == crate::layout::Precision::F32 =>
+                {
+                    w[2] / (layers as usize * p.m)
+                }
+                _ => {
+                    return Err(err(format!(
+                        "partials `{}` {:?} {:?}: this MatMul takes {want:?} in fp32",
+                        t.name(),
+                        t.shape(),
+                        t.precision()
+                    )))
+                }
+            }
+        }
+    };
     let groups = if let Some(mp) = spread {
         [p.n.div_ceil(4 * mp) as u64, 1, layers]
     } else {
         [
             p.n.div_ceil(tile_cols) as u64,
             p.m.div_ceil(tile_rows) as u64,
-            layers,
+            layers * spans as u64,
         ]
     };
     for (g, lim) in groups.iter().zip(limits) {
@@ -573,6 +750,9 @@ fn record(
     if let Some(mp) = spread {
         flags |= mp.trailing_zeros() << 24;
     }
+    if spans > 1 {
+        flags |= (spans as u32 - 1) << 24;
+    }
     let mut bias_offset = 0;
     if let Some(bias) = opts.bias {
         flags |= 1 << 12;
@@ -598,8 +778,12 @@ fn record(
     let b_desc = match b {
         MatRhs::Tensor(t) => t.desc(),
         MatRhs::Weights { texel_offset, .. } | MatRhs::WeightRows { texel_offset, .. } => {
+            // The partial results' fold rides in the rest (include/matmul_partials.glsl).
+            let fold = partials.map_or((0, 0), |t| (t.layout().pw, t.layout().ph));
             crate::tensor::TensorDesc {
                 n: texel_offset,
+                pw: fold.0,
+                ph: fold.1,
                 ..Default::default()
             }
         }
@@ -654,6 +838,24 @@ fn record(
         (MatRhs::Weights { .. } | MatRhs::WeightRows { .. }, None) => {
             // The tensor-core kernels read A with LOAD_AT.
             let flat = coop && unfolded(&[a_read]);
+            if let Some(parts) = partials {
+                let rows = matches!(b, MatRhs::WeightRows { .. });
+                let desc = split_kernel(rows, tile_rows == 32);
+                let args = [Arg::input(a_read), Arg::output(out), Arg::output(parts)];
+                launch_unfolded(rec, desc, out.precision(), &args, &pc, groups, flat)?;
+                // One invocation a texel of one span's partials: four columns of a row.
+                let texels = layers * (p.m * p.n.div_ceil(4)) as u64;
+                let groups = dispatch_1d(rec.device(), texels, COMBINE_THREADS);
+                let args = [Arg::input(a_read), Arg::output(out), Arg::input(parts)];
+                return launch(
+                    rec,
+                    &MATMUL_SPLITK_COMBINE,
+                    out.precision(),
+                    &args,
+                    &pc,
+                    groups,
+                );
+            }
             let desc = if gemv && gemv_deep(rec.device()) {
                 &MATMUL_CONST_GEMV_DEEP
             } else if gemv {
