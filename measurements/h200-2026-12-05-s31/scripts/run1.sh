@@ -4,7 +4,9 @@
 # TEXSTREAM_MATMUL_PACKED_A=1, each alone and together, against main's defaults) plus the
 # tensor-core attention staging its keys and values on every invocation of the workgroup with a
 # chunk's loads issued before its stores (.devbin/ts.xz) against main at 5b9b550 (.devbin/ts0.xz,
-# the first 128 invocations staging, one load at a time). Test binaries: kernel_matmul (every
+# the first 128 invocations staging, one load at a time), and norms over the last axis holding
+# rows of up to WG x 8 texels in registers (the Whisper encoder's 384-wide rows were read three
+# times in a loop). Test binaries: kernel_matmul (every
 # tensor-core case on both steps, packed and not) and kernel_attention (the new staging). Models:
 # the BERT-base-shaped encoder, the Whisper-tiny encoder and the 1.34 B decoder's 128-token
 # prefill, resident in fp16, profiled; outputs compared; the decode step. And `split`: the
