@@ -677,8 +677,8 @@ fn shape_errors_are_clear() {
 /// more with A copied four values a texel first (`DeviceOptions::matmul_packed_a`, where the
 /// kernels take it: one A matrix with K a multiple of 4, asserted), on 64- and 32-row tiles; and
 /// the four of those again on 128 k a step (`DeviceOptions::coop_step_k`); and with the
-/// reduction split into three spans (`DeviceOptions::matmul_split_k`: at most one a 64-k step,
-/// every case here has three or more, asserted) on 64- and 32-row tiles.
+/// reduction split into three spans (`DeviceOptions::matmul_split_k`: at most one a step, every
+/// case here has two or more, asserted) on 64- and 32-row tiles, on 64 and 128 k a step.
 #[test]
 fn constant_b_on_cooperative_matrices_where_available() {
     let coop = device().features().cooperative_matrix_f16;
@@ -699,6 +699,8 @@ fn constant_b_on_cooperative_matrices_where_available() {
             (Some(32), true, 128, None),
             (Some(64), false, 64, Some(3)),
             (Some(32), false, 64, Some(3)),
+            (Some(64), false, 128, Some(3)),
+            (Some(32), false, 128, Some(3)),
         ]
     } else {
         &[(None, false, 64, None)]

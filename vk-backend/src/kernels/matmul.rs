@@ -166,6 +166,14 @@ const MATMUL_CONST_COOP_ROWS_M32_SPLITK: KernelDesc = KernelDesc {
     name: "matmul_const_coop_rows_m32_splitk",
     ..MATMUL_CONST_COOP_SPLITK
 };
+const MATMUL_CONST_COOP_K128_SPLITK: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_k128_splitk",
+    ..MATMUL_CONST_COOP_SPLITK
+};
+const MATMUL_CONST_COOP_K128_M32_SPLITK: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_k128_m32_splitk",
+    ..MATMUL_CONST_COOP_SPLITK
+};
 const MATMUL_SPLITK_COMBINE: KernelDesc = KernelDesc {
     name: "matmul_splitk_combine",
     ..MATMUL_CONST_COOP_SPLITK
@@ -173,31 +181,45 @@ const MATMUL_SPLITK_COMBINE: KernelDesc = KernelDesc {
 /// Invocations a workgroup of `matmul_splitk_combine.comp`.
 const COMBINE_THREADS: u32 = 64;
 
-/// The split tensor-core kernel for B stored by rows or not, on 32-row tiles or 64 (a split
-/// MatMul reads A as it is, 64 k a step).
-fn split_kernel(rows: bool, m32: bool) -> &'static KernelDesc {
-    match (rows, m32) {
-        (false, false) => &MATMUL_CONST_COOP_SPLITK,
-        (false, true) => &MATMUL_CONST_COOP_M32_SPLITK,
-        (true, false) => &MATMUL_CONST_COOP_ROWS_SPLITK,
-        (true, true) => &MATMUL_CONST_COOP_ROWS_M32_SPLITK,
+/// The split tensor-core kernel for B stored by rows or not, on 32-row tiles or 64, 128 k a step
+/// or 64 (B by rows takes 64; a split MatMul reads A as it is).
+fn split_kernel(rows: bool, m32: bool, deep: bool) -> &'static KernelDesc {
+    match (rows, m32, deep) {
+        (false, false, false) => &MATMUL_CONST_COOP_SPLITK,
+        (false, true, false) => &MATMUL_CONST_COOP_M32_SPLITK,
+        (false, false, true) => &MATMUL_CONST_COOP_K128_SPLITK,
+        (false, true, true) => &MATMUL_CONST_COOP_K128_M32_SPLITK,
+        (true, false, _) => &MATMUL_CONST_COOP_ROWS_SPLITK,
+        (true, true, _) => &MATMUL_CONST_COOP_ROWS_M32_SPLITK,
     }
 }
 
-/// k a step of the split tensor-core kernels.
-const SPLIT_STEP_K: usize = 64;
+/// k a step of the tensor-core kernel for `b` on this device: 128 where the options ask for it
+/// and B is packed [K, N], else 64.
+fn coop_step_k(features: &crate::DeviceFeatures, b: &MatRhs<'_>) -> usize {
+    if features.coop_step_k == Some(128) && matches!(b, MatRhs::Weights { .. }) {
+        128
+    } else {
+        64
+    }
+}
 /// The fewest steps a span takes when the spans are picked by shape.
 const SPLIT_MIN_STEPS: usize = 4;
 /// The most spans a MatMul is split into (flags bits 24-29 hold spans - 1).
 const SPLIT_MAX_SPANS: usize = 64;
 
-/// Reduction spans for a tensor-core MatMul of `workgroups` output tiles over `k`, as the
-/// device's options ask ([`crate::DeviceOptions::matmul_split_k`]): by shape, as many as keep
-/// the tiles times the spans within two workgroups a multiprocessor (about one per 2048
-/// concurrent invocations) with at least [`SPLIT_MIN_STEPS`] steps each; or the number the
-/// options fix, at most one a step. No span is left empty. 1: no split.
-fn split_k_spans(features: &crate::DeviceFeatures, workgroups: u64, k: usize) -> usize {
-    let steps = k.div_ceil(SPLIT_STEP_K);
+/// Reduction spans for a tensor-core MatMul of `workgroups` output tiles over `k` on steps of
+/// `step_k`, as the device's options ask ([`crate::DeviceOptions::matmul_split_k`]): by shape,
+/// as many as keep the tiles times the spans within two workgroups a multiprocessor (about one
+/// per 2048 concurrent invocations) with at least [`SPLIT_MIN_STEPS`] steps each; or the number
+/// the options fix, at most one a step. No span is left empty. 1: no split.
+fn split_k_spans(
+    features: &crate::DeviceFeatures,
+    workgroups: u64,
+    k: usize,
+    step_k: usize,
+) -> usize {
+    let steps = k.div_ceil(step_k);
     let want = match features.matmul_split_k {
         None | Some(1) => return 1,
         Some(0) => {
@@ -481,7 +503,7 @@ pub fn matmul_packed_a_shape(
 /// where the MatMul runs on
 /// the tensor cores and the device's options split its reduction
 /// ([`crate::DeviceOptions::matmul_split_k`]); `None` elsewhere (run [`matmul_into`]). A split
-/// MatMul reads A as it is (no packed copy) on 64 k a step.
+/// MatMul reads A as it is (no packed copy).
 pub fn matmul_split_k_shape(
     rec: &Recorder,
     a: &Tensor,
@@ -528,7 +550,7 @@ fn split_shape(
     let layers = out.layout().layers();
     let workgroups =
         (p.m.div_ceil(coop_rows(&features, out)) * p.n.div_ceil(COOP_TILE)) as u64 * layers;
-    let spans = split_k_spans(&features, workgroups, p.k);
+    let spans = split_k_spans(&features, workgroups, p.k, coop_step_k(&features, b));
     (spans > 1).then(|| vec![1, 4, spans * layers as usize * p.m, p.n.div_ceil(4)])
 }
 
@@ -840,7 +862,8 @@ fn record(
             let flat = coop && unfolded(&[a_read]);
             if let Some(parts) = partials {
                 let rows = matches!(b, MatRhs::WeightRows { .. });
-                let desc = split_kernel(rows, tile_rows == 32);
+                let deep = coop_step_k(&rec.device().features(), &b) == 128;
+                let desc = split_kernel(rows, tile_rows == 32, deep);
                 let args = [Arg::input(a_read), Arg::output(out), Arg::output(parts)];
                 launch_unfolded(rec, desc, out.precision(), &args, &pc, groups, flat)?;
                 // One invocation a texel of one span's partials: four columns of a row.
