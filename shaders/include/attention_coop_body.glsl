@@ -121,50 +121,67 @@ vec4 load_value(uint key, uint x) {
 }
 
 // Stages keys k0.. (and their values) for every lane, zero past the span and past the head dims.
-// Every invocation of the workgroup stages: STAGE_PER_KEY of them a key (8 at QB 1, 32 at QB 4),
+// STAGE_PER_KEY invocations a key (8 at QB 1, 32 at QB 4: every invocation of the workgroup),
 // invocation t taking key t / STAGE_PER_KEY and every STAGE_PER_KEY-th head-dim texel from
 // t % STAGE_PER_KEY: no divisions by the head dims, neighbouring texels of one key row a load.
-// The loads of a chunk are all issued before its stores, so their latencies overlap (a split
-// operand takes four loads a texel, one a head lane).
+// At QB 4 (head dims up to 64: two texels an invocation) both loads are issued before either
+// store, so their latencies overlap (a split operand takes four loads a texel, one a head
+// lane). On an H200 (session 31, run 1) that took the Whisper-tiny encoder's attention from 461
+// to 291 us a layer, where the first 128 invocations had staged alone, one texel at a time. At
+// QB 1 the same unrolled loads were slower (BERT-base 40 -> 48 us, the 1.34 B prefill's 84 ->
+// 102), so it keeps the loop.
 #define STAGE_PER_KEY (128u * QBU / BK)
 #define STAGE_ITERS (MAXD / STAGE_PER_KEY)
-const uint STAGE_CHUNK = min(STAGE_ITERS, 4u);
 void stage_keys(uint k0, bool values) {
     uint j = tid / STAGE_PER_KEY, key = k0 + j, x0 = tid % STAGE_PER_KEY;
     bool in_span = key < k_end;
-    [[unroll]] for (uint c = 0u; c < STAGE_ITERS; c += STAGE_CHUNK) {
-        vec4 kv[STAGE_CHUNK];
-        [[unroll]] for (uint i = 0u; i < STAGE_CHUNK; i++) {
-            uint x = x0 + (c + i) * STAGE_PER_KEY;
-            kv[i] = (in_span && x < d) ? load_key(key, x) : vec4(0.0);
-        }
-        [[unroll]] for (uint i = 0u; i < STAGE_CHUNK; i++) {
-            uint x = x0 + (c + i) * STAGE_PER_KEY;
-            if (x < dp) {
-                for (uint l = 0u; l < LANES; l++) {
-                    ks[l][j * KS + x] = float16_t(kv[i][l]);
-                }
+#if QB >= 4
+    vec4 kv[STAGE_ITERS];
+    [[unroll]] for (uint i = 0u; i < STAGE_ITERS; i++) {
+        uint x = x0 + i * STAGE_PER_KEY;
+        kv[i] = (in_span && x < d) ? load_key(key, x) : vec4(0.0);
+    }
+    [[unroll]] for (uint i = 0u; i < STAGE_ITERS; i++) {
+        uint x = x0 + i * STAGE_PER_KEY;
+        if (x < dp) {
+            for (uint l = 0u; l < LANES; l++) {
+                ks[l][j * KS + x] = float16_t(kv[i][l]);
             }
         }
     }
     if (!values) {
         return;
     }
-    [[unroll]] for (uint c = 0u; c < STAGE_ITERS; c += STAGE_CHUNK) {
-        vec4 vv[STAGE_CHUNK];
-        [[unroll]] for (uint i = 0u; i < STAGE_CHUNK; i++) {
-            uint x = x0 + (c + i) * STAGE_PER_KEY;
-            vv[i] = (in_span && x < dv) ? load_value(key, x) : vec4(0.0);
-        }
-        [[unroll]] for (uint i = 0u; i < STAGE_CHUNK; i++) {
-            uint x = x0 + (c + i) * STAGE_PER_KEY;
-            if (x < dvp) {
-                for (uint l = 0u; l < LANES; l++) {
-                    vs[l][j * KS + x] = float16_t(vv[i][l]);
-                }
+    vec4 vv[STAGE_ITERS];
+    [[unroll]] for (uint i = 0u; i < STAGE_ITERS; i++) {
+        uint x = x0 + i * STAGE_PER_KEY;
+        vv[i] = (in_span && x < dv) ? load_value(key, x) : vec4(0.0);
+    }
+    [[unroll]] for (uint i = 0u; i < STAGE_ITERS; i++) {
+        uint x = x0 + i * STAGE_PER_KEY;
+        if (x < dvp) {
+            for (uint l = 0u; l < LANES; l++) {
+                vs[l][j * KS + x] = float16_t(vv[i][l]);
             }
         }
     }
+#else
+    for (uint x = x0; x < dp; x += STAGE_PER_KEY) {
+        vec4 kv = (in_span && x < d) ? load_key(key, x) : vec4(0.0);
+        for (uint l = 0u; l < LANES; l++) {
+            ks[l][j * KS + x] = float16_t(kv[l]);
+        }
+    }
+    if (!values) {
+        return;
+    }
+    for (uint x = x0; x < dvp; x += STAGE_PER_KEY) {
+        vec4 vv = (in_span && x < dv) ? load_value(key, x) : vec4(0.0);
+        for (uint l = 0u; l < LANES; l++) {
+            vs[l][j * KS + x] = float16_t(vv[l]);
+        }
+    }
+#endif
 }
 
 // Scores of this lane's 16 rows against the staged keys into ss (unscaled, unmasked). A macro

@@ -182,8 +182,8 @@ pub struct DeviceFeatures {
     /// k a step of the tensor-core MatMuls, where the device's options fix it
     /// ([`crate::DeviceOptions::coop_step_k`]); `None`: by shape.
     pub coop_step_k: Option<u32>,
-    /// Reduction spans of tensor-core MatMuls ([`crate::DeviceOptions::matmul_split_k`]):
-    /// `Some(0)` by shape, `Some(n)` fixed, `None` never.
+    /// Reduction spans of tensor-core MatMuls, where the device's options fix them
+    /// ([`crate::DeviceOptions::matmul_split_k`]); `None`: by shape.
     pub matmul_split_k: Option<u32>,
 }
 

@@ -69,11 +69,10 @@ pub struct DeviceOptions {
     /// Run every tensor-core MatMul with a B packed [K, N] on 128 k a step (`Some(128)`) or 64
     /// (`Some(64)`) instead of picking by shape: to measure one against the other.
     pub coop_step_k: Option<u32>,
-    /// Split the reduction of tensor-core MatMuls over workgroups, each span's tile summed by a
-    /// second kernel ([`crate::kernels::matmul_split_k_shape`]): `Some(0)` by shape (where the
-    /// tiles leave multiprocessors idle and the reduction is long), `Some(n)` into `n` spans
-    /// wherever a MatMul has the steps for them; `None` or `Some(1)`: never (the default until a
-    /// device has measured it).
+    /// Split the reduction of every tensor-core MatMul into `Some(n)` spans over workgroups
+    /// (where it has the steps for them; `Some(1)`: never), each span's tile summed by a second
+    /// kernel, instead of picking by shape ([`crate::kernels::matmul_split_k_shape`]: where the
+    /// tiles leave half the multiprocessors idle): to measure one against the other.
     pub matmul_split_k: Option<u32>,
 }
 
@@ -96,8 +95,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_ATTENTION_QUERY_BLOCKS=1` or `4`: [`DeviceOptions::attention_query_blocks`];
     /// - `TEXSTREAM_MATMUL_PACKED_A=1` or `0`: [`DeviceOptions::matmul_packed_a`];
     /// - `TEXSTREAM_COOP_STEP_K=64` or `128`: [`DeviceOptions::coop_step_k`];
-    /// - `TEXSTREAM_MATMUL_SPLIT_K=auto` or `N`: [`DeviceOptions::matmul_split_k`] (`Some(0)` or
-    ///   `Some(N)`);
+    /// - `TEXSTREAM_MATMUL_SPLIT_K=N` (N >= 1): [`DeviceOptions::matmul_split_k`];
     /// - `TEXSTREAM_MAX_ARRAY_LAYERS=N`: [`DeviceOptions::limits_override`] with at most `N`
     ///   image array layers (the weight atlas stacks pages beyond them, as on a GPU for models
     ///   over 2048 pages).
@@ -154,12 +152,9 @@ impl DeviceOptions {
             coop_step_k: var("TEXSTREAM_COOP_STEP_K")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 64 | 128)),
-            matmul_split_k: var("TEXSTREAM_MATMUL_SPLIT_K").and_then(|v| {
-                match v.trim().to_ascii_lowercase().as_str() {
-                    "auto" => Some(0),
-                    n => n.parse::<u32>().ok().filter(|&n| n > 0),
-                }
-            }),
+            matmul_split_k: var("TEXSTREAM_MATMUL_SPLIT_K")
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .filter(|&n| n > 0),
             attention_splits: var("TEXSTREAM_ATTENTION_SPLITS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|&n| n > 0),
@@ -223,9 +218,9 @@ mod tests {
             ("TEXSTREAM_ATTENTION_QUERY_BLOCKS", " 4"),
             ("TEXSTREAM_MATMUL_PACKED_A", "1"),
             ("TEXSTREAM_COOP_STEP_K", "128"),
-            ("TEXSTREAM_MATMUL_SPLIT_K", " Auto"),
+            ("TEXSTREAM_MATMUL_SPLIT_K", " 1"),
         ]);
-        assert_eq!(o.matmul_split_k, Some(0));
+        assert_eq!(o.matmul_split_k, Some(1));
         assert_eq!(
             with(&[("TEXSTREAM_MATMUL_SPLIT_K", "3")]).matmul_split_k,
             Some(3)

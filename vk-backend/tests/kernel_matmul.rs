@@ -672,49 +672,52 @@ fn shape_errors_are_clear() {
 /// the device has cooperative matrices, the ones with at least a 64x64 tile per SM run on them
 /// and the smaller ones on the portable kernel (asserted; the last case has enough tiles on an
 /// H200); elsewhere every case checks the portable kernel. With cooperative matrices the cases
-/// run three times: tile rows picked by shape (32 for the few-tile ones with more than 32 rows,
-/// asserted), and all on 64-row and all on 32-row tiles (`DeviceOptions::coop_rows`); and twice
-/// more with A copied four values a texel first (`DeviceOptions::matmul_packed_a`, where the
-/// kernels take it: one A matrix with K a multiple of 4, asserted), on 64- and 32-row tiles; and
-/// the four of those again on 128 k a step (`DeviceOptions::coop_step_k`); and with the
-/// reduction split into three spans (`DeviceOptions::matmul_split_k`: at most one a step, every
-/// case here has two or more, asserted) on 64- and 32-row tiles, on 64 and 128 k a step.
+/// run with every choice picked by shape (tile rows: 32 for the few-tile ones with more than 32
+/// rows, asserted; A packed; 128 k a step; no split), then on 64 k a step with A as it is and
+/// tile rows by shape, all on 64-row and all on 32-row tiles (`DeviceOptions::coop_rows`); with
+/// A copied four values a texel first (`DeviceOptions::matmul_packed_a`, where the kernels take
+/// it: one A matrix with K a multiple of 4, asserted) on 64- and 32-row tiles; the four of
+/// those again on 128 k a step (`DeviceOptions::coop_step_k`); and with the reduction split
+/// into three spans (`DeviceOptions::matmul_split_k`: at most one a step, every case here has
+/// two or more, asserted) on 64- and 32-row tiles, on 64 and 128 k a step.
 #[test]
 fn constant_b_on_cooperative_matrices_where_available() {
     let coop = device().features().cooperative_matrix_f16;
     if !coop {
         eprintln!("no cooperative matrices on this device: the portable kernel runs these cases");
     }
-    // (tile rows, packed A, k a step, reduction spans)
-    let choices: &[(Option<u32>, bool, u32, Option<u32>)] = if coop {
+    // (tile rows, packed A, k a step, reduction spans); `None`: by shape.
+    type Choice = (Option<u32>, Option<bool>, Option<u32>, Option<u32>);
+    let choices: &[Choice] = if coop {
         &[
-            (None, false, 64, None),
-            (Some(64), false, 64, None),
-            (Some(32), false, 64, None),
-            (Some(64), true, 64, None),
-            (Some(32), true, 64, None),
-            (Some(64), false, 128, None),
-            (Some(32), false, 128, None),
-            (Some(64), true, 128, None),
-            (Some(32), true, 128, None),
-            (Some(64), false, 64, Some(3)),
-            (Some(32), false, 64, Some(3)),
-            (Some(64), false, 128, Some(3)),
-            (Some(32), false, 128, Some(3)),
+            (None, None, None, None),
+            (None, Some(false), Some(64), Some(1)),
+            (Some(64), Some(false), Some(64), Some(1)),
+            (Some(32), Some(false), Some(64), Some(1)),
+            (Some(64), Some(true), Some(64), Some(1)),
+            (Some(32), Some(true), Some(64), Some(1)),
+            (Some(64), Some(false), Some(128), Some(1)),
+            (Some(32), Some(false), Some(128), Some(1)),
+            (Some(64), Some(true), Some(128), Some(1)),
+            (Some(32), Some(true), Some(128), Some(1)),
+            (Some(64), Some(false), Some(64), Some(3)),
+            (Some(32), Some(false), Some(64), Some(3)),
+            (Some(64), Some(false), Some(128), Some(3)),
+            (Some(32), Some(false), Some(128), Some(3)),
         ]
     } else {
-        &[(None, false, 64, None)]
+        &[(None, None, None, None)]
     };
     for &(rows, packed, step_k, spans) in choices {
         let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
             coop_rows: rows,
-            matmul_packed_a: Some(packed),
-            coop_step_k: Some(step_k),
+            matmul_packed_a: packed,
+            coop_step_k: step_k,
             matmul_split_k: spans,
             ..vk_backend::DeviceOptions::from_env()
         })
         .unwrap();
-        constant_b_cases(&d, rows, packed);
+        constant_b_cases(&d, rows);
     }
 }
 
@@ -762,7 +765,7 @@ fn matmul_routed(
     }
 }
 
-fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>, packed: bool) {
+fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>) {
     let p = Precision::F16;
     let coop = d.features().cooperative_matrix_f16;
     // (A shape, K, N, bias per column)
@@ -837,7 +840,10 @@ fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>, packed: bo
         let takes = coop && tiles >= coop_min_tiles(&d.features());
         assert_eq!(uses_cooperative_matrix(d, &out, &opts), takes, "{sa:?}");
         let one_matrix = is_one_matrix(sa);
-        let splits = takes && d.features().matmul_split_k.is_some();
+        // Spans fixed by the options, else picked by shape: none of these cases has the few
+        // tiles (at most half the multiprocessors) and the long reduction for that.
+        let splits = takes && d.features().matmul_split_k.is_some_and(|n| n > 1);
+        let packed = d.features().matmul_packed_a != Some(false);
         let packs = packed && takes && one_matrix && k % 4 == 0 && !splits;
         let want_route = if splits {
             Route::Split
