@@ -5,7 +5,8 @@
 # query blocks (the Whisper encoder), the loop kept at one (BERT, the prefill). `base` is them,
 # `prev` main's choices before (TEXSTREAM_COOP_STEP_K=64 TEXSTREAM_MATMUL_PACKED_A=0
 # TEXSTREAM_MATMUL_SPLIT_K=1). Models as in run 1, resident fp16, profiled; outputs compared; the
-# decode step; PyTorch's Whisper baseline; then kernel_matmul's tensor-core test (every choice
+# decode step; PyTorch's Whisper baseline; the Whisper encoder's attention over other key span
+# counts (TEXSTREAM_ATTENTION_SPLITS); then kernel_matmul's tensor-core test (every choice
 # by shape, fixed, and split into three spans) and kernel_attention. Outputs: $OUT/d.tgz.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -31,6 +32,11 @@ for n in base prev base; do
   env $e timeout 60 /tmp/bin/ts infer $M/encoder.onnx --input input_features=$M/input.npy --precision f16 --repeat 20 --profile 3 -o /tmp/wh-$s > $W/whisper_$s.txt 2>&1; echo "rc $?" >> $W/whisper_$s.txt
   save
 done
+# The Whisper encoder's attention over 4, 6, 12 and 16 key spans (the rule picks 8).
+for sp in 4 6 12 16; do
+  TEXSTREAM_ATTENTION_SPLITS=$sp timeout 40 /tmp/bin/ts infer $M/encoder.onnx --input input_features=$M/input.npy --precision f16 --repeat 20 --profile 3 -o /tmp/wh-s$sp > $W/whisper_spans$sp.txt 2>&1; echo "rc $?" >> $W/whisper_spans$sp.txt
+done
+save
 wait $GEN
 timeout 90 /tmp/bin/ts compile models/scale/lm/decoder.onnx -o /tmp/prefill.tspk --kv-cache 128 \
   --shape input_ids=1x128 --shape position_ids=1x128 --shape attention_mask=1x128 \
@@ -57,6 +63,7 @@ save
 save
 tail -n 3 $W/kernel_matmul.txt $W/kernel_attention.txt
 for f in bert whisper prefill; do for n in base prev base2; do [ -e $W/${f}_$n.txt ] || continue; echo "== $f $n"; grep -hE "repeat runs|^  MatMul |^  Gemm |^  Attention |^LayerNorm" $W/${f}_$n.txt; done; done
+for sp in 4 6 12 16; do echo "== whisper spans $sp"; grep -hE "repeat runs|^  Attention " $W/whisper_spans$sp.txt; done
 grep -hE "repeat runs|^LayerNormalization |^MatMul " $W/decode.txt
 tail -n 3 $W/torch_whisper.txt
 cat $W/compare.txt
