@@ -3,7 +3,7 @@ use vk_backend::kernels::{self as k, ConvWeights, MatBias, MatMulOpts, MatRhs};
 use vk_backend::{Recorder, Tensor};
 
 use super::error::{Result, RuntimeError};
-use super::executor::Executable;
+use super::executor::{Executable, MatMulScratch};
 use crate::ir::{
     Activation, BinaryOp, CoordMode, DType, NearestMode, Node, Op, PadMode, ReduceOp, ResizeMode,
     ScatterReduction, TensorLayout, UnaryOp, Window,
@@ -394,32 +394,14 @@ impl Executable {
     ) -> Result<()> {
         let b = rhs.as_mat_rhs();
         if let Some(shape) = k::matmul_split_k_shape(rec, a, b, opts, y).map_err(kernel_error(n))? {
-            let partials = match self.split_partials.get(&shape) {
-                Some(t) => t.clone(),
-                None => {
-                    let name = format!("MatMul partials {shape:?}");
-                    let t = Tensor::new(&self.device, &name, &shape, vk_backend::Precision::F32)
-                        .map_err(super::error::vk(name))?;
-                    self.split_partials.insert(shape.clone(), t.clone());
-                    t
-                }
-            };
+            let partials = self.matmul_scratch(MatMulScratch::Partials, &shape)?;
             return k::matmul_split_into(rec, a, b, opts, y, &partials).map_err(kernel_error(n));
         }
         let Some(shape) = k::matmul_packed_a_shape(rec, a, b, opts, y).map_err(kernel_error(n))?
         else {
             return k::matmul_into(rec, a, b, opts, y).map_err(kernel_error(n));
         };
-        let packed = match self.packed_a.get(&shape) {
-            Some(t) => t.clone(),
-            None => {
-                let name = format!("packed A {shape:?}");
-                let t = Tensor::new(&self.device, &name, &shape, self.vkp())
-                    .map_err(super::error::vk(name))?;
-                self.packed_a.insert(shape.clone(), t.clone());
-                t
-            }
-        };
+        let packed = self.matmul_scratch(MatMulScratch::PackedA, &shape)?;
         // The copy the last packing MatMul of this run made serves this one where it copied the
         // same tensor (the query, key and value projections of one input): nodes record in
         // graph order, and a node at or before the last packer starts a new run.
@@ -431,6 +413,26 @@ impl Executable {
             self.packed_a_last = Some((ni, source, shape));
         }
         k::matmul_packed_into(rec, a, &packed, b, opts, y).map_err(kernel_error(n))
+    }
+
+    /// The executable's tensor of `kind` and `shape`, made on first use: one a shape, shared by
+    /// every MatMul of that shape (each is done with it before the next writes it).
+    fn matmul_scratch(&mut self, kind: MatMulScratch, shape: &[usize]) -> Result<Tensor> {
+        let key = (kind, shape.to_vec());
+        if let Some(t) = self.matmul_scratch.get(&key) {
+            return Ok(t.clone());
+        }
+        let (name, precision) = match kind {
+            MatMulScratch::PackedA => (format!("packed A {shape:?}"), self.vkp()),
+            MatMulScratch::Partials => (
+                format!("MatMul partials {shape:?}"),
+                vk_backend::Precision::F32,
+            ),
+        };
+        let t =
+            Tensor::new(&self.device, &name, shape, precision).map_err(super::error::vk(name))?;
+        self.matmul_scratch.insert(key, t.clone());
+        Ok(t)
     }
 
     /// Gemm: C is a packed vector (a bias over N, or one value), else a tensor the kernel reads.

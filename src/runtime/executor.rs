@@ -58,6 +58,16 @@ impl Default for BuildOptions {
     }
 }
 
+/// What a tensor-core MatMul keeps besides its operands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum MatMulScratch {
+    /// A's four-values-a-texel copy (`vk_backend::kernels::matmul_packed_a_shape`).
+    PackedA,
+    /// The fp32 partial results of a reduction split over spans
+    /// (`vk_backend::kernels::matmul_split_k_shape`).
+    Partials,
+}
+
 /// A model ready to run on one device.
 pub struct Executable {
     pub(crate) device: Device,
@@ -75,14 +85,10 @@ pub struct Executable {
     pub(crate) node_step: Vec<Option<usize>>,
     /// Scratch tensors a node needs (e.g. the [N, C, 1, W] copies of 1-D convs), by (node, k).
     pub(crate) scratch: HashMap<(usize, usize), Tensor>,
-    /// The tensor-core MatMuls' four-values-a-texel copies of A, one per shape
-    /// (`vk_backend::kernels::matmul_packed_a_shape`), shared by every MatMul of that shape.
-    pub(crate) packed_a: HashMap<Vec<usize>, Tensor>,
-    /// The fp32 partial results of tensor-core MatMuls split over reduction spans
-    /// (`vk_backend::kernels::matmul_split_k_shape`), one per shape, shared by every MatMul of
-    /// that shape (each sums its spans before the next writes them).
-    pub(crate) split_partials: HashMap<Vec<usize>, Tensor>,
-    /// The last MatMul that copied its A into `packed_a`: (node, A, copy's shape).
+    /// The tensor-core MatMuls' tensors besides their operands, one per kind and shape, shared
+    /// by every MatMul of that shape (see [`MatMulScratch`]).
+    pub(crate) matmul_scratch: HashMap<(MatMulScratch, Vec<usize>), Tensor>,
+    /// The last MatMul that copied its A into its packed copy: (node, A, copy's shape).
     pub(crate) packed_a_last: Option<(usize, Option<TensorId>, Vec<usize>)>,
     pub(crate) arena: ArenaPlan,
     /// Graph inputs the arena keeps alive for the whole run ([`Self::pin_inputs`]).
@@ -197,8 +203,7 @@ impl Executable {
             node_weights,
             node_step,
             scratch: HashMap::new(),
-            packed_a: HashMap::new(),
-            split_partials: HashMap::new(),
+            matmul_scratch: HashMap::new(),
             packed_a_last: None,
             arena: ArenaPlan::default(),
             pinned_inputs: Vec::new(),
