@@ -1,8 +1,8 @@
 //! The `Generate` step: autoregressive decoding through a decoder that keeps its key/value
 //! cache on the device. One model call per position: the prompt's tokens first (each call
-//! writes its keys and values at its position), then each picked token, until a stop token or
-//! `max_tokens`. Before every call it tells the runner how many calls are left, so residency
-//! planning follows the real reply length.
+//! writes its keys and values at its position; only the last one's logits are read back), then
+//! each picked token, until a stop token or `max_tokens`. Before every call it tells the runner
+//! how many calls are left, so residency planning follows the real reply length.
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -159,14 +159,22 @@ pub fn generate(
             count: prompt_left + reply_left,
         }];
         rest.extend_from_slice(later);
+        // A prompt token before the last only writes its keys and values: its logits are not
+        // read back.
+        let prompt_only = i + 1 < g.prompt.len();
+        let outputs = if prompt_only {
+            Vec::new()
+        } else {
+            vec![g.ports.logits.as_str()]
+        };
         let outs = call(ModelCall {
             model: g.model,
             inputs,
-            outputs: vec![g.ports.logits.as_str()],
+            outputs,
             rest,
         })?;
         runs += 1;
-        if i + 1 < g.prompt.len() {
+        if prompt_only {
             continue;
         }
         let logits = outs.first().ok_or(GenerateError::NoLogits)?.to_f32()?;
