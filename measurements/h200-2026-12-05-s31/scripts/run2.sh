@@ -5,9 +5,10 @@
 # query blocks (the Whisper encoder), the loop kept at one (BERT, the prefill). `base` is them,
 # `prev` main's choices before (TEXSTREAM_COOP_STEP_K=64 TEXSTREAM_MATMUL_PACKED_A=0
 # TEXSTREAM_MATMUL_SPLIT_K=1). Models as in run 1, resident fp16, profiled; outputs compared; the
-# decode step; PyTorch's Whisper baseline; the Whisper encoder's attention over other key span
-# counts (TEXSTREAM_ATTENTION_SPLITS); then kernel_matmul's tensor-core test (every choice
-# by shape, fixed, and split into three spans) and kernel_attention. Outputs: $OUT/d.tgz.
+# decode step; PyTorch's Whisper baseline; kernel_matmul's tensor-core test (every choice by
+# shape, fixed, and split into three spans) and kernel_attention after the encoders; the Whisper
+# encoder's attention over other key span counts (TEXSTREAM_ATTENTION_SPLITS). Outputs:
+# $OUT/d.tgz, saved after each part.
 set -u
 cd "$(dirname "$0")/../../.."
 T0=$(date +%s)
@@ -22,6 +23,7 @@ save() { tar czf $OUT/d.tgz -C $W .; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > $W/gpu.txt 2>&1
 (timeout 150 $PY scripts/make_scale_models.py models/scale --decoder 1.3b > $W/gen.txt 2>&1; echo "rc $?" >> $W/gen.txt) &
 GEN=$!
+# The Whisper encoder as run 1 exported it (its PyTorch baseline is in run 1).
 M=/tmp/wenc; timeout 100 $PY scripts/whisper_encoder_baseline.py $M > $W/torch_whisper.txt 2>&1
 E=/tmp/enc; timeout 60 $PY scripts/make_scale_models.py $E --decoder 125m --reference > $W/gen_enc.txt 2>&1
 # A warm-up so that the first measured run does not meet the clocks ramping up.
@@ -32,6 +34,11 @@ for n in base prev base; do
   env $e timeout 60 /tmp/bin/ts infer $M/encoder.onnx --input input_features=$M/input.npy --precision f16 --repeat 20 --profile 3 -o /tmp/wh-$s > $W/whisper_$s.txt 2>&1; echo "rc $?" >> $W/whisper_$s.txt
   save
 done
+# The tensor-core tests early: the machine's time may not last the whole script.
+(cd vk-backend && timeout 150 /tmp/bin/kmat constant_b_on_cooperative_matrices_where_available > $W/kernel_matmul.txt 2>&1; echo "rc $?" >> $W/kernel_matmul.txt)
+save
+(cd vk-backend && timeout 40 /tmp/bin/katt > $W/kernel_attention.txt 2>&1; echo "rc $?" >> $W/kernel_attention.txt)
+save
 # The Whisper encoder's attention over 4, 6, 12 and 16 key spans (the rule picks 8).
 for sp in 4 6 12 16; do
   TEXSTREAM_ATTENTION_SPLITS=$sp timeout 40 /tmp/bin/ts infer $M/encoder.onnx --input input_features=$M/input.npy --precision f16 --repeat 20 --profile 3 -o /tmp/wh-s$sp > $W/whisper_spans$sp.txt 2>&1; echo "rc $?" >> $W/whisper_spans$sp.txt
@@ -56,10 +63,6 @@ for p, o in (('enc', 'y.npy'), ('wh', 'last_hidden_state.npy'), ('pp', 'logits.n
     except Exception as e:
         print(p, 'not compared:', e)
 PYEOF
-save
-(cd vk-backend && timeout $(( $(left) - 45 )) /tmp/bin/kmat constant_b_on_cooperative_matrices_where_available > $W/kernel_matmul.txt 2>&1; echo "rc $?" >> $W/kernel_matmul.txt)
-save
-(cd vk-backend && timeout 40 /tmp/bin/katt > $W/kernel_attention.txt 2>&1; echo "rc $?" >> $W/kernel_attention.txt)
 save
 tail -n 3 $W/kernel_matmul.txt $W/kernel_attention.txt
 for f in bert whisper prefill; do for n in base prev base2; do [ -e $W/${f}_$n.txt ] || continue; echo "== $f $n"; grep -hE "repeat runs|^  MatMul |^  Gemm |^  Attention |^LayerNorm" $W/${f}_$n.txt; done; done
