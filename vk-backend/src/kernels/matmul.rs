@@ -513,10 +513,9 @@ pub fn matmul_packed_a_shape(
 
 /// The shape of the fp32 partial results [`matmul_split_into`] needs,
 /// `[1, 4, spans * layers * M, ceil(N / 4)]` (per span, layer and row, N values four a texel),
-/// where the MatMul runs on
-/// the tensor cores and the device's options split its reduction
-/// ([`crate::DeviceOptions::matmul_split_k`]); `None` elsewhere (run [`matmul_into`]). A split
-/// MatMul reads A as it is (no packed copy).
+/// where the MatMul runs on the tensor cores and its reduction is split (`split_k_spans`: by
+/// shape, or as [`crate::DeviceOptions::matmul_split_k`] fixes); `None` elsewhere (run
+/// [`matmul_into`]). A split MatMul reads A as it is (no packed copy).
 pub fn matmul_split_k_shape(
     rec: &Recorder,
     a: &Tensor,
