@@ -1,8 +1,8 @@
 #version 450
 // Finishes a tensor-core MatMul split over reduction spans (the matmul_const_coop*_splitk
 // kernels): one invocation a texel of the partial results sums the spans' four columns of one
-// row and applies alpha, the bias, and the activation to each, as the unsplit kernel's epilogue
-// does, storing one value a texel (the output's channel dim is 1). Same push constants and
+// row and finishes each through the MatMul epilogue (include/matmul_store.glsl: alpha, the bias,
+// the activation), one value a texel (the output's channel dim is 1). Same push constants and
 // bindings as the split kernels (include/matmul_common.glsl, include/matmul_partials.glsl): A at
 // 0 goes unread, the output at 1 is written, the partials at 2 are read.
 #include "tensor.glsl"
@@ -12,6 +12,8 @@ layout(local_size_x = 64) in;
 
 TENSOR_OUT(1, img_out);
 #include "matmul_common.glsl"
+#define MATMUL_WEIGHTS
+#include "matmul_store.glsl"
 #include "matmul_partials.glsl"
 
 void main() {
@@ -24,17 +26,9 @@ void main() {
     for (uint p = 0u; p < splits; p++) {
         s += load_partial(partial_index(p, layers, layer, m, n4));
     }
-    uint act = (pc.flags >> 16u) & 255u;
     for (uint j = 0u; j < 4u; j++) {
         uint n = 4u * n4 + j;
         if (n >= N) break;
-        vec4 v = vec4(s[j] * pc.alpha, 0.0, 0.0, 0.0);
-        if ((pc.flags & 4096u) != 0u) {
-            bool per_row = (pc.flags & 1024u) != 0u, per_col = (pc.flags & 2048u) != 0u;
-            uint bi = (per_row ? m : 0u) * (per_col ? N : 1u) + (per_col ? n : 0u);
-            v.x += pc.beta * fetch_weight(pc.bias_offset + bi / 4u)[bi % 4u];
-        }
-        v = apply_unary(act, pc.act_a, pc.act_b, v);
-        STORE_TEXEL(img_out, pc.out_t, texel_index(pc.out_t, layer, m, n), zero_padding(pc.out_t, 0u, v));
+        store_out(layer, 0u, m, n, vec4(s[j], 0.0, 0.0, 0.0));
     }
 }

@@ -35,6 +35,9 @@ TENSOR_IN(0, img_a);
 TENSOR_OUT(1, img_out);
 
 #include "matmul_common.glsl"
+// The epilogue (alpha, the bias through fetch_weight, the activation, the store).
+#define MATMUL_WEIGHTS
+#include "matmul_store.glsl"
 #ifdef SPLIT_K
 #include "matmul_partials.glsl"
 #endif
@@ -227,7 +230,6 @@ void main() {
     }
     // The groups' tiles summed, CS_COLS columns at a time: the last group stores its part, each
     // group before it in turn adds its own to it; the subgroups owning other columns wait.
-    uint act = (pc.flags >> 16u) & 255u;
     for (uint c0 = 0u; c0 < TN; c0 += CS_COLS) {
         bool mine = sn >= c0 && sn < c0 + CS_COLS;
         barrier(); // the previous columns' outputs have read Cs
@@ -275,14 +277,7 @@ void main() {
             uint mm = e / CS_COLS, nn = e % CS_COLS;
             uint m = m0 + mm, n = n0 + c0 + nn;
             if (m >= M || n >= N) continue;
-            vec4 v = vec4(Cs[mm * CS_STRIDE + nn] * pc.alpha, 0.0, 0.0, 0.0);
-            if ((pc.flags & 4096u) != 0u) {
-                bool per_row = (pc.flags & 1024u) != 0u, per_col = (pc.flags & 2048u) != 0u;
-                uint bi = (per_row ? m : 0u) * (per_col ? N : 1u) + (per_col ? n : 0u);
-                v.x += pc.beta * fetch_weight(pc.bias_offset + bi / 4u)[bi % 4u];
-            }
-            v = apply_unary(act, pc.act_a, pc.act_b, v);
-            STORE_TEXEL(img_out, pc.out_t, texel_index(pc.out_t, layer, m, n), zero_padding(pc.out_t, 0u, v));
+            store_out(layer, 0u, m, n, vec4(Cs[mm * CS_STRIDE + nn], 0.0, 0.0, 0.0));
         }
     }
 }

@@ -1,4 +1,5 @@
-// The MatMul epilogue shared by include/matmul_body.glsl and matmul_const_gemv.comp: alpha, the
+// The MatMul epilogue shared by include/matmul_body.glsl, matmul_const_gemv.comp, the tensor-core
+// kernels (include/matmul_coop_body.glsl) and matmul_splitk_combine.comp: alpha, the
 // bias (a weight through fetch_weight, or the run-time tensor img_c), the fused activation and
 // the store of output texel (m, n) of `layer`. Included after the bindings and the push constants.
 #ifndef TEXSTREAM_MATMUL_STORE_GLSL
