@@ -172,7 +172,111 @@ void row_in_registers(uint base[6], bool rms, uint lid) {
 }
 #endif
 
-void main() {
+#ifdef ROW_GROUPS
+// The row-group kernels (layernorm*_rows*.comp; LAYERNORM only): ROW_GROUP invocations a row, WG / ROW_GROUP rows a
+// workgroup, for a norm over W alone of up to ROW_GROUP * GROUP_SLOTS texels, each row's texels
+// held in registers. One workgroup a row left the Whisper-tiny encoder's 1500 rows of 384 texels
+// latency-bound on an H200: 66 us a norm (session 31), 256 invocations waiting on two or three
+// texels each. Here eight rows share a workgroup and its copy of the scale and bias.
+#define ROW_GROUP 32u
+#define GROUP_SLOTS 16u
+shared float group_scale[ROW_GROUP * GROUP_SLOTS];
+shared float group_bias[ROW_GROUP * GROUP_SLOTS];
+shared bool subgroups_in_rows;
+
+// Sum of v over the ROW_GROUP invocations of this invocation's row. On subgroup operations
+// where each subgroup lies within one row (`aligned`, the same for the whole workgroup): a
+// subgroup of ROW_GROUP invocations needs no shared memory; smaller ones add their subgroup sums
+// through it. Else a shared-memory tree over the row's invocations.
+vec4 group_sum(vec4 v, uint lid, bool aligned) {
+    uint first = lid - lid % ROW_GROUP;
+#ifdef SUBGROUP_REDUCE
+    if (aligned) {
+        vec4 s = subgroupAdd(v);
+        if (gl_SubgroupSize == ROW_GROUP) return s;
+        red[lid] = subgroupElect() ? s : vec4(0.0);
+        barrier();
+        vec4 r = vec4(0.0);
+        for (uint i = 0u; i < ROW_GROUP; i++) r += red[first + i];
+        barrier();
+        return r;
+    }
+#endif
+    red[lid] = v;
+    barrier();
+    for (uint s = ROW_GROUP / 2u; s > 0u; s >>= 1u) {
+        if (lid - first < s) red[lid] += red[lid + s];
+        barrier();
+    }
+    vec4 r = red[first];
+    barrier();
+    return r;
+}
+
+void rows_in_groups(bool rms, uint lid) {
+    uint wg = global_id_1d() / WG;
+    uint rows_per_wg = WG / ROW_GROUP;
+    if (wg * rows_per_wg >= pc.rows) return;  // uniform per workgroup
+    uint at = lid % ROW_GROUP;
+    uint row = wg * rows_per_wg + lid / ROW_GROUP;
+    bool valid = row < pc.rows;
+    uint base[6] = uint[6](0u, 0u, 0u, 0u, 0u, 0u);
+    decompose(min(row, pc.rows - 1u), false, base);
+    uint t0 = texel_of(base);
+    uint last = pc.red_texels - 1u;
+    uint regs = (pc.red_texels + ROW_GROUP - 1u) / ROW_GROUP;
+    vec4 x[GROUP_SLOTS];
+    [[unroll]] for (uint r = 0u; r < GROUP_SLOTS; r++) {
+        x[r] = r < regs ? load_x(t0 + min(at + ROW_GROUP * r, last)) : vec4(0.0);
+    }
+    // The scale and bias, a value a column, once for the workgroup's rows.
+    bool biased = pc.bias_offset != 0xFFFFFFFFu;
+    for (uint i = lid; i < (pc.red_texels + 3u) / 4u; i += WG) {
+        vec4 sc = fetch_weight(pc.scale_offset + i);
+        vec4 bi = biased ? fetch_weight(pc.bias_offset + i) : vec4(0.0);
+        for (uint l = 0u; l < 4u; l++) {
+            group_scale[i * 4u + l] = sc[l];
+            group_bias[i * 4u + l] = bi[l];
+        }
+    }
+#ifdef SUBGROUP_REDUCE
+    if (lid == 0u) subgroups_in_rows = true;
+    barrier();
+    uint r0 = lid / ROW_GROUP;
+    if (gl_SubgroupSize > ROW_GROUP || subgroupMin(r0) != subgroupMax(r0)) subgroups_in_rows = false;
+#endif
+    barrier();
+#ifdef SUBGROUP_REDUCE
+    bool aligned = subgroups_in_rows;
+#else
+    bool aligned = false;
+#endif
+    vec4 s = vec4(0.0);
+    [[unroll]] for (uint r = 0u; r < GROUP_SLOTS; r++) {
+        if (at + ROW_GROUP * r <= last) s += x[r];
+    }
+    vec4 mean = rms ? vec4(0.0) : group_sum(s, lid, aligned) * pc.inv_count;
+    vec4 q = vec4(0.0);
+    [[unroll]] for (uint r = 0u; r < GROUP_SLOTS; r++) {
+        vec4 d = x[r] - mean;
+        if (at + ROW_GROUP * r <= last) q += d * d;
+    }
+    vec4 rstd = inversesqrt(group_sum(q, lid, aligned) * pc.inv_count + pc.eps);
+    [[unroll]] for (uint r = 0u; r < GROUP_SLOTS; r++) {
+        uint j = at + ROW_GROUP * r;
+        if (valid && j <= last) {
+            vec4 y = (x[r] - mean) * rstd * group_scale[j] + group_bias[j];
+            STORE_TEXEL(img_out, pc.t, t0 + j, zero_padding(pc.t, base[3], y));
+#ifdef SKIP
+            STORE_TEXEL(img_sum, pc.t, t0 + j, zero_padding(pc.t, base[3], x[r]));
+#endif
+        }
+    }
+}
+#endif
+
+// One workgroup a row.
+void row_per_workgroup() {
     uint lid = gl_LocalInvocationID.x;
     uint row = global_id_1d() / WG;
     if (row >= pc.rows) return;  // uniform per workgroup
@@ -255,5 +359,13 @@ void main() {
         vec4 y = logsm ? x - ls : exp(x) * inv;
         STORE_TEXEL(img_out, pc.t, i, zero_padding(pc.t, c[3], y));
     }
+#endif
+}
+
+void main() {
+#ifdef ROW_GROUPS
+    rows_in_groups((pc.mask & 512u) != 0u, gl_LocalInvocationID.x);
+#else
+    row_per_workgroup();
 #endif
 }

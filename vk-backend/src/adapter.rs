@@ -185,6 +185,9 @@ pub struct DeviceFeatures {
     /// Reduction spans of tensor-core MatMuls, where the device's options fix them
     /// ([`crate::DeviceOptions::matmul_split_k`]); `None`: by shape.
     pub matmul_split_k: Option<u32>,
+    /// Short-row norms in row groups or not, where the device's options fix it
+    /// ([`crate::DeviceOptions::norm_row_groups`]); `None`: by shape.
+    pub norm_row_groups: Option<bool>,
 }
 
 /// Whether compute shaders have subgroup arithmetic (`subgroupAdd`, `subgroupMax`).
@@ -285,6 +288,7 @@ impl Capabilities {
             matmul_packed_a: None,
             coop_step_k: None,
             matmul_split_k: None,
+            norm_row_groups: None,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),

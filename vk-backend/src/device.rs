@@ -306,6 +306,7 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     caps.features.matmul_packed_a = opts.matmul_packed_a;
     caps.features.coop_step_k = opts.coop_step_k;
     caps.features.matmul_split_k = opts.matmul_split_k;
+    caps.features.norm_row_groups = opts.norm_row_groups;
     if opts.no_transfer_queue {
         caps.transfer_family = None;
     }

@@ -74,6 +74,10 @@ pub struct DeviceOptions {
     /// kernel, instead of picking by shape ([`crate::kernels::matmul_split_k_shape`]: where the
     /// tiles leave half the multiprocessors idle): to measure one against the other.
     pub matmul_split_k: Option<u32>,
+    /// Run every LayerNorm and RMSNorm over W alone of short rows with eight rows a workgroup
+    /// (`Some(true)`, where the rows fit) or one (`Some(false)`) instead of picking by shape
+    /// ([`crate::kernels::norm_row_groups`]): to measure one against the other.
+    pub norm_row_groups: Option<bool>,
 }
 
 impl DeviceOptions {
@@ -96,6 +100,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_MATMUL_PACKED_A=1` or `0`: [`DeviceOptions::matmul_packed_a`];
     /// - `TEXSTREAM_COOP_STEP_K=64` or `128`: [`DeviceOptions::coop_step_k`];
     /// - `TEXSTREAM_MATMUL_SPLIT_K=N` (N >= 1): [`DeviceOptions::matmul_split_k`];
+    /// - `TEXSTREAM_NORM_ROW_GROUPS=1` or `0`: [`DeviceOptions::norm_row_groups`];
     /// - `TEXSTREAM_MAX_ARRAY_LAYERS=N`: [`DeviceOptions::limits_override`] with at most `N`
     ///   image array layers (the weight atlas stacks pages beyond them, as on a GPU for models
     ///   over 2048 pages).
@@ -149,6 +154,7 @@ impl DeviceOptions {
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 1 | 4)),
             matmul_packed_a: on_off("TEXSTREAM_MATMUL_PACKED_A"),
+            norm_row_groups: on_off("TEXSTREAM_NORM_ROW_GROUPS"),
             coop_step_k: var("TEXSTREAM_COOP_STEP_K")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 64 | 128)),
@@ -198,6 +204,7 @@ mod tests {
         assert_eq!(o.matmul_packed_a, None);
         assert_eq!(o.coop_step_k, None);
         assert_eq!(o.matmul_split_k, None);
+        assert_eq!(o.norm_row_groups, None);
     }
 
     #[test]
@@ -219,7 +226,9 @@ mod tests {
             ("TEXSTREAM_MATMUL_PACKED_A", "1"),
             ("TEXSTREAM_COOP_STEP_K", "128"),
             ("TEXSTREAM_MATMUL_SPLIT_K", " 1"),
+            ("TEXSTREAM_NORM_ROW_GROUPS", "0"),
         ]);
+        assert_eq!(o.norm_row_groups, Some(false));
         assert_eq!(o.matmul_split_k, Some(1));
         assert_eq!(
             with(&[("TEXSTREAM_MATMUL_SPLIT_K", "3")]).matmul_split_k,

@@ -3,7 +3,7 @@
 //! so the remaining error is the fp16 output rounding plus fp16 scale/bias).
 
 use vk_backend::kernels::{
-    layernorm, residual_norm_into, rmsnorm_into, softmax, NormSpec, Residual,
+    layernorm, norm_row_groups, residual_norm_into, rmsnorm_into, softmax, NormSpec, Residual,
 };
 use vk_backend::layout::pack_vector;
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -12,10 +12,11 @@ use vk_backend::{
 };
 
 /// The default device (reductions on subgroup operations where it has subgroup arithmetic), and
-/// one that reduces through the shared-memory tree.
+/// one that reduces through the shared-memory tree and runs every norm it can in row groups.
 fn devices() -> [Device; 2] {
     let tree = Device::new(&DeviceOptions {
         no_subgroup_arithmetic: true,
+        norm_row_groups: Some(true),
         ..DeviceOptions::from_env()
     })
     .expect("a device");
@@ -128,6 +129,13 @@ fn norm_cases(d: &Device) {
         // hidden rows, and rows four to a texel (six channels, the second texel half padding).
         (&[2, 1, 2048], -1, false),
         (&[1, 6, 2, 1100], -1, true),
+        // 256 rows or more of at most 512 texels take the row groups by shape
+        // (kernels::norm_row_groups), eight rows a workgroup: 257 rows (the last workgroup holds
+        // one), and 256 rows four to a texel (five channels). On the second device every case
+        // over the last axis of up to 512 texels takes them: the widest rows they take, three.
+        (&[1, 257, 96], -1, true),
+        (&[2, 5, 64, 9], -1, true),
+        (&[1, 3, 512], -1, false),
     ];
     let eps = 1e-5f32;
     let mut rng = Rng::new(22);
@@ -166,6 +174,25 @@ fn norm_cases(d: &Device) {
         for (shape, axis, a, has_bias, sv, bv, s_off, b_off) in prepared {
             let xv = rng.vec(shape.iter().product(), -3.0, 3.0);
             let x = Tensor::from_data(&d, "x", shape, p, &xv).unwrap();
+            // Rows over the last axis alone of up to 512 texels; by shape, 256 of them or more
+            // (texel rows: channels, the third dim from the end, four a texel).
+            let r = shape.len();
+            let last_axis_only = a + 1 == r && shape[r - 1] <= 512;
+            let texel_rows: usize = (0..r - 1)
+                .map(|k| match k + 3 == r {
+                    true => shape[k].div_ceil(4),
+                    false => shape[k],
+                })
+                .product();
+            let want_groups = match d.features().norm_row_groups {
+                Some(true) => last_axis_only,
+                _ => last_axis_only && texel_rows >= 256,
+            };
+            assert_eq!(
+                norm_row_groups(&rec, &x, axis).unwrap(),
+                want_groups,
+                "{shape:?}"
+            );
             let out = layernorm(
                 &mut rec,
                 &x,

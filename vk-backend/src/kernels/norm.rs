@@ -6,7 +6,9 @@
 //! the norms (a decoder's one long row). Shaders: `softmax.comp`, `layernorm.comp` (`include/rownorm_body.glsl`),
 //! and where the device's compute stage has subgroup arithmetic, `softmax_subgroup.comp` and
 //! `layernorm_subgroup.comp`: the same with each reduction on subgroup operations; and
-//! `layernorm_skip.comp` / `layernorm_skip_subgroup.comp` for the norm of a residual sum.
+//! `layernorm_skip.comp` / `layernorm_skip_subgroup.comp` for the norm of a residual sum; and
+//! `layernorm*_rows*.comp`, the same over many short rows, eight rows a workgroup
+//! ([`norm_row_groups`]).
 
 use crate::error::{Result, VkError};
 use crate::kernels::launch::{alloc_like, launch, normalize_axes, IMAGES_2, IMAGES_4};
@@ -29,6 +31,14 @@ const SOFTMAX: KernelDesc = KernelDesc {
 
 /// `rownorm_body.glsl`'s mask bit for RMSNorm.
 const RMS_BIT: u32 = 1 << 9;
+/// The row-group kernels (`layernorm*_rows*.comp`): `ROW_GROUP` invocations a row,
+/// `LAYERNORM_ROW_INVOCATIONS / ROW_GROUP` rows a workgroup, up to `ROW_GROUP * GROUP_SLOTS`
+/// texels a row.
+const ROW_GROUP: u64 = 32;
+const GROUP_SLOTS: u64 = 16;
+/// Rows from which a norm takes the row groups by shape: past about one workgroup a
+/// multiprocessor at 256 invocations a row, the rows come in waves.
+const ROW_GROUP_MIN_ROWS: u64 = 256;
 
 const LAYERNORM: KernelDesc = KernelDesc {
     name: "layernorm",
@@ -46,6 +56,23 @@ const LAYERNORM_SKIP: KernelDesc = KernelDesc {
 };
 const LAYERNORM_SKIP_SUBGROUP: KernelDesc = KernelDesc {
     name: "layernorm_skip_subgroup",
+    ..LAYERNORM_SKIP
+};
+
+const LAYERNORM_ROWS: KernelDesc = KernelDesc {
+    name: "layernorm_rows",
+    ..LAYERNORM
+};
+const LAYERNORM_ROWS_SUBGROUP: KernelDesc = KernelDesc {
+    name: "layernorm_rows_subgroup",
+    ..LAYERNORM
+};
+const LAYERNORM_SKIP_ROWS: KernelDesc = KernelDesc {
+    name: "layernorm_skip_rows",
+    ..LAYERNORM_SKIP
+};
+const LAYERNORM_SKIP_ROWS_SUBGROUP: KernelDesc = KernelDesc {
+    name: "layernorm_skip_rows_subgroup",
     ..LAYERNORM_SKIP
 };
 
@@ -274,13 +301,23 @@ fn norm_into(
     let rank = x.shape().len();
     let a = normalize_axes(what, &[axis], rank)?[0];
     let axes: Vec<usize> = (a..rank).collect();
+    let grouped = norm_row_groups(rec, x, axis)?;
     let (pc, rows) = row_push(x, &axes, if rms { RMS_BIT } else { 0 })?;
+    // A row group's workgroup takes several rows: dispatch one "row" a workgroup of them.
+    let rows = if grouped {
+        rows.div_ceil(LAYERNORM_ROW_INVOCATIONS / ROW_GROUP)
+    } else {
+        rows
+    };
     let pc = pc
         .f32(epsilon)
         .u32(scale_offset)
         .u32(bias_offset.unwrap_or(u32::MAX));
     let Some(r) = residual else {
-        let desc = reducing(rec, &LAYERNORM, &LAYERNORM_SUBGROUP);
+        let desc = match grouped {
+            true => reducing(rec, &LAYERNORM_ROWS, &LAYERNORM_ROWS_SUBGROUP),
+            false => reducing(rec, &LAYERNORM, &LAYERNORM_SUBGROUP),
+        };
         let args = [Arg::input(x), Arg::output(out)];
         return launch_rows(
             rec,
@@ -290,7 +327,10 @@ fn norm_into(
             rows,
         );
     };
-    let desc = reducing(rec, &LAYERNORM_SKIP, &LAYERNORM_SKIP_SUBGROUP);
+    let desc = match grouped {
+        true => reducing(rec, &LAYERNORM_SKIP_ROWS, &LAYERNORM_SKIP_ROWS_SUBGROUP),
+        false => reducing(rec, &LAYERNORM_SKIP, &LAYERNORM_SKIP_SUBGROUP),
+    };
     let args = [
         Arg::input(x),
         Arg::output(out),
@@ -304,6 +344,23 @@ fn norm_into(
         &pc,
         rows,
     )
+}
+
+/// Whether a LayerNorm or RMSNorm of `x` over `[axis, rank)` runs in row groups (eight rows a
+/// workgroup, 32 invocations a row, the scale and bias staged once a workgroup): where it
+/// normalizes the last axis alone, of at most 512 (`ROW_GROUP * GROUP_SLOTS`) texels, over at
+/// least 256 rows, or wherever it fits if the device's options say so
+/// ([`crate::DeviceOptions::norm_row_groups`]). Else one workgroup of 256 invocations a row.
+pub fn norm_row_groups(rec: &Recorder, x: &Tensor, axis: i64) -> Result<bool> {
+    let rank = x.shape().len();
+    let a = normalize_axes("layernorm", &[axis], rank)?[0];
+    let d6 = dims6(x.shape())?;
+    let fits = a + 1 == rank && (d6[5] as u64) <= ROW_GROUP * GROUP_SLOTS;
+    let rows = x.layout().texels() / d6[5] as u64;
+    Ok(match rec.device().features().norm_row_groups {
+        Some(forced) => forced && fits,
+        None => fits && rows >= ROW_GROUP_MIN_ROWS,
+    })
 }
 
 /// Records row kernel `desc` on `args` (input, output, ...) at the output `out`'s precision: one
