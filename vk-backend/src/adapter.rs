@@ -188,6 +188,9 @@ pub struct DeviceFeatures {
     /// Short-row norms in row groups or not, where the device's options fix it
     /// ([`crate::DeviceOptions::norm_row_groups`]); `None`: by shape.
     pub norm_row_groups: Option<bool>,
+    /// Few-row norms on 1024 invocations a row or not, where the device's options fix it
+    /// ([`crate::DeviceOptions::norm_wide_rows`]); `None`: by shape.
+    pub norm_wide_rows: Option<bool>,
 }
 
 /// Whether compute shaders have subgroup arithmetic (`subgroupAdd`, `subgroupMax`).
@@ -289,6 +292,7 @@ impl Capabilities {
             coop_step_k: None,
             matmul_split_k: None,
             norm_row_groups: None,
+            norm_wide_rows: None,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),

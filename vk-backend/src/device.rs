@@ -307,6 +307,7 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     caps.features.coop_step_k = opts.coop_step_k;
     caps.features.matmul_split_k = opts.matmul_split_k;
     caps.features.norm_row_groups = opts.norm_row_groups;
+    caps.features.norm_wide_rows = opts.norm_wide_rows;
     if opts.no_transfer_queue {
         caps.transfer_family = None;
     }

@@ -76,8 +76,12 @@ pub struct DeviceOptions {
     pub matmul_split_k: Option<u32>,
     /// Run every LayerNorm and RMSNorm over W alone of short rows with eight rows a workgroup
     /// (`Some(true)`, where the rows fit) or one (`Some(false)`) instead of picking by shape
-    /// ([`crate::kernels::norm_row_groups`]): to measure one against the other.
+    /// ([`crate::kernels::norm_rows`]): to measure one against the other.
     pub norm_row_groups: Option<bool>,
+    /// Run every LayerNorm and RMSNorm over W alone on 1024 invocations a row (`Some(true)`,
+    /// where the rows fit and do not take row groups) or never (`Some(false)`) instead of
+    /// picking by shape ([`crate::kernels::norm_rows`]): to measure one against the other.
+    pub norm_wide_rows: Option<bool>,
 }
 
 impl DeviceOptions {
@@ -101,6 +105,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_COOP_STEP_K=64` or `128`: [`DeviceOptions::coop_step_k`];
     /// - `TEXSTREAM_MATMUL_SPLIT_K=N` (N >= 1): [`DeviceOptions::matmul_split_k`];
     /// - `TEXSTREAM_NORM_ROW_GROUPS=1` or `0`: [`DeviceOptions::norm_row_groups`];
+    /// - `TEXSTREAM_NORM_WIDE_ROWS=1` or `0`: [`DeviceOptions::norm_wide_rows`];
     /// - `TEXSTREAM_MAX_ARRAY_LAYERS=N`: [`DeviceOptions::limits_override`] with at most `N`
     ///   image array layers (the weight atlas stacks pages beyond them, as on a GPU for models
     ///   over 2048 pages).
@@ -155,6 +160,7 @@ impl DeviceOptions {
                 .filter(|n| matches!(n, 1 | 4)),
             matmul_packed_a: on_off("TEXSTREAM_MATMUL_PACKED_A"),
             norm_row_groups: on_off("TEXSTREAM_NORM_ROW_GROUPS"),
+            norm_wide_rows: on_off("TEXSTREAM_NORM_WIDE_ROWS"),
             coop_step_k: var("TEXSTREAM_COOP_STEP_K")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 64 | 128)),
@@ -205,6 +211,7 @@ mod tests {
         assert_eq!(o.coop_step_k, None);
         assert_eq!(o.matmul_split_k, None);
         assert_eq!(o.norm_row_groups, None);
+        assert_eq!(o.norm_wide_rows, None);
     }
 
     #[test]
@@ -227,8 +234,10 @@ mod tests {
             ("TEXSTREAM_COOP_STEP_K", "128"),
             ("TEXSTREAM_MATMUL_SPLIT_K", " 1"),
             ("TEXSTREAM_NORM_ROW_GROUPS", "0"),
+            ("TEXSTREAM_NORM_WIDE_ROWS", "1"),
         ]);
         assert_eq!(o.norm_row_groups, Some(false));
+        assert_eq!(o.norm_wide_rows, Some(true));
         assert_eq!(o.matmul_split_k, Some(1));
         assert_eq!(
             with(&[("TEXSTREAM_MATMUL_SPLIT_K", "3")]).matmul_split_k,

@@ -3,7 +3,7 @@
 //! so the remaining error is the fp16 output rounding plus fp16 scale/bias).
 
 use vk_backend::kernels::{
-    layernorm, norm_row_groups, residual_norm_into, rmsnorm_into, softmax, NormSpec, Residual,
+    layernorm, norm_rows, residual_norm_into, rmsnorm_into, softmax, NormRows, NormSpec, Residual,
 };
 use vk_backend::layout::pack_vector;
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -136,6 +136,8 @@ fn norm_cases(d: &Device) {
         (&[1, 257, 96], -1, true),
         (&[2, 5, 64, 9], -1, true),
         (&[1, 3, 512], -1, false),
+        // One row of 1536 texels: wide (1024 invocations a row) on both devices.
+        (&[1, 1536], -1, true),
     ];
     let eps = 1e-5f32;
     let mut rng = Rng::new(22);
@@ -174,8 +176,8 @@ fn norm_cases(d: &Device) {
         for (shape, axis, a, has_bias, sv, bv, s_off, b_off) in prepared {
             let xv = rng.vec(shape.iter().product(), -3.0, 3.0);
             let x = Tensor::from_data(&d, "x", shape, p, &xv).unwrap();
-            // Rows over the last axis alone of up to 512 texels; by shape, 256 of them or more
-            // (texel rows: channels, the third dim from the end, four a texel).
+            // Row groups: rows over the last axis alone of up to 512 texels; by shape, 256 of
+            // them or more (texel rows: channels, the third dim from the end, four a texel).
             let r = shape.len();
             let last_axis_only = a + 1 == r && shape[r - 1] <= 512;
             let texel_rows: usize = (0..r - 1)
@@ -184,15 +186,22 @@ fn norm_cases(d: &Device) {
                     false => shape[k],
                 })
                 .product();
-            let want_groups = match d.features().norm_row_groups {
-                Some(true) => last_axis_only,
-                _ => last_axis_only && texel_rows >= 256,
+            // Few rows (no more than the multiprocessors) of 1024 to 8192 texels: wide.
+            let f = d.features();
+            let multiprocessors = (f.concurrent_invocations / 2048).max(1) as usize;
+            let width = shape[r - 1];
+            let want = if last_axis_only && (f.norm_row_groups == Some(true) || texel_rows >= 256) {
+                NormRows::Groups
+            } else if a + 1 == r
+                && width <= 8192
+                && (f.norm_wide_rows == Some(true)
+                    || (width >= 1024 && texel_rows <= multiprocessors))
+            {
+                NormRows::Wide
+            } else {
+                NormRows::One
             };
-            assert_eq!(
-                norm_row_groups(&rec, &x, axis).unwrap(),
-                want_groups,
-                "{shape:?}"
-            );
+            assert_eq!(norm_rows(&rec, &x, axis).unwrap(), want, "{shape:?}");
             let out = layernorm(
                 &mut rec,
                 &x,

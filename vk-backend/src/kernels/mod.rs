@@ -52,8 +52,8 @@ pub use matmul::{
     matmul_tensor_bias_into, uses_cooperative_matrix, MatBias, MatMulOpts, MatRhs,
 };
 pub use norm::{
-    layernorm, layernorm_into, norm_row_groups, residual_norm_into, rmsnorm_into, softmax,
-    softmax_into, NormSpec, Residual,
+    layernorm, layernorm_into, norm_rows, residual_norm_into, rmsnorm_into, softmax, softmax_into,
+    NormRows, NormSpec, Residual,
 };
 pub use pad::{pad, pad_into, pad_output_shape, PadMode, PadParams};
 pub use pool::{

@@ -7,8 +7,8 @@
 //! and where the device's compute stage has subgroup arithmetic, `softmax_subgroup.comp` and
 //! `layernorm_subgroup.comp`: the same with each reduction on subgroup operations; and
 //! `layernorm_skip.comp` / `layernorm_skip_subgroup.comp` for the norm of a residual sum; and
-//! `layernorm*_rows*.comp`, the same over many short rows, eight rows a workgroup
-//! ([`norm_row_groups`]).
+//! `layernorm*_rows*.comp`, the same over many short rows, eight rows a workgroup, and
+//! `layernorm*_wide*.comp` on 1024 invocations a row for a few long rows ([`norm_rows`]).
 
 use crate::error::{Result, VkError};
 use crate::kernels::launch::{alloc_like, launch, normalize_axes, IMAGES_2, IMAGES_4};
@@ -36,6 +36,12 @@ const RMS_BIT: u32 = 1 << 9;
 /// texels a row.
 const ROW_GROUP: u64 = 32;
 const GROUP_SLOTS: u64 = 16;
+/// Invocations a row of the wide kernels (`layernorm*_wide*.comp`), and texels an invocation
+/// holds on the norms' register path (`ROW_REGS` in `rownorm_body.glsl`).
+const WIDE_ROW_INVOCATIONS: u64 = 1024;
+const ROW_REGS: u64 = 8;
+/// Texels a row from which a norm over few rows takes the wide kernels by shape.
+const WIDE_MIN_TEXELS: u64 = 1024;
 /// Rows from which a norm takes the row groups by shape: past about one workgroup a
 /// multiprocessor at 256 invocations a row, the rows come in waves.
 const ROW_GROUP_MIN_ROWS: u64 = 256;
@@ -73,6 +79,23 @@ const LAYERNORM_SKIP_ROWS: KernelDesc = KernelDesc {
 };
 const LAYERNORM_SKIP_ROWS_SUBGROUP: KernelDesc = KernelDesc {
     name: "layernorm_skip_rows_subgroup",
+    ..LAYERNORM_SKIP
+};
+
+const LAYERNORM_WIDE: KernelDesc = KernelDesc {
+    name: "layernorm_wide",
+    ..LAYERNORM
+};
+const LAYERNORM_WIDE_SUBGROUP: KernelDesc = KernelDesc {
+    name: "layernorm_wide_subgroup",
+    ..LAYERNORM
+};
+const LAYERNORM_SKIP_WIDE: KernelDesc = KernelDesc {
+    name: "layernorm_skip_wide",
+    ..LAYERNORM_SKIP
+};
+const LAYERNORM_SKIP_WIDE_SUBGROUP: KernelDesc = KernelDesc {
+    name: "layernorm_skip_wide_subgroup",
     ..LAYERNORM_SKIP
 };
 
@@ -301,65 +324,100 @@ fn norm_into(
     let rank = x.shape().len();
     let a = normalize_axes(what, &[axis], rank)?[0];
     let axes: Vec<usize> = (a..rank).collect();
-    let grouped = norm_row_groups(rec, x, axis)?;
+    let layout = norm_rows(rec, x, axis)?;
     let (pc, rows) = row_push(x, &axes, if rms { RMS_BIT } else { 0 })?;
-    // A row group's workgroup takes several rows: dispatch one "row" a workgroup of them.
-    let rows = if grouped {
-        rows.div_ceil(LAYERNORM_ROW_INVOCATIONS / ROW_GROUP)
-    } else {
-        rows
-    };
     let pc = pc
         .f32(epsilon)
         .u32(scale_offset)
         .u32(bias_offset.unwrap_or(u32::MAX));
+    // Kernels without and with the residual sum, on the shared-memory tree and on subgroups.
+    let [plain, plain_sg, skip, skip_sg] = match layout {
+        NormRows::Groups => [
+            &LAYERNORM_ROWS,
+            &LAYERNORM_ROWS_SUBGROUP,
+            &LAYERNORM_SKIP_ROWS,
+            &LAYERNORM_SKIP_ROWS_SUBGROUP,
+        ],
+        NormRows::Wide => [
+            &LAYERNORM_WIDE,
+            &LAYERNORM_WIDE_SUBGROUP,
+            &LAYERNORM_SKIP_WIDE,
+            &LAYERNORM_SKIP_WIDE_SUBGROUP,
+        ],
+        NormRows::One => [
+            &LAYERNORM,
+            &LAYERNORM_SUBGROUP,
+            &LAYERNORM_SKIP,
+            &LAYERNORM_SKIP_SUBGROUP,
+        ],
+    };
+    // A row group's workgroup takes several rows: one dispatched "row" a workgroup of them.
+    let (invocations, rows) = match layout {
+        NormRows::Groups => (
+            LAYERNORM_ROW_INVOCATIONS,
+            rows.div_ceil(LAYERNORM_ROW_INVOCATIONS / ROW_GROUP),
+        ),
+        NormRows::Wide => (WIDE_ROW_INVOCATIONS, rows),
+        NormRows::One => (LAYERNORM_ROW_INVOCATIONS, rows),
+    };
     let Some(r) = residual else {
-        let desc = match grouped {
-            true => reducing(rec, &LAYERNORM_ROWS, &LAYERNORM_ROWS_SUBGROUP),
-            false => reducing(rec, &LAYERNORM, &LAYERNORM_SUBGROUP),
-        };
+        let desc = reducing(rec, plain, plain_sg);
         let args = [Arg::input(x), Arg::output(out)];
-        return launch_rows(
-            rec,
-            (desc, LAYERNORM_ROW_INVOCATIONS),
-            (&args, out),
-            &pc,
-            rows,
-        );
+        return launch_rows(rec, (desc, invocations), (&args, out), &pc, rows);
     };
-    let desc = match grouped {
-        true => reducing(rec, &LAYERNORM_SKIP_ROWS, &LAYERNORM_SKIP_ROWS_SUBGROUP),
-        false => reducing(rec, &LAYERNORM_SKIP, &LAYERNORM_SKIP_SUBGROUP),
-    };
+    let desc = reducing(rec, skip, skip_sg);
     let args = [
         Arg::input(x),
         Arg::output(out),
         Arg::input(r.residual),
         Arg::output(r.sum),
     ];
-    launch_rows(
-        rec,
-        (desc, LAYERNORM_ROW_INVOCATIONS),
-        (&args, out),
-        &pc,
-        rows,
-    )
+    launch_rows(rec, (desc, invocations), (&args, out), &pc, rows)
 }
 
-/// Whether a LayerNorm or RMSNorm of `x` over `[axis, rank)` runs in row groups (eight rows a
-/// workgroup, 32 invocations a row, the scale and bias staged once a workgroup): where it
-/// normalizes the last axis alone, of at most 512 (`ROW_GROUP * GROUP_SLOTS`) texels, over at
-/// least 256 rows, or wherever it fits if the device's options say so
-/// ([`crate::DeviceOptions::norm_row_groups`]). Else one workgroup of 256 invocations a row.
-pub fn norm_row_groups(rec: &Recorder, x: &Tensor, axis: i64) -> Result<bool> {
+/// How a LayerNorm or RMSNorm lays its rows over workgroups ([`norm_rows`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NormRows {
+    /// One workgroup of 256 invocations a row.
+    One,
+    /// Row groups: eight rows a workgroup, 32 invocations a row, the scale and bias staged once
+    /// a workgroup (`layernorm*_rows*.comp`), for many short rows.
+    Groups,
+    /// One workgroup of 1024 invocations a row (`layernorm*_wide*.comp`), for a few long rows.
+    Wide,
+}
+
+/// How the norm of `x` over `[axis, rank)` lays its rows over workgroups. Where it normalizes
+/// the last axis alone: in row groups over at least 256 rows of at most 512
+/// (`ROW_GROUP * GROUP_SLOTS`) texels; wide where there are no more rows than the device has
+/// multiprocessors, of at least 1024 texels (a decoder step's one row, a prefill's 128); either
+/// wherever it fits if the device's options say so ([`crate::DeviceOptions::norm_row_groups`],
+/// [`crate::DeviceOptions::norm_wide_rows`]). Else one workgroup of 256 invocations a row.
+pub fn norm_rows(rec: &Recorder, x: &Tensor, axis: i64) -> Result<NormRows> {
     let rank = x.shape().len();
     let a = normalize_axes("layernorm", &[axis], rank)?[0];
     let d6 = dims6(x.shape())?;
-    let fits = a + 1 == rank && (d6[5] as u64) <= ROW_GROUP * GROUP_SLOTS;
-    let rows = x.layout().texels() / d6[5] as u64;
-    Ok(match rec.device().features().norm_row_groups {
-        Some(forced) => forced && fits,
-        None => fits && rows >= ROW_GROUP_MIN_ROWS,
+    let texels = d6[5] as u64;
+    let last_alone = a + 1 == rank;
+    let groups_fit = last_alone && texels <= ROW_GROUP * GROUP_SLOTS;
+    let wide_fits = last_alone && texels <= WIDE_ROW_INVOCATIONS * ROW_REGS;
+    let rows = x.layout().texels() / texels;
+    let features = rec.device().features();
+    let multiprocessors = (features.concurrent_invocations / 2048).max(1);
+    let groups = match features.norm_row_groups {
+        Some(forced) => forced && groups_fit,
+        None => groups_fit && rows >= ROW_GROUP_MIN_ROWS,
+    };
+    let wide = match features.norm_wide_rows {
+        Some(forced) => forced && wide_fits,
+        None => wide_fits && texels >= WIDE_MIN_TEXELS && rows <= multiprocessors,
+    };
+    Ok(if groups {
+        NormRows::Groups
+    } else if wide {
+        NormRows::Wide
+    } else {
+        NormRows::One
     })
 }
 
