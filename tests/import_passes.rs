@@ -62,8 +62,7 @@ fn transpose_is_absorbed_into_matmul() {
         .nodes
         .iter()
         .any(|n| matches!(n.op, Op::Transpose { .. })));
-    let y = m.graph.outputs[0].tensor;
-    assert_eq!(m.graph.tensors[y].shape, vec![1, 1, 6, 3]);
+    assert_eq!(m.graph.port_shape(&m.graph.outputs[0]), &[1, 1, 6, 3]);
 }
 
 #[test]
@@ -528,5 +527,87 @@ fn gelu_in_every_exported_form_is_one_kernel_and_matches_a_reference() {
     let arg = g.nodes[0].outputs[0];
     g.outputs.push(texstream::ir::Port::new("arg", arg));
     assert_eq!(optimize(&mut g).gelu_fused, 0);
+    vk_backend::testing::assert_no_validation_messages(&device);
+}
+
+/// `x -> Relu -> r -> Reshape -> y` with `y` the graph output, and (with `reread`) `y` also
+/// read by a Neg whose output is a second graph output.
+fn reshaped_output_graph(reread: bool) -> texstream::ir::Graph {
+    use texstream::ir::{DType, Graph, Node, Port};
+    let mut g = Graph::default();
+    let x = g.add_tensor("x", vec![3, 10], DType::F32);
+    let r = g.add_tensor("r", vec![3, 10], DType::F32);
+    let y = g.add_tensor("y", vec![1, 5, 6], DType::F32);
+    g.nodes.push(Node {
+        name: "relu".into(),
+        op: Op::Unary(UnaryOp::Relu),
+        inputs: vec![Some(x)],
+        outputs: vec![r],
+    });
+    g.nodes.push(Node {
+        name: "reshape".into(),
+        op: Op::Reshape {
+            kind: ReshapeKind::Reshape,
+            shape: vec![1, 5, 6],
+        },
+        inputs: vec![Some(r)],
+        outputs: vec![y],
+    });
+    g.inputs.push(Port::new("x", x));
+    g.outputs.push(Port::new("y", y));
+    if reread {
+        let z = g.add_tensor("z", vec![1, 5, 6], DType::F32);
+        g.nodes.push(Node {
+            name: "neg".into(),
+            op: Op::Unary(UnaryOp::Neg),
+            inputs: vec![Some(y)],
+            outputs: vec![z],
+        });
+        g.outputs.push(Port::new("z", z));
+    }
+    g
+}
+
+#[test]
+fn an_output_reshape_is_the_tensor_shown_in_its_shape() {
+    use texstream::packed::{pack_graph, PackOptions, Precision};
+    use texstream::runtime::{Executable, HostTensor};
+    let device = vk_backend::testing::device();
+    let x: Vec<f32> = (0..30).map(|i| i as f32 * 0.37 - 5.0).collect();
+    for reread in [false, true] {
+        let mut g = reshaped_output_graph(reread);
+        let r = optimize(&mut g);
+        // Read by the Neg too, the Reshape stays (and copies: outputs keep their own images).
+        assert_eq!(r.output_reshapes_removed, usize::from(!reread));
+        let port = &g.outputs[0];
+        assert_eq!(g.port_shape(port), &[1, 5, 6]);
+        let shown = if reread { vec![1, 5, 6] } else { vec![3, 10] };
+        assert_eq!(g.tensors[port.tensor].shape, shown);
+        assert_eq!(
+            g.nodes.iter().any(|n| matches!(n.op, Op::Reshape { .. })),
+            reread
+        );
+        let packed = pack_graph(
+            g,
+            "reshaped",
+            r,
+            Default::default(),
+            PackOptions::new(Precision::F32),
+        )
+        .unwrap();
+        let mut exe = Executable::new(&device, &packed.header, &packed).unwrap();
+        let out = exe
+            .run(&[("x".into(), HostTensor::new(vec![3, 10], x.clone()))])
+            .unwrap();
+        let (name, y) = &out[0];
+        assert_eq!(name, "y");
+        assert_eq!(y.shape, vec![1, 5, 6]);
+        let want: Vec<f32> = x.iter().map(|v| v.max(0.0)).collect();
+        assert_eq!(y.data, want);
+        if reread {
+            let z = &out[1].1;
+            assert_eq!(z.data, want.iter().map(|v| -v).collect::<Vec<_>>());
+        }
+    }
     vk_backend::testing::assert_no_validation_messages(&device);
 }

@@ -189,7 +189,9 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<()> {
     for p in &h.graph.outputs {
         println!(
             "  output {} {:?} {:?}",
-            p.name, h.graph.tensors[p.tensor].shape, h.graph.tensors[p.tensor].dtype
+            p.name,
+            h.graph.port_shape(p),
+            h.graph.tensors[p.tensor].dtype
         );
     }
     if args.liveness > 0 {

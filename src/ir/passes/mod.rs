@@ -73,6 +73,9 @@ pub struct PassReport {
     /// Residual Adds run inside the norm that reads their sum.
     #[serde(default)]
     pub residual_norms_fused: usize,
+    /// Graph outputs shown in their Reshape's shape instead of copied by it.
+    #[serde(default)]
+    pub output_reshapes_removed: usize,
 }
 
 /// What the passes need to know of the packing that follows.
@@ -125,6 +128,8 @@ pub fn optimize_with(g: &mut Graph, opts: &PassOptions) -> PassReport {
     r.head_rows_packed = rows::pack_head_rows(g);
     r.heads_split = split_head::split_wide_heads(g, opts.page_values);
     r.residual_norms_fused = residual_norm::fuse_residual_norms(g);
+    r.output_reshapes_removed = layout::outputs_without_reshapes(g);
+    r.dead_nodes_removed += dce(g);
     let (views, copies) = layout::assign(g);
     r.layout_views = views;
     r.reshapes_folded = layout::fold_reshapes_into_transposes(g);
