@@ -9,6 +9,12 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#ifdef ONE_PASS
+#extension GL_KHR_shader_subgroup_vote : require
+// How far a block's max may pass the max in use before the accumulators are rescaled (natural
+// log units: P stays below e^8, about 2981).
+#define RESCALE_MARGIN 8.0
+#endif
 #include "attention_io.glsl"
 #ifdef SPLIT_KEYS
 #include "attention_partials.glsl"
@@ -284,6 +290,88 @@ void main() {
         }
         barrier();
     }
+#ifdef ONE_PASS
+    ACC o[MAXD / 8u];
+    [[unroll]] for (uint c = 0u; c < MAXD / 8u; c++) {
+        o[c] = ACC(0.0);
+    }
+    // One pass: the row's max and sum ride along in registers (both invocations of a row hold
+    // them), P = exp(s - max) goes into the product unnormalized, and the accumulators are
+    // rescaled only where a block's max passes the one in use by more than RESCALE_MARGIN:
+    // P stays below e^8 (fp16 holds it), and after the first block a rescale is rare.
+    uint r = sub_lane / 2u, j0 = (sub_lane % 2u) * 8u;
+    float m = -3.402823466e38, l = 0.0;
+    MAT_A pa;
+    MAT_B b;
+    for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
+        stage_keys(k0, true);
+        barrier();
+        SCORE_BLOCK();
+        barrier();
+        float sc[8];
+        float bm = -3.402823466e38;
+        [[unroll]] for (uint j = 0u; j < 8u; j++) {
+            sc[j] = score(r, k0, j0 + j);
+            bm = max(bm, sc[j]);
+        }
+        bm = max(bm, subgroupShuffleXor(bm, 1u));
+        bool grow = bm > m + RESCALE_MARGIN;
+        float m_new = grow ? bm : m;
+        if (subgroupAny(grow)) {
+            // This subgroup's scores are in registers: its score rows in ss are free for the
+            // accumulators, two 16x8 blocks at a time.
+            float f = exp(m - m_new);
+            [[unroll]] for (uint c = 0u; c < MAXD / 8u; c += 2u) {
+                if (8u * c < dvp) {
+                    subgroupMemoryBarrierShared();
+                    subgroupBarrier();
+                    coopMatStoreNV(o[c], ss[sg], 0u, BK, false);
+                    coopMatStoreNV(o[c + 1u], ss[sg], 8u, BK, false);
+                    subgroupMemoryBarrierShared();
+                    subgroupBarrier();
+                    [[unroll]] for (uint j = 0u; j < 8u; j++) {
+                        ss[sg][r * BK + j0 + j] *= f;
+                    }
+                    subgroupMemoryBarrierShared();
+                    subgroupBarrier();
+                    coopMatLoadNV(o[c], ss[sg], 0u, BK, false);
+                    coopMatLoadNV(o[c + 1u], ss[sg], 8u, BK, false);
+                }
+            }
+            l *= f;
+            m = m_new;
+        }
+        float sum = 0.0;
+        [[unroll]] for (uint j = 0u; j < 8u; j++) {
+            float p = exp(sc[j] - m);
+            sum += p;
+            ps[sg][r * PS + j0 + j] = float16_t(p);
+        }
+        l += sum + subgroupShuffleXor(sum, 1u);
+        barrier();
+        coopMatLoadNV(pa, ps[sg], 0u, PS, false);
+        [[unroll]] for (uint c = 0u; c < MAXD / 8u; c++) {
+            if (8u * c < dvp) {
+                coopMatLoadNV(b, vs[lane], 8u * c, KS, false);
+                o[c] = coopMatMulAddNV(pa, b, o[c]);
+            }
+        }
+        barrier();
+    }
+    // The rows' max and sum for the partial results, and 1 / sum (0 where nothing was summed,
+    // as below).
+#ifdef SPLIT_KEYS
+    bool zero = l == 0.0;
+#else
+    bool zero = (pc.flags & 4u) != 0u && l == 0.0;
+#endif
+    float inv = zero ? 0.0 : 1.0 / l;
+    if (j0 == 0u) {
+        row_max[sg][r] = m;
+        row_sum[sg][r] = l;
+        row_inv[sg][r] = inv;
+    }
+#else
     if (sub_lane < BQ) {
         row_max[sg][sub_lane] = -3.402823466e38;
         row_sum[sg][sub_lane] = 0.0;
@@ -365,15 +453,33 @@ void main() {
         barrier();
     }
 
+#endif
     // Out: each query block in turn, its lanes' rows as fp16 into their K regions (free after
     // the last block's barrier), then the workgroup stores the four heads of each texel together.
     for (uint blk = 0u; blk < QBU; blk++) {
         if (qb == blk) {
+#ifdef ONE_PASS
+            // P V over the rows' sums, through this subgroup's score rows two blocks at a time.
+            [[unroll]] for (uint c = 0u; c < MAXD / 8u; c += 2u) {
+                if (8u * c < dvp) {
+                    subgroupMemoryBarrierShared();
+                    subgroupBarrier();
+                    coopMatStoreNV(o[c], ss[sg], 0u, BK, false);
+                    coopMatStoreNV(o[c + 1u], ss[sg], 8u, BK, false);
+                    subgroupMemoryBarrierShared();
+                    subgroupBarrier();
+                    [[unroll]] for (uint j = 0u; j < 8u; j++) {
+                        ks[lane][r * KS + 8u * c + j0 + j] = float16_t(ss[sg][r * BK + j0 + j] * inv);
+                    }
+                }
+            }
+#else
             [[unroll]] for (uint c = 0u; c < MAXD / 8u; c++) {
                 if (8u * c < dvp) {
                     coopMatStoreNV(MAT_H(o[c]), ks[lane], 8u * c, KS, false);
                 }
             }
+#endif
         }
         barrier();
         uint s0 = blk * LANES, bq0 = sq0 + blk * BQ;

@@ -191,6 +191,9 @@ pub struct DeviceFeatures {
     /// Few-row norms on 1024 invocations a row or not, where the device's options fix it
     /// ([`crate::DeviceOptions::norm_wide_rows`]); `None`: by shape.
     pub norm_wide_rows: Option<bool>,
+    /// The tensor-core attention in one pass over the keys or two, where the device's options
+    /// fix it ([`crate::DeviceOptions::attention_one_pass`]); `None`: two.
+    pub attention_one_pass: Option<bool>,
 }
 
 /// Whether compute shaders have subgroup arithmetic (`subgroupAdd`, `subgroupMax`).
@@ -293,6 +296,7 @@ impl Capabilities {
             matmul_split_k: None,
             norm_row_groups: None,
             norm_wide_rows: None,
+            attention_one_pass: None,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),

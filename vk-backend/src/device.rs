@@ -308,6 +308,7 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     caps.features.matmul_split_k = opts.matmul_split_k;
     caps.features.norm_row_groups = opts.norm_row_groups;
     caps.features.norm_wide_rows = opts.norm_wide_rows;
+    caps.features.attention_one_pass = opts.attention_one_pass;
     if opts.no_transfer_queue {
         caps.transfer_family = None;
     }

@@ -82,6 +82,10 @@ pub struct DeviceOptions {
     /// where the rows fit and do not take row groups) or never (`Some(false)`) instead of
     /// picking by shape ([`crate::kernels::norm_rows`]): to measure one against the other.
     pub norm_wide_rows: Option<bool>,
+    /// Run the tensor-core attention in one pass over the keys (`Some(true)`:
+    /// `attention_coop*_1p*.comp`, the accumulators rescaled where a row's max grows) instead of
+    /// two (the default, and `Some(false)`): to measure one against the other.
+    pub attention_one_pass: Option<bool>,
 }
 
 impl DeviceOptions {
@@ -106,6 +110,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_MATMUL_SPLIT_K=N` (N >= 1): [`DeviceOptions::matmul_split_k`];
     /// - `TEXSTREAM_NORM_ROW_GROUPS=1` or `0`: [`DeviceOptions::norm_row_groups`];
     /// - `TEXSTREAM_NORM_WIDE_ROWS=1` or `0`: [`DeviceOptions::norm_wide_rows`];
+    /// - `TEXSTREAM_ATTENTION_ONE_PASS=1` or `0`: [`DeviceOptions::attention_one_pass`];
     /// - `TEXSTREAM_MAX_ARRAY_LAYERS=N`: [`DeviceOptions::limits_override`] with at most `N`
     ///   image array layers (the weight atlas stacks pages beyond them, as on a GPU for models
     ///   over 2048 pages).
@@ -161,6 +166,7 @@ impl DeviceOptions {
             matmul_packed_a: on_off("TEXSTREAM_MATMUL_PACKED_A"),
             norm_row_groups: on_off("TEXSTREAM_NORM_ROW_GROUPS"),
             norm_wide_rows: on_off("TEXSTREAM_NORM_WIDE_ROWS"),
+            attention_one_pass: on_off("TEXSTREAM_ATTENTION_ONE_PASS"),
             coop_step_k: var("TEXSTREAM_COOP_STEP_K")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 64 | 128)),
@@ -212,6 +218,7 @@ mod tests {
         assert_eq!(o.matmul_split_k, None);
         assert_eq!(o.norm_row_groups, None);
         assert_eq!(o.norm_wide_rows, None);
+        assert_eq!(o.attention_one_pass, None);
     }
 
     #[test]
@@ -235,7 +242,9 @@ mod tests {
             ("TEXSTREAM_MATMUL_SPLIT_K", " 1"),
             ("TEXSTREAM_NORM_ROW_GROUPS", "0"),
             ("TEXSTREAM_NORM_WIDE_ROWS", "1"),
+            ("TEXSTREAM_ATTENTION_ONE_PASS", "1"),
         ]);
+        assert_eq!(o.attention_one_pass, Some(true));
         assert_eq!(o.norm_row_groups, Some(false));
         assert_eq!(o.norm_wide_rows, Some(true));
         assert_eq!(o.matmul_split_k, Some(1));

@@ -27,6 +27,9 @@ struct Case {
     key_rows: bool,
     /// Mask query row 0 entirely to -inf and expect zeros there (the exporters' NaN guard).
     nan_guard: bool,
+    /// The mask rises by 0.6 a key: each block of 16 keys lifts a row's max by more than 8, so
+    /// the one-pass kernels rescale their accumulators at every block.
+    ramp: bool,
 }
 
 fn inputs<'a>(
@@ -118,6 +121,8 @@ fn run_on(d: &Device, c: &Case, p: Precision, seed: u64) {
                 let tail = s[0] * s[1] * s[2] == 1 && j >= c.sk - c.sk / 3;
                 if j < 3 || tail || (s[2] > 1 && j > row + c.sk / 2) {
                     f32::MIN
+                } else if c.ramp {
+                    0.25 * ((e % 7) as f32 - 3.0) + 0.6 * j as f32
                 } else {
                     0.25 * ((e % 7) as f32 - 3.0)
                 }
@@ -325,6 +330,7 @@ fn fused_attention_matches_the_stored_softmax() {
             mask: None,
             key_rows: false,
             nan_guard: false,
+            ramp: false,
         },
         // A decoder step over a cache: one query row, a mask over keys broadcast over heads,
         // the cache's tail masked out.
@@ -339,6 +345,7 @@ fn fused_attention_matches_the_stored_softmax() {
             mask: Some([1, 1, 1]),
             key_rows: true,
             nan_guard: false,
+            ramp: false,
         },
         // Grouped-query attention: SmolLM2's decode step (9 query heads on 3 key/value heads,
         // four query heads a texel gathering from two key texels), and a prefill with 8 on 2,
@@ -354,6 +361,7 @@ fn fused_attention_matches_the_stored_softmax() {
             mask: Some([1, 1, 1]),
             key_rows: true,
             nan_guard: false,
+            ramp: false,
         },
         Case {
             batch: 2,
@@ -366,6 +374,7 @@ fn fused_attention_matches_the_stored_softmax() {
             mask: None,
             key_rows: false,
             nan_guard: false,
+            ramp: false,
         },
         // Prefill with a per-row mask, and a per-head per-row mask with a batch.
         Case {
@@ -379,6 +388,7 @@ fn fused_attention_matches_the_stored_softmax() {
             mask: Some([1, 1, 20]),
             key_rows: true,
             nan_guard: true,
+            ramp: false,
         },
         Case {
             batch: 2,
@@ -391,6 +401,7 @@ fn fused_attention_matches_the_stored_softmax() {
             mask: Some([2, 4, 5]),
             key_rows: false,
             nan_guard: false,
+            ramp: false,
         },
         // Head dims past 64 take attention_d128.comp: the 1.34 B scale decoder's decode step
         // (16 query heads on 4, D 128, a cache mask), and a prefill with D 96 and Dv 128 over
@@ -406,6 +417,7 @@ fn fused_attention_matches_the_stored_softmax() {
             mask: Some([1, 1, 1]),
             key_rows: true,
             nan_guard: false,
+            ramp: false,
         },
         Case {
             batch: 1,
@@ -418,6 +430,7 @@ fn fused_attention_matches_the_stored_softmax() {
             mask: Some([1, 1, 19]),
             key_rows: false,
             nan_guard: true,
+            ramp: false,
         },
         // Up to four query rows take attention_decode.comp (a workgroup a row and a span of its
         // keys, its threads over the keys, 16 keys a chunk; `run` also splits the keys into
@@ -435,6 +448,7 @@ fn fused_attention_matches_the_stored_softmax() {
             mask: Some([2, 1, 2]),
             key_rows: false,
             nan_guard: true,
+            ramp: false,
         },
         Case {
             batch: 1,
@@ -447,6 +461,7 @@ fn fused_attention_matches_the_stored_softmax() {
             mask: Some([1, 6, 4]),
             key_rows: true,
             nan_guard: false,
+            ramp: false,
         },
     ];
     for (i, c) in cases.iter().enumerate() {
@@ -491,6 +506,7 @@ fn prefill_attention_on_tensor_cores_where_available() {
             mask: Some([1, 1, 128]),
             key_rows: true,
             nan_guard: false,
+            ramp: false,
         },
         Case {
             batch: 1,
@@ -503,6 +519,7 @@ fn prefill_attention_on_tensor_cores_where_available() {
             mask: None,
             key_rows: false,
             nan_guard: false,
+            ramp: false,
         },
         Case {
             batch: 1,
@@ -515,6 +532,21 @@ fn prefill_attention_on_tensor_cores_where_available() {
             mask: Some([1, 9, 37]),
             key_rows: true,
             nan_guard: true,
+            ramp: false,
+        },
+        // Rows whose max grows by more than e^8 every key block (the one-pass rescale).
+        Case {
+            batch: 1,
+            heads: 4,
+            kv_heads: 4,
+            sq: 64,
+            sk: 100,
+            d: 64,
+            dv: 64,
+            mask: Some([1, 1, 1]),
+            key_rows: true,
+            nan_guard: false,
+            ramp: true,
         },
     ];
     // By shape (the first two split their keys over workgroups on an H200, the third has too
@@ -522,22 +554,41 @@ fn prefill_attention_on_tensor_cores_where_available() {
     // keys are all masked for some rows, rows masked to -inf in every span; then each with four
     // query blocks a head lane (`attention_coop_wide.comp` for the last two, whose head dims
     // are at most 64), by shape and over three spans.
-    let with = |splits: Option<u32>, query_blocks: Option<u32>| {
+    let with = |splits: Option<u32>, query_blocks: Option<u32>, one_pass: Option<bool>| {
         Device::new(&DeviceOptions {
             attention_splits: splits,
             attention_query_blocks: query_blocks,
+            attention_one_pass: one_pass,
             ..DeviceOptions::from_env()
         })
         .expect("a device")
     };
-    let three_spans = with(Some(3), None);
-    let four_blocks = with(None, Some(4));
-    let four_blocks_three_spans = with(Some(3), Some(4));
+    let three_spans = with(Some(3), None, None);
+    let four_blocks = with(None, Some(4), None);
+    let four_blocks_three_spans = with(Some(3), Some(4), None);
     for (i, c) in cases.iter().enumerate() {
         run(c, Precision::F16, 61 + i as u64);
         run_on(&three_spans, c, Precision::F16, 71 + i as u64);
         run_on(&four_blocks, c, Precision::F16, 81 + i as u64);
         run_on(&four_blocks_three_spans, c, Precision::F16, 91 + i as u64);
+    }
+    // The same in one pass over the keys (`attention_coop*_1p*.comp`), where the device has
+    // tensor cores (elsewhere the portable kernels ran every case above already).
+    if coop {
+        for (i, c) in cases.iter().enumerate() {
+            for (j, (splits, blocks)) in [
+                (None, None),
+                (Some(3), None),
+                (None, Some(4)),
+                (Some(3), Some(4)),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let one_pass = with(splits, blocks, Some(true));
+                run_on(&one_pass, c, Precision::F16, 101 + (10 * j + i) as u64);
+            }
+        }
     }
 }
 
@@ -562,6 +613,7 @@ fn split_attention_through_a_folded_partials_image() {
         mask: None,
         key_rows: true,
         nan_guard: false,
+        ramp: false,
     };
     run_on(&d, &c, Precision::F16, 41);
 }
@@ -598,6 +650,7 @@ fn attention_reads_folded_keys_and_values() {
             mask: None,
             key_rows: true,
             nan_guard: false,
+            ramp: false,
         },
         Case {
             batch: 1,
@@ -610,6 +663,7 @@ fn attention_reads_folded_keys_and_values() {
             mask: Some([1, 1, 20]),
             key_rows: true,
             nan_guard: false,
+            ramp: false,
         },
     ];
     for (i, c) in cases.iter().enumerate() {

@@ -80,6 +80,24 @@ const ATTENTION_COOP_WIDE_SPLIT: KernelDesc = KernelDesc {
     name: "attention_coop_wide_split",
     ..ATTENTION_DECODE_SPLIT
 };
+/// The four tensor-core kernels in one pass over the keys (`attention_coop*_1p*.comp`: the
+/// softmax's max and sum run along and the accumulators are rescaled where the max grows).
+const ATTENTION_COOP_1P: KernelDesc = KernelDesc {
+    name: "attention_coop_1p",
+    ..ATTENTION
+};
+const ATTENTION_COOP_1P_SPLIT: KernelDesc = KernelDesc {
+    name: "attention_coop_1p_split",
+    ..ATTENTION_DECODE_SPLIT
+};
+const ATTENTION_COOP_WIDE_1P: KernelDesc = KernelDesc {
+    name: "attention_coop_wide_1p",
+    ..ATTENTION
+};
+const ATTENTION_COOP_WIDE_1P_SPLIT: KernelDesc = KernelDesc {
+    name: "attention_coop_wide_1p_split",
+    ..ATTENTION_DECODE_SPLIT
+};
 
 /// Query rows up to which `attention_decode.comp` runs (one workgroup a row, its threads over
 /// the keys): a decoder's step and short drafts. Above it the blocked kernels share each staged
@@ -393,8 +411,9 @@ enum AttentionKernel {
     /// `attention_decode.comp`: up to [`DECODE_MAX_ROWS`] query rows.
     Decode,
     /// `attention_coop.comp`: more rows, fp16, on a device with cooperative matrices;
-    /// `attention_coop_wide.comp` where `wide` (head dims up to [`COOP_WIDE_HEAD_DIM`]).
-    TensorCores { wide: bool },
+    /// `attention_coop_wide.comp` where `wide` (head dims up to [`COOP_WIDE_HEAD_DIM`]); in one
+    /// pass over the keys (`attention_coop*_1p*.comp`) where `one_pass`.
+    TensorCores { wide: bool, one_pass: bool },
     /// `attention.comp` / `attention_d128.comp`: more rows elsewhere, by head dim.
     Blocked { large_head: bool },
 }
@@ -421,21 +440,24 @@ impl AttentionPlan {
         match (self.kernel, split) {
             (AttentionKernel::Decode, true) => (&ATTENTION_DECODE_SPLIT, 1, DECODE_THREADS),
             (AttentionKernel::Decode, false) => (&ATTENTION_DECODE, 1, DECODE_THREADS),
-            (AttentionKernel::TensorCores { wide: false }, true) => {
-                (&ATTENTION_COOP_SPLIT, COOP_ROWS_PER_GROUP, COOP_THREADS)
+            (AttentionKernel::TensorCores { wide, one_pass }, split) => {
+                let desc = match (wide, one_pass, split) {
+                    (false, false, false) => &ATTENTION_COOP,
+                    (false, false, true) => &ATTENTION_COOP_SPLIT,
+                    (false, true, false) => &ATTENTION_COOP_1P,
+                    (false, true, true) => &ATTENTION_COOP_1P_SPLIT,
+                    (true, false, false) => &ATTENTION_COOP_WIDE,
+                    (true, false, true) => &ATTENTION_COOP_WIDE_SPLIT,
+                    (true, true, false) => &ATTENTION_COOP_WIDE_1P,
+                    (true, true, true) => &ATTENTION_COOP_WIDE_1P_SPLIT,
+                };
+                let blocks = if wide { COOP_WIDE_BLOCKS } else { 1 };
+                (
+                    desc,
+                    COOP_ROWS_PER_GROUP * blocks,
+                    COOP_THREADS * blocks as u64,
+                )
             }
-            (AttentionKernel::TensorCores { wide: false }, false) => {
-                (&ATTENTION_COOP, COOP_ROWS_PER_GROUP, COOP_THREADS)
-            }
-            (AttentionKernel::TensorCores { wide: true }, split) => (
-                if split {
-                    &ATTENTION_COOP_WIDE_SPLIT
-                } else {
-                    &ATTENTION_COOP_WIDE
-                },
-                COOP_ROWS_PER_GROUP * COOP_WIDE_BLOCKS,
-                COOP_THREADS * COOP_WIDE_BLOCKS as u64,
-            ),
             (AttentionKernel::Blocked { large_head: false }, _) => {
                 (&ATTENTION, SMALL_ROWS_PER_GROUP, 64)
             }
@@ -466,8 +488,10 @@ fn attention_plan(
         let wide = coop_wide(&features, d.max(dv), ops.rows);
         let query_blocks = if wide { COOP_WIDE_BLOCKS } else { 1 };
         let groups = ops.layers() * ops.rows.div_ceil(COOP_ROWS_PER_GROUP * query_blocks);
+        // One pass over the keys only where the device's options ask for it, until measured.
+        let one_pass = features.attention_one_pass == Some(true);
         (
-            AttentionKernel::TensorCores { wide },
+            AttentionKernel::TensorCores { wide, one_pass },
             coop_spans(&features, groups, wide, keys),
         )
     } else {

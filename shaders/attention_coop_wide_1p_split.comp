@@ -1,0 +1,7 @@
+#version 450
+// attention_coop_wide_split.comp in one pass over the keys (see attention_coop_1p.comp).
+#define ONE_PASS
+#define SPLIT_KEYS
+#define QB 4
+#define MAXD 64u
+#include "attention_coop_body.glsl"
