@@ -192,7 +192,7 @@ pub struct DeviceFeatures {
     /// ([`crate::DeviceOptions::norm_wide_rows`]); `None`: by shape.
     pub norm_wide_rows: Option<bool>,
     /// The tensor-core attention in one pass over the keys or two, where the device's options
-    /// fix it ([`crate::DeviceOptions::attention_one_pass`]); `None`: two.
+    /// fix it ([`crate::DeviceOptions::attention_one_pass`]); `None`: one.
     pub attention_one_pass: Option<bool>,
 }
 

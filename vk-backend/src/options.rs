@@ -79,12 +79,13 @@ pub struct DeviceOptions {
     /// ([`crate::kernels::norm_rows`]): to measure one against the other.
     pub norm_row_groups: Option<bool>,
     /// Run every LayerNorm and RMSNorm over W alone on 1024 invocations a row (`Some(true)`,
-    /// where the rows fit and do not take row groups) or never (`Some(false)`) instead of
-    /// picking by shape ([`crate::kernels::norm_rows`]): to measure one against the other.
+    /// where the rows fit and do not take row groups) instead of 256 (the default: on an H100
+    /// the wide kernels were slower, [`crate::kernels::norm_rows`]): to measure one against the
+    /// other.
     pub norm_wide_rows: Option<bool>,
-    /// Run the tensor-core attention in one pass over the keys (`Some(true)`:
-    /// `attention_coop*_1p*.comp`, the accumulators rescaled where a row's max grows) instead of
-    /// two (the default, and `Some(false)`): to measure one against the other.
+    /// Run the tensor-core attention in two passes over the keys (`Some(false)`) instead of one
+    /// (the default, `attention_coop*_1p*.comp`: the accumulators rescaled where a row's max
+    /// grows): to measure one against the other.
     pub attention_one_pass: Option<bool>,
 }
 

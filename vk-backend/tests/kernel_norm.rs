@@ -12,11 +12,13 @@ use vk_backend::{
 };
 
 /// The default device (reductions on subgroup operations where it has subgroup arithmetic), and
-/// one that reduces through the shared-memory tree and runs every norm it can in row groups.
+/// one that reduces through the shared-memory tree, runs every norm it can in row groups and the
+/// rest of the last-axis norms wide.
 fn devices() -> [Device; 2] {
     let tree = Device::new(&DeviceOptions {
         no_subgroup_arithmetic: true,
         norm_row_groups: Some(true),
+        norm_wide_rows: Some(true),
         ..DeviceOptions::from_env()
     })
     .expect("a device");
@@ -136,7 +138,7 @@ fn norm_cases(d: &Device) {
         (&[1, 257, 96], -1, true),
         (&[2, 5, 64, 9], -1, true),
         (&[1, 3, 512], -1, false),
-        // One row of 1536 texels: wide (1024 invocations a row) on both devices.
+        // One row of 1536 texels: wide (1024 invocations a row) on the second device.
         (&[1, 1536], -1, true),
     ];
     let eps = 1e-5f32;
@@ -186,17 +188,12 @@ fn norm_cases(d: &Device) {
                     false => shape[k],
                 })
                 .product();
-            // Few rows (no more than the multiprocessors) of 1024 to 8192 texels: wide.
+            // Wide (1024 invocations a row) only where the options ask: rows of up to 8192 texels.
             let f = d.features();
-            let multiprocessors = (f.concurrent_invocations / 2048).max(1) as usize;
             let width = shape[r - 1];
             let want = if last_axis_only && (f.norm_row_groups == Some(true) || texel_rows >= 256) {
                 NormRows::Groups
-            } else if a + 1 == r
-                && width <= 8192
-                && (f.norm_wide_rows == Some(true)
-                    || (width >= 1024 && texel_rows <= multiprocessors))
-            {
+            } else if a + 1 == r && width <= 8192 && f.norm_wide_rows == Some(true) {
                 NormRows::Wide
             } else {
                 NormRows::One

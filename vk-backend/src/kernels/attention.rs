@@ -488,8 +488,10 @@ fn attention_plan(
         let wide = coop_wide(&features, d.max(dv), ops.rows);
         let query_blocks = if wide { COOP_WIDE_BLOCKS } else { 1 };
         let groups = ops.layers() * ops.rows.div_ceil(COOP_ROWS_PER_GROUP * query_blocks);
-        // One pass over the keys only where the device's options ask for it, until measured.
-        let one_pass = features.attention_one_pass == Some(true);
+        // One pass over the keys unless the device's options ask for two: on an H100 (session
+        // 32) the Whisper-tiny encoder's attention 290 -> 235 us a layer, a 1.34 B decoder's
+        // 128-token prefill 82.7 -> 75.8, BERT-base's 40.0 -> 38.2.
+        let one_pass = features.attention_one_pass != Some(false);
         (
             AttentionKernel::TensorCores { wide, one_pass },
             coop_spans(&features, groups, wide, keys),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 32, run 1 (binary at 935ee4f, .devbin2/): session 31's defaults together (never run
+# Session 32, run 1 (ran on an H100: no H200 was lent) (binary at 935ee4f, .devbin2/): session 31's defaults together (never run
 # together: its run 2 found no machine) and this session's kernels, each against the choice
 # before it in the same run, alternating:
 # - vk-backend's kernel_norm (row groups on subgroups of 32, wide rows) and kernel_attention
@@ -20,7 +20,7 @@ left() { echo $(( 575 - ($(date +%s) - T0) )); }
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 PY=/opt/torch/.venv/bin/python3
-S=measurements/h200-2026-12-05-s32/scripts
+S=measurements/h100-2026-12-05-s32/scripts
 W=/tmp/d2; mkdir -p /tmp/bin $W
 for b in ts knorm katt kmat; do xz -dc .devbin2/$b.xz > /tmp/bin/$b; chmod +x /tmp/bin/$b; done
 save() { tar czf $OUT/d.tgz -C $W .; }
