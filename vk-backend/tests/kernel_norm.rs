@@ -132,7 +132,7 @@ fn norm_cases(d: &Device) {
         (&[2, 1, 2048], -1, false),
         (&[1, 6, 2, 1100], -1, true),
         // 256 rows or more of at most 512 texels take the row groups by shape
-        // (kernels::norm_row_groups), eight rows a workgroup: 257 rows (the last workgroup holds
+        // (kernels::norm_rows), eight rows a workgroup: 257 rows (the last workgroup holds
         // one), and 256 rows four to a texel (five channels). On the second device every case
         // over the last axis of up to 512 texels takes them: the widest rows they take, three.
         (&[1, 257, 96], -1, true),
