@@ -291,6 +291,18 @@ void main() {
         barrier();
     }
 #ifdef ONE_PASS
+// Accumulators c and c + 1 (16 x 16 in fp32) into this subgroup's score rows in ss, row stride
+// BK, once every invocation of the subgroup is done with what ss held; a macro over main's o
+// (as SCORE_BLOCK) so that the accumulator indices stay constants after unrolling.
+#define SPILL_PAIR(c)                                                 \
+    {                                                                 \
+        subgroupMemoryBarrierShared();                                \
+        subgroupBarrier();                                            \
+        coopMatStoreNV(o[c], ss[sg], 0u, BK, false);                  \
+        coopMatStoreNV(o[(c) + 1u], ss[sg], 8u, BK, false);           \
+        subgroupMemoryBarrierShared();                                \
+        subgroupBarrier();                                            \
+    }
     ACC o[MAXD / 8u];
     [[unroll]] for (uint c = 0u; c < MAXD / 8u; c++) {
         o[c] = ACC(0.0);
@@ -323,12 +335,7 @@ void main() {
             float f = exp(m - m_new);
             [[unroll]] for (uint c = 0u; c < MAXD / 8u; c += 2u) {
                 if (8u * c < dvp) {
-                    subgroupMemoryBarrierShared();
-                    subgroupBarrier();
-                    coopMatStoreNV(o[c], ss[sg], 0u, BK, false);
-                    coopMatStoreNV(o[c + 1u], ss[sg], 8u, BK, false);
-                    subgroupMemoryBarrierShared();
-                    subgroupBarrier();
+                    SPILL_PAIR(c);
                     [[unroll]] for (uint j = 0u; j < 8u; j++) {
                         ss[sg][r * BK + j0 + j] *= f;
                     }
@@ -462,12 +469,7 @@ void main() {
             // P V over the rows' sums, through this subgroup's score rows two blocks at a time.
             [[unroll]] for (uint c = 0u; c < MAXD / 8u; c += 2u) {
                 if (8u * c < dvp) {
-                    subgroupMemoryBarrierShared();
-                    subgroupBarrier();
-                    coopMatStoreNV(o[c], ss[sg], 0u, BK, false);
-                    coopMatStoreNV(o[c + 1u], ss[sg], 8u, BK, false);
-                    subgroupMemoryBarrierShared();
-                    subgroupBarrier();
+                    SPILL_PAIR(c);
                     [[unroll]] for (uint j = 0u; j < 8u; j++) {
                         ks[lane][r * KS + 8u * c + j0 + j] = float16_t(ss[sg][r * BK + j0 + j] * inv);
                     }
