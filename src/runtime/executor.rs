@@ -787,10 +787,10 @@ impl Executable {
         let mut downloads = Vec::new();
         for p in &g.outputs {
             let t = self.port_tensor(p)?;
-            let size = t.physical_bytes();
+            let size = vk_backend::kernels::readback_bytes(&t);
             let buf = Buffer::staging_download(&self.device, "output staging", size)
                 .map_err(vk("output staging"))?;
-            rec.copy_tensor_to_buffer(&t, &buf, 0)
+            vk_backend::kernels::readback_into(&mut rec, &t, &buf, 0)
                 .map_err(vk(format!("downloading output `{}`", p.name)))?;
             downloads.push(Download {
                 name: p.name.clone(),
@@ -841,11 +841,12 @@ pub(crate) struct Download {
 pub(crate) fn read_downloads(downloads: &[Download]) -> Result<NamedOutputs> {
     let mut out = Vec::with_capacity(downloads.len());
     for d in downloads {
-        // Unpacked straight from the (host-cached) staging: no copy of the padded texels.
+        // Converted straight from the (host-cached) staging, without a copy.
+        let size = vk_backend::kernels::readback_bytes(&d.tensor) as usize;
         let values = d
             .staging
-            .read_with(0, d.tensor.physical_bytes() as usize, |bytes| {
-                d.tensor.unpack_bytes(bytes)
+            .read_with(0, size, |bytes| {
+                vk_backend::kernels::read_back(&d.tensor, bytes)
             })
             .map_err(vk(format!("reading output `{}`", d.name)))?;
         out.push((d.name.clone(), HostTensor::new(d.shape.clone(), values)));

@@ -51,10 +51,10 @@ impl Executable {
         let mut downloads = Vec::with_capacity(g.outputs.len());
         for p in &g.outputs {
             let t = self.port_tensor(p)?;
-            let staging =
-                Buffer::staging_download(&self.device, "output staging", t.physical_bytes())
-                    .map_err(vk("output staging"))?;
-            rec.copy_tensor_to_buffer(&t, &staging, 0)
+            let size = vk_backend::kernels::readback_bytes(&t);
+            let staging = Buffer::staging_download(&self.device, "output staging", size)
+                .map_err(vk("output staging"))?;
+            vk_backend::kernels::readback_into(&mut rec, &t, &staging, 0)
                 .map_err(vk(format!("downloading output `{}`", p.name)))?;
             downloads.push(Download {
                 name: p.name.clone(),

@@ -421,7 +421,10 @@ impl StreamedModel {
         let mut end = 0u64;
         for name in names {
             offsets.push(end);
-            end = aligned_end(end, self.port_tensor(name, false)?.physical_bytes());
+            end = aligned_end(
+                end,
+                vk_backend::kernels::readback_bytes(self.port_tensor(name, false)?),
+            );
         }
         Ok((end <= staging.size()).then_some(offsets))
     }
@@ -440,7 +443,7 @@ impl StreamedModel {
             let t = self
                 .port_tensor(name, false)
                 .map_err(|e| VkError::Stream(e.to_string()))?;
-            rec.copy_tensor_to_buffer(t, staging, at)?;
+            vk_backend::kernels::readback_into(rec, t, staging, at)?;
         }
         Ok(())
     }
@@ -454,10 +457,13 @@ impl StreamedModel {
         at: u64,
     ) -> Result<(Vec<usize>, Vec<f32>), RuntimeError> {
         let t = self.port_tensor(name, false)?;
-        let n = t.physical_bytes() as usize;
+        let n = vk_backend::kernels::readback_bytes(t) as usize;
         let at = at as usize;
         let v = staging
-            .with_mapped(|m| m.get(at..at + n).map(|b| t.unpack_bytes(b)))
+            .with_mapped(|m| {
+                m.get(at..at + n)
+                    .map(|b| vk_backend::kernels::read_back(t, b))
+            })
             .map_err(|source| RuntimeError::Vk {
                 what: format!("model `{}`: reading back `{name}`", self.name),
                 source,
@@ -505,7 +511,14 @@ impl StreamedModel {
                     })
                 }
             };
-            all = aligned_end(all, texels * precision.bytes_per_texel() as u64);
+            let texel_bytes = texels * precision.bytes_per_texel() as u64;
+            let bytes = if inputs {
+                texel_bytes
+            } else {
+                let elements = shape.iter().product::<usize>() as u64;
+                vk_backend::kernels::readback_size(dev, elements, texel_bytes, precision)
+            };
+            all = aligned_end(all, bytes);
         }
         Ok(all)
     }

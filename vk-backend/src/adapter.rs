@@ -194,6 +194,9 @@ pub struct DeviceFeatures {
     /// The tensor-core attention in one pass over the keys or two, where the device's options
     /// fix it ([`crate::DeviceOptions::attention_one_pass`]); `None`: one.
     pub attention_one_pass: Option<bool>,
+    /// Outputs read back as dense values or as texel copies, where the device's options fix it
+    /// ([`crate::DeviceOptions::dense_readback`]); `None`: dense.
+    pub dense_readback: Option<bool>,
 }
 
 /// Whether compute shaders have subgroup arithmetic (`subgroupAdd`, `subgroupMax`).
@@ -297,6 +300,7 @@ impl Capabilities {
             norm_row_groups: None,
             norm_wide_rows: None,
             attention_one_pass: None,
+            dense_readback: None,
             shader_float16: f12.shader_float16 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             memory_budget: has_ext(ash::ext::memory_budget::NAME),

@@ -50,11 +50,15 @@ pub(crate) fn staging_buffer(
 ) -> (vk::BufferUsageFlags, MemoryLocation) {
     match direction {
         StagingDirection::Upload => (vk::BufferUsageFlags::TRANSFER_SRC, MemoryLocation::CpuToGpu),
-        StagingDirection::Download => {
-            (vk::BufferUsageFlags::TRANSFER_DST, MemoryLocation::GpuToCpu)
-        }
+        // Storage too: outputs are packed into it by a kernel (`kernels::readback_into`).
+        StagingDirection::Download => (
+            vk::BufferUsageFlags::TRANSFER_DST | vk::BufferUsageFlags::STORAGE_BUFFER,
+            MemoryLocation::GpuToCpu,
+        ),
         StagingDirection::Both => (
-            vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
+            vk::BufferUsageFlags::TRANSFER_SRC
+                | vk::BufferUsageFlags::TRANSFER_DST
+                | vk::BufferUsageFlags::STORAGE_BUFFER,
             MemoryLocation::GpuToCpu,
         ),
     }

@@ -309,6 +309,7 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     caps.features.norm_row_groups = opts.norm_row_groups;
     caps.features.norm_wide_rows = opts.norm_wide_rows;
     caps.features.attention_one_pass = opts.attention_one_pass;
+    caps.features.dense_readback = opts.dense_readback;
     if opts.no_transfer_queue {
         caps.transfer_family = None;
     }

@@ -486,6 +486,57 @@ impl FoldLayout {
     }
 }
 
+/// Values packed densely in row-major order (`pack_dense.comp`: fp16 two bytes each, fp32 four)
+/// -> `elements` f32 values; bytes past the end of `bytes` read as 0. Large readbacks are
+/// converted on several threads, as [`FoldLayout::unpack_bytes`]'s are.
+pub fn unpack_dense(bytes: &[u8], precision: Precision, elements: usize) -> Vec<f32> {
+    let bpv = precision.bytes_per_texel() / 4;
+    let fill = |start: usize, dst: &mut [f32]| {
+        let from = (start * bpv).min(bytes.len());
+        let to = ((start + dst.len()) * bpv).min(bytes.len());
+        let src = &bytes[from..to];
+        let got = src.len() / bpv;
+        match precision {
+            Precision::F16 => {
+                let mut halves = [f16::ZERO; PACK_CHUNK];
+                for (d, s) in dst[..got]
+                    .chunks_mut(PACK_CHUNK)
+                    .zip(src.chunks(2 * PACK_CHUNK))
+                {
+                    for (h, b) in halves.iter_mut().zip(s.chunks_exact(2)) {
+                        *h = f16::from_le_bytes([b[0], b[1]]);
+                    }
+                    halves[..d.len()].convert_to_f32_slice(d);
+                }
+            }
+            Precision::F32 => {
+                for (d, b) in dst.iter_mut().zip(src.chunks_exact(4)) {
+                    *d = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                }
+            }
+        }
+        dst[got..].fill(0.0);
+    };
+    let mut out = vec![0f32; elements];
+    let threads = if elements >= PARALLEL_UNPACK_ELEMENTS {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+    } else {
+        1
+    };
+    if threads == 1 {
+        fill(0, &mut out);
+        return out;
+    }
+    let chunk = elements.div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (i, dst) in out.chunks_mut(chunk).enumerate() {
+            let fill = &fill;
+            s.spawn(move || fill(i * chunk, dst));
+        }
+    });
+    out
+}
+
 /// Texels an fp16 pack converts at a time (on the stack).
 const PACK_CHUNK: usize = 256;
 

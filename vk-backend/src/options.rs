@@ -87,6 +87,10 @@ pub struct DeviceOptions {
     /// (the default, `attention_coop*_1p*.comp`: the accumulators rescaled where a row's max
     /// grows): to measure one against the other.
     pub attention_one_pass: Option<bool>,
+    /// Read outputs back as copies of their texels (`Some(false)`) instead of their values
+    /// packed densely on the device first (the default, `pack_dense.comp`:
+    /// [`crate::kernels::readback_into`]): to measure one against the other.
+    pub dense_readback: Option<bool>,
 }
 
 impl DeviceOptions {
@@ -112,6 +116,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_NORM_ROW_GROUPS=1` or `0`: [`DeviceOptions::norm_row_groups`];
     /// - `TEXSTREAM_NORM_WIDE_ROWS=1` or `0`: [`DeviceOptions::norm_wide_rows`];
     /// - `TEXSTREAM_ATTENTION_ONE_PASS=1` or `0`: [`DeviceOptions::attention_one_pass`];
+    /// - `TEXSTREAM_DENSE_READBACK=1` or `0`: [`DeviceOptions::dense_readback`];
     /// - `TEXSTREAM_MAX_ARRAY_LAYERS=N`: [`DeviceOptions::limits_override`] with at most `N`
     ///   image array layers (the weight atlas stacks pages beyond them, as on a GPU for models
     ///   over 2048 pages).
@@ -168,6 +173,7 @@ impl DeviceOptions {
             norm_row_groups: on_off("TEXSTREAM_NORM_ROW_GROUPS"),
             norm_wide_rows: on_off("TEXSTREAM_NORM_WIDE_ROWS"),
             attention_one_pass: on_off("TEXSTREAM_ATTENTION_ONE_PASS"),
+            dense_readback: on_off("TEXSTREAM_DENSE_READBACK"),
             coop_step_k: var("TEXSTREAM_COOP_STEP_K")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 64 | 128)),
@@ -220,6 +226,7 @@ mod tests {
         assert_eq!(o.norm_row_groups, None);
         assert_eq!(o.norm_wide_rows, None);
         assert_eq!(o.attention_one_pass, None);
+        assert_eq!(o.dense_readback, None);
     }
 
     #[test]
@@ -244,8 +251,10 @@ mod tests {
             ("TEXSTREAM_NORM_ROW_GROUPS", "0"),
             ("TEXSTREAM_NORM_WIDE_ROWS", "1"),
             ("TEXSTREAM_ATTENTION_ONE_PASS", "1"),
+            ("TEXSTREAM_DENSE_READBACK", "0"),
         ]);
         assert_eq!(o.attention_one_pass, Some(true));
+        assert_eq!(o.dense_readback, Some(false));
         assert_eq!(o.norm_row_groups, Some(false));
         assert_eq!(o.norm_wide_rows, Some(true));
         assert_eq!(o.matmul_split_k, Some(1));

@@ -143,3 +143,87 @@ fn wrong_length_is_an_error() {
     let e = t.upload(&[1.0; 5]).unwrap_err();
     assert!(e.to_string().contains("len"), "{e}");
 }
+
+/// Outputs read back densely (`kernels::readback_into`, `pack_dense.comp`) give the values the
+/// host uploaded, rounded to the storage precision, for every rank, odd channel counts and
+/// element counts, folded images and the buffer fallback, at an offset into a shared staging
+/// buffer; a device told to copy texels gives the same through its texel path.
+#[test]
+fn dense_readback_gives_the_uploaded_values() {
+    use vk_backend::kernels::{read_back, readback_bytes, readback_into};
+    use vk_backend::{QueueKind, Recorder};
+    let small_limits = Some(ImageLimits {
+        max_image_dimension_2d: 16,
+        max_image_array_layers: 4,
+    });
+    let devices = [
+        (device(), true),
+        (
+            Device::new(&DeviceOptions {
+                limits_override: small_limits,
+                ..DeviceOptions::from_env()
+            })
+            .unwrap(),
+            true,
+        ),
+        (
+            Device::new(&DeviceOptions {
+                dense_readback: Some(false),
+                ..DeviceOptions::from_env()
+            })
+            .unwrap(),
+            false,
+        ),
+    ];
+    let shapes: &[&[usize]] = &[
+        &[],
+        &[7],
+        &[1, 37, 24],
+        &[5, 3, 7],
+        &[2, 6, 3, 5],
+        &[2, 3, 5, 2, 3],
+        &[1, 9, 37, 41],
+        &[1, 4, 1, 2000],
+    ];
+    for (d, dense) in &devices {
+        for (i, shape) in shapes.iter().enumerate() {
+            for p in [Precision::F16, Precision::F32] {
+                let n: usize = shape.iter().product();
+                let data = Rng::new(70 + i as u64).vec(n, -4.0, 4.0);
+                let t = Tensor::from_data(d, "dense", shape, p, &data).unwrap();
+                let bytes = readback_bytes(&t);
+                let texel_bytes = t.physical_bytes();
+                if *dense {
+                    let per_value = if p == Precision::F16 { 2 } else { 4 };
+                    assert_eq!(bytes, (n as u64 * per_value).div_ceil(4) * 4, "{shape:?}");
+                } else {
+                    assert_eq!(bytes, texel_bytes, "{shape:?}");
+                }
+                // After 256 bytes of something else, as outputs share the staging.
+                let at = 256;
+                let staging =
+                    Buffer::staging(d, "out", at + bytes, StagingDirection::Download).unwrap();
+                let mut rec = Recorder::new(d, QueueKind::Compute).unwrap();
+                readback_into(&mut rec, &t, &staging, at).unwrap();
+                rec.submit_and_wait().unwrap();
+                let back = staging
+                    .read_with(at, bytes as usize, |b| read_back(&t, b))
+                    .unwrap();
+                let want: Vec<f32> = data.iter().map(|&v| p.round(v)).collect();
+                assert_eq!(back, want, "{shape:?} {p:?} dense {dense}");
+                // A buffer that ends early is refused, not overrun.
+                if *dense {
+                    let short =
+                        Buffer::staging(d, "short", at + bytes - 4, StagingDirection::Download)
+                            .unwrap();
+                    let mut rec = Recorder::new(d, QueueKind::Compute).unwrap();
+                    if short.size() < at + bytes {
+                        let e = readback_into(&mut rec, &t, &short, at).unwrap_err();
+                        assert!(e.to_string().contains("dense"), "{e}");
+                    }
+                }
+            }
+        }
+        assert_no_validation_messages(d);
+    }
+}

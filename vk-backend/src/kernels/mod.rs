@@ -15,6 +15,7 @@ mod norm;
 mod pad;
 mod pool;
 mod push;
+mod readback;
 mod reduce;
 mod resize;
 mod rope;
@@ -61,6 +62,7 @@ pub use pool::{
     PoolKind,
 };
 pub use push::{dispatch_1d, PushConstants};
+pub use readback::{read_back, readback_bytes, readback_into, readback_size};
 pub use reduce::{reduce, reduce_into, reduce_shape, ReduceOp};
 pub use resize::{resize, resize_into, CoordMode, NearestMode, ResizeMode, ResizeParams};
 pub use rope::rope_into;
