@@ -176,6 +176,9 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
         "activation arena: {} images, {} bytes (naive {} bytes, live peak {} bytes)",
         a.images, a.allocated_bytes, a.naive_bytes, a.live_peak_bytes
     );
+    if let Some((dispatches, barriers)) = exe.replay_counts() {
+        println!("replayed commands: {dispatches} dispatches, {barriers} barriers");
+    }
     let tm = first_timings;
     println!(
         "timings: build {:.1} ms, first run {:.1} ms (record {:.1} ms, gpu {:.1} ms)",

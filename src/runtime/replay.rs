@@ -81,6 +81,12 @@ impl Executable {
         })
     }
 
+    /// The dispatches and barriers of the recorded run, once a run has been replayed.
+    pub fn replay_counts(&self) -> Option<(u32, u32)> {
+        let c = &self.replay.as_ref()?.commands;
+        Some((c.dispatch_count(), c.barrier_count()))
+    }
+
     /// A run that submits the recorded commands again (recording them first when there are
     /// none, or when an image they use was discarded since).
     pub(crate) fn run_replayed(&mut self, feeds: &[&HostTensor]) -> Result<NamedOutputs> {

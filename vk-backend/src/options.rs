@@ -101,7 +101,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_NO_COOPMAT=1`: [`DeviceOptions::no_cooperative_matrix`];
     /// - `TEXSTREAM_NO_SUBGROUP_ARITHMETIC=1`: [`DeviceOptions::no_subgroup_arithmetic`];
     /// - `TEXSTREAM_PAD_ROWS=1` (or any other value for "no"): [`DeviceOptions::pads_image_rows`];
-    /// - `TEXSTREAM_COOP_CONV_TILE=small` or `wide`: [`DeviceOptions::coop_conv_tile`] (any
+    /// - `TEXSTREAM_COOP_CONV_TILE=small`, `wide` or `large`: [`DeviceOptions::coop_conv_tile`] (any
     ///   other value leaves the choice to the shapes);
     /// - `TEXSTREAM_GEMV_SPREAD=1`, `2` or `4`: [`DeviceOptions::gemv_spread`];
     /// - `TEXSTREAM_GEMV_DEEP=1` or `0`: [`DeviceOptions::gemv_deep`];
@@ -154,6 +154,7 @@ impl DeviceOptions {
                 match v.trim().to_ascii_lowercase().as_str() {
                     "small" => Some(crate::kernels::CoopTile::Small),
                     "wide" => Some(crate::kernels::CoopTile::Wide),
+                    "large" => Some(crate::kernels::CoopTile::Large),
                     _ => None,
                 }
             }),
@@ -293,6 +294,8 @@ mod tests {
         assert_eq!(o.coop_conv_tile, Some(crate::kernels::CoopTile::Wide));
         let small = with(&[("TEXSTREAM_COOP_CONV_TILE", "small")]);
         assert_eq!(small.coop_conv_tile, Some(crate::kernels::CoopTile::Small));
+        let large = with(&[("TEXSTREAM_COOP_CONV_TILE", "LARGE")]);
+        assert_eq!(large.coop_conv_tile, Some(crate::kernels::CoopTile::Large));
     }
 
     #[test]

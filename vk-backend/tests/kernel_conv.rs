@@ -113,6 +113,25 @@ fn win(k: [usize; 2], s: [usize; 2], d: [usize; 2], pads: [usize; 4]) -> Window2
 
 fn cases() -> Vec<Case> {
     vec![
+        // Several tiles of the large cooperative-matrix tile each way (135 pixels, 70 output
+        // channels, 45 input texels of reduction: no multiple of a step), batch 2.
+        Case {
+            x: [2, 20, 9, 15],
+            o: 70,
+            groups: 1,
+            window: win([3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            bias: true,
+            act: UnaryOp::Gelu,
+        },
+        // A 1-D convolution with stride 2, as the Whisper encoder's second one.
+        Case {
+            x: [1, 24, 1, 150],
+            o: 40,
+            groups: 1,
+            window: win([1, 3], [1, 2], [1, 1], [0, 1, 0, 1]),
+            bias: true,
+            act: UnaryOp::Identity,
+        },
         // Plain 3x3 same conv, C and O not multiples of 4, batch 2.
         Case {
             x: [2, 5, 7, 9],
@@ -326,7 +345,7 @@ fn conv2d_matches_reference() {
 /// same cases.
 #[test]
 fn conv2d_on_each_cooperative_tile_matches_reference() {
-    for tile in [CoopTile::Small, CoopTile::Wide] {
+    for tile in [CoopTile::Small, CoopTile::Wide, CoopTile::Large] {
         let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
             coop_conv_tile: Some(tile),
             ..vk_backend::DeviceOptions::from_env()
@@ -485,7 +504,25 @@ fn conv2d_adds_its_addend_before_the_activation_in_place() {
         bias: true,
         act: UnaryOp::Relu,
     };
-    for p in [Precision::F32, Precision::F16] {
+    // Each cooperative-matrix tile forced too (the portable kernels where there are none).
+    let tiles = [
+        None,
+        Some(CoopTile::Small),
+        Some(CoopTile::Wide),
+        Some(CoopTile::Large),
+    ];
+    for (tile, p) in tiles
+        .into_iter()
+        .flat_map(|t| [(t, Precision::F32), (t, Precision::F16)])
+    {
+        let d = match tile {
+            None => d.clone(),
+            Some(t) => vk_backend::Device::new(&vk_backend::DeviceOptions {
+                coop_conv_tile: Some(t),
+                ..vk_backend::DeviceOptions::from_env()
+            })
+            .unwrap(),
+        };
         let (w, b, atlas, cw) = atlas_with_conv3x3(&d, &mut rng, c.o, 6, p);
         let xv = rng.vec(c.x.iter().product(), -1.0, 1.0);
         let zv = rng.vec(c.o * 9 * 11, -1.0, 1.0);
@@ -524,8 +561,8 @@ fn conv2d_adds_its_addend_before_the_activation_in_place() {
         let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
         rec.use_weights(&atlas);
         assert!(conv2d_add_into(&mut rec, &x, cw, &params, Some(&small), &fresh).is_err());
+        assert_no_validation_messages(&d);
     }
-    assert_no_validation_messages(&d);
 }
 
 /// On a device whose images are padded to power-of-two row blocks the maps fold into 128-row

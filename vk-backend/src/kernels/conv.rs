@@ -49,7 +49,15 @@ const CONV2D_COOP_WIDE: KernelDesc = KernelDesc {
     uses_weights: true,
 };
 
-/// The output tile of a cooperative-matrix convolution (`include/conv_coop.glsl`).
+const CONV2D_COOP_LARGE: KernelDesc = KernelDesc {
+    name: "conv2d_coop_large",
+    bindings: IMAGES_3,
+    push_constant_bytes: 112,
+    uses_weights: true,
+};
+
+/// The output tile of a cooperative-matrix convolution (`include/conv_coop.glsl`,
+/// `include/conv_coop_groups.glsl`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum CoopTile {
     /// 16 pixels x 16 channels, 64 k a step (`conv2d_coop.comp`): four times the workgroups
@@ -58,6 +66,10 @@ pub enum CoopTile {
     /// 32 pixels x 32 channels, 16 k a step (`conv2d_coop_wide.comp`): each staged texel
     /// serves twice the products.
     Wide,
+    /// 64 pixels x 64 channels, 64 k a step over four K groups of 128 invocations
+    /// (`conv2d_coop_large.comp`, the tensor-core MatMul's tile): each staged texel serves
+    /// twice a wide tile's products, and each output texel is stored once.
+    Large,
 }
 
 impl CoopTile {
@@ -66,6 +78,7 @@ impl CoopTile {
         match self {
             CoopTile::Small => [16, 16],
             CoopTile::Wide => [32, 32],
+            CoopTile::Large => [64, 64],
         }
     }
 }
@@ -226,6 +239,7 @@ pub fn conv2d_add_into(
             let desc = match tile {
                 CoopTile::Small => &CONV2D_COOP,
                 CoopTile::Wide => &CONV2D_COOP_WIDE,
+                CoopTile::Large => &CONV2D_COOP_LARGE,
             };
             launch(rec, desc, out.precision(), &args, &push(0), groups)
         }
@@ -281,6 +295,13 @@ const COOP_MIN_TEXELS: usize = 8;
 /// tile lost wherever the wide one had more (ResNet-50's 1x1 convolutions at 56x56: 173 against
 /// 43 us; its 3x3 at 14x14: 88 against 77 us; `measurements/h200-2026-12-02-s14/run2`).
 const COOP_SMALL_SM_DIVISOR: u64 = 3;
+/// Large tiles where they make at least a third of the SMs' count of workgroups (44 on an H100
+/// or H200). On an H100 (`measurements/h100-2026-12-05-s33/run3`) the large tile won from 49
+/// workgroups up (ResNet-50's 1x1 convolutions at 28x28 to 512 channels, 104 of them: 28.9 ->
+/// 10.9 us; its 3x3 at 56x56, 49: 33.2 -> 23.0; the OCR detector's 1x1 at 24x48 to 384, 108:
+/// 41.4 -> 14.3) and lost at 32 and fewer (its 3x3 at 7x7, 8: 136 -> 164 us, where the small
+/// tile takes 79).
+const COOP_LARGE_SM_DIVISOR: u64 = 3;
 
 /// The kernel that runs conv `p` over input shape `x` with `precision` activations. Dense
 /// convolutions (groups 1) run as an implicit GEMM on cooperative matrices where the device
@@ -307,10 +328,14 @@ pub fn conv2d_kernel(
         && o >= COOP_MIN_CHANNELS
         && kh * kw * icg.div_ceil(4) >= COOP_MIN_TEXELS
     {
-        let [tp, tc] = CoopTile::Wide.pixels_channels();
-        let wide_groups = ((oh * ow) as u64).div_ceil(tp) * (o as u64).div_ceil(tc) * n as u64;
+        let groups = |tile: CoopTile| {
+            let [tp, tc] = tile.pixels_channels();
+            ((oh * ow) as u64).div_ceil(tp) * (o as u64).div_ceil(tc) * n as u64
+        };
         let sms = (features.concurrent_invocations / 2048).max(1);
-        let by_shape = if wide_groups * COOP_SMALL_SM_DIVISOR < sms {
+        let by_shape = if groups(CoopTile::Large) * COOP_LARGE_SM_DIVISOR >= sms {
+            CoopTile::Large
+        } else if groups(CoopTile::Wide) * COOP_SMALL_SM_DIVISOR < sms {
             CoopTile::Small
         } else {
             CoopTile::Wide

@@ -24,6 +24,7 @@ pub struct Replay {
     /// Submitted and not yet waited for (a wait that failed).
     in_flight: bool,
     dispatches: u32,
+    barriers: u32,
 }
 
 impl Recorder {
@@ -61,6 +62,7 @@ impl Recorder {
             fence,
             in_flight: false,
             dispatches: self.dispatches,
+            barriers: self.barriers,
         };
         // Ownership of the pool moved into the replay.
         self.pool = vk::CommandPool::null();
@@ -71,6 +73,11 @@ impl Recorder {
 impl Replay {
     pub fn dispatch_count(&self) -> u32 {
         self.dispatches
+    }
+
+    /// The memory barriers between the commands (each waits for all work before it).
+    pub fn barrier_count(&self) -> u32 {
+        self.barriers
     }
 
     /// Whether every image the commands use is still initialized: an image discarded since
