@@ -47,8 +47,13 @@ TENSOR_OUT(1, img_out);
 #ifndef TM
 #define TM 64u
 #endif
+// Output columns a tile: 64, or 96 (matmul_const_coop_pa_n96.comp) where 64-column tiles
+// would overfill the device's first wave by a little and 96-column ones fit it.
+#ifndef TN
 #define TN 64u
+#endif
 #define RB (TM / 32u)   // row blocks of 16 a subgroup owns
+#define CB (TN / 16u)   // column blocks of 8 a subgroup owns (two subgroups across a tile)
 #define GT 128u         // invocations a group
 // DEEP_STEP (the `_k128` variants): 128 k a step, twice the loads in flight and half the
 // barriers; the groups' tiles are then summed half a tile at a time so that shared memory still
@@ -58,7 +63,9 @@ TENSOR_OUT(1, img_out);
 #define CS_COLS 32u
 #else
 #define TKG (64u / KG)  // k a group takes a step
+#ifndef CS_COLS
 #define CS_COLS TN
+#endif
 #endif
 #define TK (KG * TKG)   // k a step
 // Values of A and texels of B each invocation loads a step. PACKED_A (the `_pa` variants): A
@@ -174,9 +181,9 @@ void main() {
     uint tid = gl_LocalInvocationID.x;
     uint g = tid / GT, gtid = tid % GT;
     uint sg = gtid / 32u;
-    // Each subgroup of a group owns a TM/2 x 32 quarter: RB row blocks of 16 x 4 column blocks of
-    // 8.
-    uint sm = (sg / 2u) * (TM / 2u), sn = (sg % 2u) * 32u;
+    // Each subgroup of a group owns a TM/2 x TN/2 quarter: RB row blocks of 16 x CB column
+    // blocks of 8.
+    uint sm = (sg / 2u) * (TM / 2u), sn = (sg % 2u) * (TN / 2u);
     m0 = gl_WorkGroupID.y * TM;
     n0 = gl_WorkGroupID.x * TN;
     M = pc.out_t.h;
@@ -194,9 +201,9 @@ void main() {
 #endif
     a_layer = operand_layer(pc.a_t, pc.flags & 15u, layer / pc.out_t.c4, 0u);
 
-    ACC acc[RB][4];
+    ACC acc[RB][CB];
     [[unroll]] for (uint i = 0u; i < RB; i++) {
-        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+        [[unroll]] for (uint j = 0u; j < CB; j++) {
             acc[i][j] = ACC(0.0);
         }
     }
@@ -216,7 +223,7 @@ void main() {
             [[unroll]] for (uint i = 0u; i < RB; i++) {
                 coopMatLoadNV(a[i], As[g], (sm + 16u * i) * AS_STRIDE + kk, AS_STRIDE, false);
             }
-            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+            [[unroll]] for (uint j = 0u; j < CB; j++) {
 #ifdef ROWS_B
                 coopMatLoadNV(b, Bs[g], (sn + 8u * j) * BS_STRIDE + kk, BS_STRIDE, true);
 #else
@@ -235,7 +242,7 @@ void main() {
         barrier(); // the previous columns' outputs have read Cs
         if (g == KG - 1 && mine) {
             [[unroll]] for (uint i = 0u; i < RB; i++) {
-                [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                [[unroll]] for (uint j = 0u; j < CB; j++) {
                     coopMatStoreNV(acc[i][j], Cs, (sm + 16u * i) * CS_STRIDE + sn - c0 + 8u * j, CS_STRIDE, false);
                 }
             }
@@ -245,7 +252,7 @@ void main() {
             if (g == uint(h) && mine) {
                 ACC other;
                 [[unroll]] for (uint i = 0u; i < RB; i++) {
-                    [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                    [[unroll]] for (uint j = 0u; j < CB; j++) {
                         uint at = (sm + 16u * i) * CS_STRIDE + sn - c0 + 8u * j;
                         coopMatLoadNV(other, Cs, at, CS_STRIDE, false);
                         // Element by element (the same element of two matrices of one type is

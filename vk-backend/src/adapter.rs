@@ -166,6 +166,9 @@ pub struct DeviceFeatures {
     /// The rows of every tensor-core MatMul's tiles, where the device's options fix them
     /// ([`crate::DeviceOptions::coop_rows`]); `None`: by shape ([`crate::kernels::coop_rows`]).
     pub coop_rows: Option<u32>,
+    /// Columns of the tensor-core MatMul's tiles over a packed A, where the device's options fix
+    /// them ([`crate::DeviceOptions::coop_cols`]); `None`: by shape ([`crate::kernels::coop_cols`]).
+    pub coop_cols: Option<u32>,
     /// The key spans of every tensor-core attention, where the device's options fix them
     /// ([`crate::DeviceOptions::attention_splits`]); `None`: by shape.
     pub attention_splits: Option<u32>,
@@ -291,6 +294,7 @@ impl Capabilities {
             gemv_deep: None,
             coop_min_tiles: None,
             coop_rows: None,
+            coop_cols: None,
             attention_splits: None,
             attention_head_copies: false,
             attention_query_blocks: None,

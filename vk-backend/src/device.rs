@@ -300,6 +300,7 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     caps.features.gemv_deep = opts.gemv_deep;
     caps.features.coop_min_tiles = opts.coop_min_tiles;
     caps.features.coop_rows = opts.coop_rows;
+    caps.features.coop_cols = opts.coop_cols;
     caps.features.attention_splits = opts.attention_splits;
     caps.features.attention_head_copies = opts.attention_head_copies;
     caps.features.attention_query_blocks = opts.attention_query_blocks;

@@ -47,6 +47,10 @@ pub struct DeviceOptions {
     /// Run every tensor-core MatMul on tiles of this many rows (64 or 32) instead of picking by
     /// shape ([`crate::kernels::coop_rows`]): to measure one against the other.
     pub coop_rows: Option<u32>,
+    /// Run every tensor-core MatMul that reads A packed on 64-row tiles of this many columns (64
+    /// or 96) instead of picking by shape ([`crate::kernels::coop_cols`]): to measure one
+    /// against the other.
+    pub coop_cols: Option<u32>,
     /// Split the keys of every tensor-core attention with more than a decode step's rows into
     /// this many spans (at most one a key block; 1: none) instead of picking by shape
     /// ([`crate::kernels::attention_into`]): to measure one against the other.
@@ -107,6 +111,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_GEMV_DEEP=1` or `0`: [`DeviceOptions::gemv_deep`];
     /// - `TEXSTREAM_COOP_MIN_TILES=N`: [`DeviceOptions::coop_min_tiles`];
     /// - `TEXSTREAM_COOP_ROWS=64` or `32`: [`DeviceOptions::coop_rows`];
+    /// - `TEXSTREAM_COOP_COLS=64` or `96`: [`DeviceOptions::coop_cols`];
     /// - `TEXSTREAM_ATTENTION_SPLITS=N` (N >= 1): [`DeviceOptions::attention_splits`];
     /// - `TEXSTREAM_ATTENTION_HEAD_COPIES=1`: [`DeviceOptions::attention_head_copies`];
     /// - `TEXSTREAM_ATTENTION_QUERY_BLOCKS=1` or `4`: [`DeviceOptions::attention_query_blocks`];
@@ -167,6 +172,9 @@ impl DeviceOptions {
             coop_rows: var("TEXSTREAM_COOP_ROWS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 32 | 64)),
+            coop_cols: var("TEXSTREAM_COOP_COLS")
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .filter(|n| matches!(n, 64 | 96)),
             attention_query_blocks: var("TEXSTREAM_ATTENTION_QUERY_BLOCKS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 1 | 4)),
@@ -219,6 +227,7 @@ mod tests {
         assert_eq!(o.limits_override, None);
         assert_eq!(o.coop_min_tiles, None);
         assert_eq!(o.coop_rows, None);
+        assert_eq!(o.coop_cols, None);
         assert_eq!(o.attention_splits, None);
         assert_eq!(o.attention_query_blocks, None);
         assert_eq!(o.matmul_packed_a, None);
@@ -283,6 +292,8 @@ mod tests {
         assert_eq!(o.coop_min_tiles, Some(24));
         assert_eq!(o.coop_rows, Some(32));
         assert_eq!(with(&[("TEXSTREAM_COOP_ROWS", "48")]).coop_rows, None);
+        assert_eq!(with(&[("TEXSTREAM_COOP_COLS", " 96")]).coop_cols, Some(96));
+        assert_eq!(with(&[("TEXSTREAM_COOP_COLS", "32")]).coop_cols, None);
         assert_eq!(
             o.limits_override.map(|l| l.max_image_array_layers),
             Some(16)

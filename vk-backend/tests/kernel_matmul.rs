@@ -686,39 +686,62 @@ fn constant_b_on_cooperative_matrices_where_available() {
     if !coop {
         eprintln!("no cooperative matrices on this device: the portable kernel runs these cases");
     }
-    // (tile rows, packed A, k a step, reduction spans); `None`: by shape.
-    type Choice = (Option<u32>, Option<bool>, Option<u32>, Option<u32>);
+    // (tile rows, packed A, k a step, reduction spans, tile columns over a packed A); `None`:
+    // by shape.
+    type Choice = (
+        Option<u32>,
+        Option<bool>,
+        Option<u32>,
+        Option<u32>,
+        Option<u32>,
+    );
     let choices: &[Choice] = if coop {
         &[
-            (None, None, None, None),
-            (None, Some(false), Some(64), Some(1)),
-            (Some(64), Some(false), Some(64), Some(1)),
-            (Some(32), Some(false), Some(64), Some(1)),
-            (Some(64), Some(true), Some(64), Some(1)),
-            (Some(32), Some(true), Some(64), Some(1)),
-            (Some(64), Some(false), Some(128), Some(1)),
-            (Some(32), Some(false), Some(128), Some(1)),
-            (Some(64), Some(true), Some(128), Some(1)),
-            (Some(32), Some(true), Some(128), Some(1)),
-            (Some(64), Some(false), Some(64), Some(3)),
-            (Some(32), Some(false), Some(64), Some(3)),
-            (Some(64), Some(false), Some(128), Some(3)),
-            (Some(32), Some(false), Some(128), Some(3)),
+            (None, None, None, None, None),
+            (None, Some(false), Some(64), Some(1), None),
+            (Some(64), Some(false), Some(64), Some(1), None),
+            (Some(32), Some(false), Some(64), Some(1), None),
+            (Some(64), Some(true), Some(64), Some(1), None),
+            (Some(32), Some(true), Some(64), Some(1), None),
+            (Some(64), Some(false), Some(128), Some(1), None),
+            (Some(32), Some(false), Some(128), Some(1), None),
+            (Some(64), Some(true), Some(128), Some(1), None),
+            (Some(32), Some(true), Some(128), Some(1), None),
+            (Some(64), Some(false), Some(64), Some(3), None),
+            (Some(32), Some(false), Some(64), Some(3), None),
+            (Some(64), Some(false), Some(128), Some(3), None),
+            (Some(32), Some(false), Some(128), Some(3), None),
         ]
     } else {
-        &[(None, None, None, None)]
+        &[(None, None, None, None, None)]
     };
-    for &(rows, packed, step_k, spans) in choices {
+    for &(rows, packed, step_k, spans, cols) in choices {
         let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
             coop_rows: rows,
             matmul_packed_a: packed,
             coop_step_k: step_k,
             matmul_split_k: spans,
+            coop_cols: cols,
             ..vk_backend::DeviceOptions::from_env()
         })
         .unwrap();
         constant_b_cases(&d, rows);
     }
+}
+
+/// The same cases on 64x96 tensor-core tiles over a packed A (`matmul_const_coop_pa_n96.comp`),
+/// forced on every MatMul that reads A packed in one span.
+#[test]
+fn constant_b_on_wide_cooperative_tiles_where_available() {
+    let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
+        coop_rows: Some(64),
+        matmul_packed_a: Some(true),
+        matmul_split_k: Some(1),
+        coop_cols: Some(96),
+        ..vk_backend::DeviceOptions::from_env()
+    })
+    .unwrap();
+    constant_b_cases(&d, Some(64));
 }
 
 /// How a MatMul ran: through A's packed copy, or over reduction spans.

@@ -142,11 +142,13 @@ const COOP_BLOCK_KEYS: usize = 16;
 /// with its keys in 1, 2, 3, 4 and 8 spans (188 workgroups unsplit); 8 a multiprocessor gives
 /// it 6.
 const COOP_INVOCATIONS_PER_MULTIPROCESSOR: usize = 8 * COOP_THREADS as usize;
-/// The same for `attention_coop_wide.comp`: 2.75 workgroups of 512. On an H200 (session 29,
-/// runs 2 and 2b) the Whisper-tiny encoder's attention (48 wide workgroups unsplit) took 562,
-/// 462, 514, 495, 561 and 712 us a layer in 6, 8, 12, 16, 24 and 47 spans; this gives it 8
-/// (461 us in run 3).
-const COOP_WIDE_INVOCATIONS_PER_MULTIPROCESSOR: usize = 1408;
+/// The same for `attention_coop_wide.comp`: 0.69 workgroups of 512. On an H200 (session 29,
+/// runs 2 and 2b) the two-pass kernel took the Whisper-tiny encoder's attention (48 wide
+/// workgroups unsplit) to 562, 462, 514, 495, 561 and 712 us a layer in 6, 8, 12, 16, 24 and 47
+/// spans, and 8 was the default. In one pass (session 33) 2 spans took 224 us against 236 in 8
+/// on an H200 (run 1), and on an H100 (run 5) 1, 2, 3, 4 and 8 spans took 396, 223, 301, 245
+/// and 237 us; this gives it 2.
+const COOP_WIDE_INVOCATIONS_PER_MULTIPROCESSOR: usize = 352;
 /// The fewest key blocks a span of `attention_coop.comp` takes by default, so that the partial
 /// results and their merge stay small against the span's own work. The 1.34 B decoder's
 /// 128-token prefill (32 workgroups unsplit) took 201, 116, 77 and 90 us a layer in 1, 2, 4
@@ -343,7 +345,8 @@ fn decode_spans(rows: usize, sk: usize) -> (usize, usize) {
 /// multiprocessor, the keys split into spans of at least [`COOP_MIN_SPAN_BLOCKS`] blocks, each
 /// span a workgroup of its own; or into the spans the device's options fix
 /// ([`crate::DeviceOptions::attention_splits`]). A 1500-frame Whisper-tiny encoder layer makes
-/// 188 workgroups and a 1.34 B decoder's 128-token prefill 32, for an H200's 132 multiprocessors.
+/// 48 wide workgroups and a 1.34 B decoder's 128-token prefill 32, for an H200's 132
+/// multiprocessors.
 fn coop_spans(
     features: &crate::DeviceFeatures,
     groups: usize,

@@ -50,6 +50,8 @@ const MATMUL_CONST: KernelDesc = KernelDesc {
 
 /// Output tile edge of `matmul_const_coop.comp`.
 const COOP_TILE: usize = 64;
+/// Columns of the tensor-core kernel's wide tiles (`matmul_const_coop_pa_n96.comp`).
+const COOP_WIDE_COLS: usize = 96;
 
 /// `matmul_const.comp` on cooperative matrices (see [`uses_cooperative_matrix`]).
 const MATMUL_CONST_COOP: KernelDesc = KernelDesc {
@@ -118,6 +120,12 @@ const MATMUL_CONST_COOP_PA_K128: KernelDesc = KernelDesc {
 };
 const MATMUL_CONST_COOP_PA_K128_M32: KernelDesc = KernelDesc {
     name: "matmul_const_coop_pa_k128_m32",
+    ..MATMUL_CONST_COOP
+};
+
+/// The tensor-core kernel over a packed A on 64x96 tiles ([`coop_cols`]).
+const MATMUL_CONST_COOP_PA_N96: KernelDesc = KernelDesc {
+    name: "matmul_const_coop_pa_n96",
     ..MATMUL_CONST_COOP
 };
 
@@ -718,7 +726,14 @@ fn record(
     let gemv = c.is_none() && uses_gemv(&b, o6[3], p.m);
     let coop = c.is_none() && runs_on_tensor_cores(rec.device(), &b, (o6[3], p.m), out, opts);
     let (tile_cols, tile_rows) = if coop {
-        (COOP_TILE, coop_rows(&rec.device().features(), out))
+        let features = rec.device().features();
+        let rows = coop_rows(&features, out);
+        // 96 columns only on the packed-A kernel of 64 rows, in one span.
+        let cols = match (rows, packed_a, partials, &b) {
+            (COOP_TILE, Some(_), None, MatRhs::Weights { .. }) => coop_cols(&features, out),
+            _ => COOP_TILE,
+        };
+        (cols, rows)
     } else {
         (TILE, TILE)
     };
@@ -895,6 +910,8 @@ fn record(
                 &MATMUL_CONST_GEMV_DEEP
             } else if gemv {
                 &MATMUL_CONST_GEMV
+            } else if coop && tile_cols == COOP_WIDE_COLS {
+                &MATMUL_CONST_COOP_PA_N96
             } else if coop {
                 coop_kernel(
                     matches!(b, MatRhs::WeightRows { .. }),
@@ -994,6 +1011,29 @@ pub fn coop_rows(features: &crate::DeviceFeatures, out: &Tensor) -> usize {
     let multiprocessors = (features.concurrent_invocations / 2048).max(1);
     if d[4] > 32 && coop_tiles(&d, out) < multiprocessors {
         32
+    } else {
+        COOP_TILE
+    }
+}
+
+/// Columns of the tensor-core MatMul's 64-row output tiles over a packed A for `out`: 96 where
+/// 64-column tiles would be more than the device's streaming multiprocessors (about one per
+/// 2048 concurrent invocations) and 96-column ones no more, so that one wave of workgroups
+/// takes the whole output instead of two, the second nearly empty; 64 elsewhere; or what the
+/// device's options fix ([`crate::DeviceOptions::coop_cols`]). The Whisper-tiny encoder's 1500 x
+/// 384 projections make 144 tiles of 64 columns and 96 of 96 for 132 multiprocessors.
+pub fn coop_cols(features: &crate::DeviceFeatures, out: &Tensor) -> usize {
+    if let Some(cols) = features.coop_cols {
+        return cols as usize;
+    }
+    let Ok(d) = dims6(out.shape()) else {
+        return COOP_TILE;
+    };
+    let multiprocessors = (features.concurrent_invocations / 2048).max(1);
+    let wide =
+        (d[4].div_ceil(COOP_TILE) * d[5].div_ceil(COOP_WIDE_COLS)) as u64 * out.layout().layers();
+    if coop_tiles(&d, out) > multiprocessors && wide <= multiprocessors {
+        COOP_WIDE_COLS
     } else {
         COOP_TILE
     }
