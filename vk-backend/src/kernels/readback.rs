@@ -32,7 +32,8 @@ fn dense(t: &Tensor) -> bool {
 }
 
 /// Bytes of `t` as [`readback_into`] writes them: its values at its precision (whole 32-bit
-/// words), or its physical texels.
+/// words, at least one, so that an empty tensor's staging is no empty buffer), or its physical
+/// texels.
 pub fn readback_bytes(t: &Tensor) -> u64 {
     readback_size(
         t.device(),
@@ -52,7 +53,7 @@ pub fn readback_size(
 ) -> u64 {
     if dense_on(device) {
         let value_bytes = precision.bytes_per_texel() as u64 / 4;
-        (elements * value_bytes).div_ceil(4) * 4
+        (elements * value_bytes).div_ceil(4).max(1) * 4
     } else {
         physical_bytes
     }
