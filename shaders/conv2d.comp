@@ -22,22 +22,7 @@ TENSOR_IN(0, img_in);
 TENSOR_OUT(1, img_out);
 TENSOR_IN(2, img_add);
 
-layout(push_constant) uniform Push {
-    TensorDesc in_t;
-    TensorDesc out_t;
-    uint kernel;    // kh | kw << 16
-    uint stride;    // sh | sw << 16
-    uint dilation;  // dh | dw << 16
-    uint pad;       // top | left << 16
-    uint icg;       // input channels per group
-    uint ocg;       // output channels per group
-    uint w_off;     // filter texel offset in the weight space
-    uint b_off;     // bias texel offset, 0xFFFFFFFF = no bias
-    uint act;       // activation code (bits 0-7), bit 8: general grouped path, bit 9: addend
-    float alpha;
-    float beta;
-    uint _pad;
-} pc;
+#include "conv_push.glsl"
 
 void main() {
     uint ox0 = gl_GlobalInvocationID.x * PX;

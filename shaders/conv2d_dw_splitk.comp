@@ -13,22 +13,7 @@
 TENSOR_IN(0, img_in);
 TENSOR_OUT(1, img_out);
 
-layout(push_constant) uniform Push {
-    TensorDesc in_t;
-    TensorDesc out_t;
-    uint kernel;    // kh | kw << 16
-    uint stride;    // sh | sw << 16
-    uint dilation;  // dh | dw << 16
-    uint pad;       // top | left << 16
-    uint icg;
-    uint ocg;
-    uint w_off;
-    uint b_off;     // 0xFFFFFFFF = no bias
-    uint act;       // activation code (bits 0-7)
-    float alpha;
-    float beta;
-    uint split_log2;
-} pc;
+#include "conv_push.glsl"
 
 #include "conv_splitk.glsl"
 

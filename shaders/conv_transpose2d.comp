@@ -13,22 +13,7 @@ layout(local_size_x = 8, local_size_y = 8, local_size_z = 1) in;
 TENSOR_IN(0, img_in);
 TENSOR_OUT(1, img_out);
 
-layout(push_constant) uniform Push {
-    TensorDesc in_t;
-    TensorDesc out_t;
-    uint kernel;    // kh | kw << 16
-    uint stride;    // sh | sw << 16
-    uint dilation;  // dh | dw << 16
-    uint pad;       // top | left << 16
-    uint icg;       // input channels per group
-    uint ocg;       // output channels per group
-    uint w_off;
-    uint b_off;     // 0xFFFFFFFF = no bias
-    uint act;       // activation code (bits 0-7), bit 8: general grouped path
-    float alpha;
-    float beta;
-    uint _pad;
-} pc;
+#include "conv_push.glsl"
 
 void main() {
     uint ox = gl_GlobalInvocationID.x;

@@ -374,7 +374,7 @@ pub(crate) fn check_groups(
     Ok(())
 }
 
-/// The push-constant block of `conv2d.comp`, `conv2d_dw.comp` and `conv_transpose2d.comp`:
+/// The push-constant block of every convolution kernel (`include/conv_push.glsl`):
 /// both tensors, the window, channels per group `[in, out]`, the weights' texel offsets, and
 /// the fused activation with the shader's `flags` bits.
 pub(crate) fn conv_push_constants(

@@ -1,0 +1,23 @@
+// The push constants of the convolution kernels (conv2d*.comp, conv_transpose2d.comp and the
+// cooperative-matrix bodies): vk_backend::kernels::conv's `conv_push_constants`, 112 bytes.
+#ifndef TEXSTREAM_CONV_PUSH_GLSL
+#define TEXSTREAM_CONV_PUSH_GLSL
+
+layout(push_constant) uniform Push {
+    TensorDesc in_t;
+    TensorDesc out_t;
+    uint kernel;    // kh | kw << 16
+    uint stride;    // sh | sw << 16
+    uint dilation;  // dh | dw << 16
+    uint pad;       // top | left << 16
+    uint icg;       // input channels per group
+    uint ocg;       // output channels per group
+    uint w_off;     // filter texel offset in the weight space
+    uint b_off;     // bias texel offset, 0xFFFFFFFF = no bias
+    uint act;       // activation code (bits 0-7), bit 8: general grouped path, bit 9: addend
+    float alpha;
+    float beta;
+    uint split_log2;  // the split kernels (conv2d*_splitk.comp): log2 of the lanes a unit; 0 else
+} pc;
+
+#endif
