@@ -130,6 +130,17 @@ fn main() {
         );
     }
     gen.push_str("        _ => None,\n    }\n}\n");
+    // The file-name suffix of each variant, for SPIR-V read from a directory instead
+    // (DeviceOptions::shader_dir).
+    gen.push_str("\n/// The suffix naming a variant's SPIR-V (`<name>.<suffix>.spv`), as this build names the embedded\n/// files; `None` for a combination no kernel is built in.\npub fn variant_suffix(\n    precision: crate::layout::Precision,\n    weights: crate::layout::Precision,\n    storage: crate::pipeline::StorageKind,\n) -> Option<&'static str> {\n    match (precision, weights, storage) {\n");
+    for v in VARIANTS {
+        let _ = writeln!(
+            gen,
+            "        (crate::layout::Precision::{}, crate::layout::Precision::{}, crate::pipeline::StorageKind::{}) => Some({:?}),",
+            v.precision, v.weights, v.storage, v.suffix
+        );
+    }
+    gen.push_str("        _ => None,\n    }\n}\n");
     if let Err(e) = std::fs::write(out.join("shaders.rs"), gen) {
         eprintln!("writing shaders.rs: {e}");
         std::process::exit(1);

@@ -164,6 +164,15 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
     }
     let a = exe.arena_stats();
     println!("device: {}", device.name());
+    let overrides = device.shader_overrides();
+    if !overrides.is_empty() {
+        let files: Vec<String> = overrides.iter().map(|p| p.display().to_string()).collect();
+        println!(
+            "kernels read from TEXSTREAM_SHADER_DIR instead of the build ({}): {}",
+            files.len(),
+            files.join(", ")
+        );
+    }
     println!(
         "precision {:?} weights, {:?} activations; layout transforms (real copies): {}; weights {} bytes in {} pages",
         exe.precision(),

@@ -61,6 +61,9 @@ pub struct DeviceInner {
     pub(crate) recycler: crate::recycle::Recycler,
     /// Whether the driver pads image heights to power-of-two row blocks (probed on first use).
     pads_rows: OnceLock<bool>,
+    /// [`DeviceOptions::shader_dir`], and the SPIR-V files read from it so far.
+    shader_dir: Option<PathBuf>,
+    shader_overrides: Mutex<Vec<PathBuf>>,
 }
 
 /// Cheap-to-clone handle to the opened Vulkan device.
@@ -127,6 +130,8 @@ impl Device {
                     Some(v) => OnceLock::from(v),
                     None => OnceLock::new(),
                 },
+                shader_dir: opts.shader_dir.clone(),
+                shader_overrides: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -171,6 +176,28 @@ impl Device {
     }
     pub fn features(&self) -> DeviceFeatures {
         self.inner.features
+    }
+    /// Where kernels' SPIR-V may be read from instead of the embedded code
+    /// ([`DeviceOptions::shader_dir`]).
+    pub(crate) fn shader_dir(&self) -> Option<&std::path::Path> {
+        self.inner.shader_dir.as_deref()
+    }
+    /// The SPIR-V files read from [`DeviceOptions::shader_dir`] so far, one per pipeline built
+    /// from one: what a run measured differs from the embedded kernels by these.
+    pub fn shader_overrides(&self) -> Vec<PathBuf> {
+        self.inner
+            .shader_overrides
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+    pub(crate) fn note_shader_override(&self, path: PathBuf) {
+        log::warn!("texstream: kernel SPIR-V read from {}", path.display());
+        self.inner
+            .shader_overrides
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(path);
     }
     pub fn validation_enabled(&self) -> bool {
         self.inner.instance.validation()

@@ -95,6 +95,12 @@ pub struct DeviceOptions {
     /// packed densely on the device first (the default, `pack_dense.comp`:
     /// [`crate::kernels::readback_into`]): to measure one against the other.
     pub dense_readback: Option<bool>,
+    /// Read a kernel's SPIR-V from `<dir>/<kernel>.<variant>.spv` where that file exists
+    /// (`<variant>` as the build names the embedded ones: `f16`, `f32`, `f16.buf`, `f32.buf`,
+    /// `f32w16`, `f32w16.buf`) instead of the embedded code: a shader change compiled with
+    /// glslc measured without rebuilding the engine. [`crate::Device::shader_overrides`] lists
+    /// the kernels taken from there.
+    pub shader_dir: Option<PathBuf>,
 }
 
 impl DeviceOptions {
@@ -122,6 +128,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_NORM_WIDE_ROWS=1` or `0`: [`DeviceOptions::norm_wide_rows`];
     /// - `TEXSTREAM_ATTENTION_ONE_PASS=1` or `0`: [`DeviceOptions::attention_one_pass`];
     /// - `TEXSTREAM_DENSE_READBACK=1` or `0`: [`DeviceOptions::dense_readback`];
+    /// - `TEXSTREAM_SHADER_DIR=<dir>`: [`DeviceOptions::shader_dir`];
     /// - `TEXSTREAM_MAX_ARRAY_LAYERS=N`: [`DeviceOptions::limits_override`] with at most `N`
     ///   image array layers (the weight atlas stacks pages beyond them, as on a GPU for models
     ///   over 2048 pages).
@@ -183,6 +190,9 @@ impl DeviceOptions {
             norm_wide_rows: on_off("TEXSTREAM_NORM_WIDE_ROWS"),
             attention_one_pass: on_off("TEXSTREAM_ATTENTION_ONE_PASS"),
             dense_readback: on_off("TEXSTREAM_DENSE_READBACK"),
+            shader_dir: var("TEXSTREAM_SHADER_DIR")
+                .filter(|v| !v.trim().is_empty())
+                .map(PathBuf::from),
             coop_step_k: var("TEXSTREAM_COOP_STEP_K")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 64 | 128)),
@@ -237,6 +247,8 @@ mod tests {
         assert_eq!(o.norm_wide_rows, None);
         assert_eq!(o.attention_one_pass, None);
         assert_eq!(o.dense_readback, None);
+        assert_eq!(o.shader_dir, None);
+        assert_eq!(with(&[("TEXSTREAM_SHADER_DIR", " ")]).shader_dir, None);
     }
 
     #[test]
@@ -262,7 +274,9 @@ mod tests {
             ("TEXSTREAM_NORM_WIDE_ROWS", "1"),
             ("TEXSTREAM_ATTENTION_ONE_PASS", "1"),
             ("TEXSTREAM_DENSE_READBACK", "0"),
+            ("TEXSTREAM_SHADER_DIR", "/tmp/spv"),
         ]);
+        assert_eq!(o.shader_dir, Some(std::path::PathBuf::from("/tmp/spv")));
         assert_eq!(o.attention_one_pass, Some(true));
         assert_eq!(o.dense_readback, Some(false));
         assert_eq!(o.norm_row_groups, Some(false));

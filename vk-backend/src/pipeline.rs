@@ -162,6 +162,32 @@ impl Device {
         Ok(p)
     }
 
+    /// The SPIR-V of `name`'s variant read from [`crate::DeviceOptions::shader_dir`], and its
+    /// path, where that directory has a file for it.
+    fn shader_override(
+        &self,
+        name: &str,
+        precision: Precision,
+        weights: Precision,
+        storage: StorageKind,
+    ) -> Result<Option<(Vec<u8>, std::path::PathBuf)>> {
+        let (Some(dir), Some(suffix)) = (
+            self.shader_dir(),
+            crate::shaders::variant_suffix(precision, weights, storage),
+        ) else {
+            return Ok(None);
+        };
+        let path = dir.join(format!("{name}.{suffix}.spv"));
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some((bytes, path))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(VkError::Kernel {
+                kernel: name.into(),
+                reason: format!("reading {}: {e}", path.display()),
+            }),
+        }
+    }
+
     fn build_pipeline(
         &self,
         desc: &KernelDesc,
@@ -184,8 +210,22 @@ impl Device {
                     }
                 }
             })?;
-        let code = ash::util::read_spv(&mut std::io::Cursor::new(spirv))
-            .map_err(|e| VkError::Other(format!("bad SPIR-V for `{}`: {e}", desc.name)))?;
+        let (spirv, from) = match self.shader_override(desc.name, precision, weights, storage)? {
+            Some((bytes, path)) => (std::borrow::Cow::Owned(bytes), Some(path)),
+            None => (std::borrow::Cow::Borrowed(spirv), None),
+        };
+        let code = ash::util::read_spv(&mut std::io::Cursor::new(&spirv[..])).map_err(|e| {
+            VkError::Kernel {
+                kernel: desc.name.into(),
+                reason: match &from {
+                    Some(path) => format!("bad SPIR-V in {}: {e}", path.display()),
+                    None => format!("bad SPIR-V: {e}"),
+                },
+            }
+        })?;
+        if let Some(path) = from {
+            self.note_shader_override(path);
+        }
         let dev = self.raw();
         if desc.bindings.len() > WEIGHT_ATLAS_BINDING as usize {
             return Err(VkError::Kernel {
