@@ -99,7 +99,9 @@ pub struct DeviceOptions {
     /// (`<variant>` as the build names the embedded ones: `f16`, `f32`, `f16.buf`, `f32.buf`,
     /// `f32w16`, `f32w16.buf`) instead of the embedded code: a shader change compiled with
     /// glslc measured without rebuilding the engine. [`crate::Device::shader_overrides`] lists
-    /// the kernels taken from there.
+    /// the kernels taken from there. Nothing checks such a file beyond its SPIR-V header: it
+    /// must keep the kernel's bindings and push constants (`scripts/shader_variant.sh` builds
+    /// it from the same sources and defines as the build).
     pub shader_dir: Option<PathBuf>,
 }
 
