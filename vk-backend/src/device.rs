@@ -182,8 +182,9 @@ impl Device {
     pub(crate) fn shader_dir(&self) -> Option<&std::path::Path> {
         self.inner.shader_dir.as_deref()
     }
-    /// The SPIR-V files read from [`DeviceOptions::shader_dir`] so far, one per pipeline built
-    /// from one: what a run measured differs from the embedded kernels by these.
+    /// The SPIR-V files read from [`DeviceOptions::shader_dir`] so far, each once however many
+    /// pipelines were built from it: what a run measured differs from the embedded kernels by
+    /// these.
     pub fn shader_overrides(&self) -> Vec<PathBuf> {
         self.inner
             .shader_overrides
@@ -192,12 +193,15 @@ impl Device {
             .clone()
     }
     pub(crate) fn note_shader_override(&self, path: PathBuf) {
-        log::warn!("texstream: kernel SPIR-V read from {}", path.display());
-        self.inner
+        let mut read = self
+            .inner
             .shader_overrides
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(path);
+            .unwrap_or_else(|e| e.into_inner());
+        if !read.contains(&path) {
+            log::warn!("texstream: kernel SPIR-V read from {}", path.display());
+            read.push(path);
+        }
     }
     pub fn validation_enabled(&self) -> bool {
         self.inner.instance.validation()
