@@ -319,6 +319,21 @@ impl WeightAtlas {
         Ok(())
     }
 
+    /// Whether weight-space texel `texel` lies in the compensated region (the first sixteenth) of
+    /// a page marked compensated: a value that `fetch_weight` completes with its lo part.
+    pub fn is_compensated_texel(&self, texel: u64) -> bool {
+        let per_page = self.texels_per_page() as u64;
+        let page = texel / per_page;
+        texel % per_page < per_page / 16
+            && u32::try_from(page).is_ok_and(|p| {
+                self.inner
+                    .compensated
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains(&p)
+            })
+    }
+
     /// Applies page-table updates `(logical page, Some(slot) | None = unmapped)` to the host
     /// mirror and returns the GPU writes that apply them (the recorder records them:
     /// [`crate::Recorder::update_page_table`]); consecutive pages are merged into one write.

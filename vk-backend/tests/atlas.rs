@@ -187,6 +187,13 @@ fn pages_stack_in_layers_where_slots_outnumber_the_layers() {
         .collect();
     // Logical page i in slot (3 i + 1) % 5, page 5 unmapped; page 2 compensated.
     atlas.mark_compensated(&[2]).unwrap();
+    // Only the first sixteenth of a compensated page holds compensated texels.
+    let tpp64 = atlas.texels_per_page() as u64;
+    assert!(atlas.is_compensated_texel(2 * tpp64));
+    assert!(atlas.is_compensated_texel(2 * tpp64 + tpp64 / 16 - 1));
+    assert!(!atlas.is_compensated_texel(2 * tpp64 + tpp64 / 16));
+    assert!(!atlas.is_compensated_texel(tpp64));
+    assert!(!atlas.is_compensated_texel(u64::MAX));
     for (i, page) in pages.iter().enumerate().take(5) {
         let slot = (3 * i as u32 + 1) % 5;
         atlas

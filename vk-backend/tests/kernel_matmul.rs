@@ -920,6 +920,57 @@ fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>) {
     assert_no_validation_messages(d);
 }
 
+/// A B stored compensated (hi + lo fp16 pairs, only ever a tensor of a few thousand values)
+/// needs `fetch_weight`'s lo part, which the tensor-core kernels skip: it runs on the portable
+/// kernel even where its 32 output tiles would take the tensor cores. Here B's hi texels are
+/// zero and its values sit in the lo part, so a kernel that read only the hi texels would return
+/// zeros.
+#[test]
+fn compensated_b_reads_its_lo_part() {
+    let d = &device();
+    let p = Precision::F16;
+    let (m, k, n) = (2048usize, 8usize, 64usize);
+    let mut rng = Rng::new(91);
+    let bv = rng.vec(k * n, -1.0, 1.0);
+    let page_height = 4u32;
+    let tpp = 512 * page_height as usize;
+    let region = tpp / 16;
+    let lo: Vec<f32> = bv.iter().map(|v| v * 2048.0).collect();
+    let packed_lo = pack_matrix_kn(&lo, k, n).unwrap();
+    assert!(packed_lo.len() <= region * 4);
+    let mut stream = vec![0f32; tpp * 4];
+    stream[region * 4..region * 4 + packed_lo.len()].copy_from_slice(&packed_lo);
+    let atlas = WeightAtlas::new(
+        d,
+        AtlasConfig {
+            slots: 1,
+            precision: p,
+            page_height: Some(page_height),
+            logical_pages: 1,
+        },
+    )
+    .unwrap();
+    atlas.mark_compensated(&[0]).unwrap();
+    atlas.load_all_now(&stream).unwrap();
+    let av = rng.vec(m * k, -1.0, 1.0);
+    let a = Tensor::from_data(d, "a", &[m, k], p, &av).unwrap();
+    let mut rec = Recorder::new(d, QueueKind::Compute).unwrap();
+    rec.use_weights(&atlas);
+    let rhs = MatRhs::Weights {
+        texel_offset: 0,
+        k,
+        n,
+    };
+    let (out, route) = matmul_routed(&mut rec, &a, rhs, &MatMulOpts::default(), "out");
+    rec.submit_and_wait().unwrap();
+    assert_eq!(route, Route::Straight);
+    let b_stored: Vec<f64> = lo.iter().map(|&v| p.round(v) as f64 / 2048.0).collect();
+    let (shape, want) = matmul_ref(&rounded(&av, p), &[m, k], &b_stored, &[k, n], false, false);
+    assert_eq!(out.shape(), &shape[..]);
+    assert_close("compensated B", &out.download().unwrap(), &want, tol(p));
+    assert_no_validation_messages(d);
+}
+
 /// Whether A of shape `sa` is one matrix (every dim before its last two is 1).
 fn is_one_matrix(sa: &[usize]) -> bool {
     sa[..sa.len() - 2].iter().all(|&d| d == 1)

@@ -511,8 +511,8 @@ pub fn matmul_packed_a_shape(
     let p = plan(a, &b, opts)?;
     let o6 = dims6(&p.out_shape)?;
     let one_matrix = a.shape().len() >= 2 && a.elements() == p.m * p.k;
-    let coop = runs_on_tensor_cores(rec.device(), &b, (o6[3], p.m), out, opts);
-    let split = split_shape(rec.device(), &b, &p, &o6, out, opts).is_some();
+    let coop = runs_on_tensor_cores(rec, &b, (o6[3], p.m), out, opts);
+    let split = split_shape(rec, &b, &p, &o6, out, opts).is_some();
     Ok(
         (coop && !split && one_matrix && p.k % 4 == 0 && out.layout().layers() == 1)
             .then(|| vec![4, p.k / 4, p.m]),
@@ -533,7 +533,7 @@ pub fn matmul_split_k_shape(
 ) -> Result<Option<Vec<usize>>> {
     let p = plan(a, &b, opts)?;
     let o6 = dims6(&p.out_shape)?;
-    Ok(split_shape(rec.device(), &b, &p, &o6, out, opts))
+    Ok(split_shape(rec, &b, &p, &o6, out, opts))
 }
 
 /// [`matmul_into`] with the reduction split into spans over workgroups: each span's tile goes
@@ -556,17 +556,17 @@ pub fn matmul_split_into(
 
 /// [`matmul_split_k_shape`] for the plan `p` (output dims `o6`).
 fn split_shape(
-    device: &crate::device::Device,
+    rec: &Recorder,
     b: &MatRhs<'_>,
     p: &Plan,
     o6: &[usize; 6],
     out: &Tensor,
     opts: &MatMulOpts,
 ) -> Option<Vec<usize>> {
-    if !runs_on_tensor_cores(device, b, (o6[3], p.m), out, opts) {
+    if !runs_on_tensor_cores(rec, b, (o6[3], p.m), out, opts) {
         return None;
     }
-    let features = device.features();
+    let features = rec.device().features();
     let layers = out.layout().layers();
     let workgroups =
         (p.m.div_ceil(coop_rows(&features, out)) * p.n.div_ceil(COOP_TILE)) as u64 * layers;
@@ -724,7 +724,7 @@ fn record(
         .limits
         .max_compute_work_group_count;
     let gemv = c.is_none() && uses_gemv(&b, o6[3], p.m);
-    let coop = c.is_none() && runs_on_tensor_cores(rec.device(), &b, (o6[3], p.m), out, opts);
+    let coop = c.is_none() && runs_on_tensor_cores(rec, &b, (o6[3], p.m), out, opts);
     let (tile_cols, tile_rows) = if coop {
         let features = rec.device().features();
         let rows = coop_rows(&features, out);
@@ -744,7 +744,7 @@ fn record(
         Some(t) => {
             let want = c
                 .is_none()
-                .then(|| split_shape(rec.device(), &b, &p, &o6, out, opts))
+                .then(|| split_shape(rec, &b, &p, &o6, out, opts))
                 .flatten();
             match want {
                 Some(w)
@@ -928,18 +928,27 @@ fn record(
     }
 }
 
-/// Whether a MatMul without a run-time C runs on the tensor-core kernels: a constant B, not a
-/// GEMV (output channel dim `out_c`, `m` rows), and [`uses_cooperative_matrix`].
+/// Whether a MatMul without a run-time C runs on the tensor-core kernels: a constant B that is
+/// not stored compensated, not a GEMV (output channel dim `out_c`, `m` rows), and
+/// [`uses_cooperative_matrix`]. The tensor-core kernels read B's texels as they are (no
+/// `weight_finish`: see `include/matmul_coop_body.glsl`); only tensors of at most a few
+/// thousand values are compensated, and those run on the portable kernels.
 fn runs_on_tensor_cores(
-    device: &crate::device::Device,
+    rec: &Recorder,
     b: &MatRhs<'_>,
     (out_c, m): (usize, usize),
     out: &Tensor,
     opts: &MatMulOpts,
 ) -> bool {
+    let b_offset = match b {
+        MatRhs::Weights { texel_offset, .. } | MatRhs::WeightRows { texel_offset, .. } => {
+            *texel_offset
+        }
+        MatRhs::Tensor(_) => return false,
+    };
     !uses_gemv(b, out_c, m)
-        && matches!(b, MatRhs::Weights { .. } | MatRhs::WeightRows { .. })
-        && uses_cooperative_matrix(device, out, opts)
+        && !rec.weight_texel_compensated(b_offset as u64)
+        && uses_cooperative_matrix(rec.device(), out, opts)
 }
 
 /// Whether a MatMul runs on `matmul_const_gemv.comp`: a constant B (either layout), no run-time

@@ -14,6 +14,14 @@ impl Recorder {
         self.keep.push(Keep::Atlas(atlas.clone()));
     }
 
+    /// Whether weight-space texel `texel` of the bound atlas is compensated
+    /// ([`WeightAtlas::is_compensated_texel`]); false where no atlas is bound.
+    pub(crate) fn weight_texel_compensated(&self, texel: u64) -> bool {
+        self.weights
+            .as_ref()
+            .is_some_and(|atlas| atlas.is_compensated_texel(texel))
+    }
+
     /// Records a copy of one page (texels in page order, `atlas.page_bytes()` bytes at `offset`
     /// of `staging`) into atlas slot `slot`.
     pub fn upload_page(
