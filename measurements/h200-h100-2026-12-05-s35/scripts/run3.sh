@@ -11,7 +11,7 @@
 # key/value block's loads in flight (patches/attention_prefetch.patch) on the Whisper encoder.
 set -u
 cd "$(dirname "$0")/../../.."
-T0=$(date +%s); left() { echo $(( 570 - ($(date +%s) - T0) )); }
+T0=$(date +%s); left() { echo $(( 150 - ($(date +%s) - T0) )); }
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 PY=/opt/torch/.venv/bin/python3
