@@ -135,9 +135,9 @@ void load_step(uint tid, uint k0) {
     // on the portable kernels (kernels::matmul), and an unmapped page, a scheduling bug, reads
     // slot 0 (in bounds), as an evicted page's stale entry does. Finishing every texel here made
     // each step wait for its weight loads before its products, and finishing at the store cost
-    // registers or branches: on an H200 (session 35, runs 1 and 2) the Whisper-tiny encoder's
-    // MatMuls took 1.28 ms finished here, 1.20 finished at the store, 1.11 unfinished; the
-    // 1.34 B prefill's 12.18, 10.27 and 9.20.
+    // registers or branches: on an H200 (session 35, run 1) the Whisper-tiny encoder's MatMuls
+    // took 1.28 ms finished here, 1.20 finished at the store, 1.11 unfinished; the 1.34 B
+    // prefill's 12.17, 10.27 and 9.20.
     [[unroll]] for (uint r = 0u; r < B_PER; r++) {
         rb[r] = imageLoad(weight_atlas, loc[r].at);
     }

@@ -920,7 +920,7 @@ fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>) {
     assert_no_validation_messages(d);
 }
 
-/// A B stored compensated (hi + lo fp16 pairs, only ever a tensor of a few thousand values)
+/// A B stored compensated (hi + lo fp16 pairs, only ever a small tensor: 1024 values by default)
 /// needs `fetch_weight`'s lo part, which the tensor-core kernels skip: it runs on the portable
 /// kernel even where its 32 output tiles would take the tensor cores. Here B's hi texels are
 /// zero and its values sit in the lo part, so a kernel that read only the hi texels would return

@@ -931,8 +931,9 @@ fn record(
 /// Whether a MatMul without a run-time C runs on the tensor-core kernels: a constant B that is
 /// not stored compensated, not a GEMV (output channel dim `out_c`, `m` rows), and
 /// [`uses_cooperative_matrix`]. The tensor-core kernels read B's texels as they are (no
-/// `weight_finish`: see `include/matmul_coop_body.glsl`); only tensors of at most a few
-/// thousand values are compensated, and those run on the portable kernels.
+/// `weight_finish`: see `include/matmul_coop_body.glsl`); only tensors of at most the packer's
+/// compensation limit (1024 values by default) are compensated, and those run on the portable
+/// kernels.
 fn runs_on_tensor_cores(
     rec: &Recorder,
     b: &MatRhs<'_>,
