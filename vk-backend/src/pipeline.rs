@@ -75,6 +75,9 @@ impl Pipeline {
 pub const WEIGHT_ATLAS_BINDING: u32 = 16;
 /// Binding of the page-table buffer in set 0 of kernels with `uses_weights`.
 pub const WEIGHT_PAGE_TABLE_BINDING: u32 = 17;
+/// The most bytes a kernel's SPIR-V read from [`crate::DeviceOptions::shader_dir`] may take (the
+/// largest embedded kernel is about 110 KiB).
+const MAX_SHADER_FILE_BYTES: u64 = 16 << 20;
 
 impl Device {
     /// The (image-variant) pipeline for `desc` at `precision`, built on first use and cached.
@@ -178,14 +181,25 @@ impl Device {
             return Ok(None);
         };
         let path = dir.join(format!("{name}.{suffix}.spv"));
-        match std::fs::read(&path) {
-            Ok(bytes) => Ok(Some((bytes, path))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(VkError::Kernel {
-                kernel: name.into(),
-                reason: format!("reading {}: {e}", path.display()),
-            }),
+        let failed = |reason: String| VkError::Kernel {
+            kernel: name.into(),
+            reason,
+        };
+        let size = match std::fs::metadata(&path) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(failed(format!("reading {}: {e}", path.display()))),
+        };
+        // A file far past any kernel's size is not read whole.
+        if size > MAX_SHADER_FILE_BYTES {
+            return Err(failed(format!(
+                "{} is {size} bytes, more than the {MAX_SHADER_FILE_BYTES} a kernel's SPIR-V may take",
+                path.display()
+            )));
         }
+        std::fs::read(&path)
+            .map(|bytes| Some((bytes, path.clone())))
+            .map_err(|e| failed(format!("reading {}: {e}", path.display())))
     }
 
     fn build_pipeline(

@@ -1,7 +1,8 @@
 //! Kernels' SPIR-V read from a directory (`DeviceOptions::shader_dir`): a file named as the
 //! build names the embedded variant replaces it (here the embedded bytes themselves, so the
 //! results must still match a CPU reference), the device lists it, a file that is not SPIR-V
-//! fails with its path named, and a directory without the file leaves the embedded code.
+//! or is far too large fails with its path named, and a directory without the file leaves the
+//! embedded code.
 
 use std::path::PathBuf;
 
@@ -65,6 +66,19 @@ fn spirv_from_a_directory_replaces_the_embedded_variant() {
     assert!(err.contains(&bad_path.display().to_string()), "{err}");
     assert!(d.shader_overrides().is_empty());
 
+    // Far larger than any kernel (sparse, 17 MiB): refused before it is read, named.
+    let huge = scratch("huge");
+    let huge_path = huge.join(format!("unary.{suffix}.spv"));
+    std::fs::File::create(&huge_path)
+        .unwrap()
+        .set_len(17 << 20)
+        .unwrap();
+    let d = device_with(&huge);
+    let err = relu(&d, &values).unwrap_err().to_string();
+    assert!(err.contains(&huge_path.display().to_string()), "{err}");
+    assert!(err.contains("bytes"), "{err}");
+    assert!(d.shader_overrides().is_empty());
+
     // No file for the kernel: the embedded code.
     let empty = scratch("empty");
     let d = device_with(&empty);
@@ -72,7 +86,7 @@ fn spirv_from_a_directory_replaces_the_embedded_variant() {
     assert!(d.shader_overrides().is_empty());
     assert_no_validation_messages(&d);
 
-    for dir in [dir, bad, empty] {
+    for dir in [dir, bad, huge, empty] {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
