@@ -190,8 +190,14 @@ void main() {
     uint sm = (sg / 2u) * (TM / 2u), sn = (sg % 2u) * (TN / 2u);
     m0 = gl_WorkGroupID.y * TM;
     n0 = gl_WorkGroupID.x * TN;
-    M = pc.out_t.h;
-    N = pc.out_t.w;
+#ifdef SPLIT_K
+    bool packed_out = false;
+#else
+    bool packed_out = (pc.flags & PACKED_OUT) != 0u;
+#endif
+    // A packed output's descriptor is [4, N/4, M]'s.
+    M = packed_out ? pc.out_t.w : pc.out_t.h;
+    N = packed_out ? 4u * pc.out_t.h : pc.out_t.w;
     K = pc.k;
 #ifdef SPLIT_K
     // This workgroup's span of whole steps: [k_begin, k_end).
@@ -283,6 +289,18 @@ void main() {
         }
         continue;
 #endif
+        if (packed_out) {
+            // Four columns an invocation, one texel (m, n/4) of the next MatMul's packed A;
+            // consecutive invocations walk m, along a texel row.
+            for (uint e = tid; e < TM * CS_COLS / 4u; e += KG * GT) {
+                uint mm = e % TM, n4 = e / TM;
+                uint m = m0 + mm, n = n0 + c0 + 4u * n4;
+                if (m >= M || n >= N) continue;
+                uint at = mm * CS_STRIDE + 4u * n4;
+                store_out_packed(m, n, N, vec4(Cs[at], Cs[at + 1u], Cs[at + 2u], Cs[at + 3u]));
+            }
+            continue;
+        }
         for (uint r = 0u; r < TM * CS_COLS / (KG * GT); r++) {
             uint e = tid + r * (KG * GT);
             uint mm = e / CS_COLS, nn = e % CS_COLS;

@@ -6,7 +6,7 @@ use super::error::{Result, RuntimeError};
 use super::executor::{Executable, MatMulScratch};
 use crate::ir::{
     Activation, BinaryOp, CoordMode, DType, NearestMode, Node, Op, PadMode, ReduceOp, ResizeMode,
-    ScatterReduction, TensorLayout, UnaryOp, Window,
+    ScatterReduction, TensorId, TensorLayout, UnaryOp, Window,
 };
 use crate::packed::WeightKind;
 
@@ -346,6 +346,12 @@ impl Executable {
 
     /// MatMul with an optional packed bias vector over N.
     fn record_matmul(&mut self, rec: &mut Recorder, ni: usize, n: &Node) -> Result<()> {
+        let (a, y, rhs, opts) = self.matmul_call(ni, n)?;
+        self.record_const_matmul(rec, ni, n, (&a, &y), rhs, &opts)
+    }
+
+    /// A MatMul node's A, output, B and options.
+    fn matmul_call(&self, ni: usize, n: &Node) -> Result<(Tensor, Tensor, Rhs, MatMulOpts)> {
         let Op::MatMul {
             transpose_a,
             transpose_b,
@@ -376,7 +382,39 @@ impl Executable {
             bias,
             activation: act(activation),
         };
-        self.record_const_matmul(rec, ni, n, (&a, &y), rhs, &opts)
+        Ok((a, y, rhs, opts))
+    }
+
+    /// The packed A shape of the MatMul that directly follows node `ni` and is the only reader
+    /// of its output `y`, where that MatMul reads `y` as its A through a packed copy: node `ni`
+    /// can then write `y` as that copy instead (`k::matmul_packed_out_into`). `y` is not a
+    /// graph output, and nothing else reads it.
+    fn next_packed_a(&self, rec: &Recorder, ni: usize, y: TensorId) -> Result<Option<Vec<usize>>> {
+        let g = &self.header.graph;
+        let Some(next) = g.nodes.get(ni + 1) else {
+            return Ok(None);
+        };
+        let readers: usize = g
+            .nodes
+            .iter()
+            .map(|m| m.inputs.iter().filter(|t| **t == Some(y)).count())
+            .sum();
+        let sole = readers == 1
+            && next.input(0) == Some(y)
+            && matches!(next.op, Op::MatMul { .. })
+            && !g.outputs.iter().any(|p| p.tensor == y);
+        if !sole {
+            return Ok(None);
+        }
+        let (a, out, rhs, opts) = self.matmul_call(ni + 1, next)?;
+        let b = rhs.as_mat_rhs();
+        if k::matmul_split_k_shape(rec, &a, b, &opts, &out)
+            .map_err(kernel_error(next))?
+            .is_some()
+        {
+            return Ok(None);
+        }
+        k::matmul_packed_a_shape(rec, &a, b, &opts, &out).map_err(kernel_error(next))
     }
 
     /// A MatMul without a run-time C: split over reduction spans where the kernels split it
@@ -397,22 +435,60 @@ impl Executable {
             let partials = self.matmul_scratch(MatMulScratch::Partials, &shape)?;
             return k::matmul_split_into(rec, a, b, opts, y, &partials).map_err(kernel_error(n));
         }
-        let Some(shape) = k::matmul_packed_a_shape(rec, a, b, opts, y).map_err(kernel_error(n))?
-        else {
-            return k::matmul_into(rec, a, b, opts, y).map_err(kernel_error(n));
+        let packed_a_shape =
+            k::matmul_packed_a_shape(rec, a, b, opts, y).map_err(kernel_error(n))?;
+        // This MatMul's output written as the next MatMul's packed A, where that one reads it
+        // (and only it does) through a copy this MatMul can write instead, in a scratch tensor
+        // other than its own packed A.
+        let packed_out = match n.outputs.first() {
+            Some(&out_id) => self
+                .next_packed_a(rec, ni, out_id)?
+                .filter(|s| {
+                    packed_a_shape.as_ref() != Some(s)
+                        && k::matmul_packed_out_shape(rec, a, b, opts, y)
+                            .is_ok_and(|w| w.as_ref() == Some(s))
+                })
+                .map(|s| (out_id, s)),
+            _ => None,
         };
-        let packed = self.matmul_scratch(MatMulScratch::PackedA, &shape)?;
-        // The copy the last packing MatMul of this run made serves this one where it copied the
-        // same tensor (the query, key and value projections of one input): nodes record in
-        // graph order, and a node at or before the last packer starts a new run.
-        let source = n.input(0);
-        let fresh = matches!(&self.packed_a_last,
-            Some((at, id, s)) if *at < ni && *id == source && *s == shape);
-        if !fresh {
-            k::matmul_pack_a_into(rec, a, &packed).map_err(kernel_error(n))?;
-            self.packed_a_last = Some((ni, source, shape));
-        }
-        k::matmul_packed_into(rec, a, &packed, b, opts, y).map_err(kernel_error(n))
+        let packed = match &packed_a_shape {
+            Some(shape) => {
+                let packed = self.matmul_scratch(MatMulScratch::PackedA, shape)?;
+                // The copy the last packing MatMul of this run made serves this one where it
+                // copied the same tensor (the query, key and value projections of one input):
+                // nodes record in graph order, and a node at or before the last packer starts a
+                // new run. An A written packed by the MatMul before (below) is only that copy.
+                let source = n.input(0);
+                let fresh = matches!(&self.packed_a_last,
+                    Some((at, id, s)) if *at < ni && *id == source && s == shape);
+                if !fresh {
+                    if source.is_some_and(|t| self.packed_only.contains(&t)) {
+                        return Err(self.bad(
+                            n,
+                            "its A was written as this MatMul's packed copy alone, and the copy \
+                             has been overwritten",
+                        ));
+                    }
+                    k::matmul_pack_a_into(rec, a, &packed).map_err(kernel_error(n))?;
+                    self.packed_a_last = Some((ni, source, shape.clone()));
+                }
+                Some(packed)
+            }
+            None => None,
+        };
+        let Some((out_id, out_shape)) = packed_out else {
+            return match &packed {
+                Some(p) => k::matmul_packed_into(rec, a, p, b, opts, y),
+                None => k::matmul_into(rec, a, b, opts, y),
+            }
+            .map_err(kernel_error(n));
+        };
+        let target = self.matmul_scratch(MatMulScratch::PackedA, &out_shape)?;
+        k::matmul_packed_out_into(rec, a, packed.as_ref(), b, opts, (y, &target))
+            .map_err(kernel_error(n))?;
+        self.packed_a_last = Some((ni, Some(out_id), out_shape));
+        self.packed_only.insert(out_id);
+        Ok(())
     }
 
     /// The executable's tensor of `kind` and `shape`, made on first use: one a shape, shared by

@@ -90,6 +90,8 @@ pub struct Executable {
     pub(crate) matmul_scratch: HashMap<(MatMulScratch, Vec<usize>), Tensor>,
     /// The last MatMul that copied its A into its packed copy: (node, A, copy's shape).
     pub(crate) packed_a_last: Option<(usize, Option<TensorId>, Vec<usize>)>,
+    /// MatMul outputs written only as the next MatMul's packed A (never as themselves).
+    pub(crate) packed_only: std::collections::HashSet<TensorId>,
     pub(crate) arena: ArenaPlan,
     /// Graph inputs the arena keeps alive for the whole run ([`Self::pin_inputs`]).
     pinned_inputs: Vec<TensorId>,
@@ -205,6 +207,7 @@ impl Executable {
             scratch: HashMap::new(),
             matmul_scratch: HashMap::new(),
             packed_a_last: None,
+            packed_only: Default::default(),
             arena: ArenaPlan::default(),
             pinned_inputs: Vec::new(),
             arena_tensors: Vec::new(),

@@ -182,6 +182,9 @@ pub struct DeviceFeatures {
     /// Tensor-core MatMuls read A from a four-values-a-texel copy or not, where the device's
     /// options fix it ([`crate::DeviceOptions::matmul_packed_a`]); `None`: by shape.
     pub matmul_packed_a: Option<bool>,
+    /// Tensor-core MatMuls write an output only the next MatMul reads as that one's packed A
+    /// ([`crate::DeviceOptions::matmul_packed_out`]); `None`: not yet by default.
+    pub matmul_packed_out: Option<bool>,
     /// k a step of the tensor-core MatMuls, where the device's options fix it
     /// ([`crate::DeviceOptions::coop_step_k`]); `None`: by shape.
     pub coop_step_k: Option<u32>,
@@ -299,6 +302,7 @@ impl Capabilities {
             attention_head_copies: false,
             attention_query_blocks: None,
             matmul_packed_a: None,
+            matmul_packed_out: None,
             coop_step_k: None,
             matmul_split_k: None,
             norm_row_groups: None,

@@ -336,6 +336,7 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     caps.features.attention_head_copies = opts.attention_head_copies;
     caps.features.attention_query_blocks = opts.attention_query_blocks;
     caps.features.matmul_packed_a = opts.matmul_packed_a;
+    caps.features.matmul_packed_out = opts.matmul_packed_out;
     caps.features.coop_step_k = opts.coop_step_k;
     caps.features.matmul_split_k = opts.matmul_split_k;
     caps.features.norm_row_groups = opts.norm_row_groups;

@@ -70,6 +70,10 @@ pub struct DeviceOptions {
     /// values a texel; `Some(true)`) or not (`Some(false)`) instead of picking by shape
     /// ([`crate::kernels::matmul_packed_a_shape`]): to measure one against the other.
     pub matmul_packed_a: Option<bool>,
+    /// Let a tensor-core MatMul whose output only the next MatMul reads, as its packed A, write
+    /// it as that copy (`Some(true)`; [`crate::kernels::matmul_packed_out_shape`]) or not. Off
+    /// unless set until measured on a device with tensor cores.
+    pub matmul_packed_out: Option<bool>,
     /// Run every tensor-core MatMul with a B packed [K, N] on 128 k a step (`Some(128)`) or 64
     /// (`Some(64)`) instead of picking by shape: to measure one against the other.
     pub coop_step_k: Option<u32>,
@@ -124,6 +128,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_ATTENTION_HEAD_COPIES=1`: [`DeviceOptions::attention_head_copies`];
     /// - `TEXSTREAM_ATTENTION_QUERY_BLOCKS=1` or `4`: [`DeviceOptions::attention_query_blocks`];
     /// - `TEXSTREAM_MATMUL_PACKED_A=1` or `0`: [`DeviceOptions::matmul_packed_a`];
+    /// - `TEXSTREAM_MATMUL_PACKED_OUT=1` or `0`: [`DeviceOptions::matmul_packed_out`];
     /// - `TEXSTREAM_COOP_STEP_K=64` or `128`: [`DeviceOptions::coop_step_k`];
     /// - `TEXSTREAM_MATMUL_SPLIT_K=N` (N >= 1): [`DeviceOptions::matmul_split_k`];
     /// - `TEXSTREAM_NORM_ROW_GROUPS=1` or `0`: [`DeviceOptions::norm_row_groups`];
@@ -188,6 +193,7 @@ impl DeviceOptions {
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|n| matches!(n, 1 | 4)),
             matmul_packed_a: on_off("TEXSTREAM_MATMUL_PACKED_A"),
+            matmul_packed_out: on_off("TEXSTREAM_MATMUL_PACKED_OUT"),
             norm_row_groups: on_off("TEXSTREAM_NORM_ROW_GROUPS"),
             norm_wide_rows: on_off("TEXSTREAM_NORM_WIDE_ROWS"),
             attention_one_pass: on_off("TEXSTREAM_ATTENTION_ONE_PASS"),
@@ -243,6 +249,7 @@ mod tests {
         assert_eq!(o.attention_splits, None);
         assert_eq!(o.attention_query_blocks, None);
         assert_eq!(o.matmul_packed_a, None);
+        assert_eq!(o.matmul_packed_out, None);
         assert_eq!(o.coop_step_k, None);
         assert_eq!(o.matmul_split_k, None);
         assert_eq!(o.norm_row_groups, None);
@@ -270,6 +277,7 @@ mod tests {
             ("TEXSTREAM_ATTENTION_HEAD_COPIES", "1"),
             ("TEXSTREAM_ATTENTION_QUERY_BLOCKS", " 4"),
             ("TEXSTREAM_MATMUL_PACKED_A", "1"),
+            ("TEXSTREAM_MATMUL_PACKED_OUT", "1"),
             ("TEXSTREAM_COOP_STEP_K", "128"),
             ("TEXSTREAM_MATMUL_SPLIT_K", " 1"),
             ("TEXSTREAM_NORM_ROW_GROUPS", "0"),
@@ -294,6 +302,7 @@ mod tests {
         );
         assert_eq!(o.coop_step_k, Some(128));
         assert_eq!(o.matmul_packed_a, Some(true));
+        assert_eq!(o.matmul_packed_out, Some(true));
         assert_eq!(o.attention_query_blocks, Some(4));
         assert_eq!(
             with(&[("TEXSTREAM_ATTENTION_QUERY_BLOCKS", "2")]).attention_query_blocks,

@@ -4,8 +4,9 @@
 
 use vk_backend::kernels::{
     coop_min_tiles, coop_rows, matmul, matmul_into, matmul_pack_a_into, matmul_packed_a_shape,
-    matmul_packed_into, matmul_shape, matmul_split_into, matmul_split_k_shape,
-    matmul_tensor_bias_into, uses_cooperative_matrix, MatBias, MatMulOpts, MatRhs, UnaryOp,
+    matmul_packed_into, matmul_packed_out_into, matmul_packed_out_shape, matmul_shape,
+    matmul_split_into, matmul_split_k_shape, matmul_tensor_bias_into, uses_cooperative_matrix,
+    MatBias, MatMulOpts, MatRhs, UnaryOp,
 };
 use vk_backend::layout::{pack_matrix_kn, pack_vector};
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -917,6 +918,132 @@ fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>) {
     for (what, out, want) in checks {
         assert_close(&what, &out.download().unwrap(), &want, tol(p));
     }
+    assert_no_validation_messages(d);
+}
+
+/// Two chained projections, `Y = relu(A W1 + c1)` then `Z = Y W2 + c2` (an MLP's two layers),
+/// with Y written as the second one's packed A (`matmul_packed_out_into`: four columns a texel,
+/// no copy, Y itself never written), against the CPU reference and bit for bit against the
+/// same pair through Y and its copy, with `DeviceOptions::matmul_packed_out` on. Where the
+/// device has cooperative matrices both run on them (asserted); elsewhere no packed output is
+/// offered and one is refused. A packed output of the wrong shape is refused, and none is
+/// offered with the option left unset.
+#[test]
+fn chained_matmul_writes_the_next_packed_a() {
+    let d = &vk_backend::Device::new(&vk_backend::DeviceOptions {
+        matmul_packed_out: Some(true),
+        ..vk_backend::DeviceOptions::from_env()
+    })
+    .unwrap();
+    let p = Precision::F16;
+    let coop = d.features().cooperative_matrix_f16;
+    let (m, k, n, n2) = (250usize, 200usize, 2200usize, 1100usize);
+    let mut rng = Rng::new(123);
+    let (w1, c1) = (rng.vec(k * n, -0.2, 0.2), rng.vec(n, -1.0, 1.0));
+    let (w2, c2) = (rng.vec(n * n2, -0.1, 0.1), rng.vec(n2, -1.0, 1.0));
+    let mut stream = pack_matrix_kn(&w1, k, n).unwrap();
+    let w2_off = (stream.len() / 4) as u32;
+    stream.extend(pack_matrix_kn(&w2, n, n2).unwrap());
+    let c1_off = (stream.len() / 4) as u32;
+    stream.extend(pack_vector(&c1));
+    let c2_off = (stream.len() / 4) as u32;
+    stream.extend(pack_vector(&c2));
+    let atlas = atlas_on(d, p, &stream);
+    let av = rng.vec(m * k, -1.0, 1.0);
+    let a = Tensor::from_data(d, "a", &[1, m, k], p, &av).unwrap();
+    let first = MatRhs::Weights {
+        texel_offset: 0,
+        k,
+        n,
+    };
+    let second = MatRhs::Weights {
+        texel_offset: w2_off,
+        k: n,
+        n: n2,
+    };
+    let bias = |texel_offset| MatBias {
+        texel_offset,
+        per_row: false,
+        per_col: true,
+    };
+    let opts1 = MatMulOpts {
+        bias: Some(bias(c1_off)),
+        activation: Some(UnaryOp::Relu),
+        ..Default::default()
+    };
+    let opts2 = MatMulOpts {
+        bias: Some(bias(c2_off)),
+        ..Default::default()
+    };
+    let y = Tensor::new(d, "y", &[1, m, n], p).unwrap();
+    let z = Tensor::new(d, "z", &[1, m, n2], p).unwrap();
+    let mut rec = Recorder::new(d, QueueKind::Compute).unwrap();
+    rec.use_weights(&atlas);
+    let packed_y = matmul_packed_out_shape(&rec, &a, first, &opts1, &y).unwrap();
+    let wrong = Tensor::new(d, "wrong", &[4, n / 4, m + 1], p).unwrap();
+    let refused = matmul_packed_out_into(&mut rec, &a, None, first, &opts1, (&y, &wrong))
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("packed output `wrong`"), "{refused}");
+    if !coop {
+        assert_eq!(packed_y, None);
+        assert_no_validation_messages(d);
+        return;
+    }
+    let shape = packed_y.expect("a tensor-core MatMul writes a packed output");
+    {
+        let unset = device();
+        let mut rec = Recorder::new(&unset, QueueKind::Compute).unwrap();
+        let atlas = atlas_on(&unset, p, &stream);
+        rec.use_weights(&atlas);
+        let a = Tensor::from_data(&unset, "a", &[1, m, k], p, &av).unwrap();
+        let y = Tensor::new(&unset, "y", &[1, m, n], p).unwrap();
+        let offered = matmul_packed_out_shape(&rec, &a, first, &opts1, &y).unwrap();
+        assert_eq!(offered, None, "the option unset");
+    }
+    assert_eq!(shape, vec![4, n / 4, m]);
+    assert_eq!(
+        matmul_packed_a_shape(&rec, &y, second, &opts2, &z).unwrap(),
+        Some(shape.clone())
+    );
+    // The first MatMul reads its own A packed too, as the runtime runs it.
+    let a_shape = matmul_packed_a_shape(&rec, &a, first, &opts1, &y)
+        .unwrap()
+        .expect("A packed");
+    let packed_a = Tensor::new(d, "packed a", &a_shape, p).unwrap();
+    matmul_pack_a_into(&mut rec, &a, &packed_a).unwrap();
+    let packed = Tensor::new(d, "packed y", &shape, p).unwrap();
+    matmul_packed_out_into(&mut rec, &a, Some(&packed_a), first, &opts1, (&y, &packed)).unwrap();
+    matmul_packed_into(&mut rec, &y, &packed, second, &opts2, &z).unwrap();
+    // The same pair through Y and its copy.
+    let (y_copy, route) = matmul_routed(&mut rec, &a, first, &opts1, "y copy");
+    let (z_copy, route2) = matmul_routed(&mut rec, &y_copy, second, &opts2, "z copy");
+    assert_eq!((route, route2), (Route::PackedA, Route::PackedA));
+    rec.submit_and_wait().unwrap();
+    let (_, y_ref) = matmul_ref(
+        &rounded(&av, p),
+        &[1, m, k],
+        &rounded(&w1, p),
+        &[k, n],
+        false,
+        false,
+    );
+    let c1r = rounded(&c1, p);
+    let y_ref: Vec<f64> = y_ref
+        .iter()
+        .enumerate()
+        .map(|(e, &v)| p.round((v + c1r[e % n]).max(0.0) as f32) as f64)
+        .collect();
+    let (_, z_ref) = matmul_ref(&y_ref, &[1, m, n], &rounded(&w2, p), &[n, n2], false, false);
+    let c2r = rounded(&c2, p);
+    let z_ref: Vec<f64> = z_ref
+        .iter()
+        .enumerate()
+        .map(|(e, &v)| v + c2r[e % n2])
+        .collect();
+    let got = z.download().unwrap();
+    assert_close("Z through Y written packed", &got, &z_ref, tol(p));
+    assert_eq!(got, z_copy.download().unwrap(), "Z through Y's copy");
     assert_no_validation_messages(d);
 }
 

@@ -79,6 +79,9 @@ const MATMUL_CONST_COOP_ROWS_M32: KernelDesc = KernelDesc {
     ..MATMUL_CONST_COOP
 };
 
+/// `matmul_store.glsl`'s `PACKED_OUT`: the output goes to its packed copy.
+const PACKED_OUT_FLAG: u32 = 1 << 26;
+
 /// `matmul_pack_a.comp`: A's `[4, K/4, M]` copy (see [`matmul_pack_a_into`]).
 const MATMUL_PACK_A: KernelDesc = KernelDesc {
     name: "matmul_pack_a",
@@ -548,8 +551,8 @@ pub fn matmul_split_into(
     partials: &Tensor,
 ) -> Result<()> {
     let scratch = Scratch {
-        packed_a: None,
         partials: Some(partials),
+        ..Scratch::default()
     };
     record(rec, a, scratch, b, None, opts, out)
 }
@@ -623,13 +626,79 @@ pub fn matmul_packed_into(
         a,
         Scratch {
             packed_a: Some(packed),
-            partials: None,
+            ..Scratch::default()
         },
         b,
         None,
         opts,
         out,
     )
+}
+
+/// The shape of the packed copy of `out` that [`matmul_packed_out_into`] writes instead of
+/// `out`: `[4, N/4, M]`, the `[4, K/4, M]` copy of A that a next MatMul reading `out` as its A
+/// takes ([`matmul_packed_a_shape`]), so that it needs no copy and this MatMul a quarter of the
+/// stores. Where the device's options turn it on ([`crate::DeviceOptions::matmul_packed_out`])
+/// and the MatMul runs on the tensor cores, unsplit, and `out` is one matrix with N a multiple
+/// of 4; `None` elsewhere.
+pub fn matmul_packed_out_shape(
+    rec: &Recorder,
+    a: &Tensor,
+    b: MatRhs<'_>,
+    opts: &MatMulOpts,
+    out: &Tensor,
+) -> Result<Option<Vec<usize>>> {
+    let p = plan(a, &b, opts)?;
+    let o6 = dims6(&p.out_shape)?;
+    Ok(packed_out_shape(rec, &b, &p, &o6, out, opts))
+}
+
+/// [`matmul_packed_out_shape`] for the plan `p` (output dims `o6`).
+fn packed_out_shape(
+    rec: &Recorder,
+    b: &MatRhs<'_>,
+    p: &Plan,
+    o6: &[usize; 6],
+    out: &Tensor,
+    opts: &MatMulOpts,
+) -> Option<Vec<usize>> {
+    if rec.device().features().matmul_packed_out != Some(true) {
+        return None;
+    }
+    let coop = runs_on_tensor_cores(rec, b, (o6[3], p.m), out, opts);
+    let split = split_shape(rec, b, p, o6, out, opts).is_some();
+    let one_matrix = out.elements() == p.m * p.n && out.layout().layers() == 1;
+    (coop && !split && one_matrix && p.n.is_multiple_of(4)).then(|| vec![4, p.n / 4, p.m])
+}
+
+/// Records the MatMul (reading A from its packed copy `packed_a` where given, as
+/// [`matmul_packed_into`]) with its output written to `packed_out`, a tensor of
+/// [`matmul_packed_out_shape`], instead of `out` (which gives the shapes and is not written):
+/// `packed_out` is then what the next MatMul's [`matmul_packed_into`] reads as its packed A.
+pub fn matmul_packed_out_into(
+    rec: &mut Recorder,
+    a: &Tensor,
+    packed_a: Option<&Tensor>,
+    b: MatRhs<'_>,
+    opts: &MatMulOpts,
+    (out, packed_out): (&Tensor, &Tensor),
+) -> Result<()> {
+    if let Some(packed) = packed_a {
+        let want = matmul_packed_a_shape(rec, a, b, opts, out)?;
+        if want.as_deref() != Some(packed.shape()) {
+            return Err(err(format!(
+                "packed A `{}` {:?}: this MatMul takes {want:?}",
+                packed.name(),
+                packed.shape()
+            )));
+        }
+    }
+    let scratch = Scratch {
+        packed_a,
+        packed_out: Some(packed_out),
+        ..Scratch::default()
+    };
+    record(rec, a, scratch, b, None, opts, out)
 }
 
 /// Records `out = act(alpha * op(A) op(B) + beta * C)` with a run-time tensor `c` (Gemm's C as a
@@ -681,11 +750,13 @@ fn tensor_bias(c: &Tensor, m: usize, n: usize) -> Result<(bool, bool, u32)> {
 }
 
 /// What a MatMul reads or writes besides its operands: A's `[4, K/4, M]` copy, which the
-/// tensor-core kernel then reads instead of A, or the partial results of a split reduction.
+/// tensor-core kernel then reads instead of A, or the partial results of a split reduction; and
+/// the packed copy of its output it writes instead of the output itself.
 #[derive(Clone, Copy, Default)]
 struct Scratch<'a> {
     packed_a: Option<&'a Tensor>,
     partials: Option<&'a Tensor>,
+    packed_out: Option<&'a Tensor>,
 }
 
 fn record(
@@ -697,10 +768,17 @@ fn record(
     opts: &MatMulOpts,
     out: &Tensor,
 ) -> Result<()> {
-    let Scratch { packed_a, partials } = scratch;
+    let Scratch {
+        packed_a,
+        partials,
+        packed_out,
+    } = scratch;
     let p = plan(a, &b, opts)?;
     if packed_a.is_some() && partials.is_some() {
         return Err(err("a packed A and a split reduction together".into()));
+    }
+    if partials.is_some() && packed_out.is_some() {
+        return Err(err("a packed output and a split reduction together".into()));
     }
     if dims6(out.shape())? != dims6(&p.out_shape)? {
         return Err(err(format!(
@@ -840,9 +918,22 @@ fn record(
     if packed_a.is_some() && !coop {
         return Err(err("a packed A outside the tensor-core kernels".into()));
     }
+    if let Some(po) = packed_out {
+        let want = packed_out_shape(rec, &b, &p, &o6, out, opts);
+        if want.as_deref() != Some(po.shape()) || po.precision() != out.precision() {
+            return Err(err(format!(
+                "packed output `{}` {:?}: this MatMul writes {want:?}",
+                po.name(),
+                po.shape()
+            )));
+        }
+        flags |= PACKED_OUT_FLAG;
+    }
+    // A packed output is written, and described to the kernel, in place of the output.
+    let written = packed_out.unwrap_or(out);
     let a_read = packed_a.unwrap_or(a);
     let pc = PushConstants::new()
-        .tensor(out.desc())
+        .tensor(written.desc())
         .tensor(a_read.desc())
         .tensor(b_desc)
         .u32(o6[1] as u32 | ((o6[2] as u32) << 16))
@@ -922,7 +1013,7 @@ fn record(
             } else {
                 &MATMUL_CONST
             };
-            let args = [Arg::input(a_read), Arg::output(out)];
+            let args = [Arg::input(a_read), Arg::output(written)];
             launch_unfolded(rec, desc, out.precision(), &args, &pc, groups, flat)
         }
     }

@@ -49,9 +49,9 @@ pub use lookup::{gather_rows_into, RowTable};
 pub use lstm::{lstm, lstm_into, lstm_output_shapes, LstmOutputs, LstmWeights};
 pub use matmul::{
     coop_cols, coop_min_tiles, coop_rows, matmul, matmul_into, matmul_pack_a_into,
-    matmul_packed_a_shape, matmul_packed_into, matmul_shape, matmul_split_into,
-    matmul_split_k_shape, matmul_tensor_bias_into, uses_cooperative_matrix, MatBias, MatMulOpts,
-    MatRhs,
+    matmul_packed_a_shape, matmul_packed_into, matmul_packed_out_into, matmul_packed_out_shape,
+    matmul_shape, matmul_split_into, matmul_split_k_shape, matmul_tensor_bias_into,
+    uses_cooperative_matrix, MatBias, MatMulOpts, MatRhs,
 };
 pub use norm::{
     layernorm, layernorm_into, norm_rows, residual_norm_into, rmsnorm_into, softmax, softmax_into,
