@@ -860,8 +860,7 @@ impl Executable {
                 let heads = width / d.max(1);
                 let shape = [1, heads, rows, d];
                 let t = self.scratch(ni, 1 + slot, &shape)?;
-                k::transpose_as_into(rec, x, &[1, rows, heads, d], &[0, 2, 1, 3], &t)
-                    .map_err(kernel_error(n))?;
+                k::heads_from_rows_into(rec, x, &t).map_err(kernel_error(n))?;
                 operands[slot] = t;
             }
         }

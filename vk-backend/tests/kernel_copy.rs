@@ -3,8 +3,8 @@
 //! rounding the inputs to the storage precision.
 
 use vk_backend::kernels::{
-    cast, concat, concat_by_texels, expand_into, gather, reshape, reshape_needs_copy, slice, split,
-    tile, transpose, transpose_as_into, CastTo,
+    cast, concat, concat_by_texels, expand_into, gather, heads_from_rows_into, reshape,
+    reshape_needs_copy, slice, split, tile, transpose, transpose_as_into, CastTo,
 };
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
 use vk_backend::{Precision, QueueKind, Recorder, Tensor};
@@ -406,4 +406,48 @@ fn concat_by_texels_through_folds() {
     let want: Vec<f64> = values.concat().iter().map(|&v| p.round(v) as f64).collect();
     assert_close("concat through folds", &out.download().unwrap(), &want, 0.0);
     assert_no_validation_messages(&d);
+}
+
+/// `heads_from_rows.comp`: a projection's rows `[1, S, H * D]` into heads `[1, H, S, D]`,
+/// exactly, at both precisions: head counts that fill their last texel and that do not (Whisper
+/// tiny's 6 of 64), odd head dims, and rows folded into a taller image (3 rows of 20 000); heads
+/// that do not split the rows are refused.
+#[test]
+fn heads_from_rows_splits_a_projection() {
+    let d = &device();
+    for p in [Precision::F32, Precision::F16] {
+        let mut rng = Rng::new(51);
+        let mut rec = Recorder::new(d, QueueKind::Compute).unwrap();
+        let mut checks = Vec::new();
+        for (s, h, hd) in [(1500, 6, 64), (7, 5, 3), (33, 8, 16), (3, 4, 5000)] {
+            let v = rng.vec(s * h * hd, -8.0, 8.0);
+            let rows = Tensor::from_data(d, "rows", &[1, s, h * hd], p, &v).unwrap();
+            let heads = Tensor::new(d, "heads", &[1, h, s, hd], p).unwrap();
+            heads_from_rows_into(&mut rec, &rows, &heads).unwrap();
+            let mut want = vec![0f64; s * h * hd];
+            for head in 0..h {
+                for row in 0..s {
+                    for x in 0..hd {
+                        want[(head * s + row) * hd + x] =
+                            p.round(v[row * h * hd + head * hd + x]) as f64;
+                    }
+                }
+            }
+            let folded = rows.layout().pw != rows.layout().w;
+            assert_eq!(folded, s == 3, "{s} rows of {}", h * hd);
+            checks.push((format!("{s}x{h}x{hd} {p:?} folded={folded}"), heads, want));
+        }
+        rec.submit_and_wait().unwrap();
+        for (what, t, want) in checks {
+            assert_close(&what, &t.download().unwrap(), &want, 0.0);
+        }
+    }
+    let rows = Tensor::new(d, "rows", &[1, 10, 12], Precision::F16).unwrap();
+    let heads = Tensor::new(d, "heads", &[1, 4, 10, 4], Precision::F16).unwrap();
+    let mut rec = Recorder::new(d, QueueKind::Compute).unwrap();
+    let e = heads_from_rows_into(&mut rec, &rows, &heads)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("do not split rows `rows`"), "{e}");
+    assert_no_validation_messages(d);
 }

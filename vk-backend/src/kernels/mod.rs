@@ -7,6 +7,7 @@ mod conv;
 mod conv_transpose;
 mod copy;
 mod elementwise;
+mod heads;
 mod launch;
 mod lookup;
 mod lstm;
@@ -45,6 +46,7 @@ pub use copy::{
 pub use elementwise::{
     binary, binary_into, unary, unary_into, weight_copy_into, BinaryOp, UnaryOp,
 };
+pub use heads::heads_from_rows_into;
 pub use lookup::{gather_rows_into, RowTable};
 pub use lstm::{lstm, lstm_into, lstm_output_shapes, LstmOutputs, LstmWeights};
 pub use matmul::{
