@@ -613,14 +613,7 @@ pub fn matmul_packed_into(
     opts: &MatMulOpts,
     out: &Tensor,
 ) -> Result<()> {
-    let want = matmul_packed_a_shape(rec, a, b, opts, out)?;
-    if want.as_deref() != Some(packed.shape()) {
-        return Err(err(format!(
-            "packed A `{}` {:?}: this MatMul takes {want:?}",
-            packed.name(),
-            packed.shape()
-        )));
-    }
+    check_packed_a(rec, a, packed, b, opts, out)?;
     record(
         rec,
         a,
@@ -633,6 +626,26 @@ pub fn matmul_packed_into(
         opts,
         out,
     )
+}
+
+/// Refuses a packed A that is not the copy [`matmul_packed_a_shape`] gives this MatMul.
+fn check_packed_a(
+    rec: &Recorder,
+    a: &Tensor,
+    packed: &Tensor,
+    b: MatRhs<'_>,
+    opts: &MatMulOpts,
+    out: &Tensor,
+) -> Result<()> {
+    let want = matmul_packed_a_shape(rec, a, b, opts, out)?;
+    if want.as_deref() != Some(packed.shape()) {
+        return Err(err(format!(
+            "packed A `{}` {:?}: this MatMul takes {want:?}",
+            packed.name(),
+            packed.shape()
+        )));
+    }
+    Ok(())
 }
 
 /// The shape of the packed copy of `out` that [`matmul_packed_out_into`] writes instead of
@@ -684,14 +697,7 @@ pub fn matmul_packed_out_into(
     (out, packed_out): (&Tensor, &Tensor),
 ) -> Result<()> {
     if let Some(packed) = packed_a {
-        let want = matmul_packed_a_shape(rec, a, b, opts, out)?;
-        if want.as_deref() != Some(packed.shape()) {
-            return Err(err(format!(
-                "packed A `{}` {:?}: this MatMul takes {want:?}",
-                packed.name(),
-                packed.shape()
-            )));
-        }
+        check_packed_a(rec, a, packed, b, opts, out)?;
     }
     let scratch = Scratch {
         packed_a,
