@@ -465,8 +465,8 @@ impl Executable {
                     if source.is_some_and(|t| self.packed_only.contains(&t)) {
                         return Err(self.bad(
                             n,
-                            "its A was written as this MatMul's packed copy alone, and the copy \
-                             has been overwritten",
+                            "its A was written only as its packed copy, by the MatMul before it, \
+                             and that copy has been overwritten",
                         ));
                     }
                     k::matmul_pack_a_into(rec, a, &packed).map_err(kernel_error(n))?;
