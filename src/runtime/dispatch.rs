@@ -406,15 +406,9 @@ impl Executable {
         if !sole {
             return Ok(None);
         }
+        // `None` where that MatMul splits its reduction (it then reads A as it is).
         let (a, out, rhs, opts) = self.matmul_call(ni + 1, next)?;
-        let b = rhs.as_mat_rhs();
-        if k::matmul_split_k_shape(rec, &a, b, &opts, &out)
-            .map_err(kernel_error(next))?
-            .is_some()
-        {
-            return Ok(None);
-        }
-        k::matmul_packed_a_shape(rec, &a, b, &opts, &out).map_err(kernel_error(next))
+        k::matmul_packed_a_shape(rec, &a, rhs.as_mat_rhs(), &opts, &out).map_err(kernel_error(next))
     }
 
     /// A MatMul without a run-time C: split over reduction spans where the kernels split it
@@ -437,18 +431,18 @@ impl Executable {
         }
         let packed_a_shape =
             k::matmul_packed_a_shape(rec, a, b, opts, y).map_err(kernel_error(n))?;
-        // This MatMul's output written as the next MatMul's packed A, where that one reads it
-        // (and only it does) through a copy this MatMul can write instead, in a scratch tensor
-        // other than its own packed A.
-        let packed_out = match n.outputs.first() {
-            Some(&out_id) => self
+        // This MatMul's output written as the next MatMul's packed A, where this one can write
+        // a packed output (off unless the device's options turn it on: the graph is not
+        // searched then), the next reads it (and only it does) through a copy of that shape,
+        // and that copy is not this MatMul's own packed A.
+        let packed_out = match (
+            n.outputs.first(),
+            k::matmul_packed_out_shape(rec, a, b, opts, y).map_err(kernel_error(n))?,
+        ) {
+            (Some(&out_id), Some(shape)) if packed_a_shape.as_ref() != Some(&shape) => self
                 .next_packed_a(rec, ni, out_id)?
-                .filter(|s| {
-                    packed_a_shape.as_ref() != Some(s)
-                        && k::matmul_packed_out_shape(rec, a, b, opts, y)
-                            .is_ok_and(|w| w.as_ref() == Some(s))
-                })
-                .map(|s| (out_id, s)),
+                .filter(|next| *next == shape)
+                .map(|_| (out_id, shape)),
             _ => None,
         };
         let packed = match &packed_a_shape {
