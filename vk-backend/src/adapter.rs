@@ -183,7 +183,7 @@ pub struct DeviceFeatures {
     /// options fix it ([`crate::DeviceOptions::matmul_packed_a`]); `None`: by shape.
     pub matmul_packed_a: Option<bool>,
     /// Tensor-core MatMuls write an output only the next MatMul reads as that one's packed A
-    /// ([`crate::DeviceOptions::matmul_packed_out`]); `None`: not yet by default.
+    /// ([`crate::DeviceOptions::matmul_packed_out`]); `None`: wherever it can.
     pub matmul_packed_out: Option<bool>,
     /// k a step of the tensor-core MatMuls, where the device's options fix it
     /// ([`crate::DeviceOptions::coop_step_k`]); `None`: by shape.

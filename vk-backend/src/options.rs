@@ -71,8 +71,9 @@ pub struct DeviceOptions {
     /// ([`crate::kernels::matmul_packed_a_shape`]): to measure one against the other.
     pub matmul_packed_a: Option<bool>,
     /// Let a tensor-core MatMul whose output only the next MatMul reads, as its packed A, write
-    /// it as that copy (`Some(true)`; [`crate::kernels::matmul_packed_out_shape`]) or not. Off
-    /// unless set until measured on a device with tensor cores.
+    /// it as that copy ([`crate::kernels::matmul_packed_out_shape`]; the default) or not
+    /// (`Some(false)`): to measure one against the other. On an H200 (session 37, run 1) it
+    /// took the Whisper-tiny encoder from 2.679 to 2.477 ms, its output bit for bit the same.
     pub matmul_packed_out: Option<bool>,
     /// Run every tensor-core MatMul with a B packed [K, N] on 128 k a step (`Some(128)`) or 64
     /// (`Some(64)`) instead of picking by shape: to measure one against the other.

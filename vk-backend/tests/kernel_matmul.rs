@@ -924,10 +924,10 @@ fn constant_b_cases(d: &vk_backend::Device, forced_rows: Option<u32>) {
 /// Two chained projections, `Y = relu(A W1 + c1)` then `Z = Y W2 + c2` (an MLP's two layers),
 /// with Y written as the second one's packed A (`matmul_packed_out_into`: four columns a texel,
 /// no copy, Y itself never written), against the CPU reference and bit for bit against the
-/// same pair through Y and its copy, with `DeviceOptions::matmul_packed_out` on. Where the
-/// device has cooperative matrices both run on them (asserted); elsewhere no packed output is
-/// offered and one is refused. A packed output of the wrong shape is refused, and none is
-/// offered with the option left unset.
+/// same pair through Y and its copy (`DeviceOptions::matmul_packed_out` on, as by default).
+/// Where the device has cooperative matrices both run on them (asserted); elsewhere no packed
+/// output is offered and one is refused. A packed output of the wrong shape is refused, and none
+/// is offered with the option off.
 #[test]
 fn chained_matmul_writes_the_next_packed_a() {
     let d = &vk_backend::Device::new(&vk_backend::DeviceOptions {
@@ -992,14 +992,18 @@ fn chained_matmul_writes_the_next_packed_a() {
     }
     let shape = packed_y.expect("a tensor-core MatMul writes a packed output");
     {
-        let unset = device();
-        let mut rec = Recorder::new(&unset, QueueKind::Compute).unwrap();
-        let atlas = atlas_on(&unset, p, &stream);
+        let off = vk_backend::Device::new(&vk_backend::DeviceOptions {
+            matmul_packed_out: Some(false),
+            ..vk_backend::DeviceOptions::from_env()
+        })
+        .unwrap();
+        let mut rec = Recorder::new(&off, QueueKind::Compute).unwrap();
+        let atlas = atlas_on(&off, p, &stream);
         rec.use_weights(&atlas);
-        let a = Tensor::from_data(&unset, "a", &[1, m, k], p, &av).unwrap();
-        let y = Tensor::new(&unset, "y", &[1, m, n], p).unwrap();
+        let a = Tensor::from_data(&off, "a", &[1, m, k], p, &av).unwrap();
+        let y = Tensor::new(&off, "y", &[1, m, n], p).unwrap();
         let offered = matmul_packed_out_shape(&rec, &a, first, &opts1, &y).unwrap();
-        assert_eq!(offered, None, "the option unset");
+        assert_eq!(offered, None, "the option off");
     }
     assert_eq!(shape, vec![4, n / 4, m]);
     assert_eq!(

@@ -651,8 +651,8 @@ fn check_packed_a(
 /// The shape of the packed copy of `out` that [`matmul_packed_out_into`] writes instead of
 /// `out`: `[4, N/4, M]`, the `[4, K/4, M]` copy of A that a next MatMul reading `out` as its A
 /// takes ([`matmul_packed_a_shape`]), so that it needs no copy and this MatMul a quarter of the
-/// stores. Where the device's options turn it on ([`crate::DeviceOptions::matmul_packed_out`])
-/// and the MatMul runs on the tensor cores, unsplit, and `out` is one matrix with N a multiple
+/// stores. Unless the device's options turn it off ([`crate::DeviceOptions::matmul_packed_out`]),
+/// where the MatMul runs on the tensor cores, unsplit, and `out` is one matrix with N a multiple
 /// of 4; `None` elsewhere.
 pub fn matmul_packed_out_shape(
     rec: &Recorder,
@@ -675,7 +675,7 @@ fn packed_out_shape(
     out: &Tensor,
     opts: &MatMulOpts,
 ) -> Option<Vec<usize>> {
-    if rec.device().features().matmul_packed_out != Some(true) {
+    if rec.device().features().matmul_packed_out == Some(false) {
         return None;
     }
     let coop = runs_on_tensor_cores(rec, b, (o6[3], p.m), out, opts);
