@@ -20,8 +20,9 @@
 #include "attention_partials.glsl"
 #endif
 
-// QB blocks of BQ query rows a head lane (attention_coop_wide.comp: 4, head dims up to 64): the
-// staged keys and values serve QB times the rows, and a workgroup's barriers as many subgroups.
+// QB blocks of BQ query rows a head lane (attention_coop_wide.comp: 4, attention_coop_wide3.comp:
+// 3, head dims up to 64): the staged keys and values serve QB times the rows, and a workgroup's
+// barriers as many subgroups.
 #ifndef QB
 #define QB 1
 #endif
@@ -64,7 +65,7 @@ layout(local_size_x = 128 * QB) in;
 // Per head lane: K block [key][d] and V block [key][dv] (row stride KS; Q's 16 rows of each
 // query block in turn are staged in the K region before the loop and the output's after it);
 // per subgroup: scores [row][key] and P [row][key] (stride PS). 41.5 KiB in all at QB 1 and
-// MAXD 128, 45 KiB at QB 4 and MAXD 64, within a 48 KiB workgroup.
+// MAXD 128, 41.3 KiB at QB 3 and 45 KiB at QB 4 with MAXD 64, within a 48 KiB workgroup.
 shared float16_t ks[LANES][BK * KS];
 shared float16_t vs[LANES][BK * KS];
 shared float ss[SUBGROUPS][BQ * BK];
@@ -141,21 +142,21 @@ vec4 load_value(uint key, uint x) {
 }
 
 // Stages keys k0.. (and their values) for every lane, zero past the span and past the head dims.
-// STAGE_PER_KEY invocations a key (8 at QB 1, 32 at QB 4: every invocation of the workgroup),
-// invocation t taking key t / STAGE_PER_KEY and every STAGE_PER_KEY-th head-dim texel from
-// t % STAGE_PER_KEY: no divisions by the head dims, neighbouring texels of one key row a load.
-// At QB 4 (head dims up to 64: two texels an invocation) both loads are issued before either
-// store, so their latencies overlap (a split operand takes four loads a texel, one a head
+// STAGE_PER_KEY invocations a key (8 at QB 1, 24 at QB 3, 32 at QB 4: every invocation of the
+// workgroup), invocation t taking key t / STAGE_PER_KEY and every STAGE_PER_KEY-th head-dim
+// texel from t % STAGE_PER_KEY: no divisions by the head dims, neighbouring texels of one key
+// row a load. At QB 3 and 4 (head dims up to 64: three or two texels an invocation) every load
+// is issued before any store, so their latencies overlap (a split operand takes four loads a texel, one a head
 // lane). On an H200 (session 31, run 1) that took the Whisper-tiny encoder's attention from 461
 // to 291 us a layer, where the first 128 invocations had staged alone, one texel at a time. At
 // QB 1 the same unrolled loads were slower (BERT-base 40 -> 48 us, the 1.34 B prefill's 84 ->
 // 102), so it keeps the loop.
 #define STAGE_PER_KEY (128u * QBU / BK)
-#define STAGE_ITERS (MAXD / STAGE_PER_KEY)
+#define STAGE_ITERS ((MAXD + STAGE_PER_KEY - 1u) / STAGE_PER_KEY)
 void stage_keys(uint k0, bool values) {
     uint j = tid / STAGE_PER_KEY, key = k0 + j, x0 = tid % STAGE_PER_KEY;
     bool in_span = key < k_end;
-#if QB >= 4
+#if QB >= 3
     // Every key and value load issued before any store, so all their latencies overlap.
     vec4 kv[STAGE_ITERS], vv[STAGE_ITERS];
     [[unroll]] for (uint i = 0u; i < STAGE_ITERS; i++) {

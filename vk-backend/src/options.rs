@@ -63,8 +63,9 @@ pub struct DeviceOptions {
     /// rows: to measure one against the other.
     pub attention_head_copies: bool,
     /// Run every tensor-core attention with this many blocks of 16 query rows a head lane (1,
-    /// or 4 where its head dims are at most 64: `attention_coop_wide.comp`) instead of picking
-    /// by shape ([`crate::kernels::attention_into`]): to measure one against the other.
+    /// or 3 or 4 where its head dims are at most 64: `attention_coop_wide3.comp`,
+    /// `attention_coop_wide.comp`) instead of picking by shape
+    /// ([`crate::kernels::attention_into`]): to measure one against the other.
     pub attention_query_blocks: Option<u32>,
     /// Copy A of every tensor-core MatMul with one A matrix into `[4, K/4, M]` first (four
     /// values a texel; `Some(true)`) or not (`Some(false)`) instead of picking by shape
@@ -127,7 +128,8 @@ impl DeviceOptions {
     /// - `TEXSTREAM_COOP_COLS=64` or `96`: [`DeviceOptions::coop_cols`];
     /// - `TEXSTREAM_ATTENTION_SPLITS=N` (N >= 1): [`DeviceOptions::attention_splits`];
     /// - `TEXSTREAM_ATTENTION_HEAD_COPIES=1`: [`DeviceOptions::attention_head_copies`];
-    /// - `TEXSTREAM_ATTENTION_QUERY_BLOCKS=1` or `4`: [`DeviceOptions::attention_query_blocks`];
+    /// - `TEXSTREAM_ATTENTION_QUERY_BLOCKS=1`, `3` or `4`:
+    ///   [`DeviceOptions::attention_query_blocks`];
     /// - `TEXSTREAM_MATMUL_PACKED_A=1` or `0`: [`DeviceOptions::matmul_packed_a`];
     /// - `TEXSTREAM_MATMUL_PACKED_OUT=1` or `0`: [`DeviceOptions::matmul_packed_out`];
     /// - `TEXSTREAM_COOP_STEP_K=64` or `128`: [`DeviceOptions::coop_step_k`];
@@ -192,7 +194,7 @@ impl DeviceOptions {
                 .filter(|n| matches!(n, 64 | 96)),
             attention_query_blocks: var("TEXSTREAM_ATTENTION_QUERY_BLOCKS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
-                .filter(|n| matches!(n, 1 | 4)),
+                .filter(|n| matches!(n, 1 | 3 | 4)),
             matmul_packed_a: on_off("TEXSTREAM_MATMUL_PACKED_A"),
             matmul_packed_out: on_off("TEXSTREAM_MATMUL_PACKED_OUT"),
             norm_row_groups: on_off("TEXSTREAM_NORM_ROW_GROUPS"),

@@ -98,6 +98,23 @@ const ATTENTION_COOP_WIDE_1P_SPLIT: KernelDesc = KernelDesc {
     name: "attention_coop_wide_1p_split",
     ..ATTENTION_DECODE_SPLIT
 };
+/// The wide kernels with three query blocks a head lane (`attention_coop_wide3*.comp`).
+const ATTENTION_COOP_WIDE3: KernelDesc = KernelDesc {
+    name: "attention_coop_wide3",
+    ..ATTENTION
+};
+const ATTENTION_COOP_WIDE3_SPLIT: KernelDesc = KernelDesc {
+    name: "attention_coop_wide3_split",
+    ..ATTENTION_DECODE_SPLIT
+};
+const ATTENTION_COOP_WIDE3_1P: KernelDesc = KernelDesc {
+    name: "attention_coop_wide3_1p",
+    ..ATTENTION
+};
+const ATTENTION_COOP_WIDE3_1P_SPLIT: KernelDesc = KernelDesc {
+    name: "attention_coop_wide3_1p_split",
+    ..ATTENTION_DECODE_SPLIT
+};
 
 /// Query rows up to which `attention_decode.comp` runs (one workgroup a row, its threads over
 /// the keys): a decoder's step and short drafts. Above it the blocked kernels share each staged
@@ -126,8 +143,9 @@ const LARGE_ROWS_PER_GROUP: usize = 8;
 const COOP_ROWS_PER_GROUP: usize = 16;
 const COOP_THREADS: u64 = 128;
 /// Query blocks of [`COOP_ROWS_PER_GROUP`] rows a head lane of `attention_coop_wide.comp`
-/// (`QB`), and the largest head dimension it holds (`MAXD`).
+/// (`QB`) and of `attention_coop_wide3.comp`, and the largest head dimension they hold (`MAXD`).
 const COOP_WIDE_BLOCKS: usize = 4;
+const COOP_WIDE3_BLOCKS: usize = 3;
 const COOP_WIDE_HEAD_DIM: usize = 64;
 /// The fewest query rows the wide kernel takes by default: on an H200 (session 29, run 2) it
 /// took the Whisper-tiny encoder's attention (1500 rows) from 1426 to 462 us a layer, and the
@@ -350,28 +368,28 @@ fn decode_spans(rows: usize, sk: usize) -> (usize, usize) {
 fn coop_spans(
     features: &crate::DeviceFeatures,
     groups: usize,
-    wide: bool,
+    query_blocks: usize,
     sk: usize,
 ) -> (usize, usize) {
-    let blocks = sk.div_ceil(COOP_BLOCK_KEYS).max(1);
+    let key_blocks = sk.div_ceil(COOP_BLOCK_KEYS).max(1);
     let want = match features.attention_splits {
-        Some(n) => (n as usize).clamp(1, blocks),
+        Some(n) => (n as usize).clamp(1, key_blocks),
         None => {
             let multiprocessors = (features.concurrent_invocations / 2048).max(1) as usize;
-            let (invocations, threads) = if wide {
+            let (invocations, threads) = if query_blocks > 1 {
                 (
                     COOP_WIDE_INVOCATIONS_PER_MULTIPROCESSOR,
-                    COOP_THREADS as usize * COOP_WIDE_BLOCKS,
+                    COOP_THREADS as usize * query_blocks,
                 )
             } else {
                 (COOP_INVOCATIONS_PER_MULTIPROCESSOR, COOP_THREADS as usize)
             };
             (multiprocessors * invocations / threads)
                 .div_ceil(groups.max(1))
-                .clamp(1, (blocks / COOP_MIN_SPAN_BLOCKS).max(1))
+                .clamp(1, (key_blocks / COOP_MIN_SPAN_BLOCKS).max(1))
         }
     };
-    let span = blocks.div_ceil(want) * COOP_BLOCK_KEYS;
+    let span = key_blocks.div_ceil(want) * COOP_BLOCK_KEYS;
     (sk.div_ceil(span), span)
 }
 
@@ -414,9 +432,11 @@ enum AttentionKernel {
     /// `attention_decode.comp`: up to [`DECODE_MAX_ROWS`] query rows.
     Decode,
     /// `attention_coop.comp`: more rows, fp16, on a device with cooperative matrices;
-    /// `attention_coop_wide.comp` where `wide` (head dims up to [`COOP_WIDE_HEAD_DIM`]); in one
-    /// pass over the keys (`attention_coop*_1p*.comp`) where `one_pass`.
-    TensorCores { wide: bool, one_pass: bool },
+    /// `attention_coop_wide.comp` (`blocks` 4) or `attention_coop_wide3.comp` (3) where
+    /// `blocks` query blocks a head lane are more than one (head dims up to
+    /// [`COOP_WIDE_HEAD_DIM`]); in one pass over the keys (`attention_coop*_1p*.comp`) where
+    /// `one_pass`.
+    TensorCores { blocks: usize, one_pass: bool },
     /// `attention.comp` / `attention_d128.comp`: more rows elsewhere, by head dim.
     Blocked { large_head: bool },
 }
@@ -443,18 +463,21 @@ impl AttentionPlan {
         match (self.kernel, split) {
             (AttentionKernel::Decode, true) => (&ATTENTION_DECODE_SPLIT, 1, DECODE_THREADS),
             (AttentionKernel::Decode, false) => (&ATTENTION_DECODE, 1, DECODE_THREADS),
-            (AttentionKernel::TensorCores { wide, one_pass }, split) => {
-                let desc = match (wide, one_pass, split) {
-                    (false, false, false) => &ATTENTION_COOP,
-                    (false, false, true) => &ATTENTION_COOP_SPLIT,
-                    (false, true, false) => &ATTENTION_COOP_1P,
-                    (false, true, true) => &ATTENTION_COOP_1P_SPLIT,
-                    (true, false, false) => &ATTENTION_COOP_WIDE,
-                    (true, false, true) => &ATTENTION_COOP_WIDE_SPLIT,
-                    (true, true, false) => &ATTENTION_COOP_WIDE_1P,
-                    (true, true, true) => &ATTENTION_COOP_WIDE_1P_SPLIT,
+            (AttentionKernel::TensorCores { blocks, one_pass }, split) => {
+                let desc = match (blocks, one_pass, split) {
+                    (1, false, false) => &ATTENTION_COOP,
+                    (1, false, true) => &ATTENTION_COOP_SPLIT,
+                    (1, true, false) => &ATTENTION_COOP_1P,
+                    (1, true, true) => &ATTENTION_COOP_1P_SPLIT,
+                    (COOP_WIDE3_BLOCKS, false, false) => &ATTENTION_COOP_WIDE3,
+                    (COOP_WIDE3_BLOCKS, false, true) => &ATTENTION_COOP_WIDE3_SPLIT,
+                    (COOP_WIDE3_BLOCKS, true, false) => &ATTENTION_COOP_WIDE3_1P,
+                    (COOP_WIDE3_BLOCKS, true, true) => &ATTENTION_COOP_WIDE3_1P_SPLIT,
+                    (_, false, false) => &ATTENTION_COOP_WIDE,
+                    (_, false, true) => &ATTENTION_COOP_WIDE_SPLIT,
+                    (_, true, false) => &ATTENTION_COOP_WIDE_1P,
+                    (_, true, true) => &ATTENTION_COOP_WIDE_1P_SPLIT,
                 };
-                let blocks = if wide { COOP_WIDE_BLOCKS } else { 1 };
                 (
                     desc,
                     COOP_ROWS_PER_GROUP * blocks,
@@ -488,16 +511,15 @@ fn attention_plan(
     let (kernel, (splits, span)) = if ops.rows <= DECODE_MAX_ROWS {
         (AttentionKernel::Decode, decode_spans(rows, keys))
     } else if on_tensor_cores(&features, out_precision) {
-        let wide = coop_wide(&features, d.max(dv), ops.rows);
-        let query_blocks = if wide { COOP_WIDE_BLOCKS } else { 1 };
-        let groups = ops.layers() * ops.rows.div_ceil(COOP_ROWS_PER_GROUP * query_blocks);
+        let blocks = coop_query_blocks(&features, d.max(dv), ops.layers(), ops.rows, keys);
+        let groups = ops.layers() * ops.rows.div_ceil(COOP_ROWS_PER_GROUP * blocks);
         // One pass over the keys unless the device's options ask for two: on an H100 (session
         // 32) the Whisper-tiny encoder's attention 290 -> 235 us a layer, a 1.34 B decoder's
         // 128-token prefill 82.7 -> 75.8, BERT-base's 40.0 -> 38.2.
         let one_pass = features.attention_one_pass != Some(false);
         (
-            AttentionKernel::TensorCores { wide, one_pass },
-            coop_spans(&features, groups, wide, keys),
+            AttentionKernel::TensorCores { blocks, one_pass },
+            coop_spans(&features, groups, blocks, keys),
         )
     } else {
         (AttentionKernel::Blocked { large_head }, (1, keys))
@@ -537,16 +559,45 @@ pub fn attention_uses_tensor_cores(device: &crate::device::Device, out: &Tensor)
     on_tensor_cores(&device.features(), out.precision())
 }
 
-/// Whether the tensor-core attention over `rows` query rows a head takes four query blocks a
-/// head lane (`attention_coop_wide.comp`): for head dims up to [`COOP_WIDE_HEAD_DIM`] and at
-/// least [`COOP_WIDE_MIN_ROWS`] rows, or where the device's options fix the blocks
-/// ([`crate::DeviceOptions::attention_query_blocks`]).
-fn coop_wide(features: &crate::DeviceFeatures, head_dim: usize, rows: usize) -> bool {
-    head_dim <= COOP_WIDE_HEAD_DIM
-        && match features.attention_query_blocks {
-            Some(n) => n as usize == COOP_WIDE_BLOCKS,
-            None => rows >= COOP_WIDE_MIN_ROWS,
+/// Query blocks of 16 rows a head lane the tensor-core attention over `rows` query rows a head
+/// (`layers` texel layers of heads, `keys` keys) takes: 1 (`attention_coop.comp`) for head dims
+/// over [`COOP_WIDE_HEAD_DIM`] or fewer than [`COOP_WIDE_MIN_ROWS`] rows; else 4
+/// (`attention_coop_wide.comp`) or 3 (`attention_coop_wide3.comp`), whichever the workgroups'
+/// waves make cheaper, or as the device's options fix them
+/// ([`crate::DeviceOptions::attention_query_blocks`]). A workgroup's cost is taken as its key
+/// span times its query blocks plus two (staging a key block costs about two blocks' products:
+/// without its loads the Whisper-tiny encoder's attention took 151 us a layer against 225 on an
+/// H200, session 37, run 1), once a wave of one workgroup a multiprocessor. Whisper-tiny's
+/// encoder (two texel layers of heads, 1500 rows) then takes 3: 128 workgroups where 4 makes 96,
+/// for an H200's 132 multiprocessors.
+fn coop_query_blocks(
+    features: &crate::DeviceFeatures,
+    head_dim: usize,
+    layers: usize,
+    rows: usize,
+    keys: usize,
+) -> usize {
+    if head_dim > COOP_WIDE_HEAD_DIM {
+        return 1;
+    }
+    match features.attention_query_blocks {
+        Some(n) if n as usize == COOP_WIDE_BLOCKS || n as usize == COOP_WIDE3_BLOCKS => n as usize,
+        Some(_) => 1,
+        None if rows < COOP_WIDE_MIN_ROWS => 1,
+        None => {
+            let multiprocessors = (features.concurrent_invocations / 2048).max(1) as usize;
+            let cost = |blocks: usize| {
+                let groups = layers * rows.div_ceil(COOP_ROWS_PER_GROUP * blocks);
+                let (splits, span) = coop_spans(features, groups, blocks, keys);
+                (groups * splits).div_ceil(multiprocessors) * span * (blocks + 2)
+            };
+            if cost(COOP_WIDE3_BLOCKS) < cost(COOP_WIDE_BLOCKS) {
+                COOP_WIDE3_BLOCKS
+            } else {
+                COOP_WIDE_BLOCKS
+            }
         }
+    }
 }
 
 fn on_tensor_cores(features: &crate::DeviceFeatures, out_precision: Precision) -> bool {
@@ -665,4 +716,43 @@ pub fn attention_into(
         &pc,
         groups,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An H200's or H100's 132 multiprocessors of 64 warps.
+    fn hopper() -> crate::DeviceFeatures {
+        crate::DeviceFeatures {
+            concurrent_invocations: 132 * 64 * 32,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn query_blocks_fill_the_first_wave() {
+        let f = hopper();
+        // Whisper-tiny's encoder: 6 heads of 64 (two texel layers), 1500 rows and keys. Four
+        // blocks make 96 workgroups in two key spans, three make 128: one wave either way.
+        assert_eq!(coop_query_blocks(&f, 64, 2, 1500, 1500), 3);
+        assert_eq!(
+            coop_spans(&f, 2 * 1500_usize.div_ceil(48), 3, 1500),
+            (2, 752)
+        );
+        // 2048 rows: four blocks fill one wave (128 workgroups), three would need two.
+        assert_eq!(coop_query_blocks(&f, 64, 2, 2048, 2048), 4);
+        // Too few rows, or heads too wide for the wide kernels: one block.
+        assert_eq!(coop_query_blocks(&f, 64, 3, 128, 128), 1);
+        assert_eq!(coop_query_blocks(&f, 128, 2, 1500, 1500), 1);
+        // The device's options fix the blocks where the head dims allow them.
+        for (fixed, want) in [(1, 1), (3, 3), (4, 4)] {
+            let f = crate::DeviceFeatures {
+                attention_query_blocks: Some(fixed),
+                ..hopper()
+            };
+            assert_eq!(coop_query_blocks(&f, 64, 2, 1500, 1500), want);
+            assert_eq!(coop_query_blocks(&f, 128, 2, 1500, 1500), 1);
+        }
+    }
 }
