@@ -497,7 +497,9 @@ fn exporter_op_cases_match_ort() {
 /// heads with a Reshape and a Transpose (the dynamo exporter's keys with three more steps): all
 /// of them run as the attention kernel's loads, and match ONNX Runtime both so and with the
 /// operands copied into heads first (`DeviceOptions::attention_head_copies`). Their residual Adds
-/// before a norm run in the norm (`passes::residual_norm`), counted.
+/// before a norm run in the norm (`passes::residual_norm`), counted, and no Mul is left: the
+/// scalar factors on queries and keys join the attention's scale, Whisper's query factor too,
+/// which its export applies before the head split.
 #[test]
 fn head_splits_run_as_attention_loads() {
     let sweep = root().join("tests/data/exporter_sweep");
@@ -533,6 +535,12 @@ fn head_splits_run_as_attention_loads() {
         assert_eq!(
             report.passes.residual_norms_fused, residual_norms,
             "{family} {export}"
+        );
+        assert_eq!(
+            report.op_histogram.get("Mul"),
+            None,
+            "{family} {export}: {:?}",
+            report.op_histogram
         );
         for (device, how) in [
             (&copying, "head copies"),

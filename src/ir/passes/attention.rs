@@ -6,7 +6,9 @@
 //! Only the exact chain fuses: every intermediate has one reader and is no graph output, the
 //! operands are run-time float tensors (the mask may be a constant) with equal leading dims, and the head dims fit
 //! the kernel. Anything else stays as it was. A query or key operand that is itself a product
-//! with a scalar constant read only by the chain joins the scale.
+//! with a scalar constant read only by the chain joins the scale, also where the product comes
+//! before the operand's head split (Whisper's queries: `Mul(q_proj, D^-1/2)`, then `Reshape`
+//! and `Transpose`): the split then reads the product's input.
 use super::{rewrite_each, scalar, Rewrite};
 use crate::ir::infer::{attention_shapes, mask_broadcasts};
 use crate::ir::{nchw, Activation, BinaryOp, DType, Graph, Op, ReshapeKind, TensorId, UnaryOp};
@@ -111,9 +113,18 @@ fn attention_at(g: &mut Graph, rw: &mut Rewrite, mi: usize) -> Option<()> {
     // Scalar factors on the operands (Whisper's export scales queries and keys by D^-1/4 each)
     // join the scale: two elementwise passes over the queries and keys go.
     let (mut q, mut kt) = (q, kt);
+    // Head splits to read from a scaled operand's unscaled input, once the chain has fused.
+    let mut rewired = Vec::new();
     for operand in [&mut q, &mut kt] {
+        let mut reader = mi;
         if let Some((src, factor, ni)) = scaled_operand(g, rw, *operand, mi) {
             *operand = src;
+            scale *= factor;
+            chain.push(ni);
+            reader = ni;
+        }
+        if let Some((view, src, factor, ni)) = scaled_before_views(g, rw, *operand, reader) {
+            rewired.push((view, src));
             scale *= factor;
             chain.push(ni);
         }
@@ -168,10 +179,48 @@ fn attention_at(g: &mut Graph, rw: &mut Rewrite, mi: usize) -> Option<()> {
         split_heads: Default::default(),
     };
     node.inputs = vec![Some(q), Some(kt), Some(v), mask];
+    for (view, src) in rewired {
+        g.nodes[view].inputs[0] = Some(src);
+    }
     for ni in chain {
         rw.remove(ni);
     }
     Some(())
+}
+
+/// The most Reshape and Transpose nodes [`scaled_before_views`] walks back through.
+const MAX_SCALED_VIEWS: usize = 4;
+
+/// `(view, src, factor, node)` when `t` is a chain of Reshape and Transpose nodes (at most
+/// [`MAX_SCALED_VIEWS`], each output read only by the next, the last read only by node
+/// `reader`) over `Mul(src, factor)` or `Div(src, 1 / factor)` by a scalar constant (read only
+/// by the first of them, node `view`): a scalar factor commutes with the views, so `view` can
+/// read `src` and the factor join the attention's scale.
+fn scaled_before_views(
+    g: &Graph,
+    rw: &Rewrite,
+    t: TensorId,
+    reader: usize,
+) -> Option<(usize, TensorId, f64, usize)> {
+    let (mut cur, mut consumer) = (t, reader);
+    for _ in 0..MAX_SCALED_VIEWS {
+        let ni = rw.producers[cur]?;
+        if rw.is_removed(ni) || rw.sole_consumer(g, cur) != Some(consumer) {
+            return None;
+        }
+        match g.nodes[ni].op {
+            Op::Reshape { .. } | Op::Transpose { .. } => {
+                consumer = ni;
+                cur = g.nodes[ni].input(0)?;
+            }
+            _ if consumer == reader => return None,
+            _ => {
+                let (src, factor, mul) = scaled_operand(g, rw, cur, consumer)?;
+                return Some((consumer, src, factor, mul));
+            }
+        }
+    }
+    None
 }
 
 /// `(src, factor, node)` when `t` is `Mul(src, factor)` or `Div(src, 1 / factor)` by a scalar
