@@ -6,7 +6,8 @@ use super::{rewrite_each, Rewrite};
 use crate::ir::{BinaryOp, Graph, Op};
 
 /// Fuses each `LayerNorm(Add(x, r))` (LayerNorm or RMSNorm) whose Add adds two activations of
-/// the norm's shape; returns how many. The sum keeps its tensor, now the norm's second output,
+/// the norm's shape, or an activation and a constant of its shape (leading 1s aside); returns
+/// how many. The sum keeps its tensor, now the norm's second output,
 /// so every later reader of it must come after the norm (the block's residual Add does).
 pub fn fuse_residual_norms(g: &mut Graph) -> usize {
     rewrite_each(g, residual_norm_at)
@@ -24,14 +25,25 @@ fn residual_norm_at(g: &mut Graph, rw: &mut Rewrite, ni: usize) -> Option<()> {
     if rw.is_removed(ai) || g.nodes[ai].op != Op::Binary(BinaryOp::Add) {
         return None;
     }
-    let (x, r) = (g.nodes[ai].input(0)?, g.nodes[ai].input(1)?);
+    let (mut x, mut r) = (g.nodes[ai].input(0)?, g.nodes[ai].input(1)?);
+    // A constant addend (an encoder's positional embedding before its first norm) is read as
+    // the residual, packed as an activation like any constant a kernel reads as a tensor, at the
+    // sum's shape where it lacks only leading 1s (Whisper's [1500, 384] for [1, 1500, 384]);
+    // the other operand must be a run-time one (the sum is the same either way).
+    if g.constants.contains_key(&x) {
+        std::mem::swap(&mut x, &mut r);
+    }
     let info = &g.tensors[s];
-    let same = |t: usize| {
-        !g.constants.contains_key(&t)
-            && g.tensors[t].shape == info.shape
-            && g.tensors[t].dtype == info.dtype
-    };
-    if !info.dtype.is_float() || !same(x) || !same(r) {
+    let same = |t: usize| g.tensors[t].shape == info.shape && g.tensors[t].dtype == info.dtype;
+    let constant = g.constants.get(&r);
+    let widen = constant.is_some_and(|c| {
+        let lead = info.shape.len().saturating_sub(c.shape.len());
+        c.shape.len() < info.shape.len()
+            && info.shape[lead..] == c.shape[..]
+            && info.shape[..lead].iter().all(|&d| d == 1)
+            && c.dtype == info.dtype
+    });
+    if !info.dtype.is_float() || g.constants.contains_key(&x) || !same(x) || !(same(r) || widen) {
         return None;
     }
     // The sum is written by the norm from now on: no other reader may come before it.
@@ -39,6 +51,12 @@ fn residual_norm_at(g: &mut Graph, rw: &mut Rewrite, ni: usize) -> Option<()> {
         return None;
     }
     rw.remove(ai);
+    if widen {
+        let mut data = g.constants[&r].clone();
+        data.shape = g.tensors[s].shape.clone();
+        let name = format!("{} (as {:?})", g.tensors[r].name, data.shape);
+        r = g.add_constant(name, data);
+    }
     let n = &mut g.nodes[ni];
     if let Op::LayerNorm { residual, .. } = &mut n.op {
         *residual = true;
