@@ -432,9 +432,8 @@ impl Executable {
         let packed_a_shape =
             k::matmul_packed_a_shape(rec, a, b, opts, y).map_err(kernel_error(n))?;
         // This MatMul's output written as the next MatMul's packed A, where this one can write
-        // a packed output (off unless the device's options turn it on: the graph is not
-        // searched then), the next reads it (and only it does) through a copy of that shape,
-        // and that copy is not this MatMul's own packed A.
+        // a packed output (the graph is searched only then), the next reads it (and only it
+        // does) through a copy of that shape, and that copy is not this MatMul's own packed A.
         let packed_out = match (
             n.outputs.first(),
             k::matmul_packed_out_shape(rec, a, b, opts, y).map_err(kernel_error(n))?,

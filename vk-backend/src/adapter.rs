@@ -205,6 +205,15 @@ pub struct DeviceFeatures {
     pub dense_readback: Option<bool>,
 }
 
+impl DeviceFeatures {
+    /// About how many streaming multiprocessors the device has: one per 2048 of
+    /// [`Self::concurrent_invocations`] (64 warps of 32), at least one. Kernels size their
+    /// workgroup counts and splits against it.
+    pub fn multiprocessors(&self) -> u64 {
+        (self.concurrent_invocations / 2048).max(1)
+    }
+}
+
 /// Whether compute shaders have subgroup arithmetic (`subgroupAdd`, `subgroupMax`).
 pub(crate) fn has_subgroup_arithmetic(sub: &vk::PhysicalDeviceSubgroupProperties) -> bool {
     sub.supported_stages.contains(vk::ShaderStageFlags::COMPUTE)

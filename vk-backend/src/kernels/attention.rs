@@ -375,7 +375,7 @@ fn coop_spans(
     let want = match features.attention_splits {
         Some(n) => (n as usize).clamp(1, key_blocks),
         None => {
-            let multiprocessors = (features.concurrent_invocations / 2048).max(1) as usize;
+            let multiprocessors = features.multiprocessors() as usize;
             let (invocations, threads) = if query_blocks > 1 {
                 (
                     COOP_WIDE_INVOCATIONS_PER_MULTIPROCESSOR,
@@ -585,7 +585,7 @@ fn coop_query_blocks(
         Some(_) => 1,
         None if rows < COOP_WIDE_MIN_ROWS => 1,
         None => {
-            let multiprocessors = (features.concurrent_invocations / 2048).max(1) as usize;
+            let multiprocessors = features.multiprocessors() as usize;
             let cost = |blocks: usize| {
                 let groups = layers * rows.div_ceil(COOP_ROWS_PER_GROUP * blocks);
                 let (splits, span) = coop_spans(features, groups, blocks, keys);

@@ -332,7 +332,7 @@ pub fn conv2d_kernel(
             let [tp, tc] = tile.pixels_channels();
             ((oh * ow) as u64).div_ceil(tp) * (o as u64).div_ceil(tc) * n as u64
         };
-        let sms = (features.concurrent_invocations / 2048).max(1);
+        let sms = features.multiprocessors();
         let by_shape = if groups(CoopTile::Large) * COOP_LARGE_SM_DIVISOR >= sms {
             CoopTile::Large
         } else if groups(CoopTile::Wide) * COOP_SMALL_SM_DIVISOR < sms {

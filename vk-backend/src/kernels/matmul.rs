@@ -242,7 +242,7 @@ fn split_k_spans(
     let want = match features.matmul_split_k {
         Some(n) => n as usize,
         None => {
-            let multiprocessors = (features.concurrent_invocations / 2048).max(1);
+            let multiprocessors = features.multiprocessors();
             if 2 * workgroups > multiprocessors {
                 return 1;
             }
@@ -1115,7 +1115,7 @@ pub fn coop_rows(features: &crate::DeviceFeatures, out: &Tensor) -> usize {
     let Ok(d) = dims6(out.shape()) else {
         return COOP_TILE;
     };
-    let multiprocessors = (features.concurrent_invocations / 2048).max(1);
+    let multiprocessors = features.multiprocessors();
     if d[4] > 32 && coop_tiles(&d, out) < multiprocessors {
         32
     } else {
@@ -1136,7 +1136,7 @@ pub fn coop_cols(features: &crate::DeviceFeatures, out: &Tensor) -> usize {
     let Ok(d) = dims6(out.shape()) else {
         return COOP_TILE;
     };
-    let multiprocessors = (features.concurrent_invocations / 2048).max(1);
+    let multiprocessors = features.multiprocessors();
     let wide =
         (d[4].div_ceil(COOP_TILE) * d[5].div_ceil(COOP_WIDE_COLS)) as u64 * out.layout().layers();
     if coop_tiles(&d, out) > multiprocessors && wide <= multiprocessors {
