@@ -26,7 +26,8 @@ layout(push_constant) uniform Push {
     float scale;
     uint flags; // bit 0: a mask is bound; bit 1: K_ROWS (K is [.., Sk, D]); bit 2: a row with
                 // every key at -inf gives 0, not NaN; bit 3: merged heads (out is [1, Sq, H * Dv]);
-                // bits 4, 5, 6: Q, K, V read from split rows (see SPLIT_Q below)
+                // bits 4, 5, 6: Q, K, V read from split rows (see SPLIT_Q below); bit 7: merged
+                // heads written packed (PACKED_OUT below)
     uint groups_per_layer;
     uint kvc;   // key/value heads (= c without grouping)
     uint splits;     // attention_decode.comp: key spans a query row is split over (1: none)
@@ -127,6 +128,16 @@ void store_out(uint layer, uint sq, uint x, vec4 v) {
             STORE_TEXEL(img_out, tm, texel_index(tm, 0u, sq, h * dv + x), vec4(v[l], 0.0, 0.0, 0.0));
         }
     }
+}
+
+// Merged heads written as the next MatMul's packed A (flags bit 7; attention_combine.comp only,
+// after the tensor-core kernels' key spans): out is [4, H * Dv / 4, Sq] (pc.o its h, w and fold), texel
+// (sq, (h * Dv + x) / 4) holding head h's x..x+3 (Dv a multiple of 4, x of 4), so the MatMul
+// reading it needs no packing copy.
+#define PACKED_OUT 128u
+void store_out_packed(uint head, uint sq, uint x, vec4 v) {
+    TensorDesc tp = TensorDesc(1u, 4u, pc.o.x, pc.o.y, 1u, pc.o.z, pc.o.w, 0u);
+    STORE_TEXEL(img_out, tp, texel_index(tp, 0u, (head * pc.v.y + x) / 4u, sq), v);
 }
 
 #endif

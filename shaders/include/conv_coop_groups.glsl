@@ -32,7 +32,16 @@ TENSOR_IN(2, img_add);
 #define KG 4u           // K groups
 #define GT 128u         // invocations a group
 #define TM 64u          // output pixels a tile
-#define TN 64u          // output channels a tile
+// Output channels a tile: 64, or 96 (conv2d_coop_large_n96.comp) where 64-channel tiles would
+// overfill the device's first wave by a little and 96-channel ones fit it; the groups' tiles are
+// then summed CS_COLS channels at a time, within 48 KiB of shared memory.
+#ifndef TN
+#define TN 64u
+#endif
+#ifndef CS_COLS
+#define CS_COLS TN
+#endif
+#define CB (TN / 16u)   // column blocks of 8 a subgroup owns (two subgroups across a tile)
 #define RB (TM / 32u)   // row blocks of 16 a subgroup owns
 #define TKG4 4u         // input texels (16 k) a group takes a step
 #define TKG (4u * TKG4)
@@ -43,10 +52,10 @@ TENSOR_IN(2, img_add);
 // different bank groups for the tensor-core loads.
 #define AS_STRIDE (TKG + 8u)
 #define BS_STRIDE (TKG + 8u)
-#define CS_STRIDE (TN + 4u)
+#define CS_STRIDE (CS_COLS + 4u)
 shared float16_t As[KG][TM * AS_STRIDE];  // per group [pixel][k]
 shared float16_t Bs[KG][TN * BS_STRIDE];  // per group [channel][k], read transposed
-shared float Cs[TM * CS_STRIDE];          // [pixel][channel]
+shared float Cs[TM * CS_STRIDE];          // [pixel][channel - c0] of channels c0.. c0 + CS_COLS
 
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
 
@@ -125,9 +134,9 @@ void main() {
     uint tid = gl_LocalInvocationID.x;
     uint g = tid / GT, gtid = tid % GT;
     uint sg = gtid / 32u;
-    // Each subgroup of a group owns a 32 x 32 quarter: RB row blocks of 16 x 4 column blocks
-    // of 8.
-    uint sm = (sg / 2u) * (TM / 2u), sn = (sg % 2u) * 32u;
+    // Each subgroup of a group owns a TM/2 x TN/2 quarter: RB row blocks of 16 x CB column
+    // blocks of 8.
+    uint sm = (sg / 2u) * (TM / 2u), sn = (sg % 2u) * (TN / 2u);
     batch = gl_WorkGroupID.z;
     m0 = gl_WorkGroupID.x * TM;
     o0 = gl_WorkGroupID.y * TN;
@@ -136,9 +145,9 @@ void main() {
     uint kh = pc.kernel & 0xFFFFu, kw = pc.kernel >> 16u;
     K4 = kh * kw * pc.in_t.c4;
 
-    ACC acc[RB][4];
+    ACC acc[RB][CB];
     [[unroll]] for (uint i = 0u; i < RB; i++) {
-        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+        [[unroll]] for (uint j = 0u; j < CB; j++) {
             acc[i][j] = ACC(0.0);
         }
     }
@@ -158,7 +167,7 @@ void main() {
             [[unroll]] for (uint i = 0u; i < RB; i++) {
                 coopMatLoadNV(a[i], As[g], (sm + 16u * i) * AS_STRIDE + kk, AS_STRIDE, false);
             }
-            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+            [[unroll]] for (uint j = 0u; j < CB; j++) {
                 coopMatLoadNV(b, Bs[g], (sn + 8u * j) * BS_STRIDE + kk, BS_STRIDE, true);
                 [[unroll]] for (uint i = 0u; i < RB; i++) {
                     acc[i][j] = coopMatMulAddNV(a[i], b, acc[i][j]);
@@ -166,46 +175,50 @@ void main() {
             }
         }
     }
-    // The groups' tiles summed: the last group stores its tile, each group before it in turn
-    // adds its own (element by element: the `+` operator crashes this glslc's optimizer).
-    barrier();
-    if (g == KG - 1u) {
-        [[unroll]] for (uint i = 0u; i < RB; i++) {
-            [[unroll]] for (uint j = 0u; j < 4u; j++) {
-                coopMatStoreNV(acc[i][j], Cs, (sm + 16u * i) * CS_STRIDE + sn + 8u * j, CS_STRIDE, false);
-            }
-        }
-    }
-    for (int h = int(KG) - 2; h >= 0; h--) {
-        barrier();
-        if (g == uint(h)) {
-            ACC other;
+    // The groups' tiles summed, CS_COLS channels at a time: the last group stores its part, each
+    // group before it in turn adds its own (element by element: the `+` operator crashes this
+    // glslc's optimizer); the subgroups owning other channels wait.
+    for (uint c0 = 0u; c0 < TN; c0 += CS_COLS) {
+        bool mine = sn >= c0 && sn < c0 + CS_COLS;
+        barrier();  // the previous channels' epilogue has read Cs
+        if (g == KG - 1u && mine) {
             [[unroll]] for (uint i = 0u; i < RB; i++) {
-                [[unroll]] for (uint j = 0u; j < 4u; j++) {
-                    uint at = (sm + 16u * i) * CS_STRIDE + sn + 8u * j;
-                    coopMatLoadNV(other, Cs, at, CS_STRIDE, false);
-                    for (int e = 0; e < other.length(); e++) {
-                        other[e] += acc[i][j][e];
-                    }
-                    coopMatStoreNV(other, Cs, at, CS_STRIDE, false);
+                [[unroll]] for (uint j = 0u; j < CB; j++) {
+                    coopMatStoreNV(acc[i][j], Cs, (sm + 16u * i) * CS_STRIDE + sn - c0 + 8u * j, CS_STRIDE, false);
                 }
             }
         }
-    }
-    barrier();
-    // Epilogue: one output texel (a pixel's four channels) an invocation at a time.
-    for (uint e = tid; e < TM * TN / 4u; e += KG * GT) {
-        uint mm = e % TM, q = e / TM;
-        uint m = m0 + mm, o = o0 + 4u * q;
-        if (m >= M || o >= pc.out_t.c) continue;
-        uint c = mm * CS_STRIDE + 4u * q;
-        vec4 s = vec4(Cs[c], Cs[c + 1u], Cs[c + 2u], Cs[c + 3u]);
-        uint oc4 = o / 4u;
-        if (pc.b_off != 0xFFFFFFFFu) s += fetch_weight(pc.b_off + oc4);
-        uint at = texel_index(pc.out_t, batch * pc.out_t.c4 + oc4, m / OW, m % OW);
-        if ((pc.act & 0x200u) != 0u) s += LOAD_TEXEL(img_add, pc.out_t, at);
-        vec4 v = apply_unary(pc.act & 0xFFu, pc.alpha, pc.beta, s);
-        STORE_TEXEL(img_out, pc.out_t, at, zero_padding(pc.out_t, oc4, v));
+        for (int h = int(KG) - 2; h >= 0; h--) {
+            barrier();
+            if (g == uint(h) && mine) {
+                ACC other;
+                [[unroll]] for (uint i = 0u; i < RB; i++) {
+                    [[unroll]] for (uint j = 0u; j < CB; j++) {
+                        uint at = (sm + 16u * i) * CS_STRIDE + sn - c0 + 8u * j;
+                        coopMatLoadNV(other, Cs, at, CS_STRIDE, false);
+                        for (int e = 0; e < other.length(); e++) {
+                            other[e] += acc[i][j][e];
+                        }
+                        coopMatStoreNV(other, Cs, at, CS_STRIDE, false);
+                    }
+                }
+            }
+        }
+        barrier();
+        // Epilogue: one output texel (a pixel's four channels) an invocation at a time.
+        for (uint e = tid; e < TM * CS_COLS / 4u; e += KG * GT) {
+            uint mm = e % TM, q = e / TM;
+            uint m = m0 + mm, o = o0 + c0 + 4u * q;
+            if (m >= M || o >= pc.out_t.c) continue;
+            uint c = mm * CS_STRIDE + 4u * q;
+            vec4 s = vec4(Cs[c], Cs[c + 1u], Cs[c + 2u], Cs[c + 3u]);
+            uint oc4 = o / 4u;
+            if (pc.b_off != 0xFFFFFFFFu) s += fetch_weight(pc.b_off + oc4);
+            uint at = texel_index(pc.out_t, batch * pc.out_t.c4 + oc4, m / OW, m % OW);
+            if ((pc.act & 0x200u) != 0u) s += LOAD_TEXEL(img_add, pc.out_t, at);
+            vec4 v = apply_unary(pc.act & 0xFFu, pc.alpha, pc.beta, s);
+            STORE_TEXEL(img_out, pc.out_t, at, zero_padding(pc.out_t, oc4, v));
+        }
     }
 }
 

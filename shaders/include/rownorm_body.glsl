@@ -36,6 +36,9 @@ layout(push_constant) uniform Push {
     float eps;
     uint scale_offset; // texel offsets of the packed [prod(normalized dims)] scale and bias
     uint bias_offset;  // 0xFFFFFFFF: no bias
+#ifdef PACKED_OUT
+    TensorDesc out_t;  // the packed output [4, K/4, M]
+#endif
 } pc;
 
 shared vec4 red[WG];
@@ -213,6 +216,22 @@ vec4 group_sum(vec4 v, uint lid, bool aligned) {
     return r;
 }
 
+// The texel of its row an invocation's register slot r holds, and the slots a row of `red`
+// texels fills: texels at, at + 32, ...; or with PACKED_OUT (layernorm*_rows_packed*.comp), where
+// the rows are one matrix [M, K] of one value a texel and the normalized rows go out as the
+// tensor-core MatMul's packed A ([4, K/4, M], texel (m, k/4) holding k..k+3 of row m;
+// vk_backend::kernels::norm_packed_out_shape), slots 4s..4s+3 hold texels 4 (at + 32 s)..+3, so
+// that each packed texel leaves from one invocation's registers and the MatMuls reading it need
+// no packing copy. (Gathering the values through shared memory instead cost an H100 about 7 us
+// more a norm of the Whisper-tiny encoder: session 38, runs 1 and 2.)
+#ifdef PACKED_OUT
+#define SLOT_TEXEL(at, r) (4u * ((at) + ROW_GROUP * ((r) / 4u)) + (r) % 4u)
+#define SLOTS_USED(red) (4u * (((red) + 4u * ROW_GROUP - 1u) / (4u * ROW_GROUP)))
+#else
+#define SLOT_TEXEL(at, r) ((at) + ROW_GROUP * (r))
+#define SLOTS_USED(red) (((red) + ROW_GROUP - 1u) / ROW_GROUP)
+#endif
+
 void rows_in_groups(bool rms, uint lid) {
     uint wg = global_id_1d() / WG;
     uint rows_per_wg = WG / ROW_GROUP;
@@ -224,10 +243,10 @@ void rows_in_groups(bool rms, uint lid) {
     decompose(min(row, pc.rows - 1u), false, base);
     uint t0 = texel_of(base);
     uint last = pc.red_texels - 1u;
-    uint regs = (pc.red_texels + ROW_GROUP - 1u) / ROW_GROUP;
+    uint regs = SLOTS_USED(pc.red_texels);
     vec4 x[GROUP_SLOTS];
     [[unroll]] for (uint r = 0u; r < GROUP_SLOTS; r++) {
-        x[r] = r < regs ? load_x(t0 + min(at + ROW_GROUP * r, last)) : vec4(0.0);
+        x[r] = r < regs ? load_x(t0 + min(SLOT_TEXEL(at, r), last)) : vec4(0.0);
     }
     // The scale and bias, a value a column, once for the workgroup's rows.
     bool biased = pc.bias_offset != 0xFFFFFFFFu;
@@ -253,15 +272,31 @@ void rows_in_groups(bool rms, uint lid) {
 #endif
     vec4 s = vec4(0.0);
     [[unroll]] for (uint r = 0u; r < GROUP_SLOTS; r++) {
-        if (at + ROW_GROUP * r <= last) s += x[r];
+        if (SLOT_TEXEL(at, r) <= last) s += x[r];
     }
     vec4 mean = rms ? vec4(0.0) : group_sum(s, lid, aligned) * pc.inv_count;
     vec4 q = vec4(0.0);
     [[unroll]] for (uint r = 0u; r < GROUP_SLOTS; r++) {
         vec4 d = x[r] - mean;
-        if (at + ROW_GROUP * r <= last) q += d * d;
+        if (SLOT_TEXEL(at, r) <= last) q += d * d;
     }
     vec4 rstd = inversesqrt(group_sum(q, lid, aligned) * pc.inv_count + pc.eps);
+#ifdef PACKED_OUT
+    [[unroll]] for (uint r = 0u; r < GROUP_SLOTS; r += 4u) {
+        uint p = at + ROW_GROUP * (r / 4u);
+        if (valid && 4u * p <= last) {
+            vec4 v;
+            [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                uint j = 4u * p + i;
+                v[i] = ((x[r + i] - mean) * rstd * group_scale[j] + group_bias[j]).x;
+#ifdef SKIP
+                STORE_TEXEL(img_sum, pc.t, t0 + j, zero_padding(pc.t, base[3], x[r + i]));
+#endif
+            }
+            STORE_TEXEL(img_out, pc.out_t, texel_index(pc.out_t, 0u, p, row), v);
+        }
+    }
+#else
     [[unroll]] for (uint r = 0u; r < GROUP_SLOTS; r++) {
         uint j = at + ROW_GROUP * r;
         if (valid && j <= last) {
@@ -272,6 +307,7 @@ void rows_in_groups(bool rms, uint lid) {
 #endif
         }
     }
+#endif
 }
 #endif
 

@@ -411,6 +411,85 @@ impl Executable {
         k::matmul_packed_a_shape(rec, &a, rhs.as_mat_rhs(), &opts, &out).map_err(kernel_error(next))
     }
 
+    /// Where MatMul node `ni` writes its output as the next MatMul's packed A: where it can write
+    /// a packed output (the graph is searched only then), the next reads it (and only it does)
+    /// through a copy of that shape, and that copy is not this MatMul's own packed A
+    /// (`packed_a_shape`, as `k::matmul_packed_a_shape` gave it). Its output and that shape.
+    #[allow(clippy::too_many_arguments)]
+    fn matmul_packed_out(
+        &self,
+        rec: &Recorder,
+        ni: usize,
+        n: &Node,
+        (a, y): (&Tensor, &Tensor),
+        b: MatRhs<'_>,
+        opts: &MatMulOpts,
+        packed_a_shape: &Option<Vec<usize>>,
+    ) -> Result<Option<(TensorId, Vec<usize>)>> {
+        Ok(
+            match (
+                n.outputs.first(),
+                k::matmul_packed_out_shape(rec, a, b, opts, y).map_err(kernel_error(n))?,
+            ) {
+                (Some(&out_id), Some(shape)) if packed_a_shape.as_ref() != Some(&shape) => self
+                    .next_packed_a(rec, ni, out_id)?
+                    .filter(|next| *next == shape)
+                    .map(|_| (out_id, shape)),
+                _ => None,
+            },
+        )
+    }
+
+    /// The packed A shape in which norm node `ni` can write its output `y` (normalizing `x` over
+    /// `axis`; `k::norm_packed_out_shape`) for the MatMuls that read it: where `y` is no graph
+    /// output and its readers are exactly the nodes right after `ni`, each a MatMul reading it
+    /// once, as its A, through a packed copy of that shape, and none but the last writing its
+    /// own output packed (which would take the copy's place before the rest had read it). The
+    /// norm then writes that copy and no MatMul makes one.
+    fn norm_packed_readers(
+        &self,
+        rec: &Recorder,
+        ni: usize,
+        x: &Tensor,
+        axis: i64,
+        y: TensorId,
+    ) -> Result<Option<Vec<usize>>> {
+        let g = &self.header.graph;
+        let n = &g.nodes[ni];
+        let Some(shape) = k::norm_packed_out_shape(rec, x, axis).map_err(kernel_error(n))? else {
+            return Ok(None);
+        };
+        let reads = |m: &Node| m.inputs.iter().filter(|t| **t == Some(y)).count();
+        let readers: usize = g.nodes.iter().map(reads).sum();
+        if readers == 0 || g.outputs.iter().any(|p| p.tensor == y) {
+            return Ok(None);
+        }
+        for at in ni + 1..=ni + readers {
+            let Some(m) = g.nodes.get(at) else {
+                return Ok(None);
+            };
+            if !matches!(m.op, Op::MatMul { .. }) || m.input(0) != Some(y) || reads(m) != 1 {
+                return Ok(None);
+            }
+            let (a, out, rhs, opts) = self.matmul_call(at, m)?;
+            let b = rhs.as_mat_rhs();
+            let a_shape =
+                k::matmul_packed_a_shape(rec, &a, b, &opts, &out).map_err(kernel_error(m))?;
+            if a_shape.as_ref() != Some(&shape) {
+                return Ok(None);
+            }
+            let last = at == ni + readers;
+            if !last
+                && self
+                    .matmul_packed_out(rec, at, m, (&a, &out), b, &opts, &a_shape)?
+                    .is_some()
+            {
+                return Ok(None);
+            }
+        }
+        Ok(Some(shape))
+    }
+
     /// A MatMul without a run-time C: split over reduction spans where the kernels split it
     /// (`k::matmul_split_k_shape`; the executable keeps one fp32 partials tensor a shape),
     /// through a `[4, K/4, M]` copy of A (one a shape too) where they take one
@@ -431,19 +510,7 @@ impl Executable {
         }
         let packed_a_shape =
             k::matmul_packed_a_shape(rec, a, b, opts, y).map_err(kernel_error(n))?;
-        // This MatMul's output written as the next MatMul's packed A, where this one can write
-        // a packed output (the graph is searched only then), the next reads it (and only it
-        // does) through a copy of that shape, and that copy is not this MatMul's own packed A.
-        let packed_out = match (
-            n.outputs.first(),
-            k::matmul_packed_out_shape(rec, a, b, opts, y).map_err(kernel_error(n))?,
-        ) {
-            (Some(&out_id), Some(shape)) if packed_a_shape.as_ref() != Some(&shape) => self
-                .next_packed_a(rec, ni, out_id)?
-                .filter(|next| *next == shape)
-                .map(|_| (out_id, shape)),
-            _ => None,
-        };
+        let packed_out = self.matmul_packed_out(rec, ni, n, (a, y), b, opts, &packed_a_shape)?;
         let packed = match &packed_a_shape {
             Some(shape) => {
                 let packed = self.matmul_scratch(MatMulScratch::PackedA, shape)?;
@@ -653,9 +720,25 @@ impl Executable {
                     bias_offset: bias,
                     rms: *rms,
                 };
-                if *residual {
-                    let (r, s) = (self.input(n, 3)?, self.output(n, 1)?);
-                    Self::record_residual_norm(rec, (&x, &r, &s), &spec, &y)
+                let residual = match *residual {
+                    true => Some((self.input(n, 3)?, self.output(n, 1)?)),
+                    false => None,
+                };
+                let packed = match n.outputs.first() {
+                    Some(&y_id) => self
+                        .norm_packed_readers(rec, ni, &x, spec.axis, y_id)?
+                        .map(|shape| (y_id, shape)),
+                    None => None,
+                };
+                if let Some((y_id, shape)) = packed {
+                    let target = self.matmul_scratch(MatMulScratch::PackedA, &shape)?;
+                    let r = Self::record_packed_norm(rec, &x, residual.as_ref(), &spec, &target);
+                    // The MatMuls after it find their copy made (`record_const_matmul`).
+                    self.packed_a_last = Some((ni, Some(y_id), shape));
+                    self.packed_only.insert(y_id);
+                    r
+                } else if let Some((r, s)) = &residual {
+                    Self::record_residual_norm(rec, (&x, r, s), &spec, &y)
                 } else {
                     Self::record_norm(rec, &x, &spec, &y)
                 }
@@ -683,6 +766,30 @@ impl Executable {
         }
         k::binary_into(rec, k::BinaryOp::Add, x, r, s)?;
         Self::record_norm(rec, s, spec, y)
+    }
+
+    /// The norm `spec` of `x` (of `s = x + r`, writing `s`, with a residual `(r, s)`) written
+    /// only as `packed`, the MatMuls' packed A (`k::norm_packed_into`): one kernel where the
+    /// three share a layout, else the Add first.
+    fn record_packed_norm(
+        rec: &mut Recorder,
+        x: &Tensor,
+        residual: Option<&(Tensor, Tensor)>,
+        spec: &k::NormSpec,
+        packed: &Tensor,
+    ) -> vk_backend::Result<()> {
+        let Some((r, s)) = residual else {
+            return k::norm_packed_into(rec, x, None, spec, packed);
+        };
+        if x.desc() == r.desc() && x.desc() == s.desc() {
+            let residual = k::Residual {
+                residual: r,
+                sum: s,
+            };
+            return k::norm_packed_into(rec, x, Some(residual), spec, packed);
+        }
+        k::binary_into(rec, k::BinaryOp::Add, x, r, s)?;
+        k::norm_packed_into(rec, s, None, spec, packed)
     }
 
     /// The LayerNorm or RMSNorm `spec` of `x` into `y`.
@@ -897,7 +1004,29 @@ impl Executable {
             v: &v,
             mask: mask.as_ref(),
         };
-        k::attention_into(rec, &inputs, &opts, &y, partials.as_ref()).map_err(kernel_error(n))
+        // Merged heads written as the packed A of the MatMul right after it, where that one
+        // reads them (and only it does) through a copy of the shape the attention can write.
+        let packed = match (
+            n.outputs.first(),
+            k::attention_packed_out_shape(&inputs, &opts, &y).map_err(kernel_error(n))?,
+        ) {
+            (Some(&y_id), Some(shape)) => self
+                .next_packed_a(rec, ni, y_id)?
+                .filter(|next| *next == shape)
+                .map(|_| (y_id, shape)),
+            _ => None,
+        };
+        let Some((y_id, shape)) = packed else {
+            return k::attention_into(rec, &inputs, &opts, &y, partials.as_ref())
+                .map_err(kernel_error(n));
+        };
+        let target = self.matmul_scratch(MatMulScratch::PackedA, &shape)?;
+        k::attention_packed_into(rec, &inputs, &opts, (&y, &target), partials.as_ref())
+            .map_err(kernel_error(n))?;
+        // The MatMul after it finds its copy made (`record_const_matmul`).
+        self.packed_a_last = Some((ni, Some(y_id), shape));
+        self.packed_only.insert(y_id);
+        Ok(())
     }
 
     /// One-input copy ops: Transpose, Reshape, Gather and GatherElements (indices as input 1), Cast,

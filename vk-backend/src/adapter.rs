@@ -185,6 +185,12 @@ pub struct DeviceFeatures {
     /// Tensor-core MatMuls write an output only the next MatMul reads as that one's packed A
     /// ([`crate::DeviceOptions::matmul_packed_out`]); `None`: wherever it can.
     pub matmul_packed_out: Option<bool>,
+    /// Row norms write an output only tensor-core MatMuls read as their packed A
+    /// ([`crate::DeviceOptions::norm_packed_out`]); `None`: wherever they can.
+    pub norm_packed_out: Option<bool>,
+    /// The tensor-core attention writes merged heads only the next MatMul reads as its packed A
+    /// ([`crate::DeviceOptions::attention_packed_out`]); `None`: wherever it can.
+    pub attention_packed_out: Option<bool>,
     /// k a step of the tensor-core MatMuls, where the device's options fix it
     /// ([`crate::DeviceOptions::coop_step_k`]); `None`: by shape.
     pub coop_step_k: Option<u32>,
@@ -312,6 +318,8 @@ impl Capabilities {
             attention_query_blocks: None,
             matmul_packed_a: None,
             matmul_packed_out: None,
+            norm_packed_out: None,
+            attention_packed_out: None,
             coop_step_k: None,
             matmul_split_k: None,
             norm_row_groups: None,

@@ -337,6 +337,8 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     caps.features.attention_query_blocks = opts.attention_query_blocks;
     caps.features.matmul_packed_a = opts.matmul_packed_a;
     caps.features.matmul_packed_out = opts.matmul_packed_out;
+    caps.features.norm_packed_out = opts.norm_packed_out;
+    caps.features.attention_packed_out = opts.attention_packed_out;
     caps.features.coop_step_k = opts.coop_step_k;
     caps.features.matmul_split_k = opts.matmul_split_k;
     caps.features.norm_row_groups = opts.norm_row_groups;

@@ -76,6 +76,14 @@ pub struct DeviceOptions {
     /// (`Some(false)`): to measure one against the other. On an H200 (session 37, run 1) it
     /// took the Whisper-tiny encoder from 2.679 to 2.477 ms, its output bit for bit the same.
     pub matmul_packed_out: Option<bool>,
+    /// Let a LayerNorm or RMSNorm whose output only the tensor-core MatMuls right after it read,
+    /// as their packed A, write it as that copy ([`crate::kernels::norm_packed_out_shape`]; the
+    /// default) or not (`Some(false)`): to measure one against the other.
+    pub norm_packed_out: Option<bool>,
+    /// Let the tensor-core attention whose merged heads only the next MatMul reads, as its
+    /// packed A, write them as that copy ([`crate::kernels::attention_packed_out_shape`]; the
+    /// default) or not (`Some(false)`): to measure one against the other.
+    pub attention_packed_out: Option<bool>,
     /// Run every tensor-core MatMul with a B packed [K, N] on 128 k a step (`Some(128)`) or 64
     /// (`Some(64)`) instead of picking by shape: to measure one against the other.
     pub coop_step_k: Option<u32>,
@@ -119,8 +127,8 @@ impl DeviceOptions {
     /// - `TEXSTREAM_NO_COOPMAT=1`: [`DeviceOptions::no_cooperative_matrix`];
     /// - `TEXSTREAM_NO_SUBGROUP_ARITHMETIC=1`: [`DeviceOptions::no_subgroup_arithmetic`];
     /// - `TEXSTREAM_PAD_ROWS=1` (or any other value for "no"): [`DeviceOptions::pads_image_rows`];
-    /// - `TEXSTREAM_COOP_CONV_TILE=small`, `wide` or `large`: [`DeviceOptions::coop_conv_tile`] (any
-    ///   other value leaves the choice to the shapes);
+    /// - `TEXSTREAM_COOP_CONV_TILE=small`, `wide`, `large` or `large-wide`:
+    ///   [`DeviceOptions::coop_conv_tile`] (any other value leaves the choice to the shapes);
     /// - `TEXSTREAM_GEMV_SPREAD=1`, `2` or `4`: [`DeviceOptions::gemv_spread`];
     /// - `TEXSTREAM_GEMV_DEEP=1` or `0`: [`DeviceOptions::gemv_deep`];
     /// - `TEXSTREAM_COOP_MIN_TILES=N`: [`DeviceOptions::coop_min_tiles`];
@@ -132,6 +140,8 @@ impl DeviceOptions {
     ///   [`DeviceOptions::attention_query_blocks`];
     /// - `TEXSTREAM_MATMUL_PACKED_A=1` or `0`: [`DeviceOptions::matmul_packed_a`];
     /// - `TEXSTREAM_MATMUL_PACKED_OUT=1` or `0`: [`DeviceOptions::matmul_packed_out`];
+    /// - `TEXSTREAM_NORM_PACKED_OUT=1` or `0`: [`DeviceOptions::norm_packed_out`];
+    /// - `TEXSTREAM_ATTENTION_PACKED_OUT=1` or `0`: [`DeviceOptions::attention_packed_out`];
     /// - `TEXSTREAM_COOP_STEP_K=64` or `128`: [`DeviceOptions::coop_step_k`];
     /// - `TEXSTREAM_MATMUL_SPLIT_K=N` (N >= 1): [`DeviceOptions::matmul_split_k`];
     /// - `TEXSTREAM_NORM_ROW_GROUPS=1` or `0`: [`DeviceOptions::norm_row_groups`];
@@ -177,6 +187,7 @@ impl DeviceOptions {
                     "small" => Some(crate::kernels::CoopTile::Small),
                     "wide" => Some(crate::kernels::CoopTile::Wide),
                     "large" => Some(crate::kernels::CoopTile::Large),
+                    "large-wide" => Some(crate::kernels::CoopTile::LargeWide),
                     _ => None,
                 }
             }),
@@ -197,6 +208,8 @@ impl DeviceOptions {
                 .filter(|n| matches!(n, 1 | 3 | 4)),
             matmul_packed_a: on_off("TEXSTREAM_MATMUL_PACKED_A"),
             matmul_packed_out: on_off("TEXSTREAM_MATMUL_PACKED_OUT"),
+            norm_packed_out: on_off("TEXSTREAM_NORM_PACKED_OUT"),
+            attention_packed_out: on_off("TEXSTREAM_ATTENTION_PACKED_OUT"),
             norm_row_groups: on_off("TEXSTREAM_NORM_ROW_GROUPS"),
             norm_wide_rows: on_off("TEXSTREAM_NORM_WIDE_ROWS"),
             attention_one_pass: on_off("TEXSTREAM_ATTENTION_ONE_PASS"),
@@ -253,6 +266,8 @@ mod tests {
         assert_eq!(o.attention_query_blocks, None);
         assert_eq!(o.matmul_packed_a, None);
         assert_eq!(o.matmul_packed_out, None);
+        assert_eq!(o.norm_packed_out, None);
+        assert_eq!(o.attention_packed_out, None);
         assert_eq!(o.coop_step_k, None);
         assert_eq!(o.matmul_split_k, None);
         assert_eq!(o.norm_row_groups, None);
@@ -281,6 +296,8 @@ mod tests {
             ("TEXSTREAM_ATTENTION_QUERY_BLOCKS", " 4"),
             ("TEXSTREAM_MATMUL_PACKED_A", "1"),
             ("TEXSTREAM_MATMUL_PACKED_OUT", "1"),
+            ("TEXSTREAM_NORM_PACKED_OUT", "0"),
+            ("TEXSTREAM_ATTENTION_PACKED_OUT", "0"),
             ("TEXSTREAM_COOP_STEP_K", "128"),
             ("TEXSTREAM_MATMUL_SPLIT_K", " 1"),
             ("TEXSTREAM_NORM_ROW_GROUPS", "0"),
@@ -306,6 +323,8 @@ mod tests {
         assert_eq!(o.coop_step_k, Some(128));
         assert_eq!(o.matmul_packed_a, Some(true));
         assert_eq!(o.matmul_packed_out, Some(true));
+        assert_eq!(o.norm_packed_out, Some(false));
+        assert_eq!(o.attention_packed_out, Some(false));
         assert_eq!(o.attention_query_blocks, Some(4));
         assert_eq!(
             with(&[("TEXSTREAM_ATTENTION_QUERY_BLOCKS", "2")]).attention_query_blocks,
@@ -335,6 +354,11 @@ mod tests {
         assert_eq!(small.coop_conv_tile, Some(crate::kernels::CoopTile::Small));
         let large = with(&[("TEXSTREAM_COOP_CONV_TILE", "LARGE")]);
         assert_eq!(large.coop_conv_tile, Some(crate::kernels::CoopTile::Large));
+        let large_wide = with(&[("TEXSTREAM_COOP_CONV_TILE", "large-wide")]);
+        assert_eq!(
+            large_wide.coop_conv_tile,
+            Some(crate::kernels::CoopTile::LargeWide)
+        );
     }
 
     #[test]

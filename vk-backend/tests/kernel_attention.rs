@@ -7,8 +7,8 @@
 //! batch, Q, K and V also read from a projection's rows `[1, S, H * D]` (split heads).
 
 use vk_backend::kernels::{
-    attention_into, attention_partials_shape, attention_uses_tensor_cores, AttentionInputs,
-    AttentionOpts, SplitHeads,
+    attention_into, attention_packed_into, attention_packed_out_shape, attention_partials_shape,
+    attention_uses_tensor_cores, AttentionInputs, AttentionOpts, SplitHeads,
 };
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
 use vk_backend::{Device, DeviceOptions, Precision, QueueKind, Recorder, Tensor};
@@ -217,15 +217,23 @@ fn run_on(d: &Device, c: &Case, p: Precision, seed: u64) {
             merge_heads: true,
             ..opts
         };
-        attention_into(
-            &mut rec,
-            &inputs(&qt, &kt, &vt, mt.as_ref()),
-            &opts,
-            &o,
-            partials.as_ref(),
-        )
-        .unwrap();
-        o
+        let ins = inputs(&qt, &kt, &vt, mt.as_ref());
+        attention_into(&mut rec, &ins, &opts, &o, partials.as_ref()).unwrap();
+        // On the tensor cores over key spans, the merged heads also written as the next
+        // MatMul's packed A ([4, H * Dv / 4, Sq]) by the spans' merge.
+        let packed_shape = attention_packed_out_shape(&ins, &opts, &o).unwrap();
+        let coop = attention_uses_tensor_cores(&d, &o) && c.sq > 4 && partials.is_some();
+        assert_eq!(
+            packed_shape.is_some(),
+            coop && c.dv.is_multiple_of(4) && d.features().attention_packed_out != Some(false),
+            "packed merged heads"
+        );
+        let packed = packed_shape.map(|shape| {
+            let t = Tensor::new(&d, "packed", &shape, p).unwrap();
+            attention_packed_into(&mut rec, &ins, &opts, (&o, &t), partials.as_ref()).unwrap();
+            t
+        });
+        (o, packed)
     });
     // Without a batch, the same read from the projections' rows [1, S, H * D] (the exporters'
     // head split run as the kernels' load; K by rows), split over key spans where it splits.
@@ -294,18 +302,27 @@ fn run_on(d: &Device, c: &Case, p: Precision, seed: u64) {
         let what = format!("{what} split over key spans");
         assert_close(&what, &o.download().unwrap(), &want, tol);
     }
-    if let Some(o) = merged {
-        // want is [1, H, Sq, Dv]; merged is [1, Sq, H * Dv].
+    if let Some((o, packed)) = merged {
+        // want is [1, H, Sq, Dv]; merged is [1, Sq, H * Dv]; packed [4, H * Dv / 4, Sq].
         let mut want_merged = vec![0.0; want.len()];
+        let mut want_packed = vec![0.0; want.len()];
+        let width = c.heads * c.dv;
         for h in 0..c.heads {
             for s in 0..c.sq {
                 for x in 0..c.dv {
-                    want_merged[(s * c.heads + h) * c.dv + x] = want[(h * c.sq + s) * c.dv + x];
+                    let value = want[(h * c.sq + s) * c.dv + x];
+                    let col = h * c.dv + x;
+                    want_merged[s * width + col] = value;
+                    want_packed[((col % 4) * (width / 4) + col / 4) * c.sq + s] = value;
                 }
             }
         }
         let what = format!("{what} heads merged");
         assert_close(&what, &o.download().unwrap(), &want_merged, tol);
+        if let Some(t) = packed {
+            let what = format!("{what} and packed");
+            assert_close(&what, &t.download().unwrap(), &want_packed, tol);
+        }
     }
     if let Some((_, _, _, o)) = from_rows {
         let what = format!("{what} read from split rows");

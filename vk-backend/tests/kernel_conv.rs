@@ -345,7 +345,12 @@ fn conv2d_matches_reference() {
 /// same cases.
 #[test]
 fn conv2d_on_each_cooperative_tile_matches_reference() {
-    for tile in [CoopTile::Small, CoopTile::Wide, CoopTile::Large] {
+    for tile in [
+        CoopTile::Small,
+        CoopTile::Wide,
+        CoopTile::Large,
+        CoopTile::LargeWide,
+    ] {
         let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
             coop_conv_tile: Some(tile),
             ..vk_backend::DeviceOptions::from_env()
@@ -510,6 +515,7 @@ fn conv2d_adds_its_addend_before_the_activation_in_place() {
         Some(CoopTile::Small),
         Some(CoopTile::Wide),
         Some(CoopTile::Large),
+        Some(CoopTile::LargeWide),
     ];
     for (tile, p) in tiles
         .into_iter()

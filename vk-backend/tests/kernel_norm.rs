@@ -3,7 +3,8 @@
 //! so the remaining error is the fp16 output rounding plus fp16 scale/bias).
 
 use vk_backend::kernels::{
-    layernorm, norm_rows, residual_norm_into, rmsnorm_into, softmax, NormRows, NormSpec, Residual,
+    layernorm, norm_packed_into, norm_packed_out_shape, norm_rows, residual_norm_into,
+    rmsnorm_into, softmax, NormRows, NormSpec, Residual,
 };
 use vk_backend::layout::pack_vector;
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -303,4 +304,147 @@ fn bad_axes_are_rejected() {
     assert!(e.to_string().contains("out of range"), "{e}");
     let e = layernorm(&mut rec, &x, -3, 1e-5, 0, None, "y").unwrap_err();
     assert!(e.to_string().contains("out of range"), "{e}");
+}
+
+/// A norm over one `[M, K]` matrix written straight as the tensor-core MatMul's packed A
+/// (`[4, K/4, M]`, texel `(m, k/4)` holding `k..k+3` of row `m`), plain and of a residual sum
+/// (whose sum keeps the input's layout), LayerNorm and RMSNorm, against the f64 reference.
+#[test]
+fn norms_write_the_packed_a() {
+    // (shape, residual, rms): a workgroup's eight rows cut short (257 rows), a rank-2 matrix,
+    // the widest rows the row groups take (512), and a rank-4 one with leading ones.
+    let cases: &[(&[usize], bool, bool)] = &[
+        (&[1, 257, 96], false, false),
+        (&[300, 64], true, true),
+        (&[1, 20, 512], true, false),
+        (&[1, 1, 9, 128], false, true),
+    ];
+    for d in devices() {
+        for p in [Precision::F32, Precision::F16] {
+            packed_cases(&d, p, cases);
+        }
+    }
+}
+
+fn packed_cases(d: &Device, p: Precision, cases: &[(&[usize], bool, bool)]) {
+    let mut rng = Rng::new(31);
+    let widest = 512;
+    let sv = rng.vec(widest, 0.5, 1.5);
+    let bv = rng.vec(widest, -0.5, 0.5);
+    let mut stream = pack_vector(&sv);
+    stream.extend(pack_vector(&bv));
+    let tpp = 512 * 4;
+    let pages = (stream.len() / 4).div_ceil(tpp) as u32;
+    stream.resize(pages as usize * tpp * 4, 0.0);
+    let atlas = WeightAtlas::new(
+        d,
+        AtlasConfig {
+            slots: pages,
+            precision: p,
+            page_height: Some(4),
+            logical_pages: pages,
+        },
+    )
+    .unwrap();
+    atlas.load_all_now(&stream).unwrap();
+    let mut rec = Recorder::new(d, QueueKind::Compute).unwrap();
+    rec.use_weights(&atlas);
+    let mut checks = Vec::new();
+    for &(shape, residual, rms) in cases {
+        let k = shape[shape.len() - 1];
+        let m: usize = shape.iter().product::<usize>() / k;
+        let xv = rng.vec(m * k, -3.0, 3.0);
+        let x = Tensor::from_data(d, "x", shape, p, &xv).unwrap();
+        let packed_shape = norm_packed_out_shape(&rec, &x, -1).unwrap();
+        assert_eq!(packed_shape, Some(vec![4, k / 4, m]), "{shape:?}");
+        let packed = Tensor::new(d, "packed", &[4, k / 4, m], p).unwrap();
+        let spec = NormSpec {
+            axis: -1,
+            epsilon: 1e-5,
+            scale_offset: 0,
+            // The bias starts on the page's texel after the scale's (512 values, 128 texels).
+            bias_offset: (!rms).then_some(128),
+            rms,
+        };
+        let xr: Vec<f64> = xv.iter().map(|&v| p.round(v) as f64).collect();
+        let (sum, rounded) = if residual {
+            let rv = rng.vec(m * k, -3.0, 3.0);
+            let r = Tensor::from_data(d, "r", shape, p, &rv).unwrap();
+            let sum = Tensor::new(d, "sum", shape, p).unwrap();
+            let res = Residual {
+                residual: &r,
+                sum: &sum,
+            };
+            norm_packed_into(&mut rec, &x, Some(res), &spec, &packed).unwrap();
+            let s: Vec<f64> = xr
+                .iter()
+                .zip(&rv)
+                .map(|(&a, &b)| p.round((a + p.round(b) as f64) as f32) as f64)
+                .collect();
+            (Some(sum), s)
+        } else {
+            norm_packed_into(&mut rec, &x, None, &spec, &packed).unwrap();
+            (None, xr)
+        };
+        let mut want = vec![0.0; m * k];
+        for row in 0..m {
+            let v = &rounded[row * k..(row + 1) * k];
+            let mean = if rms {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / k as f64
+            };
+            let var = v.iter().map(|&a| (a - mean).powi(2)).sum::<f64>() / k as f64;
+            for (c, &a) in v.iter().enumerate() {
+                let b = if rms { 0.0 } else { p.round(bv[c]) as f64 };
+                let y = (a - mean) / (var + 1e-5).sqrt() * p.round(sv[c]) as f64 + b;
+                // [4, K/4, M]: value k of row m at (k % 4, k / 4, m).
+                want[(c % 4) * (k / 4) * m + (c / 4) * m + row] = y;
+            }
+        }
+        let what = format!("packed {shape:?} residual {residual} rms {rms} {p:?}");
+        if let Some(sum) = sum {
+            checks.push((format!("{what}: sum"), sum, rounded));
+        }
+        checks.push((what, packed, want));
+    }
+    rec.submit_and_wait().unwrap();
+    for (what, out, want) in checks {
+        assert_close(&what, &out.download().unwrap(), &want, tol(p));
+    }
+    assert_no_validation_messages(d);
+}
+
+/// The packed output is only for one matrix of one value a texel, normalized over its last
+/// axis of a multiple of 4 values that the row groups take; a wrong target is an error.
+#[test]
+fn packed_norm_output_needs_one_matrix() {
+    let d = device();
+    let rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    let none = |shape: &[usize], axis: i64| {
+        let x = Tensor::new(&d, "x", shape, Precision::F16).unwrap();
+        norm_packed_out_shape(&rec, &x, axis).unwrap()
+    };
+    assert_eq!(none(&[2, 64, 96], -1), None, "a batch of matrices");
+    assert_eq!(none(&[1, 4, 64, 96], -1), None, "channels");
+    assert_eq!(none(&[1, 64, 77], -1), None, "K not a multiple of 4");
+    assert_eq!(
+        none(&[1, 64, 1024], -1),
+        None,
+        "rows wider than the row groups"
+    );
+    assert_eq!(none(&[1, 64, 96], 1), None, "not over the last axis alone");
+    assert_eq!(none(&[64, 96], -1), Some(vec![4, 24, 64]));
+    let x = Tensor::new(&d, "x", &[1, 64, 96], Precision::F16).unwrap();
+    let wrong = Tensor::new(&d, "wrong", &[4, 96, 16], Precision::F16).unwrap();
+    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    let spec = NormSpec {
+        axis: -1,
+        epsilon: 1e-5,
+        scale_offset: 0,
+        bias_offset: None,
+        rms: false,
+    };
+    let e = norm_packed_into(&mut rec, &x, None, &spec, &wrong).unwrap_err();
+    assert!(e.to_string().contains("not the packed output"), "{e}");
 }

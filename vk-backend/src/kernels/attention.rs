@@ -604,6 +604,30 @@ fn on_tensor_cores(features: &crate::DeviceFeatures, out_precision: Precision) -
     features.cooperative_matrix_f16 && out_precision == Precision::F16
 }
 
+/// The `[4, H * Dv / 4, Sq]` shape in which [`attention_packed_into`] can write the attention
+/// into `out`: the tensor-core MatMul's packed A of its merged heads `[1, Sq, H * Dv]`
+/// ([`super::matmul_packed_a_shape`]), where it runs on the tensor cores over key spans (the
+/// spans' merge writes it), merges its heads, has one batch and `Dv` is a multiple of 4; `None`
+/// elsewhere, or where the device's options turn it off
+/// ([`crate::DeviceOptions::attention_packed_out`]). The unsplit tensor-core kernels do not
+/// write it: a packed store in them cost BERT-base's attention 37.5 -> 41.5 us a layer on an
+/// H100 against 1-2 us of copy saved (session 38, run 1).
+pub fn attention_packed_out_shape(
+    inputs: &AttentionInputs<'_>,
+    opts: &AttentionOpts,
+    out: &Tensor,
+) -> Result<Option<Vec<usize>>> {
+    let &AttentionInputs { q, k, v, mask } = inputs;
+    attention_shape(q, k, v, mask, opts)?;
+    let ops = Operands::new(q, k, v, opts)?;
+    let dv = ops.head_dims().1;
+    let plan = attention_plan(q, k, &ops, opts, out.precision())?;
+    let coop = matches!(plan.kernel, AttentionKernel::TensorCores { .. }) && plan.splits > 1;
+    let fits = opts.merge_heads && ops.n == 1 && dv.is_multiple_of(4);
+    let allowed = q.device().features().attention_packed_out != Some(false);
+    Ok((coop && fits && allowed).then(|| vec![4, ops.heads * dv / 4, ops.rows]))
+}
+
 /// Records `out = softmax(scale * Q K^T + mask) V` (the softmax over the keys). `partials`: the
 /// fp32 tensor of [`attention_partials_shape`], when it gives one (the keys then split over
 /// workgroups and a second dispatch merges the spans); `None` runs the unsplit kernel.
@@ -612,6 +636,46 @@ pub fn attention_into(
     inputs: &AttentionInputs<'_>,
     opts: &AttentionOpts,
     out: &Tensor,
+    partials: Option<&Tensor>,
+) -> Result<()> {
+    record_attention(rec, inputs, opts, (out, None), partials)
+}
+
+/// [`attention_into`] with the merged heads written only as `packed`, the next MatMul's packed
+/// A (of [`attention_packed_out_shape`]; texel `(sq, (h * Dv + x) / 4)` holding head `h`'s
+/// `x..x+3`), over key spans (`partials` is required); `out` gives the shapes and is not
+/// written.
+pub fn attention_packed_into(
+    rec: &mut Recorder,
+    inputs: &AttentionInputs<'_>,
+    opts: &AttentionOpts,
+    (out, packed): (&Tensor, &Tensor),
+    partials: Option<&Tensor>,
+) -> Result<()> {
+    let want = attention_packed_out_shape(inputs, opts, out)?;
+    if want.as_deref() != Some(packed.shape()) || packed.precision() != out.precision() {
+        return Err(err(format!(
+            "`{}` {:?} is not the packed output of `{}` {:?} (want {want:?})",
+            packed.name(),
+            packed.shape(),
+            out.name(),
+            out.shape()
+        )));
+    }
+    if partials.is_none() {
+        return Err(err(format!(
+            "packed output `{}` without the partials its key spans need",
+            packed.name()
+        )));
+    }
+    record_attention(rec, inputs, opts, (out, Some(packed)), partials)
+}
+
+fn record_attention(
+    rec: &mut Recorder,
+    inputs: &AttentionInputs<'_>,
+    opts: &AttentionOpts,
+    (out, packed): (&Tensor, Option<&Tensor>),
     partials: Option<&Tensor>,
 ) -> Result<()> {
     let &AttentionInputs { q, k, v, mask } = inputs;
@@ -659,7 +723,9 @@ pub fn attention_into(
         let tl = t.layout();
         pc = pc.u32(h as u32).u32(w as u32).u32(tl.pw).u32(tl.ph);
     }
-    for t in [out, m] {
+    // The output written is the packed copy where there is one.
+    let target = packed.unwrap_or(out);
+    for t in [target, m] {
         let tl = t.layout();
         pc = pc.u32(tl.h).u32(tl.w).u32(tl.pw).u32(tl.ph);
     }
@@ -678,7 +744,8 @@ pub fn attention_into(
                 | (opts.key_rows as u32) << 1
                 | (opts.nan_to_zero as u32) << 2
                 | (opts.merge_heads as u32) << 3
-                | split_heads,
+                | split_heads
+                | (packed.is_some() as u32) << 7,
         )
         .u32(groups_per_layer as u32)
         .u32(kv_heads as u32)
@@ -696,7 +763,7 @@ pub fn attention_into(
         Arg::input(k),
         Arg::input(v),
         Arg::input(m),
-        Arg::output(out),
+        Arg::output(target),
     ];
     // The tensor-core and decode kernels read Q, K, V and the mask with LOAD_AT.
     let flat = unfolded(&[q, k, v, m]);
@@ -705,9 +772,11 @@ pub fn attention_into(
     };
     let spans = [&args[..], &[Arg::output(partials)]].concat();
     launch_unfolded(rec, desc, out.precision(), &spans, &pc, groups, flat)?;
-    // One invocation a (texel layer, query row, head-dim texel).
+    // One invocation a (texel layer, query row, head-dim texel); packed, a (texel layer, query
+    // row, four head-dim values), storing a texel for each of the layer's four heads.
     let merge = [&args[..], &[Arg::input(partials)]].concat();
-    let groups = dispatch_1d(rec.device(), (plan.rows * dv) as u64, COMBINE_THREADS);
+    let per_row = if packed.is_some() { dv / 4 } else { dv };
+    let groups = dispatch_1d(rec.device(), (plan.rows * per_row) as u64, COMBINE_THREADS);
     launch(
         rec,
         &ATTENTION_COMBINE,

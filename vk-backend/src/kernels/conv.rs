@@ -55,6 +55,10 @@ const CONV2D_COOP_LARGE: KernelDesc = KernelDesc {
     push_constant_bytes: 112,
     uses_weights: true,
 };
+const CONV2D_COOP_LARGE_N96: KernelDesc = KernelDesc {
+    name: "conv2d_coop_large_n96",
+    ..CONV2D_COOP_LARGE
+};
 
 /// The output tile of a cooperative-matrix convolution (`include/conv_coop.glsl`,
 /// `include/conv_coop_groups.glsl`).
@@ -70,6 +74,9 @@ pub enum CoopTile {
     /// (`conv2d_coop_large.comp`, the tensor-core MatMul's tile): each staged texel serves
     /// twice a wide tile's products, and each output texel is stored once.
     Large,
+    /// The large tile 96 channels wide (`conv2d_coop_large_n96.comp`), where 64-channel tiles
+    /// would overfill the device's first wave by a little and these fit it.
+    LargeWide,
 }
 
 impl CoopTile {
@@ -79,6 +86,7 @@ impl CoopTile {
             CoopTile::Small => [16, 16],
             CoopTile::Wide => [32, 32],
             CoopTile::Large => [64, 64],
+            CoopTile::LargeWide => [64, 96],
         }
     }
 }
@@ -240,6 +248,7 @@ pub fn conv2d_add_into(
                 CoopTile::Small => &CONV2D_COOP,
                 CoopTile::Wide => &CONV2D_COOP_WIDE,
                 CoopTile::Large => &CONV2D_COOP_LARGE,
+                CoopTile::LargeWide => &CONV2D_COOP_LARGE_N96,
             };
             launch(rec, desc, out.precision(), &args, &push(0), groups)
         }
@@ -332,14 +341,7 @@ pub fn conv2d_kernel(
             let [tp, tc] = tile.pixels_channels();
             ((oh * ow) as u64).div_ceil(tp) * (o as u64).div_ceil(tc) * n as u64
         };
-        let sms = features.multiprocessors();
-        let by_shape = if groups(CoopTile::Large) * COOP_LARGE_SM_DIVISOR >= sms {
-            CoopTile::Large
-        } else if groups(CoopTile::Wide) * COOP_SMALL_SM_DIVISOR < sms {
-            CoopTile::Small
-        } else {
-            CoopTile::Wide
-        };
+        let by_shape = coop_tile_by_shape(features.multiprocessors(), groups);
         let tile = features.coop_conv_tile.unwrap_or(by_shape);
         return Ok(ConvKernel::CoopGemm(tile));
     }
@@ -355,6 +357,24 @@ pub fn conv2d_kernel(
         0 => ConvKernel::Direct,
         log2 => ConvKernel::Split { lanes: 1 << log2 },
     })
+}
+
+/// The tile an implicit GEMM takes on a device of `sms` multiprocessors, given the workgroups
+/// each tile makes: the large tile 96 channels wide where 64-channel ones would be more than
+/// the multiprocessors and 96-channel ones no more (one wave where there were two, the second
+/// nearly empty), the large tile where it makes a third of their count, else the wide tile, or
+/// the small one where wide ones would leave most of the device idle.
+fn coop_tile_by_shape(sms: u64, groups: impl Fn(CoopTile) -> u64) -> CoopTile {
+    let large = groups(CoopTile::Large);
+    if large > sms && groups(CoopTile::LargeWide) <= sms {
+        CoopTile::LargeWide
+    } else if large * COOP_LARGE_SM_DIVISOR >= sms {
+        CoopTile::Large
+    } else if groups(CoopTile::Wide) * COOP_SMALL_SM_DIVISOR < sms {
+        CoopTile::Small
+    } else {
+        CoopTile::Wide
+    }
 }
 
 /// Groups must divide the input and output channel counts (errors name `kernel`).
@@ -417,4 +437,34 @@ pub fn conv2d(
     let out = Tensor::new(rec.device(), name, &shape, x.precision())?;
     conv2d_into(rec, x, weights, p, &out)?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Workgroups of each tile over `pixels` x `channels`.
+    fn groups(pixels: u64, channels: u64) -> impl Fn(CoopTile) -> u64 {
+        move |t: CoopTile| {
+            let [tp, tc] = t.pixels_channels();
+            pixels.div_ceil(tp) * channels.div_ceil(tc)
+        }
+    }
+
+    #[test]
+    fn tiles_by_shape_fill_the_first_wave() {
+        // 132 multiprocessors (an H100 or H200). The Whisper-tiny encoder's second convolution,
+        // 1500 pixels x 384 channels: 144 large tiles, 96 of 96 channels.
+        assert_eq!(
+            coop_tile_by_shape(132, groups(1500, 384)),
+            CoopTile::LargeWide
+        );
+        // Its first, 3000 pixels: 282 large tiles, 188 wide ones, two waves either way.
+        assert_eq!(coop_tile_by_shape(132, groups(3000, 384)), CoopTile::Large);
+        // ResNet-50's 1x1 convolutions at 28x28 to 512 channels: 104 large tiles.
+        assert_eq!(coop_tile_by_shape(132, groups(784, 512)), CoopTile::Large);
+        // Its 3x3 at 7x7 (8 large tiles, 26 wide): small; at 14x14 to 256 (16, 49): wide.
+        assert_eq!(coop_tile_by_shape(132, groups(49, 512)), CoopTile::Small);
+        assert_eq!(coop_tile_by_shape(132, groups(196, 256)), CoopTile::Wide);
+    }
 }

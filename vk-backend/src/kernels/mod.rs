@@ -26,8 +26,9 @@ mod select;
 mod window;
 
 pub use attention::{
-    attention_into, attention_partials_shape, attention_shape, attention_uses_tensor_cores,
-    AttentionInputs, AttentionOpts, SplitHeads, ATTENTION_MAX_HEAD_DIM,
+    attention_into, attention_packed_into, attention_packed_out_shape, attention_partials_shape,
+    attention_shape, attention_uses_tensor_cores, AttentionInputs, AttentionOpts, SplitHeads,
+    ATTENTION_MAX_HEAD_DIM,
 };
 pub use cache::kv_write_into;
 pub use conv::{
@@ -56,8 +57,8 @@ pub use matmul::{
     uses_cooperative_matrix, MatBias, MatMulOpts, MatRhs,
 };
 pub use norm::{
-    layernorm, layernorm_into, norm_rows, residual_norm_into, rmsnorm_into, softmax, softmax_into,
-    NormRows, NormSpec, Residual,
+    layernorm, layernorm_into, norm_packed_into, norm_packed_out_shape, norm_rows,
+    residual_norm_into, rmsnorm_into, softmax, softmax_into, NormRows, NormSpec, Residual,
 };
 pub use pad::{pad, pad_into, pad_output_shape, PadMode, PadParams};
 pub use pool::{

@@ -80,6 +80,28 @@ const LAYERNORM_SKIP_ROWS_SUBGROUP: KernelDesc = KernelDesc {
     ..LAYERNORM_SKIP
 };
 
+/// The row-group kernels writing the normalized rows as the tensor-core MatMul's packed A
+/// (`layernorm*_rows_packed*.comp`, [`norm_packed_into`]): the packed output's descriptor
+/// follows the norm's push constants.
+const LAYERNORM_ROWS_PACKED: KernelDesc = KernelDesc {
+    name: "layernorm_rows_packed",
+    push_constant_bytes: 96,
+    ..LAYERNORM
+};
+const LAYERNORM_ROWS_PACKED_SUBGROUP: KernelDesc = KernelDesc {
+    name: "layernorm_rows_packed_subgroup",
+    ..LAYERNORM_ROWS_PACKED
+};
+const LAYERNORM_SKIP_ROWS_PACKED: KernelDesc = KernelDesc {
+    name: "layernorm_skip_rows_packed",
+    push_constant_bytes: 96,
+    ..LAYERNORM_SKIP
+};
+const LAYERNORM_SKIP_ROWS_PACKED_SUBGROUP: KernelDesc = KernelDesc {
+    name: "layernorm_skip_rows_packed_subgroup",
+    ..LAYERNORM_SKIP_ROWS_PACKED
+};
+
 const LAYERNORM_WIDE: KernelDesc = KernelDesc {
     name: "layernorm_wide",
     ..LAYERNORM
@@ -290,6 +312,98 @@ pub fn rmsnorm_into(
     norm_into(rec, x, axis, epsilon, scale_offset, None, true, None, out)
 }
 
+/// The `[4, K/4, M]` shape in which [`norm_packed_into`] can write the norm of `x` over `axis`:
+/// the tensor-core MatMul's packed A of `x` read as one `[M, K]` matrix
+/// ([`super::matmul_packed_a_shape`]), where the norm is over the last axis alone, `x` holds one
+/// value a texel (one channel: `[M, K]`, `[1, M, K]`, ...), `K` is a multiple of 4 and its rows
+/// fit the row groups; `None` elsewhere, or where the device's options turn the row groups or
+/// this output off ([`crate::DeviceOptions::norm_packed_out`]).
+pub fn norm_packed_out_shape(rec: &Recorder, x: &Tensor, axis: i64) -> Result<Option<Vec<usize>>> {
+    let rank = x.shape().len();
+    let a = normalize_axes("layernorm", &[axis], rank)?[0];
+    let d = dims6(x.shape())?;
+    let one_matrix = rank >= 2 && d[0] * d[1] * d[2] == 1 && d[3] == 1;
+    let fits = a + 1 == rank && d[5].is_multiple_of(4) && d[5] as u64 <= ROW_GROUP * GROUP_SLOTS;
+    let f = rec.device().features();
+    let allowed = f.norm_row_groups != Some(false) && f.norm_packed_out != Some(false);
+    Ok((one_matrix && fits && allowed).then(|| vec![4, d[5] / 4, d[4]]))
+}
+
+/// Records the norm `spec` of `x` (of `x + residual`, writing the sum, with a [`Residual`]) in
+/// row groups, its output written only as `packed`, the tensor-core MatMul's packed A of shape
+/// [`norm_packed_out_shape`] (texel `(m, k/4)` holding `k..k+3` of row `m`), so that the
+/// MatMuls reading it need no copy of their own.
+pub fn norm_packed_into(
+    rec: &mut Recorder,
+    x: &Tensor,
+    residual: Option<Residual<'_>>,
+    spec: &NormSpec,
+    packed: &Tensor,
+) -> Result<()> {
+    let what = if spec.rms { "rmsnorm" } else { "layernorm" };
+    let want = norm_packed_out_shape(rec, x, spec.axis)?;
+    if want.as_deref() != Some(packed.shape()) || packed.precision() != x.precision() {
+        return Err(VkError::Kernel {
+            kernel: what.into(),
+            reason: format!(
+                "`{}` {:?} is not the packed output of `{}` {:?} (want {want:?} at {:?})",
+                packed.name(),
+                packed.shape(),
+                x.name(),
+                x.shape(),
+                x.precision()
+            ),
+        });
+    }
+    if let Some(r) = residual {
+        residual_layout(what, x, r)?;
+    }
+    let rank = x.shape().len();
+    let (pc, rows) = row_push(x, &[rank - 1], if spec.rms { RMS_BIT } else { 0 })?;
+    let pc = pc
+        .f32(spec.epsilon)
+        .u32(spec.scale_offset)
+        .u32(spec.bias_offset.unwrap_or(u32::MAX))
+        .tensor(packed.desc());
+    let rows = rows.div_ceil(LAYERNORM_ROW_INVOCATIONS / ROW_GROUP);
+    let invocations = LAYERNORM_ROW_INVOCATIONS;
+    let Some(r) = residual else {
+        let desc = reducing(rec, &LAYERNORM_ROWS_PACKED, &LAYERNORM_ROWS_PACKED_SUBGROUP);
+        let args = [Arg::input(x), Arg::output(packed)];
+        return launch_rows(rec, (desc, invocations), (&args, packed), &pc, rows);
+    };
+    let desc = reducing(
+        rec,
+        &LAYERNORM_SKIP_ROWS_PACKED,
+        &LAYERNORM_SKIP_ROWS_PACKED_SUBGROUP,
+    );
+    let args = [
+        Arg::input(x),
+        Arg::output(packed),
+        Arg::input(r.residual),
+        Arg::output(r.sum),
+    ];
+    launch_rows(rec, (desc, invocations), (&args, packed), &pc, rows)
+}
+
+/// A residual norm's residual and sum share `x`'s shape and fold (one layout for the kernel).
+fn residual_layout(what: &str, x: &Tensor, r: Residual<'_>) -> Result<()> {
+    for t in [r.residual, r.sum] {
+        same_layout(what, x, t)?;
+        if t.desc() != x.desc() {
+            return Err(VkError::Kernel {
+                kernel: what.into(),
+                reason: format!(
+                    "`{}` is folded differently from `{}` (one layout for a residual norm)",
+                    t.name(),
+                    x.name()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments)]
 fn norm_into(
     rec: &mut Recorder,
@@ -305,19 +419,7 @@ fn norm_into(
     let what = if rms { "rmsnorm" } else { "layernorm" };
     same_layout(what, x, out)?;
     if let Some(r) = residual {
-        for t in [r.residual, r.sum] {
-            same_layout(what, x, t)?;
-            if t.desc() != x.desc() {
-                return Err(VkError::Kernel {
-                    kernel: what.into(),
-                    reason: format!(
-                        "`{}` is folded differently from `{}` (one layout for a residual norm)",
-                        t.name(),
-                        x.name()
-                    ),
-                });
-            }
-        }
+        residual_layout(what, x, r)?;
     }
     let rank = x.shape().len();
     let a = normalize_axes(what, &[axis], rank)?[0];
