@@ -31,7 +31,13 @@ TENSOR_IN(0, img_in);
 TENSOR_OUT(1, img_out);
 TENSOR_IN(2, img_add);
 
+#ifdef SPLIT_K
+#define CONV_PARTIALS
+#endif
 #include "conv_push.glsl"
+#ifdef SPLIT_K
+#include "conv_partials.glsl"
+#endif
 
 #define TMB (TM / 16u)        // 16-pixel row blocks
 #define TNB (TN / 8u)         // 8-channel column blocks
@@ -111,11 +117,21 @@ void stage_slice(uint lane, uint abase, uint bbase) {
 
 void main() {
     uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-    uint n = gl_WorkGroupID.z;
     uint m0 = gl_WorkGroupID.x * TM, o0 = gl_WorkGroupID.y * TN;
     uint kh = pc.kernel & 0xFFFFu, kw = pc.kernel >> 16u;
     uint K4 = kh * kw * pc.in_t.c4;
     uint steps = (K4 + STEP_TEXELS - 1u) / STEP_TEXELS;
+#ifdef SPLIT_K
+    // SPLIT_K (the `_splitk` kernels): this workgroup's span of the steps, gl_WorkGroupID.z =
+    // image * spans + span.
+    uint splits = conv_splits(), span = gl_WorkGroupID.z % splits;
+    uint n = gl_WorkGroupID.z / splits;
+    uint per = (steps + splits - 1u) / splits;
+    uint s_begin = span * per, s_end = min(steps, s_begin + per);
+#else
+    uint n = gl_WorkGroupID.z;
+    uint s_begin = 0u, s_end = steps;
+#endif
     uint abase = sg * TM * TKS, bbase = sg * TN * TKS;
 
     ACC acc[TMB][TNB];
@@ -128,12 +144,12 @@ void main() {
     fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> b;
 
     // The loop's trip count is uniform within a subgroup, so subgroup barriers are safe in it.
-    if (sg < steps) load_slice(sg, lane, n, m0, o0, K4);
-    for (uint step = sg; step < steps; step += SUBGROUPS) {
+    if (s_begin + sg < s_end) load_slice(s_begin + sg, lane, n, m0, o0, K4);
+    for (uint step = s_begin + sg; step < s_end; step += SUBGROUPS) {
         stage_slice(lane, abase, bbase);
         subgroupMemoryBarrierShared();
         subgroupBarrier();
-        if (step + SUBGROUPS < steps) load_slice(step + SUBGROUPS, lane, n, m0, o0, K4);
+        if (step + SUBGROUPS < s_end) load_slice(step + SUBGROUPS, lane, n, m0, o0, K4);
         [[unroll]] for (uint kc = 0u; kc < KC; kc++) {
             [[unroll]] for (uint i = 0u; i < TMB; i++) {
                 coopMatLoadNV(a[i], As, abase + 16u * i * TKS + 16u * kc, TKS, false);
@@ -177,6 +193,12 @@ void main() {
     uint OW = pc.out_t.w;
     if (!holds || m >= pc.out_t.h * OW || o >= pc.out_t.c) return;
     uint oc4 = o / 4u;
+#ifdef SPLIT_K
+    // The span's sum as it is: the combine adds the bias and the addend and applies the
+    // activation to the spans' total.
+    store_partial(conv_partial_index(span, gl_NumWorkGroups.z / splits, n, m, oc4), s);
+    return;
+#endif
     if (pc.b_off != 0xFFFFFFFFu) s += fetch_weight(pc.b_off + oc4);
     uint at = texel_index(pc.out_t, n * pc.out_t.c4 + oc4, m / OW, m % OW);
     if ((pc.act & 0x200u) != 0u) s += LOAD_TEXEL(img_add, pc.out_t, at);

@@ -17,7 +17,13 @@ layout(push_constant) uniform Push {
     uint act;       // activation code (bits 0-7), bit 8: general grouped path, bit 9: addend
     float alpha;
     float beta;
-    uint split_log2;  // the split kernels (conv2d*_splitk.comp): log2 of the lanes a unit; 0 else
+    uint split_log2;  // the split kernels (conv2d*_splitk.comp): log2 of the lanes a unit; the
+                      // tensor-core ones split over reduction spans (conv2d_coop*_splitk.comp and
+                      // their combine): the spans; 0 else
+#ifdef CONV_PARTIALS
+    uint part_pw;     // the spans' partial results' physical width and height (their fold)
+    uint part_ph;
+#endif
 } pc;
 
 #endif

@@ -287,8 +287,19 @@ impl Executable {
             Some(_) => Some(self.input(n, 3)?),
             None => None,
         };
-        self.spatial_2d(rec, ni, one_d, (&x, &y), |r, x, y| {
-            k::conv2d_add_into(r, x, weights, &p, addend.as_ref(), y)
+        // A 2-D convolution whose tensor-core tiles leave the device idle splits its reduction
+        // over workgroups, its spans' sums in the shared fp32 partials of their shape.
+        let split = match one_d {
+            true => None,
+            false => k::conv2d_split_shape(rec, &x, &p, &y).map_err(kernel_error(n))?,
+        };
+        let partials = match split {
+            Some(shape) => Some(self.matmul_scratch(MatMulScratch::Partials, &shape)?),
+            None => None,
+        };
+        self.spatial_2d(rec, ni, one_d, (&x, &y), |r, x, y| match &partials {
+            Some(t) => k::conv2d_split_add_into(r, x, weights, &p, addend.as_ref(), y, t),
+            None => k::conv2d_add_into(r, x, weights, &p, addend.as_ref(), y),
         })
     }
 
@@ -560,10 +571,7 @@ impl Executable {
         }
         let (name, precision) = match kind {
             MatMulScratch::PackedA => (format!("packed A {shape:?}"), self.vkp()),
-            MatMulScratch::Partials => (
-                format!("MatMul partials {shape:?}"),
-                vk_backend::Precision::F32,
-            ),
+            MatMulScratch::Partials => (format!("partials {shape:?}"), vk_backend::Precision::F32),
         };
         let t =
             Tensor::new(&self.device, &name, shape, precision).map_err(super::error::vk(name))?;

@@ -64,7 +64,8 @@ pub(crate) enum MatMulScratch {
     /// A's four-values-a-texel copy (`vk_backend::kernels::matmul_packed_a_shape`).
     PackedA,
     /// The fp32 partial results of a reduction split over spans
-    /// (`vk_backend::kernels::matmul_split_k_shape`).
+    /// (`vk_backend::kernels::matmul_split_k_shape`; a tensor-core convolution's too,
+    /// `conv2d_split_shape`, of the same form).
     Partials,
 }
 

@@ -197,6 +197,9 @@ pub struct DeviceFeatures {
     /// Reduction spans of tensor-core MatMuls, where the device's options fix them
     /// ([`crate::DeviceOptions::matmul_split_k`]); `None`: by shape.
     pub matmul_split_k: Option<u32>,
+    /// Reduction spans of every tensor-core convolution on the small or wide tile, where the
+    /// device's options fix them ([`crate::DeviceOptions::conv_split_k`]); `None`: by shape.
+    pub conv_split_k: Option<u32>,
     /// Short-row norms in row groups or not, where the device's options fix it
     /// ([`crate::DeviceOptions::norm_row_groups`]); `None`: by shape.
     pub norm_row_groups: Option<bool>,
@@ -322,6 +325,7 @@ impl Capabilities {
             attention_packed_out: None,
             coop_step_k: None,
             matmul_split_k: None,
+            conv_split_k: None,
             norm_row_groups: None,
             norm_wide_rows: None,
             attention_one_pass: None,

@@ -92,6 +92,11 @@ pub struct DeviceOptions {
     /// kernel, instead of picking by shape ([`crate::kernels::matmul_split_k_shape`]: where the
     /// tiles leave half the multiprocessors idle): to measure one against the other.
     pub matmul_split_k: Option<u32>,
+    /// Split the reduction of every tensor-core convolution on the small or wide tile into
+    /// `Some(n)` spans over workgroups (`Some(1)`: never, and the small tile where its shape
+    /// picks it), each span's sum finished by a second kernel, instead of picking by shape
+    /// ([`crate::kernels::conv2d_split_shape`]): to measure one against the other.
+    pub conv_split_k: Option<u32>,
     /// Run every LayerNorm and RMSNorm over W alone of short rows with eight rows a workgroup
     /// (`Some(true)`, where the rows fit) or one (`Some(false)`) instead of picking by shape
     /// ([`crate::kernels::norm_rows`]): to measure one against the other.
@@ -144,6 +149,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_ATTENTION_PACKED_OUT=1` or `0`: [`DeviceOptions::attention_packed_out`];
     /// - `TEXSTREAM_COOP_STEP_K=64` or `128`: [`DeviceOptions::coop_step_k`];
     /// - `TEXSTREAM_MATMUL_SPLIT_K=N` (N >= 1): [`DeviceOptions::matmul_split_k`];
+    /// - `TEXSTREAM_CONV_SPLIT_K=N` (N >= 1): [`DeviceOptions::conv_split_k`];
     /// - `TEXSTREAM_NORM_ROW_GROUPS=1` or `0`: [`DeviceOptions::norm_row_groups`];
     /// - `TEXSTREAM_NORM_WIDE_ROWS=1` or `0`: [`DeviceOptions::norm_wide_rows`];
     /// - `TEXSTREAM_ATTENTION_ONE_PASS=1` or `0`: [`DeviceOptions::attention_one_pass`];
@@ -223,6 +229,9 @@ impl DeviceOptions {
             matmul_split_k: var("TEXSTREAM_MATMUL_SPLIT_K")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|&n| n > 0),
+            conv_split_k: var("TEXSTREAM_CONV_SPLIT_K")
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .filter(|&n| n > 0),
             attention_splits: var("TEXSTREAM_ATTENTION_SPLITS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|&n| n > 0),
@@ -270,6 +279,7 @@ mod tests {
         assert_eq!(o.attention_packed_out, None);
         assert_eq!(o.coop_step_k, None);
         assert_eq!(o.matmul_split_k, None);
+        assert_eq!(o.conv_split_k, None);
         assert_eq!(o.norm_row_groups, None);
         assert_eq!(o.norm_wide_rows, None);
         assert_eq!(o.attention_one_pass, None);
@@ -315,6 +325,10 @@ mod tests {
         assert_eq!(
             with(&[("TEXSTREAM_MATMUL_SPLIT_K", "3")]).matmul_split_k,
             Some(3)
+        );
+        assert_eq!(
+            with(&[("TEXSTREAM_CONV_SPLIT_K", "4")]).conv_split_k,
+            Some(4)
         );
         assert_eq!(
             with(&[("TEXSTREAM_MATMUL_SPLIT_K", "0")]).matmul_split_k,

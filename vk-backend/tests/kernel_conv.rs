@@ -5,8 +5,9 @@
 //! page boundaries.
 
 use vk_backend::kernels::{
-    conv2d, conv2d_add_into, conv2d_is_depthwise, conv2d_kernel, Conv2dParams, ConvKernel,
-    ConvWeights, CoopTile, UnaryOp, Window2d,
+    conv2d, conv2d_add_into, conv2d_into, conv2d_is_depthwise, conv2d_kernel, conv2d_output_shape,
+    conv2d_split_add_into, conv2d_split_shape, Conv2dParams, ConvKernel, ConvWeights, CoopTile,
+    UnaryOp, Window2d,
 };
 use vk_backend::layout::{pack_conv_filter, pack_depthwise_filter, pack_vector};
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
@@ -435,7 +436,17 @@ fn check_cases(
                 depthwise,
                 conv2d_kernel(d, &c.x, &params, p).unwrap(),
             ));
-            let out = conv2d(&mut rec, &x, cw, &params, "y").unwrap();
+            // Over reduction spans where the shape (or the device's options) splits it.
+            let shape = conv2d_output_shape(&c.x, &params).unwrap();
+            let out = Tensor::new(d, "y", &shape, p).unwrap();
+            match conv2d_split_shape(&rec, &x, &params, &out).unwrap() {
+                Some(s) => {
+                    let partials = Tensor::new(d, "partials", &s, Precision::F32).unwrap();
+                    conv2d_split_add_into(&mut rec, &x, cw, &params, None, &out, &partials)
+                }
+                None => conv2d_into(&mut rec, &x, cw, &params, &out),
+            }
+            .unwrap();
             let [_, _, oh, ow] = [0, 0, out.shape()[2], out.shape()[3]];
             let r = |v: &[f32]| v.iter().map(|&v| p.round(v) as f64).collect::<Vec<_>>();
             let want = conv_ref(
@@ -459,6 +470,45 @@ fn check_cases(
     }
     assert_no_validation_messages(d);
     kernels
+}
+
+/// The small and wide tensor-core tiles over three reduction spans a convolution (their sums
+/// finished by the combine kernel), on every dense fp16 case; without cooperative matrices
+/// nothing splits and the portable kernels run the same cases.
+#[test]
+fn conv2d_over_reduction_spans_matches_reference() {
+    for tile in [CoopTile::Small, CoopTile::Wide] {
+        let d = vk_backend::Device::new(&vk_backend::DeviceOptions {
+            coop_conv_tile: Some(tile),
+            conv_split_k: Some(3),
+            ..vk_backend::DeviceOptions::from_env()
+        })
+        .unwrap();
+        let rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+        let split = cases()
+            .iter()
+            .filter(|c| {
+                let params = Conv2dParams {
+                    window: c.window,
+                    groups: c.groups,
+                    out_channels: c.o,
+                    activation: c.act,
+                };
+                let x = Tensor::new(&d, "x", &c.x, Precision::F16).unwrap();
+                let shape = conv2d_output_shape(&c.x, &params).unwrap();
+                let out = Tensor::new(&d, "y", &shape, Precision::F16).unwrap();
+                conv2d_split_shape(&rec, &x, &params, &out)
+                    .unwrap()
+                    .is_some()
+            })
+            .count();
+        assert_eq!(
+            split > 0,
+            d.features().cooperative_matrix_f16,
+            "{tile:?}: {split} cases split"
+        );
+        check_cases(&d, &[Precision::F16], 29);
+    }
 }
 
 #[test]

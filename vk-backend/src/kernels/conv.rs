@@ -9,7 +9,7 @@ use crate::kernels::elementwise::UnaryOp;
 use crate::kernels::launch::{kerr, launch, IMAGES_2, IMAGES_3};
 use crate::kernels::push::PushConstants;
 use crate::kernels::window::{check_out, dispatch_3d, rank4, Window2d};
-use crate::pipeline::KernelDesc;
+use crate::pipeline::{BindingKind, KernelDesc};
 use crate::recorder::{Arg, Recorder};
 use crate::tensor::Tensor;
 
@@ -55,6 +55,41 @@ const CONV2D_COOP_LARGE: KernelDesc = KernelDesc {
     push_constant_bytes: 112,
     uses_weights: true,
 };
+/// The small and wide tiles over one span of the reduction a workgroup
+/// (`conv2d_coop*_splitk.comp`), and the kernel that sums the spans and finishes the output
+/// (`conv2d_coop_splitk_combine.comp`): input, output, addend, and the fp32 partial results;
+/// the partials' fold follows the convolution's push constants.
+const COOP_SPLITK_BINDINGS: &[BindingKind] = &[
+    BindingKind::StorageImage,
+    BindingKind::StorageImage,
+    BindingKind::StorageImage,
+    BindingKind::StorageImageF32,
+];
+const CONV2D_COOP_SPLITK: KernelDesc = KernelDesc {
+    name: "conv2d_coop_splitk",
+    bindings: COOP_SPLITK_BINDINGS,
+    push_constant_bytes: 120,
+    uses_weights: true,
+};
+const CONV2D_COOP_WIDE_SPLITK: KernelDesc = KernelDesc {
+    name: "conv2d_coop_wide_splitk",
+    ..CONV2D_COOP_SPLITK
+};
+const CONV2D_COOP_SPLITK_COMBINE: KernelDesc = KernelDesc {
+    name: "conv2d_coop_splitk_combine",
+    ..CONV2D_COOP_SPLITK
+};
+/// Invocations a workgroup of `conv2d_coop_splitk_combine.comp`.
+const COOP_COMBINE_THREADS: u32 = 64;
+/// Subgroups a workgroup of the small and wide tiles (`SUBGROUPS` in `include/conv_coop.glsl`),
+/// each taking every eighth step of its span.
+const COOP_SUBGROUPS: usize = 8;
+/// Fewest steps a subgroup takes in a span: below it the partial results and their sum cost
+/// more than the workgroups gained.
+const COOP_SPLIT_MIN_SUBGROUP_STEPS: usize = 4;
+/// Most spans a reduction splits into.
+const COOP_SPLIT_MAX_SPANS: usize = 16;
+
 const CONV2D_COOP_LARGE_N96: KernelDesc = KernelDesc {
     name: "conv2d_coop_large_n96",
     ..CONV2D_COOP_LARGE
@@ -80,6 +115,15 @@ pub enum CoopTile {
 }
 
 impl CoopTile {
+    /// Input texels a step of the tile's K loop takes (the small tile 16, the wide one 4, the
+    /// large ones 16 over their four K groups).
+    fn step_texels(self) -> usize {
+        match self {
+            CoopTile::Wide => 4,
+            _ => 16,
+        }
+    }
+
     /// Pixels x output channels per workgroup.
     pub fn pixels_channels(self) -> [u64; 2] {
         match self {
@@ -187,6 +231,95 @@ pub fn conv2d_add_into(
     addend: Option<&Tensor>,
     out: &Tensor,
 ) -> Result<()> {
+    record_conv2d(rec, x, weights, p, addend, out, None)
+}
+
+/// [`conv2d_add_into`] with its reduction split over workgroups where
+/// [`conv2d_split_shape`] gives `partials` (an fp32 tensor of that shape) for it: each span's
+/// sum goes to `partials`, and a second kernel sums the spans and finishes the output.
+pub fn conv2d_split_add_into(
+    rec: &mut Recorder,
+    x: &Tensor,
+    weights: ConvWeights,
+    p: &Conv2dParams,
+    addend: Option<&Tensor>,
+    out: &Tensor,
+    partials: &Tensor,
+) -> Result<()> {
+    record_conv2d(rec, x, weights, p, addend, out, Some(partials))
+}
+
+/// The shape of the fp32 partial results `[1, 4, spans * N * pixels, ceil(O / 4)]` that
+/// [`conv2d_split_add_into`] needs, where the convolution runs on the small or wide
+/// tensor-core tile and its workgroups leave most of the device idle while its reduction is
+/// long ([`coop_split_spans`]); `None` elsewhere (run [`conv2d_add_into`]).
+pub fn conv2d_split_shape(
+    rec: &Recorder,
+    x: &Tensor,
+    p: &Conv2dParams,
+    out: &Tensor,
+) -> Result<Option<Vec<usize>>> {
+    let ConvKernel::CoopGemm(tile) = conv2d_kernel(rec.device(), x.shape(), p, out.precision())?
+    else {
+        return Ok(None);
+    };
+    let spans = coop_split_spans(rec.device(), x.shape(), p, tile)?;
+    let [n, o, oh, ow] = conv2d_output_shape(x.shape(), p)?;
+    Ok((spans > 1).then(|| vec![1, 4, spans * n * oh * ow, o.div_ceil(4)]))
+}
+
+/// Reduction spans of a convolution on tensor-core tile `tile` over input shape `x`: one on the
+/// large tiles; on the small and wide ones, where the tile's workgroups are at most half the
+/// device's multiprocessors, as many as fill about two workgroups a multiprocessor while each
+/// subgroup keeps [`COOP_SPLIT_MIN_SUBGROUP_STEPS`] steps a span, or as the device's options
+/// fix ([`crate::DeviceOptions::conv_split_k`]). ResNet-50's 3x3 convolutions at 14x14 make 56
+/// wide workgroups of 144 steps for 132 multiprocessors: four spans.
+fn coop_split_spans(
+    device: &Device,
+    x: &[usize],
+    p: &Conv2dParams,
+    tile: CoopTile,
+) -> Result<usize> {
+    if !matches!(tile, CoopTile::Small | CoopTile::Wide) {
+        return Ok(1);
+    }
+    let [n, o, oh, ow] = conv2d_output_shape(x, p)?;
+    let [kh, kw] = p.window.kernel;
+    let k4 = kh * kw * (x[1] / p.groups).div_ceil(4);
+    let steps = k4.div_ceil(tile.step_texels());
+    let [tp, tc] = tile.pixels_channels();
+    let workgroups = ((oh * ow) as u64).div_ceil(tp) * (o as u64).div_ceil(tc) * n as u64;
+    Ok(split_spans(&device.features(), workgroups, steps))
+}
+
+/// Spans for `workgroups` workgroups of `steps` steps each (see [`coop_split_spans`]), the
+/// steps dealt out evenly so that no span is empty.
+fn split_spans(features: &crate::DeviceFeatures, workgroups: u64, steps: usize) -> usize {
+    let want = match features.conv_split_k {
+        Some(n) => n as usize,
+        None => {
+            let multiprocessors = features.multiprocessors();
+            if 2 * workgroups > multiprocessors {
+                return 1;
+            }
+            let room = (2 * multiprocessors / workgroups.max(1)) as usize;
+            room.min(steps / (COOP_SUBGROUPS * COOP_SPLIT_MIN_SUBGROUP_STEPS))
+        }
+    };
+    let want = want.clamp(1, steps.clamp(1, COOP_SPLIT_MAX_SPANS));
+    steps.div_ceil(steps.div_ceil(want))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record_conv2d(
+    rec: &mut Recorder,
+    x: &Tensor,
+    weights: ConvWeights,
+    p: &Conv2dParams,
+    addend: Option<&Tensor>,
+    out: &Tensor,
+    partials: Option<&Tensor>,
+) -> Result<()> {
     let [_, c, _, _] = rank4("conv2d", x)?;
     let want = conv2d_output_shape(x.shape(), p)?;
     check_out("conv2d", x, out, &want)?;
@@ -244,6 +377,13 @@ pub fn conv2d_add_into(
                 ],
                 [1, 1, 1],
             )?;
+            let spans = match partials {
+                Some(_) => coop_split_spans(rec.device(), x.shape(), p, tile)?,
+                None => 1,
+            };
+            if let (Some(partials), true) = (partials, spans > 1) {
+                return record_coop_split(rec, (tile, spans), (&args, partials), push(0), out);
+            }
             let desc = match tile {
                 CoopTile::Small => &CONV2D_COOP,
                 CoopTile::Wide => &CONV2D_COOP_WIDE,
@@ -281,6 +421,63 @@ pub fn conv2d_add_into(
             launch(rec, desc, out.precision(), &args, &pc, groups)
         }
     }
+}
+
+/// Records a convolution on the small or wide tensor-core `tile` over `spans` reduction spans
+/// (`args`: input, output, addend; `push`: its push constants), each span's sum into
+/// `partials`, then the kernel that sums them into `out`.
+fn record_coop_split(
+    rec: &mut Recorder,
+    (tile, spans): (CoopTile, usize),
+    (args, partials): (&[Arg<'_>], &Tensor),
+    push: PushConstants,
+    out: &Tensor,
+) -> Result<()> {
+    let l = out.layout();
+    let pixels = l.h as u64 * l.w as u64;
+    let want = [1, 4, spans * l.n as usize * pixels as usize, l.c4 as usize];
+    if partials.shape() != want || partials.precision() != crate::layout::Precision::F32 {
+        return Err(kerr(
+            "conv2d",
+            format!(
+                "partials `{}` {:?} {:?}: expected an fp32 tensor {want:?}",
+                partials.name(),
+                partials.shape(),
+                partials.precision()
+            ),
+        ));
+    }
+    let [tp, tc] = tile.pixels_channels();
+    let groups = dispatch_3d(
+        rec.device(),
+        "conv2d",
+        [
+            pixels.div_ceil(tp),
+            (l.c as u64).div_ceil(tc),
+            l.n as u64 * spans as u64,
+        ],
+        [1, 1, 1],
+    )?;
+    let pl = partials.layout();
+    let pc = push.set_word(27, spans as u32).u32(pl.pw).u32(pl.ph);
+    let desc = match tile {
+        CoopTile::Small => &CONV2D_COOP_SPLITK,
+        _ => &CONV2D_COOP_WIDE_SPLITK,
+    };
+    let split_args = [args, &[Arg::output(partials)]].concat();
+    launch(rec, desc, out.precision(), &split_args, &pc, groups)?;
+    // One invocation an output texel.
+    let combine_args = [args, &[Arg::input(partials)]].concat();
+    let texels = l.n as u64 * l.c4 as u64 * pixels;
+    let groups = crate::kernels::push::dispatch_1d(rec.device(), texels, COOP_COMBINE_THREADS);
+    launch(
+        rec,
+        &CONV2D_COOP_SPLITK_COMBINE,
+        out.precision(),
+        &combine_args,
+        &pc,
+        groups,
+    )
 }
 
 /// Which kernel runs a convolution.
@@ -342,6 +539,20 @@ pub fn conv2d_kernel(
             ((oh * ow) as u64).div_ceil(tp) * (o as u64).div_ceil(tc) * n as u64
         };
         let by_shape = coop_tile_by_shape(features.multiprocessors(), groups);
+        // Where the small tile would take it for want of workgroups, the wide one split over
+        // reduction spans instead, if it splits (each staged texel serves twice the products).
+        let k4 = kh * kw * icg.div_ceil(4);
+        let wide_spans = || {
+            split_spans(
+                &features,
+                groups(CoopTile::Wide),
+                k4.div_ceil(CoopTile::Wide.step_texels()),
+            )
+        };
+        let by_shape = match by_shape {
+            CoopTile::Small if wide_spans() > 1 => CoopTile::Wide,
+            tile => tile,
+        };
         let tile = features.coop_conv_tile.unwrap_or(by_shape);
         return Ok(ConvKernel::CoopGemm(tile));
     }
