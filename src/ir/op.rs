@@ -189,7 +189,7 @@ pub struct Window {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Op {
     /// inputs: X, W (const [O, I/g, KH, KW]), B? (const [O]), addend? (Y's shape, added
-    /// before the activation; only made by `passes::concat_conv`).
+    /// before the activation; made by `passes::concat_conv` and `passes::residual_conv`).
     Conv {
         window: Window,
         group: usize,

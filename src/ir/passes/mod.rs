@@ -6,6 +6,7 @@ pub mod fold_bn;
 pub mod fuse;
 pub mod heads;
 pub mod layout;
+pub mod residual_conv;
 pub mod residual_norm;
 pub mod rope;
 pub mod rows;
@@ -73,6 +74,9 @@ pub struct PassReport {
     /// Residual Adds run inside the norm that reads their sum.
     #[serde(default)]
     pub residual_norms_fused: usize,
+    /// Residual Adds run as the addend of the convolution that makes one of their operands.
+    #[serde(default)]
+    pub residual_convs_fused: usize,
     /// Graph outputs shown in their Reshape's shape instead of copied by it.
     #[serde(default)]
     pub output_reshapes_removed: usize,
@@ -114,6 +118,7 @@ pub fn optimize_with(g: &mut Graph, opts: &PassOptions) -> PassReport {
     r.noop_casts_removed = fuse::noop_casts(g);
     r.bias_adds_fused = fuse::bias_add(g);
     r.dead_nodes_removed += dce(g);
+    r.residual_convs_fused = residual_conv::fuse_residual_adds(g);
     r.activations_fused = fuse::activations(g);
     r.concat_convs_split = concat_conv::split_conv_over_concat(g);
     r.transposes_absorbed = layout::absorb_transposes(g);
