@@ -539,9 +539,16 @@ pub fn conv2d_kernel(
             ((oh * ow) as u64).div_ceil(tp) * (o as u64).div_ceil(tc) * n as u64
         };
         let by_shape = coop_tile_by_shape(features.multiprocessors(), groups);
-        // Where the small tile would take it for want of workgroups, the wide one split over
-        // reduction spans instead, if it splits (each staged texel serves twice the products).
+        // Where the small tile would take it for want of workgroups and its own reduction is
+        // long (each subgroup at least COOP_SPLIT_MIN_SUBGROUP_STEPS steps), the wide one split
+        // over reduction spans instead, if it splits: each staged texel serves twice the
+        // products. On an H100 (session 38, runs 8 and 11) ResNet-50's 7x7 convolutions went
+        // from 79.6 to 52.1 us (3x3, 512 channels) and from 47.4 to 29.6 (1x1 from 2048), while
+        // DenseNet-121's 3x3 ones to 32 channels (two or three steps a subgroup on the small
+        // tile) lost on the wide one split, 24.8 against 31.6 us.
         let k4 = kh * kw * icg.div_ceil(4);
+        let small_steps = k4.div_ceil(CoopTile::Small.step_texels());
+        let long = small_steps.div_ceil(COOP_SUBGROUPS) >= COOP_SPLIT_MIN_SUBGROUP_STEPS;
         let wide_spans = || {
             split_spans(
                 &features,
@@ -550,7 +557,7 @@ pub fn conv2d_kernel(
             )
         };
         let by_shape = match by_shape {
-            CoopTile::Small if wide_spans() > 1 => CoopTile::Wide,
+            CoopTile::Small if long && wide_spans() > 1 => CoopTile::Wide,
             tile => tile,
         };
         let tile = features.coop_conv_tile.unwrap_or(by_shape);
