@@ -27,6 +27,26 @@ fn devices() -> [Device; 2] {
     [device(), tree]
 }
 
+/// An atlas at precision `p` of four-row pages holding the packed vectors of `stream` (texels
+/// of four values, padded to whole pages), every page loaded.
+fn loaded_atlas(d: &Device, p: Precision, mut stream: Vec<f32>) -> WeightAtlas {
+    let tpp = 512 * 4;
+    let pages = (stream.len() / 4).div_ceil(tpp) as u32;
+    stream.resize(pages as usize * tpp * 4, 0.0);
+    let atlas = WeightAtlas::new(
+        d,
+        AtlasConfig {
+            slots: pages,
+            precision: p,
+            page_height: Some(4),
+            logical_pages: pages,
+        },
+    )
+    .unwrap();
+    atlas.load_all_now(&stream).unwrap();
+    atlas
+}
+
 fn tol(p: Precision) -> f64 {
     match p {
         Precision::F16 => 4e-3,
@@ -159,20 +179,7 @@ fn norm_cases(d: &Device) {
             stream.extend(pack_vector(&bv));
             prepared.push((shape, axis, a, has_bias, sv, bv, s_off, b_off));
         }
-        let tpp = 512 * 4;
-        let pages = (stream.len() / 4).div_ceil(tpp) as u32;
-        stream.resize(pages as usize * tpp * 4, 0.0);
-        let atlas = WeightAtlas::new(
-            &d,
-            AtlasConfig {
-                slots: pages,
-                precision: p,
-                page_height: Some(4),
-                logical_pages: pages,
-            },
-        )
-        .unwrap();
-        atlas.load_all_now(&stream).unwrap();
+        let atlas = loaded_atlas(&d, p, stream);
         let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
         rec.use_weights(&atlas);
         let mut checks = Vec::new();
@@ -333,20 +340,7 @@ fn packed_cases(d: &Device, p: Precision, cases: &[(&[usize], bool, bool)]) {
     let bv = rng.vec(widest, -0.5, 0.5);
     let mut stream = pack_vector(&sv);
     stream.extend(pack_vector(&bv));
-    let tpp = 512 * 4;
-    let pages = (stream.len() / 4).div_ceil(tpp) as u32;
-    stream.resize(pages as usize * tpp * 4, 0.0);
-    let atlas = WeightAtlas::new(
-        d,
-        AtlasConfig {
-            slots: pages,
-            precision: p,
-            page_height: Some(4),
-            logical_pages: pages,
-        },
-    )
-    .unwrap();
-    atlas.load_all_now(&stream).unwrap();
+    let atlas = loaded_atlas(d, p, stream);
     let mut rec = Recorder::new(d, QueueKind::Compute).unwrap();
     rec.use_weights(&atlas);
     let mut checks = Vec::new();
