@@ -174,7 +174,10 @@ fn check_with(
         // given the same fp16 inputs (node by node, within 1 fp16 ulp); what remains is fp16
         // activation storage: early perturbations grow ~30x through the network and the sigmoid
         // is steepest where pixels are undecided (ORT's own whole-model fp16 conversion is at
-        // 0.97e-2 on the 640x640 input). Bounds: the measured values plus ~25%.
+        // 0.97e-2 on the 640x640 input). Bounds: the measured values plus ~25%. Since its
+        // residual Adds run in their convolutions (`passes::residual_conv`, session 38), each
+        // sum is rounded to fp16 once instead of twice, and that moved which pixels drift: at
+        // 384x768, 1.44e-2 with 0.04% of values above 1e-2 (640x640: 1.53e-2, 0.03%).
         if case.starts_with("det") && pure_fp16 {
             let over = frac_over(&got.data, &want.data, tol);
             println!(
@@ -184,7 +187,7 @@ fn check_with(
             let (max_err, max_over) = if case == "det" {
                 (2e-2, 1e-3)
             } else {
-                (1.6e-2, 1e-4)
+                (1.6e-2, 5e-4)
             };
             assert!(
                 e <= max_err && over <= max_over,
