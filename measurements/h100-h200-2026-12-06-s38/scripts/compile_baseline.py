@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Session 38, run 14: torch.compile (inductor, mode "max-autotune-no-cudagraphs" off; "reduce-overhead",
-which replays CUDA graphs) of torchvision's ResNet-50 and MobileNetV3-Large in fp16 at batch 1, beside
-the plain CUDA-graph replay, with the seeded weights scripts/kernel_baseline.py uses. Prints JSON."""
+"""Session 38, run 14: torch.compile (inductor, mode "reduce-overhead", which replays CUDA graphs) of
+torchvision's ResNet-50 and MobileNetV3-Large in fp16 at batch 1 with seeded random weights, beside
+the same model's plain CUDA-graph replay, each the median of 50 timed calls. Prints JSON."""
 import json, sys, time
 import torch, torchvision.models as tvm
 
