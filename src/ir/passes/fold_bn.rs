@@ -1,6 +1,7 @@
-//! Folds BatchNormalization into the preceding Conv; lowers any other BatchNorm to Mul + Add.
+//! Folds BatchNormalization into the preceding Conv; lowers any other BatchNorm to a depthwise
+//! 1x1 Conv (over NCHW) or to Mul + Add.
 use super::{rewrite_each, Rewrite};
-use crate::ir::{BinaryOp, Graph, Node, Op, TensorData};
+use crate::ir::{Activation, BinaryOp, Graph, Node, Op, TensorData, Window};
 
 fn bn_params(g: &Graph, n: &Node, eps: f32) -> Option<(Vec<f32>, Vec<f32>)> {
     let get = |i: usize| g.constants.get(&n.input(i)?).map(|t| t.as_f32());
@@ -71,7 +72,11 @@ fn fold_at(g: &mut Graph, rw: &mut Rewrite, bi: usize) -> Option<()> {
     Some(())
 }
 
-/// Any BatchNorm left becomes x * s + b with per-channel constants shaped [C, 1, ..] (axis 1).
+/// Any BatchNorm left becomes x * s + b per channel (axis 1): over an NCHW tensor a depthwise
+/// 1x1 Conv with weights s and bias b, one dispatch into whose epilogue an activation after it
+/// fuses (`fuse::activations`: DenseNet's pre-activation BN and ReLU before each of its
+/// convolutions, three dispatches where the Conv is one); over other ranks a Mul and an Add with
+/// constants shaped [C, 1, ..].
 pub fn lower_remaining(g: &mut Graph) -> usize {
     let mut count = 0;
     let mut out = Vec::with_capacity(g.nodes.len());
@@ -85,6 +90,35 @@ pub fn lower_remaining(g: &mut Graph) -> usize {
             out.push(n);
             continue;
         };
+        let c = s.len();
+        if g.tensors[x].shape.len() == 4 && g.tensors[x].shape[1] == c {
+            let w = g.add_constant(
+                format!("{}/scale", n.name),
+                TensorData::from_f32(vec![c, 1, 1, 1], s),
+            );
+            let bt = g.add_constant(
+                format!("{}/shift", n.name),
+                TensorData::from_f32(vec![c], b),
+            );
+            out.push(Node {
+                name: n.name.clone(),
+                op: Op::Conv {
+                    window: Window {
+                        kernel: [1, 1],
+                        strides: [1, 1],
+                        dilations: [1, 1],
+                        pads: [0, 0, 0, 0],
+                        spatial_rank: 2,
+                    },
+                    group: c,
+                    activation: Activation::None,
+                },
+                inputs: vec![Some(x), Some(w), Some(bt)],
+                outputs: vec![n.outputs[0]],
+            });
+            count += 1;
+            continue;
+        }
         let rank = g.tensors[x].shape.len().max(2);
         let mut cshape = vec![s.len()];
         cshape.extend(std::iter::repeat_n(1, rank - 2));
@@ -115,4 +149,69 @@ pub fn lower_remaining(g: &mut Graph) -> usize {
     }
     g.nodes = out;
     count
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{DType, Port};
+
+    /// A BatchNorm over an activation of `shape` (channels at axis 1) that no Conv makes.
+    fn lone_bn(shape: &[usize]) -> Graph {
+        let mut g = Graph::default();
+        let c = shape[1];
+        let x = g.add_tensor("x", shape.to_vec(), DType::F32);
+        let y = g.add_tensor("y", shape.to_vec(), DType::F32);
+        let vector = |v: Vec<f32>| TensorData::from_f32(vec![c], v);
+        let scale = g.add_constant("scale", vector(vec![2.0; c]));
+        let bias = g.add_constant("bias", vector(vec![1.0; c]));
+        let mean = g.add_constant("mean", vector((0..c).map(|i| i as f32).collect()));
+        let var = g.add_constant("var", vector(vec![4.0; c]));
+        g.nodes = vec![Node {
+            name: "bn".into(),
+            op: Op::BatchNorm { epsilon: 0.0 },
+            inputs: [x, scale, bias, mean, var].map(Some).to_vec(),
+            outputs: vec![y],
+        }];
+        g.inputs = vec![Port::new("x", x)];
+        g.outputs = vec![Port::new("y", y)];
+        g
+    }
+
+    #[test]
+    fn a_lone_batchnorm_over_nchw_becomes_a_depthwise_conv() {
+        let mut g = lone_bn(&[1, 3, 4, 4]);
+        assert_eq!(lower_remaining(&mut g), 1);
+        let [n] = g.nodes.as_slice() else {
+            panic!("one node: {:?}", g.nodes)
+        };
+        assert!(matches!(
+            &n.op,
+            Op::Conv {
+                group: 3,
+                activation: Activation::None,
+                window: Window {
+                    kernel: [1, 1],
+                    strides: [1, 1],
+                    pads: [0, 0, 0, 0],
+                    ..
+                },
+            }
+        ));
+        // s = 2 / sqrt(4) = 1; b = 1 - mean * s.
+        let w = &g.constants[&n.input(1).unwrap()];
+        assert_eq!(
+            (w.shape.clone(), w.as_f32()),
+            (vec![3, 1, 1, 1], vec![1.0; 3])
+        );
+        assert_eq!(g.constants[&n.input(2).unwrap()].as_f32(), [1.0, 0.0, -1.0]);
+        // Over [N, C, L] it stays a Mul and an Add.
+        let mut g = lone_bn(&[1, 3, 8]);
+        assert_eq!(lower_remaining(&mut g), 1);
+        let ops: Vec<&Op> = g.nodes.iter().map(|n| &n.op).collect();
+        assert_eq!(
+            ops,
+            [&Op::Binary(BinaryOp::Mul), &Op::Binary(BinaryOp::Add)]
+        );
+    }
 }
