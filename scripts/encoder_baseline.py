@@ -114,6 +114,8 @@ def main():
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--ort-output")
     ap.add_argument("--texstream-output")
+    ap.add_argument("--compile", action="store_true",
+                    help="also time torch.compile(mode=\"reduce-overhead\")")
     args = ap.parse_args()
     import torch
 
@@ -151,6 +153,10 @@ def main():
         torch.cuda.synchronize()
         report["cuda_graph_vs_eager"] = rel(out.float().cpu().numpy(), y16)
         report["cuda_graph"] = bench(torch, g.replay, args.iters)
+    if args.compile:
+        from torch_compiled import compiled_ms
+        report["compiled"], report["compile_s"] = compiled_ms(
+            torch, m16, xin, lambda fn, n: bench(torch, fn, n), args.iters)
     if args.texstream_output:
         report["texstream_vs_ort"] = rel(np.load(args.texstream_output), ref)
     report["gpu"] = torch.cuda.get_device_name(0)

@@ -10,7 +10,8 @@ Needs PyTorch with CUDA and torchvision (the device's /opt/torch/.venv). Writes 
 OUTDIR/NAME.onnx (TorchScript exporter, opset 17) and OUTDIR/NAME.input.npy, and
 OUTDIR/torch.json: per model the median ms of eager fp16 and of a CUDA graph replay of the fp16
 forward (torch.cuda.CUDAGraph), each over N timed iterations after warm-up, with a device sync
-around each iteration.
+around each iteration; with --compile also torch.compile(mode="reduce-overhead")
+(scripts/torch_compiled.py).
 """
 import argparse
 import json
@@ -39,6 +40,8 @@ def main():
     ap.add_argument("--models", default="resnet18,resnet50,mobilenet_v3_large,densenet121")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--compile", action="store_true",
+                    help="also time torch.compile(mode=\"reduce-overhead\")")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     result = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "models": {}}
@@ -73,6 +76,10 @@ def main():
                 row["cuda_graph_fp16_ms"] = median_ms(g.replay, a.iters)
             except Exception as e:  # recorded, the other numbers still stand
                 row["cuda_graph_error"] = repr(e)[-300:]
+        if a.compile:
+            from torch_compiled import compiled_ms
+            row["compiled_fp16_ms"], row["compile_s"] = compiled_ms(
+                torch, m, xg, median_ms, a.iters)
         result["models"][name] = row
         print(name, row, flush=True)
         with open(os.path.join(a.out, "torch.json"), "w") as f:

@@ -27,6 +27,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir")
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--compile", action="store_true",
+                    help="also time torch.compile(mode=\"reduce-overhead\")")
     args = ap.parse_args()
     import onnxruntime as ort
     import torch
@@ -79,6 +81,10 @@ def main():
         torch.cuda.synchronize()
         report["cuda_graph_vs_ort"] = rel(out.float().cpu().numpy(), ref)
         report["cuda_graph"] = bench(torch, g.replay, args.iters)
+    if args.compile:
+        from torch_compiled import compiled_ms
+        report["compiled"], report["compile_s"] = compiled_ms(
+            torch, m16, xin, lambda fn, n: bench(torch, fn, n), args.iters)
     report["gpu"] = torch.cuda.get_device_name(0)
     report["torch"] = torch.__version__
     report["transformers"] = tf.__version__

@@ -152,28 +152,43 @@ vec4 load_value(uint key, uint x) {
 // QB 1 the same unrolled loads were slower (BERT-base 40 -> 48 us, the 1.34 B prefill's 84 ->
 // 102), so it keeps the loop.
 #define STAGE_PER_KEY (128u * QBU / BK)
+// The one-pass kernels at QB 3 and 4 load each key block while the block before it is
+// multiplied (NO_ATTENTION_PREFETCH, for experiments, stages each block after the last).
+#if defined(ONE_PASS) && QB >= 3 && !defined(NO_ATTENTION_PREFETCH)
+#define ATTENTION_PREFETCH
+#endif
 #define STAGE_ITERS ((MAXD + STAGE_PER_KEY - 1u) / STAGE_PER_KEY)
-void stage_keys(uint k0, bool values) {
-    uint j = tid / STAGE_PER_KEY, key = k0 + j, x0 = tid % STAGE_PER_KEY;
-    bool in_span = key < k_end;
 #if QB >= 3
-    // Every key and value load issued before any store, so all their latencies overlap.
-    vec4 kv[STAGE_ITERS], vv[STAGE_ITERS];
+// A key block's texels as loaded (zero past the span and the head dims), held in registers
+// between load_block and store_block.
+vec4 block_k[STAGE_ITERS], block_v[STAGE_ITERS];
+
+// Issues every key (and value) load of the block at k0 before any is used, so that all their
+// latencies overlap; the one-pass loop issues the next block's while it multiplies this one's
+// (ATTENTION_PREFETCH).
+void load_block(uint k0, bool values) {
+    uint key = k0 + tid / STAGE_PER_KEY, x0 = tid % STAGE_PER_KEY;
+    bool in_span = key < k_end;
     [[unroll]] for (uint i = 0u; i < STAGE_ITERS; i++) {
         uint x = x0 + i * STAGE_PER_KEY;
-        kv[i] = (in_span && x < d) ? load_key(key, x) : vec4(0.0);
+        block_k[i] = (in_span && x < d) ? load_key(key, x) : vec4(0.0);
     }
     if (values) {
         [[unroll]] for (uint i = 0u; i < STAGE_ITERS; i++) {
             uint x = x0 + i * STAGE_PER_KEY;
-            vv[i] = (in_span && x < dv) ? load_value(key, x) : vec4(0.0);
+            block_v[i] = (in_span && x < dv) ? load_value(key, x) : vec4(0.0);
         }
     }
+}
+
+// Writes the loaded block to every lane's rows in shared memory.
+void store_block(bool values) {
+    uint j = tid / STAGE_PER_KEY, x0 = tid % STAGE_PER_KEY;
     [[unroll]] for (uint i = 0u; i < STAGE_ITERS; i++) {
         uint x = x0 + i * STAGE_PER_KEY;
         if (x < dp) {
             for (uint l = 0u; l < LANES; l++) {
-                ks[l][j * KS + x] = float16_t(kv[i][l]);
+                ks[l][j * KS + x] = float16_t(block_k[i][l]);
             }
         }
     }
@@ -184,11 +199,20 @@ void stage_keys(uint k0, bool values) {
         uint x = x0 + i * STAGE_PER_KEY;
         if (x < dvp) {
             for (uint l = 0u; l < LANES; l++) {
-                vs[l][j * KS + x] = float16_t(vv[i][l]);
+                vs[l][j * KS + x] = float16_t(block_v[i][l]);
             }
         }
     }
+}
+#endif
+
+void stage_keys(uint k0, bool values) {
+#if QB >= 3
+    load_block(k0, values);
+    store_block(values);
 #else
+    uint j = tid / STAGE_PER_KEY, key = k0 + j, x0 = tid % STAGE_PER_KEY;
+    bool in_span = key < k_end;
     for (uint x = x0; x < dp; x += STAGE_PER_KEY) {
         vec4 kv = (in_span && x < d) ? load_key(key, x) : vec4(0.0);
         for (uint l = 0u; l < LANES; l++) {
@@ -332,9 +356,21 @@ void main() {
     float m = -3.402823466e38, l = 0.0;
     MAT_A pa;
     MAT_B b;
+#ifdef ATTENTION_PREFETCH
+    load_block(k_begin, true);
+#endif
     for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
+#ifdef ATTENTION_PREFETCH
+        // This block from registers; the next block's loads then fly behind its products.
+        store_block(true);
+        barrier();
+        if (k0 + BK < k_end) {
+            load_block(k0 + BK, true);
+        }
+#else
         stage_keys(k0, true);
         barrier();
+#endif
         SCORE_BLOCK();
         OWN_ROWS_SYNC();
         float sc[8];
