@@ -90,6 +90,10 @@ bool k_rows, has_mask;
 // Every lane reads its own lane of one key/value texel layer (no grouped heads across texels):
 // a key's texel is the four lanes' values as they are.
 bool plain_kv;
+// K and V written packed by their projections (is_packed): staged a head's four values a fetch.
+bool packed_kv;
+// Lanes of this texel layer whose query heads exist (4 but in the last layer of H % 4 heads).
+uint live_lanes;
 uint m_layer;
 
 // Element (key, x) of K for each head lane: x < d, key in the span. One texel load serves every lane
@@ -158,6 +162,44 @@ vec4 load_value(uint key, uint x) {
 #define ATTENTION_PREFETCH
 #endif
 #define STAGE_ITERS ((MAXD + STAGE_PER_KEY - 1u) / STAGE_PER_KEY)
+// Packed K and V (packed_kv): unit x of a key's dp (K) or dvp (V) is texel x % (dims / 4) of
+// lane x / (dims / 4)'s head row, zero past the span, the head dims and the heads. The same
+// count of units as a split key's dims, so the staging loops keep their bounds.
+vec4 packed_kv_texel(bool value, uint key, uint x) {
+    uint dims = value ? dvp : dp, per = dims / 4u, l = x / per, x4 = x % per;
+    uint real = value ? dv : d;
+    if (key >= k_end || x >= dims || 4u * x4 >= real || l >= live_lanes) {
+        return vec4(0.0);
+    }
+    return value ? LOAD_AT(img_v, tv, 0u, kv_head[l] * dv / 4u + x4, key)
+                 : LOAD_AT(img_k, tk, 0u, kv_head[l] * d / 4u + x4, key);
+}
+
+// This invocation's key row j of a block and its first unit x0 (then every STAGE_PER_KEY-th).
+// Split rows: consecutive invocations walk one key's units, along the key's texel row. Packed:
+// consecutive invocations walk the block's keys, along a packed texel row (keys are its x):
+// walking units down a packed column made the Whisper-tiny encoder's attention slower than
+// split rows (209 -> 263 us a layer on an H100, session 39, run 3).
+uvec2 stage_unit() {
+    return packed_kv ? uvec2(tid % BK, tid / BK) : uvec2(tid / STAGE_PER_KEY, tid % STAGE_PER_KEY);
+}
+
+// Writes packed unit x of key row j (packed_kv_texel's) to its lane's row.
+void store_packed_unit(bool value, uint j, uint x, vec4 t) {
+    uint dims = value ? dvp : dp, per = dims / 4u;
+    if (x >= dims) {
+        return;
+    }
+    uint l = x / per, at = j * KS + 4u * (x % per);
+    [[unroll]] for (uint c = 0u; c < 4u; c++) {
+        if (value) {
+            vs[l][at + c] = float16_t(t[c]);
+        } else {
+            ks[l][at + c] = float16_t(t[c]);
+        }
+    }
+}
+
 #if QB >= 3
 // A key block's texels as loaded (zero past the span and the head dims), held in registers
 // between load_block and store_block.
@@ -167,8 +209,20 @@ vec4 block_k[STAGE_ITERS], block_v[STAGE_ITERS];
 // latencies overlap; the one-pass loop issues the next block's while it multiplies this one's
 // (ATTENTION_PREFETCH).
 void load_block(uint k0, bool values) {
-    uint key = k0 + tid / STAGE_PER_KEY, x0 = tid % STAGE_PER_KEY;
+    uvec2 unit = stage_unit();
+    uint key = k0 + unit.x, x0 = unit.y;
     bool in_span = key < k_end;
+    if (packed_kv) {
+        [[unroll]] for (uint i = 0u; i < STAGE_ITERS; i++) {
+            block_k[i] = packed_kv_texel(false, key, x0 + i * STAGE_PER_KEY);
+        }
+        if (values) {
+            [[unroll]] for (uint i = 0u; i < STAGE_ITERS; i++) {
+                block_v[i] = packed_kv_texel(true, key, x0 + i * STAGE_PER_KEY);
+            }
+        }
+        return;
+    }
     [[unroll]] for (uint i = 0u; i < STAGE_ITERS; i++) {
         uint x = x0 + i * STAGE_PER_KEY;
         block_k[i] = (in_span && x < d) ? load_key(key, x) : vec4(0.0);
@@ -183,7 +237,19 @@ void load_block(uint k0, bool values) {
 
 // Writes the loaded block to every lane's rows in shared memory.
 void store_block(bool values) {
-    uint j = tid / STAGE_PER_KEY, x0 = tid % STAGE_PER_KEY;
+    uvec2 unit = stage_unit();
+    uint j = unit.x, x0 = unit.y;
+    if (packed_kv) {
+        [[unroll]] for (uint i = 0u; i < STAGE_ITERS; i++) {
+            store_packed_unit(false, j, x0 + i * STAGE_PER_KEY, block_k[i]);
+        }
+        if (values) {
+            [[unroll]] for (uint i = 0u; i < STAGE_ITERS; i++) {
+                store_packed_unit(true, j, x0 + i * STAGE_PER_KEY, block_v[i]);
+            }
+        }
+        return;
+    }
     [[unroll]] for (uint i = 0u; i < STAGE_ITERS; i++) {
         uint x = x0 + i * STAGE_PER_KEY;
         if (x < dp) {
@@ -211,8 +277,20 @@ void stage_keys(uint k0, bool values) {
     load_block(k0, values);
     store_block(values);
 #else
-    uint j = tid / STAGE_PER_KEY, key = k0 + j, x0 = tid % STAGE_PER_KEY;
+    uvec2 unit = stage_unit();
+    uint j = unit.x, key = k0 + j, x0 = unit.y;
     bool in_span = key < k_end;
+    if (packed_kv) {
+        for (uint x = x0; x < dp; x += STAGE_PER_KEY) {
+            store_packed_unit(false, j, x, packed_kv_texel(false, key, x));
+        }
+        if (values) {
+            for (uint x = x0; x < dvp; x += STAGE_PER_KEY) {
+                store_packed_unit(true, j, x, packed_kv_texel(true, key, x));
+            }
+        }
+        return;
+    }
     for (uint x = x0; x < dp; x += STAGE_PER_KEY) {
         vec4 kv = (in_span && x < d) ? load_key(key, x) : vec4(0.0);
         for (uint l = 0u; l < LANES; l++) {
@@ -307,6 +385,12 @@ void main() {
     uint n_i = layer / c4, c4_i = layer % c4;
     kv_heads(n_i, c4_i, kv_head, kv_layer);
     plain_kv = all(equal(kv_layer, uvec4(kv_layer[0]))) && all(equal(kv_head % 4u, uvec4(0u, 1u, 2u, 3u)));
+#ifdef PACKED_KV_ONLY
+    packed_kv = true; // experiments: the split-rows staging compiled out
+#else
+    packed_kv = is_packed(SPLIT_K) && is_packed(SPLIT_V);
+#endif
+    live_lanes = min(4u, pc.c - 4u * c4_i);
     m_layer = mask_layer(n_i, c4_i);
     rq0 = sq0 + qb * BQ;
 

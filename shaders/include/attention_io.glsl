@@ -27,7 +27,8 @@ layout(push_constant) uniform Push {
     uint flags; // bit 0: a mask is bound; bit 1: K_ROWS (K is [.., Sk, D]); bit 2: a row with
                 // every key at -inf gives 0, not NaN; bit 3: merged heads (out is [1, Sq, H * Dv]);
                 // bits 4, 5, 6: Q, K, V read from split rows (see SPLIT_Q below); bit 7: merged
-                // heads written packed (PACKED_OUT below)
+                // heads written packed (PACKED_OUT below); bits 9, 10: split K, V written packed
+                // (is_packed below)
     uint groups_per_layer;
     uint kvc;   // key/value heads (= c without grouping)
     uint splits;     // attention_decode.comp: key spans a query row is split over (1: none)
@@ -68,11 +69,19 @@ void kv_heads(uint n_i, uint c4_i, out uvec4 kv_head, out uvec4 kv_layer) {
 #define SPLIT_K 32u
 #define SPLIT_V 64u
 bool is_split(uint bit) { return (pc.flags & bit) != 0u; }
+// A split K or V written packed by its projection (flags bits 9 and 10, each set with its split
+// bit): [4, H * D / 4, S], texel (row, (h * D + x) / 4) holding head h's x..x+3 (D a multiple
+// of 4), the tensor-core MatMul's packed layout. A texel then carries four of a head's values
+// where a split row's carries one: staging a key block takes a quarter of the texel fetches.
+bool is_packed(uint split_bit) { return (pc.flags & (split_bit << 4u)) != 0u; }
 
 // The descriptor of an operand of `heads` heads whose push constants are t.
 TensorDesc operand_desc(uvec4 t, uint heads, uint split_bit) {
     if (!is_split(split_bit)) {
         return desc(t, heads);
+    }
+    if (is_packed(split_bit)) {
+        return TensorDesc(1u, 4u, heads * t.y / 4u, t.x, 1u, t.z, t.w, 0u);
     }
     return TensorDesc(1u, 1u, t.x, heads * t.y, 1u, t.z, t.w, 0u);
 }
@@ -97,6 +106,10 @@ vec4 query_texel(TensorDesc tq, uint layer, uint row, uint x) {
 // texel layer `layer` where K is not split.
 float key_element(TensorDesc tk, uint head, uint layer, uint y, uint x) {
     if (is_split(SPLIT_K)) {
+        if (is_packed(SPLIT_K)) {
+            uint e = head * pc.k.y + x;
+            return LOAD_AT(img_k, tk, 0u, e / 4u, y)[e % 4u];
+        }
         return LOAD_AT(img_k, tk, 0u, y, head * pc.k.y + x).x;
     }
     return LOAD_AT(img_k, tk, layer, y, x)[head % 4u];
@@ -105,6 +118,10 @@ float key_element(TensorDesc tk, uint head, uint layer, uint y, uint x) {
 // Element (key, x) of value head `head`, its texel layer `layer` where V is not split.
 float value_element(TensorDesc tv, uint head, uint layer, uint key, uint x) {
     if (is_split(SPLIT_V)) {
+        if (is_packed(SPLIT_V)) {
+            uint e = head * pc.v.y + x;
+            return LOAD_AT(img_v, tv, 0u, e / 4u, key)[e % 4u];
+        }
         return LOAD_AT(img_v, tv, 0u, key, head * pc.v.y + x).x;
     }
     return LOAD_AT(img_v, tv, layer, key, x)[head % 4u];

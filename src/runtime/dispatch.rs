@@ -501,6 +501,122 @@ impl Executable {
         Ok(Some(shape))
     }
 
+    /// Where MatMul node `n` writes its output packed for the attention that alone reads it as
+    /// K or V (`attention_packed_kv`): its output, the scratch kind and the packed shape.
+    fn packed_for_attention(
+        &mut self,
+        rec: &Recorder,
+        n: &Node,
+    ) -> Result<Option<(TensorId, MatMulScratch, Vec<usize>)>> {
+        let Some(&y) = n.outputs.first() else {
+            return Ok(None);
+        };
+        let Some((ai, slot)) = self.sole_reader(y) else {
+            return Ok(None);
+        };
+        if !matches!(self.header.graph.nodes[ai].op, Op::Attention { .. })
+            || !(1..=2).contains(&slot)
+        {
+            return Ok(None);
+        }
+        let Some(shapes) = self.attention_packed_kv(rec, ai)? else {
+            return Ok(None);
+        };
+        let kind = if slot == 1 {
+            MatMulScratch::AttentionKey
+        } else {
+            MatMulScratch::AttentionValue
+        };
+        Ok(Some((y, kind, shapes[slot - 1].clone())))
+    }
+
+    /// The node reading tensor `t`, and the input slot it reads it at, where that is its only
+    /// read and `t` is no graph output.
+    fn sole_reader(&self, t: TensorId) -> Option<(usize, usize)> {
+        let g = &self.header.graph;
+        if g.outputs.iter().any(|p| p.tensor == t) {
+            return None;
+        }
+        let mut reads = g.nodes.iter().enumerate().flat_map(|(ni, m)| {
+            m.inputs
+                .iter()
+                .enumerate()
+                .filter(move |(_, i)| **i == Some(t))
+                .map(move |(slot, _)| (ni, slot))
+        });
+        let first = reads.next()?;
+        reads.next().is_none().then_some(first)
+    }
+
+    /// The packed shapes in which attention node `ai`'s K and V projections write them
+    /// (`k::attention_packed_kv_shapes`), or `None` where they write rows: each must be a
+    /// MatMul over packed weights that can write its output packed in that shape, and this
+    /// attention its output's only reader. Decided once a node, so that the projections and
+    /// the attention agree.
+    fn attention_packed_kv(
+        &mut self,
+        rec: &Recorder,
+        ai: usize,
+    ) -> Result<Option<[Vec<usize>; 2]>> {
+        if let Some(known) = self.attention_packed_kv.get(&ai) {
+            return Ok(known.clone());
+        }
+        let decided = self.decide_attention_packed_kv(rec, ai)?;
+        self.attention_packed_kv.insert(ai, decided.clone());
+        Ok(decided)
+    }
+
+    fn decide_attention_packed_kv(
+        &self,
+        rec: &Recorder,
+        ai: usize,
+    ) -> Result<Option<[Vec<usize>; 2]>> {
+        let g = &self.header.graph;
+        let n = &g.nodes[ai];
+        if self.device.features().attention_head_copies {
+            return Ok(None);
+        }
+        let (operands, mask, opts) = self.attention_call(n)?;
+        let y = self.output(n, 0)?;
+        let inputs = k::AttentionInputs {
+            q: &operands[0],
+            k: &operands[1],
+            v: &operands[2],
+            mask: mask.as_ref(),
+        };
+        let Some(shapes) = k::attention_packed_kv_shapes(&inputs, &opts, y.precision())
+            .map_err(kernel_error(n))?
+        else {
+            return Ok(None);
+        };
+        for (slot, shape) in [1, 2].into_iter().zip(&shapes) {
+            let Some(t) = n.input(slot) else {
+                return Ok(None);
+            };
+            if self.sole_reader(t) != Some((ai, slot)) {
+                return Ok(None);
+            }
+            let Some(pi) = g.nodes.iter().position(|m| m.outputs.first() == Some(&t)) else {
+                return Ok(None);
+            };
+            let producer = &g.nodes[pi];
+            if !matches!(producer.op, Op::MatMul { .. }) {
+                return Ok(None);
+            }
+            let (a, out, rhs, mopts) = self.matmul_call(pi, producer)?;
+            if !rhs.is_weights() {
+                return Ok(None);
+            }
+            let b = rhs.as_mat_rhs();
+            let writes = k::matmul_packed_out_shape(rec, &a, b, &mopts, &out)
+                .map_err(kernel_error(producer))?;
+            if writes.as_ref() != Some(shape) {
+                return Ok(None);
+            }
+        }
+        Ok(Some(shapes))
+    }
+
     /// A MatMul without a run-time C: split over reduction spans where the kernels split it
     /// (`k::matmul_split_k_shape`; the executable keeps one fp32 partials tensor a shape),
     /// through a `[4, K/4, M]` copy of A (one a shape too) where they take one
@@ -547,6 +663,15 @@ impl Executable {
             }
             None => None,
         };
+        if packed_out.is_none() {
+            if let Some((out_id, kind, shape)) = self.packed_for_attention(rec, n)? {
+                let target = self.matmul_scratch(kind, &shape)?;
+                k::matmul_packed_out_into(rec, a, packed.as_ref(), b, opts, (y, &target))
+                    .map_err(kernel_error(n))?;
+                self.packed_only.insert(out_id);
+                return Ok(());
+            }
+        }
         let Some((out_id, out_shape)) = packed_out else {
             return match &packed {
                 Some(p) => k::matmul_packed_into(rec, a, p, b, opts, y),
@@ -571,6 +696,8 @@ impl Executable {
         }
         let (name, precision) = match kind {
             MatMulScratch::PackedA => (format!("packed A {shape:?}"), self.vkp()),
+            MatMulScratch::AttentionKey => (format!("packed keys {shape:?}"), self.vkp()),
+            MatMulScratch::AttentionValue => (format!("packed values {shape:?}"), self.vkp()),
             MatMulScratch::Partials => (format!("partials {shape:?}"), vk_backend::Precision::F32),
         };
         let t =
@@ -940,18 +1067,67 @@ impl Executable {
         k::gather_rows_into(rec, table, &ids, &y, self.streamed_lookups).map_err(kernel_error(n))
     }
 
-    /// Attention. Operands split into heads (`HeadSplits`) are read from their rows, or, on a
-    /// device whose options ask for copies (`DeviceOptions::attention_head_copies`), copied into
-    /// heads in the node's scratch first, as the exporters' Reshape and Transpose would.
-    fn record_attention(&mut self, rec: &mut Recorder, ni: usize, n: &Node) -> Result<()> {
+    /// Attention node `n`'s operands as its inputs (split ones as rows), its mask and options.
+    fn attention_call(&self, n: &Node) -> Result<([Tensor; 3], Option<Tensor>, k::AttentionOpts)> {
+        let Op::Attention { split_heads, .. } = &n.op else {
+            return Err(unsupported(n));
+        };
+        let operands = [self.input(n, 0)?, self.input(n, 1)?, self.input(n, 2)?];
+        self.attention_args(n, operands, split_heads.dims())
+    }
+
+    /// The mask and options of attention node `n` over `operands`, of which those with a head
+    /// dim in `dims` are split rows.
+    fn attention_args(
+        &self,
+        n: &Node,
+        [q, kk, v]: [Tensor; 3],
+        dims: [Option<usize>; 3],
+    ) -> Result<([Tensor; 3], Option<Tensor>, k::AttentionOpts)> {
         let Op::Attention {
             scale,
             key_rows,
             nan_to_zero,
             merge_heads,
-            split_heads,
+            ..
         } = &n.op
         else {
+            return Err(unsupported(n));
+        };
+        // Heads of a split operand: its rows' width over its head dim.
+        let heads_of = |t: &vk_backend::Tensor, d: Option<usize>| {
+            d.map(|d| t.shape().last().copied().unwrap_or(0) / d.max(1))
+        };
+        let [dq, dk, dv] = dims;
+        let split_heads = dims.iter().any(Option::is_some).then(|| k::SplitHeads {
+            heads: heads_of(&q, dq).unwrap_or(q.layout().c as usize),
+            kv_heads: heads_of(&kk, dk)
+                .or(heads_of(&v, dv))
+                .unwrap_or(kk.layout().c as usize),
+            q: dq.is_some(),
+            k: dk.is_some(),
+            v: dv.is_some(),
+            packed_kv: false,
+        });
+        let mask = match n.input(3) {
+            Some(t) => Some(self.t(n, t)?),
+            None => None,
+        };
+        let opts = k::AttentionOpts {
+            scale: *scale,
+            key_rows: *key_rows,
+            nan_to_zero: *nan_to_zero,
+            merge_heads: *merge_heads,
+            split_heads,
+        };
+        Ok(([q, kk, v], mask, opts))
+    }
+
+    /// Attention. Operands split into heads (`HeadSplits`) are read from their rows, or, on a
+    /// device whose options ask for copies (`DeviceOptions::attention_head_copies`), copied into
+    /// heads in the node's scratch first, as the exporters' Reshape and Transpose would.
+    fn record_attention(&mut self, rec: &mut Recorder, ni: usize, n: &Node) -> Result<()> {
+        let Op::Attention { split_heads, .. } = &n.op else {
             return Err(unsupported(n));
         };
         let mut operands = [self.input(n, 0)?, self.input(n, 1)?, self.input(n, 2)?];
@@ -972,33 +1148,19 @@ impl Executable {
                 operands[slot] = t;
             }
         }
-        let [q, kk, v] = operands;
-        // Heads of a split operand: its rows' width over its head dim.
-        let heads_of = |t: &vk_backend::Tensor, d: Option<usize>| {
-            d.map(|d| t.shape().last().copied().unwrap_or(0) / d.max(1))
-        };
-        let [dq, dk, dv] = dims;
-        let split_heads = dims.iter().any(Option::is_some).then(|| k::SplitHeads {
-            heads: heads_of(&q, dq).unwrap_or(q.layout().c as usize),
-            kv_heads: heads_of(&kk, dk)
-                .or(heads_of(&v, dv))
-                .unwrap_or(kk.layout().c as usize),
-            q: dq.is_some(),
-            k: dk.is_some(),
-            v: dv.is_some(),
-        });
-        let mask = match n.input(3) {
-            Some(t) => Some(self.t(n, t)?),
-            None => None,
-        };
+        let (operands, mask, mut opts) = self.attention_args(n, operands, dims)?;
         let y = self.output(n, 0)?;
-        let opts = k::AttentionOpts {
-            scale: *scale,
-            key_rows: *key_rows,
-            nan_to_zero: *nan_to_zero,
-            merge_heads: *merge_heads,
-            split_heads,
-        };
+        // K and V their projections wrote packed (`attention_packed_kv`), read as those copies.
+        let [q, mut kk, mut v] = operands;
+        if !self.device.features().attention_head_copies {
+            if let Some([k_shape, v_shape]) = self.attention_packed_kv(rec, ni)? {
+                kk = self.matmul_scratch(MatMulScratch::AttentionKey, &k_shape)?;
+                v = self.matmul_scratch(MatMulScratch::AttentionValue, &v_shape)?;
+                if let Some(split) = opts.split_heads.as_mut() {
+                    split.packed_kv = true;
+                }
+            }
+        }
         // A decode step's key spans keep their partial results in the node's scratch.
         let spans = k::attention_partials_shape(&q, &kk, &v, mask.as_ref(), &opts)
             .map_err(kernel_error(n))?;

@@ -63,6 +63,11 @@ impl Default for BuildOptions {
 pub(crate) enum MatMulScratch {
     /// A's four-values-a-texel copy (`vk_backend::kernels::matmul_packed_a_shape`).
     PackedA,
+    /// Key (`AttentionKey`) and value (`AttentionValue`) rows a projection writes packed for the
+    /// tensor-core attention that alone reads them
+    /// (`vk_backend::kernels::attention_packed_kv_shapes`).
+    AttentionKey,
+    AttentionValue,
     /// The fp32 partial results of a reduction split over spans
     /// (`vk_backend::kernels::matmul_split_k_shape`; a tensor-core convolution's too,
     /// `conv2d_split_shape`, of the same form).
@@ -93,6 +98,9 @@ pub struct Executable {
     pub(crate) packed_a_last: Option<(usize, Option<TensorId>, Vec<usize>)>,
     /// MatMul outputs written only as the next MatMul's packed A (never as themselves).
     pub(crate) packed_only: std::collections::HashSet<TensorId>,
+    /// Per attention node: the packed shapes its K and V projections write them in, or `None`
+    /// where they write rows (decided once, at the first of the three nodes to record).
+    pub(crate) attention_packed_kv: HashMap<usize, Option<[Vec<usize>; 2]>>,
     pub(crate) arena: ArenaPlan,
     /// Graph inputs the arena keeps alive for the whole run ([`Self::pin_inputs`]).
     pinned_inputs: Vec<TensorId>,
@@ -209,6 +217,7 @@ impl Executable {
             matmul_scratch: HashMap::new(),
             packed_a_last: None,
             packed_only: Default::default(),
+            attention_packed_kv: Default::default(),
             arena: ArenaPlan::default(),
             pinned_inputs: Vec::new(),
             arena_tensors: Vec::new(),

@@ -191,6 +191,9 @@ pub struct DeviceFeatures {
     /// The tensor-core attention writes merged heads only the next MatMul reads as its packed A
     /// ([`crate::DeviceOptions::attention_packed_out`]); `None`: wherever it can.
     pub attention_packed_out: Option<bool>,
+    /// Key and value projections write rows only the tensor-core attention reads packed
+    /// ([`crate::DeviceOptions::attention_packed_kv`]); `None`: for the one-block kernels.
+    pub attention_packed_kv: Option<bool>,
     /// k a step of the tensor-core MatMuls, where the device's options fix it
     /// ([`crate::DeviceOptions::coop_step_k`]); `None`: by shape.
     pub coop_step_k: Option<u32>,
@@ -323,6 +326,7 @@ impl Capabilities {
             matmul_packed_out: None,
             norm_packed_out: None,
             attention_packed_out: None,
+            attention_packed_kv: None,
             coop_step_k: None,
             matmul_split_k: None,
             conv_split_k: None,

@@ -339,6 +339,7 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     caps.features.matmul_packed_out = opts.matmul_packed_out;
     caps.features.norm_packed_out = opts.norm_packed_out;
     caps.features.attention_packed_out = opts.attention_packed_out;
+    caps.features.attention_packed_kv = opts.attention_packed_kv;
     caps.features.coop_step_k = opts.coop_step_k;
     caps.features.matmul_split_k = opts.matmul_split_k;
     caps.features.conv_split_k = opts.conv_split_k;

@@ -84,6 +84,11 @@ pub struct DeviceOptions {
     /// packed A, write them as that copy ([`crate::kernels::attention_packed_out_shape`]; the
     /// default) or not (`Some(false)`): to measure one against the other.
     pub attention_packed_out: Option<bool>,
+    /// Let the key and value projections whose rows only a tensor-core attention reads write
+    /// them packed, `[4, H * D / 4, S]` ([`crate::kernels::attention_packed_kv_shapes`]): for
+    /// the one-block kernels (the default), for every tensor-core kernel (`Some(true)`), or
+    /// nowhere (`Some(false)`): to measure one against the other.
+    pub attention_packed_kv: Option<bool>,
     /// Run every tensor-core MatMul with a B packed [K, N] on 128 k a step (`Some(128)`) or 64
     /// (`Some(64)`) instead of picking by shape: to measure one against the other.
     pub coop_step_k: Option<u32>,
@@ -147,6 +152,7 @@ impl DeviceOptions {
     /// - `TEXSTREAM_MATMUL_PACKED_OUT=1` or `0`: [`DeviceOptions::matmul_packed_out`];
     /// - `TEXSTREAM_NORM_PACKED_OUT=1` or `0`: [`DeviceOptions::norm_packed_out`];
     /// - `TEXSTREAM_ATTENTION_PACKED_OUT=1` or `0`: [`DeviceOptions::attention_packed_out`];
+    /// - `TEXSTREAM_ATTENTION_PACKED_KV=1` or `0`: [`DeviceOptions::attention_packed_kv`];
     /// - `TEXSTREAM_COOP_STEP_K=64` or `128`: [`DeviceOptions::coop_step_k`];
     /// - `TEXSTREAM_MATMUL_SPLIT_K=N` (N >= 1): [`DeviceOptions::matmul_split_k`];
     /// - `TEXSTREAM_CONV_SPLIT_K=N` (N >= 1): [`DeviceOptions::conv_split_k`];
@@ -216,6 +222,7 @@ impl DeviceOptions {
             matmul_packed_out: on_off("TEXSTREAM_MATMUL_PACKED_OUT"),
             norm_packed_out: on_off("TEXSTREAM_NORM_PACKED_OUT"),
             attention_packed_out: on_off("TEXSTREAM_ATTENTION_PACKED_OUT"),
+            attention_packed_kv: on_off("TEXSTREAM_ATTENTION_PACKED_KV"),
             norm_row_groups: on_off("TEXSTREAM_NORM_ROW_GROUPS"),
             norm_wide_rows: on_off("TEXSTREAM_NORM_WIDE_ROWS"),
             attention_one_pass: on_off("TEXSTREAM_ATTENTION_ONE_PASS"),
@@ -277,6 +284,7 @@ mod tests {
         assert_eq!(o.matmul_packed_out, None);
         assert_eq!(o.norm_packed_out, None);
         assert_eq!(o.attention_packed_out, None);
+        assert_eq!(o.attention_packed_kv, None);
         assert_eq!(o.coop_step_k, None);
         assert_eq!(o.matmul_split_k, None);
         assert_eq!(o.conv_split_k, None);
@@ -308,6 +316,7 @@ mod tests {
             ("TEXSTREAM_MATMUL_PACKED_OUT", "1"),
             ("TEXSTREAM_NORM_PACKED_OUT", "0"),
             ("TEXSTREAM_ATTENTION_PACKED_OUT", "0"),
+            ("TEXSTREAM_ATTENTION_PACKED_KV", "0"),
             ("TEXSTREAM_COOP_STEP_K", "128"),
             ("TEXSTREAM_MATMUL_SPLIT_K", " 1"),
             ("TEXSTREAM_NORM_ROW_GROUPS", "0"),
@@ -339,6 +348,7 @@ mod tests {
         assert_eq!(o.matmul_packed_out, Some(true));
         assert_eq!(o.norm_packed_out, Some(false));
         assert_eq!(o.attention_packed_out, Some(false));
+        assert_eq!(o.attention_packed_kv, Some(false));
         assert_eq!(o.attention_query_blocks, Some(4));
         assert_eq!(
             with(&[("TEXSTREAM_ATTENTION_QUERY_BLOCKS", "2")]).attention_query_blocks,

@@ -273,6 +273,7 @@ fn run_on(d: &Device, c: &Case, p: Precision, seed: u64) {
                 q: true,
                 k: true,
                 v: true,
+                packed_kv: false,
             }),
             ..opts
         };
@@ -285,7 +286,47 @@ fn run_on(d: &Device, c: &Case, p: Precision, seed: u64) {
         );
         let o = Tensor::new(&d, "from rows", &[1, c.heads, c.sq, c.dv], p).unwrap();
         attention_into(&mut rec, &inputs, &opts, &o, partials.as_ref()).unwrap();
-        (qt, kt, vt, o)
+        // K and V as their projections write them packed, [4, H * D / 4, S] (texel (s, col / 4)
+        // holding columns col..col+3 of row s), where the head dims allow it.
+        let packed = (c.d.is_multiple_of(4) && c.dv.is_multiple_of(4)).then(|| {
+            let pack = |rows: &[f32], len: usize, width: usize| {
+                let mut r = vec![0.0; rows.len()];
+                for s in 0..len {
+                    for col in 0..width {
+                        r[((col % 4) * (width / 4) + col / 4) * len + s] = rows[s * width + col];
+                    }
+                }
+                r
+            };
+            let (kw, vw) = (c.kv_heads * c.d, c.kv_heads * c.dv);
+            let kp = pack(&kr, c.sk, kw);
+            let vp = pack(&vr, c.sk, vw);
+            let kpt = Tensor::from_data(&d, "k packed", &[4, kw / 4, c.sk], p, &kp).unwrap();
+            let vpt = Tensor::from_data(&d, "v packed", &[4, vw / 4, c.sk], p, &vp).unwrap();
+            let opts = AttentionOpts {
+                split_heads: opts.split_heads.map(|s| SplitHeads {
+                    packed_kv: true,
+                    ..s
+                }),
+                ..opts
+            };
+            let ins = AttentionInputs {
+                q: &qt,
+                k: &kpt,
+                v: &vpt,
+                mask: mt.as_ref(),
+            };
+            let wanted = attention_partials_shape(&qt, &kpt, &vpt, mt.as_ref(), &opts).unwrap();
+            assert_eq!(
+                wanted.as_deref(),
+                partials.as_ref().map(|t| t.shape()),
+                "packed keys and values change no plan"
+            );
+            let o = Tensor::new(&d, "from packed", &[1, c.heads, c.sq, c.dv], p).unwrap();
+            attention_into(&mut rec, &ins, &opts, &o, partials.as_ref()).unwrap();
+            (kpt, vpt, o)
+        });
+        (qt, kt, vt, o, packed)
     });
     rec.submit_and_wait().unwrap();
     let want = reference(c, &q, &k, &v, &m, scale);
@@ -324,9 +365,13 @@ fn run_on(d: &Device, c: &Case, p: Precision, seed: u64) {
             assert_close(&what, &t.download().unwrap(), &want_packed, tol);
         }
     }
-    if let Some((_, _, _, o)) = from_rows {
+    if let Some((_, _, _, o, packed)) = from_rows {
         let what = format!("{what} read from split rows");
         assert_close(&what, &o.download().unwrap(), &want, tol);
+        if let Some((_, _, o)) = packed {
+            let what = format!("{what}, K and V packed");
+            assert_close(&what, &o.download().unwrap(), &want, tol);
+        }
     }
     assert_no_validation_messages(&d);
 }
@@ -736,6 +781,7 @@ fn attention_refuses_shapes_it_cannot_hold() {
             q: true,
             k,
             v: false,
+            packed_kv: false,
         }),
         ..opts
     };

@@ -205,6 +205,10 @@ pub struct SplitHeads {
     pub q: bool,
     pub k: bool,
     pub v: bool,
+    /// K and V (both split) are given as their projections' packed rows `[4, H * D / 4, S]`
+    /// (texel `(s, (h * D + x) / 4)` holding head `h`'s `x..x+3`), the shape
+    /// [`attention_packed_kv_shapes`] names, instead of `[1, S, H * D]`.
+    pub packed_kv: bool,
 }
 
 /// The logical shapes of Q, K and V under `opts` (the tensors' own where not split).
@@ -223,9 +227,31 @@ fn logical_shapes(
             k.name()
         )));
     }
-    let heads_of = |t: &Tensor, is_split: bool, heads: usize| -> Result<Vec<usize>> {
+    if split.packed_kv && !(split.k && split.v) {
+        return Err(err(format!(
+            "packed K `{}` and V `{}` must both be split into heads",
+            k.name(),
+            v.name()
+        )));
+    }
+    let heads_of = |t: &Tensor, is_split: bool, heads: usize, packed: bool| -> Result<Vec<usize>> {
         if !is_split {
             return Ok(t.shape().to_vec());
+        }
+        if packed {
+            return match *t.shape() {
+                [4, texels, rows] if heads > 0 && (4 * texels).is_multiple_of(heads)
+                    && (4 * texels / heads).is_multiple_of(4) =>
+                {
+                    Ok(vec![1, heads, rows, 4 * texels / heads])
+                }
+                _ => Err(err(format!(
+                    "`{}` {:?} is not a projection's packed rows [4, H * D / 4, S] of {heads} heads \
+                     with D a multiple of 4",
+                    t.name(),
+                    t.shape()
+                ))),
+            };
         }
         match *t.shape() {
             [1, rows, width] if heads > 0 && width.is_multiple_of(heads) => {
@@ -239,9 +265,9 @@ fn logical_shapes(
         }
     };
     Ok([
-        heads_of(q, split.q, split.heads)?,
-        heads_of(k, split.k, split.kv_heads)?,
-        heads_of(v, split.v, split.kv_heads)?,
+        heads_of(q, split.q, split.heads, false)?,
+        heads_of(k, split.k, split.kv_heads, split.packed_kv)?,
+        heads_of(v, split.v, split.kv_heads, split.packed_kv)?,
     ])
 }
 
@@ -628,6 +654,45 @@ pub fn attention_packed_out_shape(
     Ok((coop && fits && allowed).then(|| vec![4, ops.heads * dv / 4, ops.rows]))
 }
 
+/// The shapes `[4, H * D / 4, Sk]` and `[4, H * Dv / 4, Sk]` (`H` key/value heads) in which the
+/// projections of K and V, both split rows `[1, Sk, H * D]`, can write them packed for this
+/// attention to read ([`SplitHeads::packed_kv`]): where it runs on the tensor cores, whose key
+/// staging then fetches a texel for four of a head's values where a split row's texel holds one
+/// (an H100's Whisper-tiny encoder spent 83 of its attention's 198 us a layer staging keys and
+/// values from split rows, session 39, run 2), with one query block a head lane unless the
+/// device's options ask for every tensor-core kernel ([`crate::DeviceOptions::attention_packed_kv`],
+/// which can also turn it off), and `D` and `Dv` are multiples of 4. `None` elsewhere.
+pub fn attention_packed_kv_shapes(
+    inputs: &AttentionInputs<'_>,
+    opts: &AttentionOpts,
+    out_precision: Precision,
+) -> Result<Option<[Vec<usize>; 2]>> {
+    let &AttentionInputs { q, k, v, mask } = inputs;
+    attention_shape(q, k, v, mask, opts)?;
+    if !opts.split_heads.is_some_and(|s| s.k && s.v && !s.packed_kv) {
+        return Ok(None);
+    }
+    let ops = Operands::new(q, k, v, opts)?;
+    let (d, dv) = ops.head_dims();
+    let plan = attention_plan(q, k, &ops, opts, out_precision)?;
+    // The wide kernels (several query blocks a head lane) lost with packed operands: the
+    // Whisper-tiny encoder's attention 209 -> 249 us a layer on an H100 (session 39, run 4),
+    // where BERT-base's (one block) gained; they take them only where the options ask.
+    let wanted = match q.device().features().attention_packed_kv {
+        Some(on) => on,
+        None => matches!(plan.kernel, AttentionKernel::TensorCores { blocks: 1, .. }),
+    };
+    let coop = matches!(plan.kernel, AttentionKernel::TensorCores { .. });
+    if !coop || !wanted || !d.is_multiple_of(4) || !dv.is_multiple_of(4) {
+        return Ok(None);
+    }
+    let packed = |t: &Tensor| match *t.shape() {
+        [1, rows, width] => Some(vec![4, width / 4, rows]),
+        _ => None,
+    };
+    Ok(packed(k).zip(packed(v)).map(|(k, v)| [k, v]))
+}
+
 /// Records `out = softmax(scale * Q K^T + mask) V` (the softmax over the keys). `partials`: the
 /// fp32 tensor of [`attention_partials_shape`], when it gives one (the keys then split over
 /// workgroups and a second dispatch merges the spans); `None` runs the unsplit kernel.
@@ -730,7 +795,12 @@ fn record_attention(
         pc = pc.u32(tl.h).u32(tl.w).u32(tl.pw).u32(tl.ph);
     }
     let split_heads = opts.split_heads.map_or(0, |s| {
-        (s.q as u32) << 4 | (s.k as u32) << 5 | (s.v as u32) << 6
+        // Packed K and V: bits 9 and 10.
+        (s.q as u32) << 4
+            | (s.k as u32) << 5
+            | (s.v as u32) << 6
+            | (s.packed_kv as u32) << 9
+            | (s.packed_kv as u32) << 10
     });
     let kv_heads = nchw(&ops.shapes[1])?[1];
     let pc = pc

@@ -26,9 +26,9 @@ mod select;
 mod window;
 
 pub use attention::{
-    attention_into, attention_packed_into, attention_packed_out_shape, attention_partials_shape,
-    attention_shape, attention_uses_tensor_cores, AttentionInputs, AttentionOpts, SplitHeads,
-    ATTENTION_MAX_HEAD_DIM,
+    attention_into, attention_packed_into, attention_packed_kv_shapes, attention_packed_out_shape,
+    attention_partials_shape, attention_shape, attention_uses_tensor_cores, AttentionInputs,
+    AttentionOpts, SplitHeads, ATTENTION_MAX_HEAD_DIM,
 };
 pub use cache::kv_write_into;
 pub use conv::{
