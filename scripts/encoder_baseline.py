@@ -154,9 +154,8 @@ def main():
         report["cuda_graph_vs_eager"] = rel(out.float().cpu().numpy(), y16)
         report["cuda_graph"] = bench(torch, g.replay, args.iters)
     if args.compile:
-        from torch_compiled import compiled_ms
-        report["compiled"], report["compile_s"] = compiled_ms(
-            torch, m16, xin, lambda fn, n: bench(torch, fn, n), args.iters)
+        from torch_compiled import add_compiled
+        add_compiled(report, torch, m16, xin, bench, args.iters)
     if args.texstream_output:
         report["texstream_vs_ort"] = rel(np.load(args.texstream_output), ref)
     report["gpu"] = torch.cuda.get_device_name(0)

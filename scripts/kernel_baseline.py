@@ -21,6 +21,7 @@ import time
 import numpy as np
 import torch
 import torchvision.models as tvm
+from torch_compiled import captured
 
 
 def median_ms(fn, iters):
@@ -61,16 +62,7 @@ def main():
                 m(xg)
             row["eager_fp16_ms"] = median_ms(lambda: m(xg), a.iters)
             try:
-                static_x = xg.clone()
-                s = torch.cuda.Stream()
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    for _ in range(3):
-                        m(static_x)
-                torch.cuda.current_stream().wait_stream(s)
-                g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g):
-                    m(static_x)
+                g, _ = captured(torch, m, xg)
                 for _ in range(10):
                     g.replay()
                 row["cuda_graph_fp16_ms"] = median_ms(g.replay, a.iters)

@@ -25,6 +25,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from encoder_baseline import bench, rel  # noqa: E402  (the same timing and distance)
+from torch_compiled import add_compiled, captured  # noqa: E402
 
 
 def normalize(model, shape):
@@ -142,18 +143,7 @@ def main():
     with torch.no_grad():
         report["eager"] = bench(torch, lambda: m16(xin), args.iters)
         try:
-            static = xin.clone()
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(3):
-                    m16(static)
-            torch.cuda.current_stream().wait_stream(side)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                out = m16(static)
-            g.replay()
-            torch.cuda.synchronize()
+            g, out = captured(torch, m16, xin)
             out = out[0] if isinstance(out, (list, tuple)) else out
             report["cuda_graph"] = bench(torch, g.replay, args.iters)
         except Exception as e:  # a converted op that syncs with the host cannot be captured
@@ -163,9 +153,7 @@ def main():
             out = out[0] if isinstance(out, (list, tuple)) else out
         report["torch_fp16_vs_ort"] = rel(out.float().cpu().numpy(), ref)
     if args.compile:
-        from torch_compiled import compiled_ms
-        report["compiled"], report["compile_s"] = compiled_ms(
-            torch, m16, xin, lambda fn, n: bench(torch, fn, n), args.iters)
+        add_compiled(report, torch, m16, xin, bench, args.iters)
     report["gpu"] = torch.cuda.get_device_name(0)
     report["torch"] = torch.__version__
     with open(args.out_json, "w") as f:
