@@ -1071,3 +1071,77 @@ fn plan_what_if_options_rescale_the_workload_and_refuse_bad_values() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The cap a `cap ... is below the minimum feasible cap` error names: `(bytes, exact)`.
+fn named_minimum(stderr: &str) -> Option<(u64, bool)> {
+    let line = stderr.lines().find(|l| l.starts_with("error: cap "))?;
+    let (at, exact) = match line.find("which is at least ") {
+        Some(i) => (i + "which is at least ".len(), false),
+        None => (
+            line.find("minimum feasible cap ")? + "minimum feasible cap ".len(),
+            true,
+        ),
+    };
+    let digits: String = line[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    Some((digits.parse().ok()?, exact))
+}
+
+#[test]
+fn every_cap_below_the_minimum_names_it_never_an_allocation() {
+    // The tiny assistant's encoder makes scratch tensors (its 1-D convolutions' 2-D copies) only
+    // when its kernels are first recorded, after the estimate the early check uses: a cap
+    // between that estimate and the exact minimum once failed on the allocation itself.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let w = root.join("workloads/assistant-tiny.ron");
+    if !root.join("models/vad/silero_vad.onnx").exists() {
+        eprintln!("skipped: models/vad/silero_vad.onnx (scripts/fetch_models.py) is missing");
+        return;
+    }
+    // `None` where the cap runs; else the minimum the refusal names and whether it is exact.
+    let attempt = |cap: u64| {
+        let c = format!("{cap}B");
+        let o = texstream(&["run", path_str(&w), "--cap", &c, "--iterations", "1"]);
+        if o.status.success() {
+            return None;
+        }
+        let what = format!("cap {cap}");
+        assert_user_error(&what, &o, &["is below the minimum feasible cap"]);
+        let stderr = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(!stderr.contains("memory cap exceeded"), "{what}: {stderr}");
+        let (named, exact) = named_minimum(&stderr).unwrap_or_else(|| panic!("{what}: {stderr}"));
+        assert!(named > cap, "{what}: names {named}");
+        Some((named, exact))
+    };
+    // From a cap of 0, each bound taken as the next cap, until the exact minimum is named or a
+    // bound runs (then it was the minimum).
+    let (mut cap, mut bounds) = (0, Vec::new());
+    let (exact, ran) = loop {
+        match attempt(cap) {
+            None => break (cap, true),
+            Some((named, true)) => break (named, false),
+            Some((named, false)) => bounds.push(named),
+        }
+        assert!(bounds.len() < 8, "no minimum after the bounds {bounds:?}");
+        cap = *bounds.last().unwrap_or(&0);
+    };
+    eprintln!("bounds from a cap of 0: {bounds:?}, minimum {exact}");
+    // A minimum named as exact runs.
+    assert!(
+        ran || attempt(exact).is_none(),
+        "the minimum {exact} does not run"
+    );
+    // Every cap between the first bound and the exact minimum is refused with a bound the
+    // exact minimum does not contradict.
+    let first = bounds.first().copied().unwrap_or(0);
+    for k in 0..6 {
+        let cap = first + (exact - 1 - first) * k / 5;
+        let (named, _) = attempt(cap).unwrap_or_else(|| panic!("cap {cap} ran below {exact}"));
+        assert!(
+            named <= exact,
+            "cap {cap} names {named}, above the minimum {exact}"
+        );
+    }
+}

@@ -200,6 +200,23 @@ fn host_ram_bytes() -> Option<u64> {
 }
 
 /// `profiles` with every step carrying `bytes` of activations.
+/// The device usage the cap refused to let an allocation bring, where `e` is that refusal.
+fn refused_usage(e: &vk_backend::VkError) -> Option<u64> {
+    match e {
+        vk_backend::VkError::CapExceeded { would_be, .. } => Some(*would_be),
+        _ => None,
+    }
+}
+
+/// [`refused_usage`] inside a model's error.
+fn model_refused_usage(e: &crate::runtime::RuntimeError) -> Option<u64> {
+    use crate::runtime::RuntimeError as E;
+    match e {
+        E::Kernel { source, .. } | E::Vk { source, .. } => refused_usage(source),
+        _ => None,
+    }
+}
+
 fn with_activation(profiles: &[Profile], bytes: u64) -> Vec<Profile> {
     let mut profiles = profiles.to_vec();
     for p in &mut profiles {
@@ -370,8 +387,9 @@ impl Session {
             &first_pipe,
             &cost,
         )?;
+        // Only a bound: the warm-up's scratch tensors come on top (below).
         if cap < early_min {
-            return Err(CapError::too_small(cap, early_min, mc, &cost, true).into());
+            return Err(CapError::too_small(cap, early_min, mc, &cost, false).into());
         }
         let arena = vk_backend::SharedMemory::new(
             dev,
@@ -380,24 +398,46 @@ impl Session {
             vk_backend::MemoryCategory::Activations,
         )
         .map_err(dev_err("activation arena"))?;
+        // The warm-up records every kernel once, which makes the models' scratch tensors (a 1-D
+        // convolution's 2-D copies, a MatMul's packed A, split partials), and the I/O staging
+        // comes after: the estimate above does not know them. Where the cap refuses one of them,
+        // the minimum is at least what the refused allocation would have brought (plus the
+        // staging still to come), and the error says so rather than naming the allocation.
+        let at_least_from =
+            |would_be: u64, staging_to_come: u64| -> Result<EngineError, EngineError> {
+                let act = would_be.saturating_sub(before) + staging_to_come;
+                let (at_least, mc) =
+                    min_cap(&with_activation(&loaded.profiles, act), &first_pipe, &cost)?;
+                // The refusal itself shows the cap too small, whatever the estimate says.
+                Ok(CapError::too_small(cap, at_least.max(cap + 1), mc, &cost, false).into())
+            };
         for (m, offsets) in models.iter_mut().zip(&layouts) {
             let name = m.name.clone();
-            let merr = |e: crate::runtime::RuntimeError| EngineError::Model {
-                workload: loaded.workload.path.clone(),
-                model: name.clone(),
-                msg: e.to_string(),
+            let merr = |e: crate::runtime::RuntimeError| match model_refused_usage(&e) {
+                Some(would_be) => at_least_from(would_be, io_bytes).unwrap_or_else(|e| e),
+                None => EngineError::Model {
+                    workload: loaded.workload.path.clone(),
+                    model: name.clone(),
+                    msg: e.to_string(),
+                },
             };
             m.bind_arena(&arena, offsets).map_err(merr)?;
             m.warm_up().map_err(merr)?;
         }
+        let staging_err = |what: &'static str| {
+            move |e: vk_backend::VkError| match refused_usage(&e) {
+                Some(would_be) => at_least_from(would_be, 0).unwrap_or_else(|e| e),
+                None => dev_err(what)(e),
+            }
+        };
         let up = vk_backend::Buffer::staging(dev, "I/O staging", up_size, up_dir)
-            .map_err(dev_err("I/O staging"))?;
+            .map_err(staging_err("I/O staging"))?;
         let io = IoStaging {
             down: if shared_io {
                 up.clone()
             } else {
                 vk_backend::Buffer::staging(dev, "output staging", down_bytes, Dir::Download)
-                    .map_err(dev_err("output staging"))?
+                    .map_err(staging_err("output staging"))?
             },
             up,
         };

@@ -98,7 +98,7 @@ pub enum CapError {
         "cap {cap} B is below the minimum feasible cap, which is at least {at_least} B: step \
          `{step}` of model `{model}` reads {pages} pages ({page_bytes} B each), the models' \
          activation peak is at least {activation} B, and the engine's page table + staging take \
-         {fixed} B (with a cap of at least that, the exact minimum is named)"
+         {fixed} B (a cap of at least that gets the exact minimum named, or a higher bound)"
     )]
     BelowLowerBound {
         cap: u64,
