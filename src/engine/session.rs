@@ -199,7 +199,6 @@ fn host_ram_bytes() -> Option<u64> {
     }
 }
 
-/// `profiles` with every step carrying `bytes` of activations.
 /// The device usage the cap refused to let an allocation bring, where `e` is that refusal.
 fn refused_usage(e: &vk_backend::VkError) -> Option<u64> {
     match e {
@@ -217,6 +216,7 @@ fn model_refused_usage(e: &crate::runtime::RuntimeError) -> Option<u64> {
     }
 }
 
+/// `profiles` with every step carrying `bytes` of activations.
 fn with_activation(profiles: &[Profile], bytes: u64) -> Vec<Profile> {
     let mut profiles = profiles.to_vec();
     for p in &mut profiles {
