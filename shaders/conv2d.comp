@@ -67,9 +67,10 @@ void main() {
                 for (uint i4 = 0u; i4 < icg4; ++i4) {
                     uvec4 t = wbase + tap + i4;
                     mat4 wm = mat4(fetch_weight(t.x), fetch_weight(t.y), fetch_weight(t.z), fetch_weight(t.w));
-                    uint row = texel_index(pc.in_t, in_layer0 + i4, uint(iy), 0u);
+                    // By coordinates (LOAD_AT): no fold's divisions a load where the input is
+                    // unfolded (llvmpipe divides lane by lane).
                     for (int p = 0; p < PX; ++p) {
-                        if (ok[p]) acc[p] += LOAD_TEXEL(img_in, pc.in_t, row + xi[p]) * wm;
+                        if (ok[p]) acc[p] += LOAD_AT(img_in, pc.in_t, in_layer0 + i4, uint(iy), xi[p]) * wm;
                     }
                 }
             }
@@ -90,8 +91,7 @@ void main() {
                         float s = 0.0;
                         for (uint i = 0u; i < pc.icg; ++i) {
                             uint c = g * pc.icg + i;
-                            float xv = LOAD_TEXEL(img_in, pc.in_t,
-                                                  texel_index(pc.in_t, n * pc.in_t.c4 + c / 4u, uint(iy), uint(ix)))[c % 4u];
+                            float xv = LOAD_AT(img_in, pc.in_t, n * pc.in_t.c4 + c / 4u, uint(iy), uint(ix))[c % 4u];
                             s += xv * fetch_weight(wrow + i / 4u)[i % 4u];
                         }
                         acc[p][j] += s;

@@ -39,11 +39,10 @@ void main() {
             uint ky = tap / kw, kx = tap - ky * kw;
             int iy = iy0 + int(ky * dh);
             if (iy < 0 || iy >= H) continue;
-            uint row = texel_index(pc.in_t, layer, uint(iy), 0u);
             vec4 w = fetch_weight(pc.w_off + tap * c4 + oc4);
             for (int p = 0; p < PX; ++p) {
                 int ix = ix0[p] + int(kx * dw);
-                if (ix >= 0 && ix < W) acc[p] += LOAD_TEXEL(img_in, pc.in_t, row + uint(ix)) * w;
+                if (ix >= 0 && ix < W) acc[p] += LOAD_AT(img_in, pc.in_t, layer, uint(iy), uint(ix)) * w;
             }
         }
     }

@@ -56,10 +56,9 @@ void main() {
             if (iy >= 0 && iy < H) {
                 uvec4 t = wbase + tap * icg4 + i4;
                 mat4 wm = mat4(fetch_weight(t.x), fetch_weight(t.y), fetch_weight(t.z), fetch_weight(t.w));
-                uint row = texel_index(pc.in_t, in_layer0 + i4, uint(iy), 0u);
                 for (int p = 0; p < PX; ++p) {
                     int ix = ix0[p] + int(kx * dw);
-                    if (ix >= 0 && ix < W) acc[p] += LOAD_TEXEL(img_in, pc.in_t, row + uint(ix)) * wm;
+                    if (ix >= 0 && ix < W) acc[p] += LOAD_AT(img_in, pc.in_t, in_layer0 + i4, uint(iy), uint(ix)) * wm;
                 }
             }
             i4 += split;

@@ -6,7 +6,7 @@
 use crate::device::Device;
 use crate::error::Result;
 use crate::kernels::elementwise::UnaryOp;
-use crate::kernels::launch::{kerr, launch, IMAGES_2, IMAGES_3};
+use crate::kernels::launch::{kerr, launch, launch_unfolded, unfolded, IMAGES_2, IMAGES_3};
 use crate::kernels::push::PushConstants;
 use crate::kernels::window::{check_out, dispatch_3d, rank4, Window2d};
 use crate::pipeline::{BindingKind, KernelDesc};
@@ -439,7 +439,16 @@ fn record_conv2d(
                 &CONV2D_SPLITK
             };
             let pc = push(0).set_word(27, split);
-            launch(rec, desc, out.precision(), &args, &pc, groups)
+            // The split and direct kernels read the input with LOAD_AT.
+            launch_unfolded(
+                rec,
+                desc,
+                out.precision(),
+                &args,
+                &pc,
+                groups,
+                unfolded(&[x]),
+            )
         }
         ConvKernel::Direct => {
             let pc = push(if aligned || depthwise { 0 } else { 0x100 });
@@ -450,7 +459,15 @@ fn record_conv2d(
                 [units_x, l.h as u64, l.layers()],
                 [8, 8, 1],
             )?;
-            launch(rec, desc, out.precision(), &args, &pc, groups)
+            launch_unfolded(
+                rec,
+                desc,
+                out.precision(),
+                &args,
+                &pc,
+                groups,
+                unfolded(&[x]),
+            )
         }
     }
 }
