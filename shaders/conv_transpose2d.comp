@@ -48,12 +48,11 @@ void main() {
             if (ix >= W) continue;
             uint tap = (ky * kw + kx) * icg4;
             if (!general) {
-                uint row = texel_index(pc.in_t, in_layer0, uint(iy), uint(ix));
-                uint layer_stride = pc.in_t.h * pc.in_t.w;
+                // By coordinates (LOAD_AT), as conv2d.comp: no fold's divisions a load.
                 for (uint i4 = 0u; i4 < icg4; ++i4) {
                     uvec4 t = wbase + tap + i4;
                     mat4 wm = mat4(fetch_weight(t.x), fetch_weight(t.y), fetch_weight(t.z), fetch_weight(t.w));
-                    acc += LOAD_TEXEL(img_in, pc.in_t, row + i4 * layer_stride) * wm;
+                    acc += LOAD_AT(img_in, pc.in_t, in_layer0 + i4, uint(iy), uint(ix)) * wm;
                 }
             } else {
                 for (uint j = 0u; j < 4u; ++j) {
@@ -64,8 +63,7 @@ void main() {
                     float s = 0.0;
                     for (uint i = 0u; i < pc.icg; ++i) {
                         uint c = gj * pc.icg + i;
-                        float xv = LOAD_TEXEL(img_in, pc.in_t,
-                                              texel_index(pc.in_t, n * pc.in_t.c4 + c / 4u, uint(iy), uint(ix)))[c % 4u];
+                        float xv = LOAD_AT(img_in, pc.in_t, n * pc.in_t.c4 + c / 4u, uint(iy), uint(ix))[c % 4u];
                         s += xv * fetch_weight(wrow + i / 4u)[i % 4u];
                     }
                     acc[j] += s;

@@ -5,7 +5,7 @@
 use crate::error::Result;
 use crate::kernels::conv::{check_groups, conv_push_constants, ConvWeights};
 use crate::kernels::elementwise::UnaryOp;
-use crate::kernels::launch::{kerr, launch, IMAGES_2};
+use crate::kernels::launch::{kerr, launch_unfolded, unfolded, IMAGES_2};
 use crate::kernels::window::{check_out, dispatch_3d, rank4, Window2d};
 use crate::pipeline::KernelDesc;
 use crate::recorder::{Arg, Recorder};
@@ -100,7 +100,9 @@ pub fn conv_transpose2d_into(
         [8, 8, 1],
     )?;
     let args = [Arg::input(x), Arg::output(out)];
-    launch(rec, &CONV_TRANSPOSE2D, out.precision(), &args, &pc, groups)
+    // The kernel reads its input with LOAD_AT.
+    let flat = unfolded(&[x]);
+    launch_unfolded(rec, &CONV_TRANSPOSE2D, out.precision(), &args, &pc, groups, flat)
 }
 
 /// Allocates the output and records the transposed conv.
