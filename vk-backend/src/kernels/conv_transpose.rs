@@ -102,7 +102,15 @@ pub fn conv_transpose2d_into(
     let args = [Arg::input(x), Arg::output(out)];
     // The kernel reads its input with LOAD_AT.
     let flat = unfolded(&[x]);
-    launch_unfolded(rec, &CONV_TRANSPOSE2D, out.precision(), &args, &pc, groups, flat)
+    launch_unfolded(
+        rec,
+        &CONV_TRANSPOSE2D,
+        out.precision(),
+        &args,
+        &pc,
+        groups,
+        flat,
+    )
 }
 
 /// Allocates the output and records the transposed conv.
