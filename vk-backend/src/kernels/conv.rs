@@ -396,6 +396,8 @@ fn record_conv2d(
         )
     };
     let units_x = (l.w as u64).div_ceil(CONV_PX);
+    // The split and direct kernels read the input with LOAD_AT.
+    let input_unfolded = unfolded(&[x]);
     match conv2d_kernel(rec.device(), x.shape(), p, out.precision())? {
         ConvKernel::CoopGemm(tile) => {
             let [tp, tc] = tile.pixels_channels();
@@ -439,7 +441,6 @@ fn record_conv2d(
                 &CONV2D_SPLITK
             };
             let pc = push(0).set_word(27, split);
-            // The split and direct kernels read the input with LOAD_AT.
             launch_unfolded(
                 rec,
                 desc,
@@ -447,7 +448,7 @@ fn record_conv2d(
                 &args,
                 &pc,
                 groups,
-                unfolded(&[x]),
+                input_unfolded,
             )
         }
         ConvKernel::Direct => {
@@ -466,7 +467,7 @@ fn record_conv2d(
                 &args,
                 &pc,
                 groups,
-                unfolded(&[x]),
+                input_unfolded,
             )
         }
     }
