@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 // 2D convolution for outputs too small to fill the GPU: SPLIT invocations (a power of two up to
 // 64, from the push constants) share one output unit of conv2d.comp (4 output channels at PX
 // consecutive pixels of a row) and split its reduction over (ky, kx, input texel) between them;
@@ -19,6 +20,9 @@ TENSOR_IN(2, img_add);
 #include "conv_push.glsl"
 
 #include "conv_splitk.glsl"
+
+// Steps of a 1x1 filter's reduction a lane has in flight at once.
+#define STEPS_IN_FLIGHT 4u
 
 void main() {
     SplitUnit u = split_unit(pc.out_t, pc.split_log2);
@@ -50,6 +54,39 @@ void main() {
         // This lane's steps: flat index tap * icg4 + i4 = klane, klane + split, ...
         uint tap = 0u, i4 = klane;
         while (i4 >= icg4) { i4 -= icg4; ++tap; }
+        if (taps == 1u && iy0 >= 0 && iy0 < H) {
+            // A 1x1 filter: the steps are input texels alone, independent of each other. Each
+            // round issues STEPS_IN_FLIGHT steps' page-table reads, then their weight and input
+            // loads, before any is used: a squeeze-and-excitation convolution (one pixel, 60 to
+            // 240 input texels over up to 64 lanes) otherwise waits on each step's chain of
+            // reads in turn.
+            bool okx[PX];
+            for (int p = 0; p < PX; ++p) okx[p] = ix0[p] >= 0 && ix0[p] < W;
+            for (uint b = i4; b < icg4; b += STEPS_IN_FLIGHT * split) {
+                WeightLoc wl[4u * STEPS_IN_FLIGHT];
+                [[unroll]] for (uint s = 0u; s < STEPS_IN_FLIGHT; s++) {
+                    uvec4 t = wbase + min(b + s * split, icg4 - 1u);
+                    [[unroll]] for (uint j = 0u; j < 4u; j++) wl[4u * s + j] = weight_locate(t[j]);
+                }
+                vec4 raw[4u * STEPS_IN_FLIGHT];
+                [[unroll]] for (uint k = 0u; k < 4u * STEPS_IN_FLIGHT; k++) raw[k] = imageLoad(weight_atlas, wl[k].at);
+                vec4 xs[STEPS_IN_FLIGHT * PX];
+                [[unroll]] for (uint s = 0u; s < STEPS_IN_FLIGHT; s++) {
+                    uint si = min(b + s * split, icg4 - 1u);
+                    for (int p = 0; p < PX; ++p) {
+                        xs[s * PX + uint(p)] = okx[p] ? LOAD_AT(img_in, pc.in_t, in_layer0 + si, uint(iy0), uint(ix0[p])) : vec4(0.0);
+                    }
+                }
+                [[unroll]] for (uint s = 0u; s < STEPS_IN_FLIGHT; s++) {
+                    if (b + s * split < icg4) {
+                        mat4 wm = mat4(weight_finish(wl[4u * s], raw[4u * s]), weight_finish(wl[4u * s + 1u], raw[4u * s + 1u]),
+                                       weight_finish(wl[4u * s + 2u], raw[4u * s + 2u]), weight_finish(wl[4u * s + 3u], raw[4u * s + 3u]));
+                        for (int p = 0; p < PX; ++p) acc[p] += xs[s * PX + uint(p)] * wm;
+                    }
+                }
+            }
+            tap = taps;
+        }
         while (tap < taps) {
             uint ky = tap / kw, kx = tap - ky * kw;
             int iy = iy0 + int(ky * dh);

@@ -46,6 +46,9 @@ pub struct InferArgs {
     /// time goes, by op and by node (median per node)
     #[arg(long, value_name = "N")]
     pub profile: Option<usize>,
+    /// Rows the profile lists by shape and by node (with --profile)
+    #[arg(long, value_name = "ROWS", default_value_t = 15)]
+    pub profile_rows: usize,
     /// Record every run's commands again instead of replaying the second run's recording
     /// (to compare the host cost of recording).
     #[arg(long)]
@@ -222,7 +225,7 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(p) = profile {
-        print!("{}", p.report(exe.graph(), 15));
+        print!("{}", p.report(exe.graph(), args.profile_rows));
     }
     Ok(())
 }

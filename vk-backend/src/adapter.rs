@@ -203,6 +203,9 @@ pub struct DeviceFeatures {
     /// Reduction spans of every tensor-core convolution on the small or wide tile, where the
     /// device's options fix them ([`crate::DeviceOptions::conv_split_k`]); `None`: by shape.
     pub conv_split_k: Option<u32>,
+    /// Fewest output pixels of a tensor-core convolution, where the device's options fix it
+    /// ([`crate::DeviceOptions::coop_conv_min_pixels`]); `None`: the small tile's 16.
+    pub coop_conv_min_pixels: Option<u32>,
     /// Short-row norms in row groups or not, where the device's options fix it
     /// ([`crate::DeviceOptions::norm_row_groups`]); `None`: by shape.
     pub norm_row_groups: Option<bool>,
@@ -330,6 +333,7 @@ impl Capabilities {
             coop_step_k: None,
             matmul_split_k: None,
             conv_split_k: None,
+            coop_conv_min_pixels: None,
             norm_row_groups: None,
             norm_wide_rows: None,
             attention_one_pass: None,

@@ -343,6 +343,7 @@ fn restrict(caps: &mut Capabilities, opts: &DeviceOptions) {
     caps.features.coop_step_k = opts.coop_step_k;
     caps.features.matmul_split_k = opts.matmul_split_k;
     caps.features.conv_split_k = opts.conv_split_k;
+    caps.features.coop_conv_min_pixels = opts.coop_conv_min_pixels;
     caps.features.norm_row_groups = opts.norm_row_groups;
     caps.features.norm_wide_rows = opts.norm_wide_rows;
     caps.features.attention_one_pass = opts.attention_one_pass;

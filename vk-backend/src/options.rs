@@ -102,6 +102,10 @@ pub struct DeviceOptions {
     /// picks it), each span's sum finished by a second kernel, instead of picking by shape
     /// ([`crate::kernels::conv2d_split_shape`]): to measure one against the other.
     pub conv_split_k: Option<u32>,
+    /// Run a dense convolution on the tensor cores only from `Some(n)` output pixels up, the
+    /// direct kernels below, instead of from the small tile's 16
+    /// ([`crate::kernels::conv2d_kernel`]): to measure one against the other.
+    pub coop_conv_min_pixels: Option<u32>,
     /// Run every LayerNorm and RMSNorm over W alone of short rows with eight rows a workgroup
     /// (`Some(true)`, where the rows fit) or one (`Some(false)`) instead of picking by shape
     /// ([`crate::kernels::norm_rows`]): to measure one against the other.
@@ -239,6 +243,8 @@ impl DeviceOptions {
             conv_split_k: var("TEXSTREAM_CONV_SPLIT_K")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|&n| n > 0),
+            coop_conv_min_pixels: var("TEXSTREAM_COOP_CONV_MIN_PIXELS")
+                .and_then(|v| v.trim().parse::<u32>().ok()),
             attention_splits: var("TEXSTREAM_ATTENTION_SPLITS")
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|&n| n > 0),
@@ -288,6 +294,7 @@ mod tests {
         assert_eq!(o.coop_step_k, None);
         assert_eq!(o.matmul_split_k, None);
         assert_eq!(o.conv_split_k, None);
+        assert_eq!(o.coop_conv_min_pixels, None);
         assert_eq!(o.norm_row_groups, None);
         assert_eq!(o.norm_wide_rows, None);
         assert_eq!(o.attention_one_pass, None);

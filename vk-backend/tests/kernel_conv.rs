@@ -296,6 +296,42 @@ fn cases() -> Vec<Case> {
             bias: true,
             act: UnaryOp::Identity,
         },
+        // Squeeze-and-excitation convolutions: 1x1 filters on one pixel (fewer pixels than
+        // the tensor cores' smallest tile, so the split kernel's 1x1 path on every device),
+        // long (240 input texels over 64 lanes), wide (960 outputs) and with a partial input
+        // texel; and a 1x1 filter whose padding puts some output rows outside the input.
+        Case {
+            x: [1, 960, 1, 1],
+            o: 240,
+            groups: 1,
+            window: win([1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+            bias: true,
+            act: UnaryOp::Relu,
+        },
+        Case {
+            x: [1, 240, 1, 1],
+            o: 960,
+            groups: 1,
+            window: win([1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+            bias: true,
+            act: UnaryOp::Sigmoid,
+        },
+        Case {
+            x: [1, 22, 1, 1],
+            o: 88,
+            groups: 1,
+            window: win([1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+            bias: false,
+            act: UnaryOp::Identity,
+        },
+        Case {
+            x: [1, 40, 1, 2],
+            o: 20,
+            groups: 1,
+            window: win([1, 1], [1, 1], [1, 1], [1, 1, 1, 1]),
+            bias: true,
+            act: UnaryOp::Identity,
+        },
         // Kernel larger than stride with no activation.
         Case {
             x: [1, 4, 5, 5],
@@ -408,10 +444,10 @@ fn check_cases(
         let atlas = WeightAtlas::new(
             d,
             AtlasConfig {
-                slots: 64,
+                slots: 512,
                 precision: p,
                 page_height: Some(1),
-                logical_pages: 64,
+                logical_pages: 512,
             },
         )
         .unwrap();

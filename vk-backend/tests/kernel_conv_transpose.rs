@@ -190,6 +190,43 @@ fn conv_transpose2d_matches_reference() {
             ),
             bias: false,
         },
+        // The PP-OCR detector's 2x2 upsampling (24 channels), over several workgroups of
+        // output pixels and six output layers.
+        Case {
+            x: [1, 24, 5, 7],
+            p: params([2, 2], [2, 2], [1, 1], [0; 4], 1, 24, [0, 0], UnaryOp::Relu),
+            bias: true,
+        },
+        // And its last one, to one channel.
+        Case {
+            x: [1, 24, 6, 5],
+            p: params(
+                [2, 2],
+                [2, 2],
+                [1, 1],
+                [0; 4],
+                1,
+                1,
+                [0, 0],
+                UnaryOp::Sigmoid,
+            ),
+            bias: true,
+        },
+        // A long filter row (4 x 4 taps x 18 input texels).
+        Case {
+            x: [1, 72, 3, 4],
+            p: params(
+                [4, 4],
+                [2, 2],
+                [1, 1],
+                [1, 1, 1, 1],
+                1,
+                8,
+                [0, 0],
+                UnaryOp::Identity,
+            ),
+            bias: true,
+        },
     ];
     let mut rng = Rng::new(31);
     for prec in [Precision::F32, Precision::F16] {

@@ -177,8 +177,17 @@ fn pool2d_matches_reference() {
                 pool_ref(&xr, *s, params, oh, ow),
             ));
         }
-        // GlobalAveragePool, including H*W > 64 (strided partial sums) and H*W < 64.
-        for s in [[2usize, 5, 13, 11], [1, 9, 3, 2], [1, 4, 1, 1]] {
+        // GlobalAveragePool, including H*W > 256 (strided partial sums, rows wrapping), H*W
+        // > 4 * 256 (several rounds of four loads), W > 256, H*W < 64, and an input whose
+        // short layers are folded into taller ones (read by linear index).
+        for s in [
+            [2usize, 5, 13, 11],
+            [1, 6, 40, 37],
+            [1, 3, 3, 300],
+            [1, 9, 3, 2],
+            [1, 4, 1, 1],
+            [1, 8, 2, 4096],
+        ] {
             let xv = rng.vec(s.iter().product(), -2.0, 2.0);
             let x = Tensor::from_data(&d, "x", &s, p, &xv).unwrap();
             let y = global_avg_pool(&mut rec, &x, "gap").unwrap();

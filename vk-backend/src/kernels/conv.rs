@@ -546,6 +546,11 @@ pub enum ConvKernel {
 /// below them its tiles and steps are mostly padding.
 const COOP_MIN_CHANNELS: usize = 16;
 const COOP_MIN_TEXELS: usize = 8;
+/// Fewest output pixels (over the batch) for which the implicit GEMM runs: the small tile's 16.
+/// Below it the tile's rows are mostly padding and its few workgroups each walk the whole
+/// reduction; the split direct kernel spreads that reduction over up to 64 invocations a
+/// unit instead (MobileNetV3's squeeze-and-excitation convolutions on one pixel).
+const COOP_MIN_PIXELS: usize = 16;
 /// Small tiles only where wide ones would leave most of the device idle: fewer wide workgroups
 /// than a third of its SMs (2 k invocations each: 44 workgroups on an H200). On the H200 the small
 /// tile lost wherever the wide one had more (ResNet-50's 1x1 convolutions at 56x56: 173 against
@@ -582,6 +587,10 @@ pub fn conv2d_kernel(
         && p.groups == 1
         && !depthwise
         && o >= COOP_MIN_CHANNELS
+        && n * oh * ow
+            >= features
+                .coop_conv_min_pixels
+                .map_or(COOP_MIN_PIXELS, |p| p as usize)
         && kh * kw * icg.div_ceil(4) >= COOP_MIN_TEXELS
     {
         let groups = |tile: CoopTile| {

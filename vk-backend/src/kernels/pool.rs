@@ -2,7 +2,7 @@
 //! and GlobalAveragePool (workgroup tree reduction).
 
 use crate::error::Result;
-use crate::kernels::launch::{kerr, launch, launch_per_texel, IMAGES_2};
+use crate::kernels::launch::{kerr, launch_per_texel, launch_unfolded, unfolded, IMAGES_2};
 use crate::kernels::push::{dispatch_1d, PushConstants};
 use crate::kernels::window::{check_out, rank4, Window2d};
 use crate::pipeline::KernelDesc;
@@ -22,6 +22,9 @@ const GLOBAL_AVG_POOL: KernelDesc = KernelDesc {
     push_constant_bytes: 64,
     uses_weights: false,
 };
+
+/// Invocations a workgroup of `global_avg_pool.comp` (its `WG`).
+const GLOBAL_AVG_POOL_WORKGROUP: u32 = 256;
 
 /// Which pooling reduction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,10 +101,23 @@ pub fn global_avg_pool_into(rec: &mut Recorder, x: &Tensor, out: &Tensor) -> Res
     let [n, c, _, _] = rank4("global_avg_pool", x)?;
     check_out("global_avg_pool", x, out, &[n, c, 1, 1])?;
     let pc = PushConstants::new().tensor(x.desc()).tensor(out.desc());
-    // One 64-wide workgroup per output texel.
-    let groups = dispatch_1d(rec.device(), out.layout().texels() * 64, 64);
+    // One workgroup of GLOBAL_AVG_POOL_WORKGROUP per output texel; it reads by coordinates.
+    let groups = dispatch_1d(
+        rec.device(),
+        out.layout().texels() * GLOBAL_AVG_POOL_WORKGROUP as u64,
+        GLOBAL_AVG_POOL_WORKGROUP,
+    );
     let args = [Arg::input(x), Arg::output(out)];
-    launch(rec, &GLOBAL_AVG_POOL, out.precision(), &args, &pc, groups)
+    let input_unfolded = unfolded(&[x]);
+    launch_unfolded(
+        rec,
+        &GLOBAL_AVG_POOL,
+        out.precision(),
+        &args,
+        &pc,
+        groups,
+        input_unfolded,
+    )
 }
 
 /// Allocates `[N, C, 1, 1]` and records GlobalAveragePool.
