@@ -92,4 +92,40 @@ vec4 fetch_weight(uint texel_index) {
     return v;
 }
 
+// A run of consecutive weight texels (a convolution's filter row) that the recorder found in at
+// most two pages, neither compensated where the run lies: texel first + i sits at the slot of
+// its page or the next, both found once, chosen by a select: no page-table read or
+// fetch_weight's branches a texel (on llvmpipe those cost the PP-OCR detector's direct
+// convolutions as much as the weight loads themselves). An unmapped page reads slot 0, as the
+// tensor-core kernels do: a scheduling bug either way.
+struct WeightRun {
+    uvec2 row0;   // the first atlas row of the run's page and of the next
+    ivec2 layer;  // their atlas layers
+    uint within;  // the run's first texel within its page
+};
+
+WeightRun weight_run(uint first) {
+    uint page = first >> page_shift;
+    WeightRun r;
+    for (uint k = 0u; k < 2u; k++) {
+        uint p = page + k;
+        uint entry = p < num_pages ? page_table[p] : WEIGHT_UNMAPPED;
+        uint slot = entry == WEIGHT_UNMAPPED ? 0u : (entry & ~WEIGHT_COMPENSATED);
+        r.row0[k] = (slot & ((1u << stack_shift) - 1u)) << (page_shift - 9u);
+        r.layer[k] = int(slot >> stack_shift);
+    }
+    r.within = first & ((1u << page_shift) - 1u);
+    return r;
+}
+
+// Texel first + i of run r.
+vec4 fetch_run(WeightRun r, uint i) {
+    uint w = r.within + i;
+    bool next = (w >> page_shift) != 0u;
+    w &= (1u << page_shift) - 1u;
+    uint row0 = next ? r.row0.y : r.row0.x;
+    int layer = next ? r.layer.y : r.layer.x;
+    return imageLoad(weight_atlas, ivec3(int(w & 511u), int(row0 + (w >> 9u)), layer));
+}
+
 #endif

@@ -334,6 +334,29 @@ impl WeightAtlas {
             })
     }
 
+    /// Whether `rows` runs of `row_texels` consecutive weight-space texels, the first at `first`
+    /// and each after the one before, each lie in at most two pages (a run no longer than a
+    /// page), and none touches a compensated texel ([`Self::is_compensated_texel`]): a kernel may
+    /// then find a run's pages once and read its texels from there (`weight_run` in
+    /// `weights.glsl`).
+    pub fn rows_plain(&self, first: u64, rows: u64, row_texels: u64) -> bool {
+        let per_page = self.texels_per_page() as u64;
+        if rows == 0 || row_texels == 0 {
+            return true;
+        }
+        let end = first + rows * row_texels;
+        let compensated = self
+            .inner
+            .compensated
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        row_texels <= per_page
+            && !compensated.iter().any(|&p| {
+                let region = p as u64 * per_page;
+                region < end && first < region + per_page / 16
+            })
+    }
+
     /// Applies page-table updates `(logical page, Some(slot) | None = unmapped)` to the host
     /// mirror and returns the GPU writes that apply them (the recorder records them:
     /// [`crate::Recorder::update_page_table`]); consecutive pages are merged into one write.

@@ -21,11 +21,26 @@ const CONV2D: KernelDesc = KernelDesc {
     uses_weights: true,
 };
 
+/// `conv2d.comp` reading each filter row through its page found once (`conv2d_plain.comp`),
+/// where every row lies in at most two pages with no compensated texel
+/// ([`crate::Recorder::weight_rows_plain`]).
+const CONV2D_PLAIN: KernelDesc = KernelDesc {
+    name: "conv2d_plain",
+    ..CONV2D
+};
+
 const CONV2D_SPLITK: KernelDesc = KernelDesc {
     name: "conv2d_splitk",
     bindings: IMAGES_3,
     push_constant_bytes: 112,
     uses_weights: true,
+};
+
+/// `conv2d_splitk.comp` reading each filter row through its pages found once
+/// (`conv2d_splitk_plain.comp`; see [`CONV2D_PLAIN`]).
+const CONV2D_SPLITK_PLAIN: KernelDesc = KernelDesc {
+    name: "conv2d_splitk_plain",
+    ..CONV2D_SPLITK
 };
 
 const CONV2D_DW_SPLITK: KernelDesc = KernelDesc {
@@ -437,6 +452,8 @@ fn record_conv2d(
             )?;
             let desc = if depthwise {
                 &CONV2D_DW_SPLITK
+            } else if plain_filter_rows(rec, weights, p, icg) {
+                &CONV2D_SPLITK_PLAIN
             } else {
                 &CONV2D_SPLITK
             };
@@ -453,7 +470,13 @@ fn record_conv2d(
         }
         ConvKernel::Direct => {
             let pc = push(if aligned || depthwise { 0 } else { 0x100 });
-            let desc = if depthwise { &CONV2D_DW } else { &CONV2D };
+            let desc = if depthwise {
+                &CONV2D_DW
+            } else if plain_filter_rows(rec, weights, p, icg) {
+                &CONV2D_PLAIN
+            } else {
+                &CONV2D
+            };
             let groups = dispatch_3d(
                 rec.device(),
                 "conv2d",
@@ -471,6 +494,15 @@ fn record_conv2d(
             )
         }
     }
+}
+
+/// Whether a dense convolution's filter rows (one an output channel, `pack_conv_filter`) each
+/// lie in at most two pages of the bound atlas with no compensated texel, so that the `_plain`
+/// kernels may read them through their pages found once ([`Recorder::weight_rows_plain`]).
+fn plain_filter_rows(rec: &Recorder, weights: ConvWeights, p: &Conv2dParams, icg: usize) -> bool {
+    let [kh, kw] = p.window.kernel;
+    let row_texels = (kh * kw * icg.div_ceil(4)) as u64;
+    rec.weight_rows_plain(weights.filter as u64, p.out_channels as u64, row_texels)
 }
 
 /// Records a convolution on the small or wide tensor-core `tile` over `spans` reduction spans

@@ -23,8 +23,16 @@ const GLOBAL_AVG_POOL: KernelDesc = KernelDesc {
     uses_weights: false,
 };
 
-/// Invocations a workgroup of `global_avg_pool.comp` (its `WG`).
-const GLOBAL_AVG_POOL_WORKGROUP: u32 = 256;
+/// `global_avg_pool.comp` on 64 invocations an output texel (`global_avg_pool_narrow.comp`).
+const GLOBAL_AVG_POOL_NARROW: KernelDesc = KernelDesc {
+    name: "global_avg_pool_narrow",
+    ..GLOBAL_AVG_POOL
+};
+
+/// Devices that run fewer invocations than this at once (CPU drivers) pool on the narrow
+/// workgroup: on llvmpipe the wide one took the PP-OCR classifier's ten pools from 1.2 to 2.4 ms
+/// (session 40), where on an H100 it took the detector's eight from 161 to 103 us.
+const GLOBAL_AVG_POOL_WIDE_MIN_INVOCATIONS: u64 = 1 << 12;
 
 /// Which pooling reduction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,17 +109,23 @@ pub fn global_avg_pool_into(rec: &mut Recorder, x: &Tensor, out: &Tensor) -> Res
     let [n, c, _, _] = rank4("global_avg_pool", x)?;
     check_out("global_avg_pool", x, out, &[n, c, 1, 1])?;
     let pc = PushConstants::new().tensor(x.desc()).tensor(out.desc());
-    // One workgroup of GLOBAL_AVG_POOL_WORKGROUP per output texel; it reads by coordinates.
+    // One workgroup per output texel; it reads by coordinates.
+    let (desc, workgroup) =
+        if rec.device().features().concurrent_invocations >= GLOBAL_AVG_POOL_WIDE_MIN_INVOCATIONS {
+            (&GLOBAL_AVG_POOL, 256)
+        } else {
+            (&GLOBAL_AVG_POOL_NARROW, 64)
+        };
     let groups = dispatch_1d(
         rec.device(),
-        out.layout().texels() * GLOBAL_AVG_POOL_WORKGROUP as u64,
-        GLOBAL_AVG_POOL_WORKGROUP,
+        out.layout().texels() * workgroup,
+        workgroup as u32,
     );
     let args = [Arg::input(x), Arg::output(out)];
     let input_unfolded = unfolded(&[x]);
     launch_unfolded(
         rec,
-        &GLOBAL_AVG_POOL,
+        desc,
         out.precision(),
         &args,
         &pc,

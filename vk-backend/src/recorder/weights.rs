@@ -22,6 +22,15 @@ impl Recorder {
             .is_some_and(|atlas| atlas.is_compensated_texel(texel))
     }
 
+    /// Whether `rows` filter rows of `row_texels` texels from weight-space texel `first` each
+    /// lie in one uncompensated page of the bound atlas ([`WeightAtlas::rows_plain`]); false
+    /// where no atlas is bound.
+    pub(crate) fn weight_rows_plain(&self, first: u64, rows: u64, row_texels: u64) -> bool {
+        self.weights
+            .as_ref()
+            .is_some_and(|atlas| atlas.rows_plain(first, rows, row_texels))
+    }
+
     /// Records a copy of one page (texels in page order, `atlas.page_bytes()` bytes at `offset`
     /// of `staging`) into atlas slot `slot`.
     pub fn upload_page(

@@ -1,0 +1,130 @@
+// Body of conv2d.comp and conv2d_plain.comp.
+// 2D convolution (groups, stride, dilation, asymmetric pads) with fused bias + activation, and
+// optionally an addend of the output's shape summed before the activation (a convolution split
+// into partial sums; the addend may be the output image itself: each invocation reads its own
+// output texels' addend before writing them).
+// One invocation computes one output C4 texel (4 output channels) at PX consecutive output
+// pixels of a row, so every weight texel fetched is reused PX times and every input texel 4 times.
+// All invocations of a workgroup share the output layer (gl_GlobalInvocationID.z), so they fetch
+// the same weight texels: broadcast reads through the atlas.
+// Filter: vk_backend::layout::pack_conv_filter, texel ((o*KH + ky)*KW + kx)*ceil(icg/4) + i/4.
+// Two paths: "aligned" (groups == 1, or icg and ocg multiples of 4: an output texel lies in one
+// group and its input channels start on a texel boundary) does vec4 x mat4 per input texel; the
+// general grouped path gathers scalars per output lane.
+// Entries: conv2d.comp reads each filter texel through fetch_weight; conv2d_plain.comp
+// (PLAIN_WEIGHT_ROWS) where the recorder found every filter row in at most two pages, with no
+// compensated texel (vk_backend::Recorder::weight_rows_plain), through the row's pages found
+// once (weight_run).
+#ifndef TEXSTREAM_CONV2D_BODY_GLSL
+#define TEXSTREAM_CONV2D_BODY_GLSL
+#include "tensor.glsl"
+#include "weights.glsl"
+#include "activation.glsl"
+
+#define PX 4
+layout(local_size_x = 8, local_size_y = 8, local_size_z = 1) in;
+
+TENSOR_IN(0, img_in);
+TENSOR_OUT(1, img_out);
+TENSOR_IN(2, img_add);
+
+#include "conv_push.glsl"
+
+void main() {
+    uint ox0 = gl_GlobalInvocationID.x * PX;
+    uint oy = gl_GlobalInvocationID.y;
+    uint layer = gl_GlobalInvocationID.z;
+    if (ox0 >= pc.out_t.w || oy >= pc.out_t.h || layer >= pc.out_t.n * pc.out_t.c4) return;
+    uint n = layer / pc.out_t.c4;
+    uint oc4 = layer % pc.out_t.c4;
+    uint kh = pc.kernel & 0xFFFFu, kw = pc.kernel >> 16u;
+    uint sh = pc.stride & 0xFFFFu, sw = pc.stride >> 16u;
+    uint dh = pc.dilation & 0xFFFFu, dw = pc.dilation >> 16u;
+    int pt = int(pc.pad & 0xFFFFu), pl = int(pc.pad >> 16u);
+    int H = int(pc.in_t.h), W = int(pc.in_t.w);
+    uint icg4 = (pc.icg + 3u) / 4u;
+    uint o0 = oc4 * 4u;
+
+    int ix0[PX];
+    for (int p = 0; p < PX; ++p) ix0[p] = int((ox0 + uint(p)) * sw) - pl;
+    int iy0 = int(oy * sh) - pt;
+
+    vec4 acc[PX];
+    for (int p = 0; p < PX; ++p) acc[p] = vec4(0.0);
+
+    if ((pc.act & 0x100u) == 0u) {
+        uint g = o0 / pc.ocg;
+        uint in_layer0 = n * pc.in_t.c4 + (g * pc.icg) / 4u;
+        // Padding output lanes read the last real filter (their result is zeroed on store).
+        uvec4 orow = min(uvec4(o0, o0 + 1u, o0 + 2u, o0 + 3u), uvec4(pc.out_t.c - 1u));
+        uvec4 wbase = orow * (kh * kw * icg4) + pc.w_off;
+#ifdef PLAIN_WEIGHT_ROWS
+        WeightRun wr[4] = WeightRun[4](weight_run(wbase.x), weight_run(wbase.y), weight_run(wbase.z), weight_run(wbase.w));
+#define FILTER_TEXEL(j, t) fetch_run(wr[j], t)
+#else
+#define FILTER_TEXEL(j, t) fetch_weight(wbase[j] + (t))
+#endif
+        for (uint ky = 0u; ky < kh; ++ky) {
+            int iy = iy0 + int(ky * dh);
+            if (iy < 0 || iy >= H) continue;
+            for (uint kx = 0u; kx < kw; ++kx) {
+                bool ok[PX];
+                uint xi[PX];
+                for (int p = 0; p < PX; ++p) {
+                    int ix = ix0[p] + int(kx * dw);
+                    ok[p] = ix >= 0 && ix < W;
+                    xi[p] = uint(max(ix, 0));
+                }
+                uint tap = (ky * kw + kx) * icg4;
+                for (uint i4 = 0u; i4 < icg4; ++i4) {
+                    uint t = tap + i4;
+                    mat4 wm = mat4(FILTER_TEXEL(0, t), FILTER_TEXEL(1, t), FILTER_TEXEL(2, t), FILTER_TEXEL(3, t));
+                    // By coordinates (LOAD_AT): no fold's divisions a load where the input is
+                    // unfolded (llvmpipe divides lane by lane).
+                    for (int p = 0; p < PX; ++p) {
+                        if (ok[p]) acc[p] += LOAD_AT(img_in, pc.in_t, in_layer0 + i4, uint(iy), xi[p]) * wm;
+                    }
+                }
+            }
+        }
+    } else {
+        for (uint j = 0u; j < 4u; ++j) {
+            uint o = o0 + j;
+            if (o >= pc.out_t.c) break;
+            uint g = o / pc.ocg;
+            for (uint ky = 0u; ky < kh; ++ky) {
+                int iy = iy0 + int(ky * dh);
+                if (iy < 0 || iy >= H) continue;
+                for (uint kx = 0u; kx < kw; ++kx) {
+                    uint wrow = pc.w_off + ((o * kh + ky) * kw + kx) * icg4;
+                    for (int p = 0; p < PX; ++p) {
+                        int ix = ix0[p] + int(kx * dw);
+                        if (ix < 0 || ix >= W) continue;
+                        float s = 0.0;
+                        for (uint i = 0u; i < pc.icg; ++i) {
+                            uint c = g * pc.icg + i;
+                            float xv = LOAD_AT(img_in, pc.in_t, n * pc.in_t.c4 + c / 4u, uint(iy), uint(ix))[c % 4u];
+                            s += xv * fetch_weight(wrow + i / 4u)[i % 4u];
+                        }
+                        acc[p][j] += s;
+                    }
+                }
+            }
+        }
+    }
+
+    vec4 bias = pc.b_off == 0xFFFFFFFFu ? vec4(0.0) : fetch_weight(pc.b_off + oc4);
+    uint act = pc.act & 0xFFu;
+    bool addend = (pc.act & 0x200u) != 0u;
+    uint orow_out = texel_index(pc.out_t, layer, oy, 0u);
+    for (int p = 0; p < PX; ++p) {
+        uint ox = ox0 + uint(p);
+        if (ox >= pc.out_t.w) break;
+        vec4 s = acc[p] + bias;
+        if (addend) s += LOAD_TEXEL(img_add, pc.out_t, orow_out + ox);
+        vec4 v = apply_unary(act, pc.alpha, pc.beta, s);
+        STORE_TEXEL(img_out, pc.out_t, orow_out + ox, zero_padding(pc.out_t, oc4, v));
+    }
+}
+
+#endif
