@@ -29,6 +29,7 @@ TENSOR_OUT(1, img_out);
 TENSOR_IN(2, img_add);
 
 #include "conv_push.glsl"
+#include "conv_epilogue.glsl"
 
 void main() {
     uint ox0 = gl_GlobalInvocationID.x * PX;
@@ -113,18 +114,7 @@ void main() {
         }
     }
 
-    vec4 bias = pc.b_off == 0xFFFFFFFFu ? vec4(0.0) : fetch_weight(pc.b_off + oc4);
-    uint act = pc.act & 0xFFu;
-    bool addend = (pc.act & 0x200u) != 0u;
-    uint orow_out = texel_index(pc.out_t, layer, oy, 0u);
-    for (int p = 0; p < PX; ++p) {
-        uint ox = ox0 + uint(p);
-        if (ox >= pc.out_t.w) break;
-        vec4 s = acc[p] + bias;
-        if (addend) s += LOAD_TEXEL(img_add, pc.out_t, orow_out + ox);
-        vec4 v = apply_unary(act, pc.alpha, pc.beta, s);
-        STORE_TEXEL(img_out, pc.out_t, orow_out + ox, zero_padding(pc.out_t, oc4, v));
-    }
+    store_conv_unit(layer, oc4, oy, ox0, acc);
 }
 
 #endif

@@ -25,6 +25,7 @@ TENSOR_IN(2, img_add);
 #include "conv_push.glsl"
 
 #include "conv_splitk.glsl"
+#include "conv_epilogue.glsl"
 
 // Steps of a 1x1 filter's reduction a lane has in flight at once.
 #define STEPS_IN_FLIGHT 4u
@@ -126,18 +127,7 @@ void main() {
     reduce_partials(u, acc);
     if (!live || klane != 0u) return;
 
-    vec4 bias = pc.b_off == 0xFFFFFFFFu ? vec4(0.0) : fetch_weight(pc.b_off + oc4);
-    uint act = pc.act & 0xFFu;
-    bool addend = (pc.act & 0x200u) != 0u;
-    uint orow_out = texel_index(pc.out_t, layer, oy, 0u);
-    for (int p = 0; p < PX; ++p) {
-        uint ox = ox0 + uint(p);
-        if (ox >= pc.out_t.w) break;
-        vec4 s = acc[p] + bias;
-        if (addend) s += LOAD_TEXEL(img_add, pc.out_t, orow_out + ox);
-        vec4 v = apply_unary(act, pc.alpha, pc.beta, s);
-        STORE_TEXEL(img_out, pc.out_t, orow_out + ox, zero_padding(pc.out_t, oc4, v));
-    }
+    store_conv_unit(layer, oc4, oy, ox0, acc);
 }
 
 #endif
