@@ -223,7 +223,8 @@ fn data_movement() {
         }
         // Concat + Split along several axes (C not a multiple of 4 included). Along channels with
         // every input but the last a multiple of 4, whole texels move, 8 inputs a dispatch: 11
-        // inputs take two dispatches, the last one with padding lanes.
+        // inputs take two dispatches, the last one with padding lanes. Along rows or columns
+        // whole texels move too.
         let mut by_texels = Vec::new();
         let aligned: Vec<Vec<usize>> = [4, 8, 4, 4, 12, 4, 4, 4, 8, 4, 3]
             .iter()
@@ -239,6 +240,14 @@ fn data_movement() {
             (vec![vec![2, 5, 3, 7], vec![2, 5, 3, 2]], -1),
             (vec![vec![3, 5], vec![4, 5]], 0),
             (vec![vec![3, 2, 6], vec![1, 2, 6]], 0),
+            (
+                vec![vec![2, 5, 3, 7], vec![2, 5, 4, 7], vec![2, 5, 1, 7]],
+                2,
+            ),
+            (vec![vec![6], vec![3]], 0),
+            // A split recognizer head: 9 pieces (two dispatches) into a row wider than an image
+            // may be (folded).
+            (vec![vec![1, 4, 2, 2000]; 9], 3),
         ] {
             let ins: Vec<(Tensor, Vec<f64>)> = shapes.iter().map(|s| c.input(s)).collect();
             let refs: Vec<&Tensor> = ins.iter().map(|i| &i.0).collect();
@@ -269,7 +278,10 @@ fn data_movement() {
                 c.check(format!("split {shapes:?} axis {axis}"), part, v.clone());
             }
         }
-        assert_eq!(by_texels, [true, true, false, false, false, false]);
+        assert_eq!(
+            by_texels,
+            [true, true, false, true, true, false, true, true, true]
+        );
         // Gather with tensor indices (negative ones wrap).
         for (s, is, axis) in [
             (&[5usize, 6][..], &[4usize][..], 0i64),

@@ -251,6 +251,33 @@ fn gemm_constant_b_bias_activation() {
             Some(UnaryOp::Sigmoid),
         ),
         (&[13, 4], true, 13, 21, (4, 21), 0.5, 2.0, None),
+        // At most 16 lane-batched rows run on matmul_const_short.comp (so do the first case's
+        // 10 and the fifth's 2): a recognizer head packed four rows a texel (one row block,
+        // 33 workgroups of columns, the last partial); 16 rows in two blocks of 8 with a bias
+        // per row; 13 rows of a transposed A in blocks of 7 and 6; a K that is not a multiple
+        // of 4.
+        (
+            &[1, 4, 10, 120],
+            false,
+            120,
+            2079,
+            (1, 2079),
+            1.0,
+            1.0,
+            None,
+        ),
+        (
+            &[2, 4, 16, 70],
+            false,
+            70,
+            100,
+            (16, 1),
+            1.0,
+            1.0,
+            Some(UnaryOp::Relu),
+        ),
+        (&[1, 2, 9, 13], true, 9, 65, (0, 0), 1.0, 1.0, None),
+        (&[1, 4, 3, 262], false, 262, 64, (0, 0), 0.5, 1.0, None),
     ];
     let mut rng = Rng::new(12);
     // (activation precision, atlas precision): fp16 weights under fp32 activations is the mixed

@@ -15,9 +15,10 @@ use crate::pipeline::{BindingKind, KernelDesc};
 use crate::recorder::{Access, Arg, Recorder};
 use crate::tensor::Tensor;
 
-/// Channel concatenation on texel boundaries, up to [`CONCAT_C4_INPUTS`] inputs a dispatch.
-const CONCAT_C4: KernelDesc = KernelDesc {
-    name: "concat_c4",
+/// Concatenation by whole texels (along channels on texel boundaries, or along rows or columns),
+/// up to [`CONCAT_TEXELS_INPUTS`] inputs a dispatch.
+const CONCAT_TEXELS: KernelDesc = KernelDesc {
+    name: "concat_texels",
     // 8 inputs, the output, the per-input parameters.
     bindings: &[
         BindingKind::StorageImage,
@@ -31,10 +32,10 @@ const CONCAT_C4: KernelDesc = KernelDesc {
         BindingKind::StorageImage,
         BindingKind::StorageBuffer,
     ],
-    push_constant_bytes: 40,
+    push_constant_bytes: 44,
     uses_weights: false,
 };
-const CONCAT_C4_INPUTS: usize = 8;
+const CONCAT_TEXELS_INPUTS: usize = 8;
 
 const COPY: KernelDesc = KernelDesc {
     name: "copy",
@@ -471,31 +472,41 @@ pub fn concat_into(rec: &mut Recorder, inputs: &[&Tensor], axis: i64, out: &Tens
     check_out("concat", out, &want)?;
     let r = want.len();
     let a = normalize_axes("concat", &[axis], r)?[0];
-    if concat_by_texels(inputs, a, out) {
-        let mut c4_lo = 0u32;
-        for chunk in inputs.chunks(CONCAT_C4_INPUTS) {
-            let first = c4_lo;
-            let mut words = vec![0u32; 4 * CONCAT_C4_INPUTS];
+    if let Some(texel_axis) = texel_axis(inputs, a, out) {
+        let extent = |t: &Tensor| {
+            let l = t.layout();
+            match texel_axis {
+                TexelAxis::Channels => l.c4,
+                TexelAxis::Rows => l.h,
+                TexelAxis::Columns => l.w,
+            }
+        };
+        let mut lo = 0u32;
+        for chunk in inputs.chunks(CONCAT_TEXELS_INPUTS) {
+            let first = lo;
+            let mut words = vec![0u32; 4 * CONCAT_TEXELS_INPUTS];
             for (j, t) in chunk.iter().enumerate() {
                 let l = t.layout();
-                words[4 * j..4 * j + 4].copy_from_slice(&[c4_lo, l.c4, l.pw, l.ph]);
-                c4_lo += l.c4;
+                words[4 * j..4 * j + 4].copy_from_slice(&[lo, extent(t), l.pw, l.ph]);
+                lo += extent(t);
             }
             let params = params_buffer(rec, "concat params", &words)?;
-            let box_c4 = c4_lo - first;
+            let span = lo - first;
             let pc = PushConstants::new()
                 .tensor(out.desc())
                 .u32(chunk.len() as u32)
-                .u32(box_c4);
+                .u32(span)
+                .u32(texel_axis as u32);
             let l = out.layout();
-            let texels = l.n as u64 * box_c4 as u64 * l.h as u64 * l.w as u64;
-            let mut args: Vec<Arg> = (0..CONCAT_C4_INPUTS)
+            let texels = l.n as u64 * l.c4 as u64 * l.h as u64 * l.w as u64 / extent(out) as u64
+                * span as u64;
+            let mut args: Vec<Arg> = (0..CONCAT_TEXELS_INPUTS)
                 .map(|j| Arg::input(chunk.get(j).unwrap_or(&chunk[0])))
                 .collect();
             args.push(Arg::output(out));
             args.push(Arg::buffer(&params, Access::Read));
             let groups = dispatch_1d(rec.device(), texels, 64);
-            launch(rec, &CONCAT_C4, out.precision(), &args, &pc, groups)?;
+            launch(rec, &CONCAT_TEXELS, out.precision(), &args, &pc, groups)?;
         }
         return Ok(());
     }
@@ -510,20 +521,46 @@ pub fn concat_into(rec: &mut Recorder, inputs: &[&Tensor], axis: i64, out: &Tens
     Ok(())
 }
 
-/// Whether a Concat along `axis` copies whole texels (`concat_c4.comp`): rank-4 tensors along
-/// channels, every input but the last a multiple of 4 channels (so each starts on a texel of
-/// the output), all in the output's storage kind and precision.
+/// The texel axis a Concat runs along in `concat_texels.comp` (its push constant `axis`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TexelAxis {
+    Channels = 0,
+    Rows = 1,
+    Columns = 2,
+}
+
+/// Along which texel axis a Concat along `axis` copies whole texels, if it can: all inputs in the
+/// output's storage kind and precision, and either along the layout's rows or columns (the last
+/// two dims of any rank: a texel's lanes hold the same channels in every input) or along the
+/// channels of rank-4 tensors with every input but the last a multiple of 4 channels (so each
+/// starts on a texel of the output).
+fn texel_axis(inputs: &[&Tensor], axis: usize, out: &Tensor) -> Option<TexelAxis> {
+    let same_storage = inputs
+        .iter()
+        .all(|t| t.storage_kind() == out.storage_kind() && t.precision() == out.precision());
+    let r = out.shape().len();
+    if !same_storage || r == 0 {
+        return None;
+    }
+    match 6 - r + axis {
+        5 => Some(TexelAxis::Columns),
+        4 => Some(TexelAxis::Rows),
+        3 if r == 4
+            && inputs
+                .iter()
+                .rev()
+                .skip(1)
+                .all(|t| t.shape()[1].is_multiple_of(4)) =>
+        {
+            Some(TexelAxis::Channels)
+        }
+        _ => None,
+    }
+}
+
+/// Whether a Concat along `axis` copies whole texels (`concat_texels.comp`, see [`texel_axis`]).
 pub fn concat_by_texels(inputs: &[&Tensor], axis: usize, out: &Tensor) -> bool {
-    out.shape().len() == 4
-        && axis == 1
-        && inputs
-            .iter()
-            .all(|t| t.storage_kind() == out.storage_kind() && t.precision() == out.precision())
-        && inputs
-            .iter()
-            .rev()
-            .skip(1)
-            .all(|t| t.shape()[1].is_multiple_of(4))
+    texel_axis(inputs, axis, out).is_some()
 }
 
 /// Allocates the output and records Concat.

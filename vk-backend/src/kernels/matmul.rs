@@ -9,7 +9,7 @@
 //! of the same shapes (Gemm's C as a graph input) is fused too: [`matmul_tensor_bias_into`].
 //! Shaders: `matmul.comp`, `matmul_bias.comp`, `matmul_const.comp`, `matmul_tbias.comp`,
 //! `matmul_const_tbias.comp` (body in `include/matmul_body.glsl`), `matmul_const_gemv.comp` for
-//! a few rows against a constant B, `matmul_const_coop.comp` on cooperative matrices (its
+//! a few rows against a constant B, `matmul_const_short.comp` for a few lane-batched rows, `matmul_const_coop.comp` on cooperative matrices (its
 //! variants in `include/matmul_coop_body.glsl`'s defines), `matmul_pack_a.comp` for their
 //! four-values-a-texel copy of A, and `matmul_splitk_combine.comp` to finish one split over
 //! reduction spans (the `_splitk` variants).
@@ -47,6 +47,18 @@ const MATMUL_CONST: KernelDesc = KernelDesc {
     push_constant_bytes: PUSH_BYTES,
     uses_weights: true,
 };
+
+/// `matmul_const_short.comp`: a few lane-batched rows against a constant packed B (see
+/// [`uses_short`]).
+const MATMUL_CONST_SHORT: KernelDesc = KernelDesc {
+    name: "matmul_const_short",
+    ..MATMUL_CONST
+};
+/// Most rows a workgroup of `matmul_const_short.comp` takes (its MR), and its columns.
+const SHORT_BLOCK_ROWS: usize = 8;
+const SHORT_COLS: usize = 64;
+/// Most rows a MatMul runs on `matmul_const_short.comp` with.
+pub const SHORT_MAX_ROWS: usize = 16;
 
 /// Output tile edge of `matmul_const_coop.comp`.
 const COOP_TILE: usize = 64;
@@ -809,6 +821,12 @@ fn record(
         .max_compute_work_group_count;
     let gemv = c.is_none() && uses_gemv(&b, o6[3], p.m);
     let coop = c.is_none() && runs_on_tensor_cores(rec, &b, (o6[3], p.m), out, opts);
+    let short = c.is_none()
+        && !coop
+        && partials.is_none()
+        && packed_a.is_none()
+        && packed_out.is_none()
+        && uses_short(&b, o6[3], p.m);
     let (tile_cols, tile_rows) = if coop {
         let features = rec.device().features();
         let rows = coop_rows(&features, out);
@@ -850,6 +868,12 @@ fn record(
     };
     let groups = if let Some(mp) = spread {
         [p.n.div_ceil(4 * mp) as u64, 1, layers]
+    } else if short {
+        [
+            p.n.div_ceil(SHORT_COLS) as u64,
+            p.m.div_ceil(SHORT_BLOCK_ROWS) as u64,
+            layers,
+        ]
     } else {
         [
             p.n.div_ceil(tile_cols) as u64,
@@ -982,8 +1006,8 @@ fn record(
             launch(rec, desc, out.precision(), &args, &pc, groups)
         }
         (MatRhs::Weights { .. } | MatRhs::WeightRows { .. }, None) => {
-            // The tensor-core kernels read A with LOAD_AT.
-            let flat = coop && unfolded(&[a_read]);
+            // The tensor-core kernels and matmul_const_short.comp read A with LOAD_AT.
+            let flat = (coop || short) && unfolded(&[a_read]);
             if let Some(parts) = partials {
                 let rows = matches!(b, MatRhs::WeightRows { .. });
                 let deep = coop_step_k(&rec.device().features(), &b) == 128;
@@ -1007,6 +1031,8 @@ fn record(
                 &MATMUL_CONST_GEMV_DEEP
             } else if gemv {
                 &MATMUL_CONST_GEMV
+            } else if short {
+                &MATMUL_CONST_SHORT
             } else if coop && tile_cols == COOP_WIDE_COLS {
                 &MATMUL_CONST_COOP_PA_N96
             } else if coop {
@@ -1056,6 +1082,14 @@ fn uses_gemv(b: &MatRhs<'_>, out_c: usize, m: usize) -> bool {
     matches!(b, MatRhs::Weights { .. } | MatRhs::WeightRows { .. })
         && out_c == 1
         && m <= GEMV_MAX_ROWS
+}
+
+/// Whether a MatMul runs on `matmul_const_short.comp`: a constant packed B `[K, N]`, no run-time
+/// bias (the caller checks, with the tensor-core kernels and a split reduction, which take
+/// precedence), the lane-batched path (output channel dim `out_c` above 1) and at most
+/// [`SHORT_MAX_ROWS`] rows, where the tiled kernel's 32-row tiles are mostly padding.
+fn uses_short(b: &MatRhs<'_>, out_c: usize, m: usize) -> bool {
+    matches!(b, MatRhs::Weights { .. }) && out_c > 1 && m <= SHORT_MAX_ROWS
 }
 
 /// Whether a MatMul with a constant B (and no run-time bias) writing `out` runs on cooperative
