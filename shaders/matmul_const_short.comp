@@ -9,6 +9,9 @@
 // A, straight from its image (LOAD_AT, where the recorder knows A unfolded): staged in shared
 // memory instead, llvmpipe loaded them lane by lane and the kernel took 7.6 ms on PP-OCR's head
 // piece against 1.6 without those loads.
+// Only on devices that run few invocations at once (vk_backend::kernels::matmul::uses_short):
+// on a GPU one column an invocation leaves every A load in series (an H100 took 237 us a head
+// piece here against 18 on the tiled body).
 // Bias through fetch_weight (MATMUL_WEIGHTS); epilogue include/matmul_store.glsl.
 #define MATMUL_WEIGHTS
 #define MATMUL_CONST_B

@@ -401,7 +401,7 @@ impl Executable {
             crate::ir::nchw(shape),
             limits.max_image_dimension_2d,
             limits.max_image_array_layers,
-            self.device.pads_image_rows(),
+            self.device.image_padding(),
         )
         .ok()
         .flatten()
@@ -434,14 +434,14 @@ impl Executable {
         let g = &self.header.graph;
         let limits = self.device.image_limits();
         let bpt = self.activations.bytes_per_texel() as u64;
-        let pads_rows = self.device.pads_image_rows();
+        let padding = self.device.image_padding();
         let key_bytes = |t: TensorId| -> (PoolKey, u64) {
             let [n, c, h, w] = crate::ir::nchw(&g.tensors[t].shape);
             let planned = FoldLayout::plan_padded(
                 [n, c, h, w],
                 limits.max_image_dimension_2d,
                 limits.max_image_array_layers,
-                pads_rows,
+                padding,
             )
             .ok()
             .flatten();

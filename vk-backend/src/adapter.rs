@@ -220,7 +220,18 @@ pub struct DeviceFeatures {
     pub dense_readback: Option<bool>,
 }
 
+/// [`DeviceFeatures::runs_few_invocations`]: below this many invocations at once.
+const FEW_INVOCATIONS: u64 = 1 << 12;
+
 impl DeviceFeatures {
+    /// Whether the device runs few invocations at once (a CPU driver such as lavapipe: a few
+    /// threads of SIMD lanes). There shared memory and barriers cost more than the loads they
+    /// save, and memory latency needs no hiding: some kernels take other shapes there
+    /// (`kernels::pool`'s narrow global pools, `kernels::matmul`'s short MatMuls).
+    pub fn runs_few_invocations(&self) -> bool {
+        self.concurrent_invocations < FEW_INVOCATIONS
+    }
+
     /// About how many streaming multiprocessors the device has: one per 2048 of
     /// [`Self::concurrent_invocations`] (64 warps of 32), at least one. Kernels size their
     /// workgroup counts and splits against it.

@@ -61,6 +61,7 @@ pub struct DeviceInner {
     pub(crate) recycler: crate::recycle::Recycler,
     /// Whether the driver pads image heights to power-of-two row blocks (probed on first use).
     pads_rows: OnceLock<bool>,
+    pads_short_layers: OnceLock<bool>,
     /// [`DeviceOptions::shader_dir`], and the SPIR-V files read from it so far.
     shader_dir: Option<PathBuf>,
     shader_overrides: Mutex<Vec<PathBuf>>,
@@ -130,6 +131,10 @@ impl Device {
                     Some(v) => OnceLock::from(v),
                     None => OnceLock::new(),
                 },
+                pads_short_layers: match opts.pads_short_layers {
+                    Some(v) => OnceLock::from(v),
+                    None => OnceLock::new(),
+                },
                 shader_dir: opts.shader_dir.clone(),
                 shader_overrides: Mutex::new(Vec::new()),
             }),
@@ -158,6 +163,29 @@ impl Device {
     /// Image limits used for folding (possibly overridden to be smaller for tests).
     pub fn image_limits(&self) -> ImageLimits {
         self.inner.limits
+    }
+
+    /// How optimal-tiling images here take memory beyond their texels, for the folds
+    /// ([`crate::layout::FoldLayout::plan_padded`]).
+    pub fn image_padding(&self) -> crate::layout::ImagePadding {
+        crate::layout::ImagePadding {
+            rows: self.pads_image_rows(),
+            short_layers: self.pads_short_layers(),
+        }
+    }
+
+    /// Whether layers a few rows tall take memory for more rows here: probed once by comparing
+    /// 64 layers of one row with one layer of 64 rows (a quarter more counts as padding; where
+    /// the probe fails, yes, the cautious answer).
+    pub fn pads_short_layers(&self) -> bool {
+        *self.inner.pads_short_layers.get_or_init(|| {
+            let f = crate::conv::tensor_format(Precision::F16);
+            let need = |extent| crate::resource::Image::memory_requirements(self, f, extent);
+            match (need([256, 1, 64]), need([256, 64, 1])) {
+                (Ok(layered), Ok(stacked)) => layered.size > stacked.size + stacked.size / 4,
+                _ => true,
+            }
+        })
     }
 
     /// Whether optimal-tiling images here take memory for power-of-two row blocks rather than

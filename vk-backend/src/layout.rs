@@ -100,6 +100,21 @@ pub struct FoldLayout {
     pub pl: u32,
 }
 
+/// How a device's optimal-tiling images take memory beyond their texels (probed by
+/// `Device::image_padding`), which the folds avoid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ImagePadding {
+    /// Heights pad to power-of-two row blocks of at most 128 rows (NVIDIA's block-linear
+    /// layout: a 192-row image costs 256 rows).
+    pub rows: bool,
+    /// Layers only a few rows tall pad to a tile height (NVIDIA: a `[1, 96, 1, 18710]` head took
+    /// 8x its texels as one-row layers). Where they do not (a CPU implementation such as
+    /// lavapipe stores images linearly), short layers keep their shape: a folded tensor costs
+    /// every load of it three divisions, which llvmpipe runs lane by lane (PP-OCR's recognizer,
+    /// whose stages are 6 and 3 rows tall, took twice as long folded).
+    pub short_layers: bool,
+}
+
 /// Rows an image of `rows` rows takes where the driver pads heights to power-of-two blocks of at
 /// most 128 rows.
 pub fn padded_rows(rows: u64) -> u64 {
@@ -138,9 +153,10 @@ impl FoldLayout {
 
     /// Plans the image for `[N, C, H, W]` under the limits; `None` when no image can hold it
     /// (the caller then falls back to a counted storage buffer).
-    /// [`FoldLayout::plan`] for a device that pads image heights to power-of-two row blocks of
-    /// at most 128 rows (`pads_rows`, see `Device::pads_image_rows`): where a fold into 128-row
-    /// (or power-of-two) layers of the same width takes less padded memory, that fold. Kernels
+    /// [`FoldLayout::plan`] for a device whose images pad as `padding` says: short layers stack
+    /// into taller ones only where they pad; and where image heights pad to power-of-two row
+    /// blocks of at most 128 rows (`padding.rows`), where a fold into 128-row (or power-of-two)
+    /// layers of the same width takes less padded memory, that fold. Kernels
     /// address texels through the linear fold, so any fold serves; the detector's
     /// `[1, 24, 192, 384]` maps take 4/3 of their texels as 192-row layers on NVIDIA and none
     /// as 128-row ones.
@@ -148,12 +164,13 @@ impl FoldLayout {
         nchw: [usize; 4],
         max_dim: u32,
         max_layers: u32,
-        pads_rows: bool,
+        padding: ImagePadding,
     ) -> Result<Option<FoldLayout>> {
-        let Some(base) = Self::plan(nchw, max_dim, max_layers)? else {
+        let Some(base) = Self::plan_folding(nchw, max_dim, max_layers, padding.short_layers)?
+        else {
             return Ok(None);
         };
-        if !pads_rows {
+        if !padding.rows {
             return Ok(Some(base));
         }
         let cost = |l: &FoldLayout| l.pw as u64 * padded_rows(l.ph as u64) * l.pl as u64;
@@ -193,7 +210,18 @@ impl FoldLayout {
         Ok(Some(best))
     }
 
+    /// The image for `[N, C, H, W]` under the limits, short layers stacked (see
+    /// [`FoldLayout::plan_padded`]); `None` when no image can hold it.
     pub fn plan(nchw: [usize; 4], max_dim: u32, max_layers: u32) -> Result<Option<FoldLayout>> {
+        Self::plan_folding(nchw, max_dim, max_layers, true)
+    }
+
+    fn plan_folding(
+        nchw: [usize; 4],
+        max_dim: u32,
+        max_layers: u32,
+        fold_short_layers: bool,
+    ) -> Result<Option<FoldLayout>> {
         let [n, c, h, w] = nchw;
         let bad = |reason: &str| VkError::BadShape {
             shape: nchw.to_vec(),
@@ -215,7 +243,10 @@ impl FoldLayout {
         // Layers only a few rows tall waste most of their memory on tiled GPUs (NVIDIA pads a
         // layer to its tile height: a [1, 96, 1, 18710] head took 8x its texels); large ones
         // stack their rows in one layer instead.
-        let short_layers = h < SHORT_LAYER_ROWS && layers > 1 && total >= SHORT_LAYER_MIN_TEXELS;
+        let short_layers = fold_short_layers
+            && h < SHORT_LAYER_ROWS
+            && layers > 1
+            && total >= SHORT_LAYER_MIN_TEXELS;
         let (pw, ph) = if (w as u64) <= md && (h as u64) <= md {
             if layers <= ml && !short_layers {
                 return Ok(Some(FoldLayout {
@@ -720,7 +751,15 @@ pub fn bytes_to_texels(bytes: &[u8], precision: Precision) -> Vec<f32> {
 mod tests {
     #[test]
     fn padded_folds_use_block_friendly_heights_only_when_cheaper() {
-        use super::{padded_rows, FoldLayout};
+        use super::{padded_rows, FoldLayout, ImagePadding};
+        const SHORT: ImagePadding = ImagePadding {
+            rows: false,
+            short_layers: true,
+        };
+        const BOTH: ImagePadding = ImagePadding {
+            rows: true,
+            short_layers: true,
+        };
         assert_eq!(
             [12, 24, 192, 256, 300].map(padded_rows),
             [16, 32, 256, 256, 384]
@@ -728,17 +767,17 @@ mod tests {
         let plain = FoldLayout::plan([1, 24, 192, 384], 32768, 2048)
             .unwrap()
             .unwrap();
-        let same = FoldLayout::plan_padded([1, 24, 192, 384], 32768, 2048, false).unwrap();
+        let same = FoldLayout::plan_padded([1, 24, 192, 384], 32768, 2048, SHORT).unwrap();
         assert_eq!(same, Some(plain));
         // The detector's stem map: 6 layers of 192 rows -> 9 layers of 128 rows, no padding.
-        let l = FoldLayout::plan_padded([1, 24, 192, 384], 32768, 2048, true)
+        let l = FoldLayout::plan_padded([1, 24, 192, 384], 32768, 2048, BOTH)
             .unwrap()
             .unwrap();
         assert_eq!((l.pw, l.ph, l.pl), (384, 128, 9));
         assert!(l.physical_texels() >= l.texels());
         // Fewer than 128 rows: a power-of-two row count in a wider layer (the recognizer's
         // head pieces, 24 rows of 2079).
-        let l = FoldLayout::plan_padded([1, 4, 24, 2079], 32768, 2048, true)
+        let l = FoldLayout::plan_padded([1, 4, 24, 2079], 32768, 2048, BOTH)
             .unwrap()
             .unwrap();
         assert_eq!((l.pw, l.ph, l.pl), (3119, 16, 1));
@@ -746,7 +785,7 @@ mod tests {
         for nchw in [[1, 8, 64, 10], [1, 4, 130, 16], [1, 4, 1, 100]] {
             let base = FoldLayout::plan(nchw, 32768, 2048).unwrap();
             assert_eq!(
-                FoldLayout::plan_padded(nchw, 32768, 2048, true).unwrap(),
+                FoldLayout::plan_padded(nchw, 32768, 2048, BOTH).unwrap(),
                 base
             );
         }
@@ -784,6 +823,25 @@ mod tests {
         assert!(FoldLayout::plan([1, 1, 1, 10_000], 16, 4)
             .unwrap()
             .is_none());
+    }
+
+    #[test]
+    fn short_layers_keep_their_shape_where_they_do_not_pad() {
+        let linear = ImagePadding::default();
+        for nchw in [[1, 96, 1, 18710], [1, 384, 6, 80], [1, 768, 3, 80]] {
+            let l = FoldLayout::plan_padded(nchw, 32768, 2048, linear)
+                .unwrap()
+                .unwrap();
+            assert!(l.is_identity(), "{nchw:?}: {l:?}");
+            let tiled = ImagePadding {
+                short_layers: true,
+                ..linear
+            };
+            let l = FoldLayout::plan_padded(nchw, 32768, 2048, tiled)
+                .unwrap()
+                .unwrap();
+            assert!(!l.is_identity(), "{nchw:?}: {l:?}");
+        }
     }
 
     #[test]

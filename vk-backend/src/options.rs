@@ -26,6 +26,9 @@ pub struct DeviceOptions {
     /// Treat images as padded to power-of-two row blocks (`Some(true)`: test the folds that
     /// avoid it on any device) or not; `None` probes the driver.
     pub pads_image_rows: Option<bool>,
+    /// Treat layers a few rows tall as padded (`Some(true)`: stack them into taller ones on any
+    /// device, to test those folds) or not; `None` probes the driver.
+    pub pads_short_layers: Option<bool>,
     /// Do not enable cooperative-matrix kernels even where the device has them: the portable
     /// kernels run instead, e.g. to compare the two.
     pub no_cooperative_matrix: bool,
@@ -141,6 +144,8 @@ impl DeviceOptions {
     /// - `TEXSTREAM_NO_COOPMAT=1`: [`DeviceOptions::no_cooperative_matrix`];
     /// - `TEXSTREAM_NO_SUBGROUP_ARITHMETIC=1`: [`DeviceOptions::no_subgroup_arithmetic`];
     /// - `TEXSTREAM_PAD_ROWS=1` (or any other value for "no"): [`DeviceOptions::pads_image_rows`];
+    /// - `TEXSTREAM_PAD_SHORT_LAYERS=1` (or any other value for "no"):
+    ///   [`DeviceOptions::pads_short_layers`];
     /// - `TEXSTREAM_COOP_CONV_TILE=small`, `wide`, `large` or `large-wide`:
     ///   [`DeviceOptions::coop_conv_tile`] (any other value leaves the choice to the shapes);
     /// - `TEXSTREAM_GEMV_SPREAD=1`, `2` or `4`: [`DeviceOptions::gemv_spread`];
@@ -198,6 +203,7 @@ impl DeviceOptions {
             no_subgroup_arithmetic: flag("TEXSTREAM_NO_SUBGROUP_ARITHMETIC"),
             attention_head_copies: flag("TEXSTREAM_ATTENTION_HEAD_COPIES"),
             pads_image_rows: var("TEXSTREAM_PAD_ROWS").map(|v| v == "1"),
+            pads_short_layers: var("TEXSTREAM_PAD_SHORT_LAYERS").map(|v| v == "1"),
             coop_conv_tile: var("TEXSTREAM_COOP_CONV_TILE").and_then(|v| {
                 match v.trim().to_ascii_lowercase().as_str() {
                     "small" => Some(crate::kernels::CoopTile::Small),
@@ -312,6 +318,7 @@ mod tests {
             ("TEXSTREAM_NO_COOPMAT", "on"),
             ("TEXSTREAM_NO_SUBGROUP_ARITHMETIC", "true"),
             ("TEXSTREAM_PAD_ROWS", "1"),
+            ("TEXSTREAM_PAD_SHORT_LAYERS", "1"),
             ("TEXSTREAM_COOP_CONV_TILE", " Wide"),
             ("TEXSTREAM_MAX_ARRAY_LAYERS", " 16"),
             ("TEXSTREAM_COOP_MIN_TILES", " 24"),
@@ -380,6 +387,7 @@ mod tests {
         assert!(o.validation && o.no_transfer_queue && o.no_cooperative_matrix);
         assert!(o.no_subgroup_arithmetic);
         assert_eq!(o.pads_image_rows, Some(true));
+        assert_eq!(o.pads_short_layers, Some(true));
         assert_eq!(o.coop_conv_tile, Some(crate::kernels::CoopTile::Wide));
         let small = with(&[("TEXSTREAM_COOP_CONV_TILE", "small")]);
         assert_eq!(small.coop_conv_tile, Some(crate::kernels::CoopTile::Small));
@@ -398,12 +406,14 @@ mod tests {
             ("TEXSTREAM_VALIDATION", "0"),
             ("TEXSTREAM_NO_COOPMAT", "off"),
             ("TEXSTREAM_PAD_ROWS", "0"),
+            ("TEXSTREAM_PAD_SHORT_LAYERS", "no"),
             ("TEXSTREAM_COOP_CONV_TILE", "auto"),
             ("TEXSTREAM_MAX_ARRAY_LAYERS", "0"),
         ]);
         assert_eq!(o.limits_override, None);
         assert!(!o.validation && !o.no_cooperative_matrix);
         assert_eq!(o.pads_image_rows, Some(false));
+        assert_eq!(o.pads_short_layers, Some(false));
         assert_eq!(o.coop_conv_tile, None);
     }
 }

@@ -151,7 +151,7 @@ impl Tensor {
             nchw,
             limits.max_image_dimension_2d,
             limits.max_image_array_layers,
-            device.pads_image_rows(),
+            device.image_padding(),
         )?;
         let (layout, storage, fallback) = match planned {
             Some(l) => {
@@ -205,7 +205,7 @@ impl Tensor {
             layout::nchw(shape)?,
             limits.max_image_dimension_2d,
             limits.max_image_array_layers,
-            device.pads_image_rows(),
+            device.image_padding(),
         )?
         else {
             return Ok(None);

@@ -179,7 +179,8 @@ fn pool2d_matches_reference() {
         }
         // GlobalAveragePool, including H*W > 256 (strided partial sums, rows wrapping), H*W
         // > 4 * 256 (several rounds of four loads), W > 256, H*W < 64, and an input whose
-        // short layers are folded into taller ones (read by linear index).
+        // short layers are stacked into taller ones where the device pads them (read by linear
+        // index; scripts/test.sh runs this again with TEXSTREAM_PAD_SHORT_LAYERS=1).
         for s in [
             [2usize, 5, 13, 11],
             [1, 6, 40, 37],

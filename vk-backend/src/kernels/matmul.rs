@@ -826,6 +826,7 @@ fn record(
         && partials.is_none()
         && packed_a.is_none()
         && packed_out.is_none()
+        && rec.device().features().runs_few_invocations()
         && uses_short(&b, o6[3], p.m);
     let (tile_cols, tile_rows) = if coop {
         let features = rec.device().features();
@@ -1086,8 +1087,12 @@ fn uses_gemv(b: &MatRhs<'_>, out_c: usize, m: usize) -> bool {
 
 /// Whether a MatMul runs on `matmul_const_short.comp`: a constant packed B `[K, N]`, no run-time
 /// bias (the caller checks, with the tensor-core kernels and a split reduction, which take
-/// precedence), the lane-batched path (output channel dim `out_c` above 1) and at most
-/// [`SHORT_MAX_ROWS`] rows, where the tiled kernel's 32-row tiles are mostly padding.
+/// precedence, and that the device runs few invocations at once), the lane-batched path
+/// (output channel dim `out_c` above 1) and at most [`SHORT_MAX_ROWS`] rows, where the tiled
+/// kernel's 32-row tiles are mostly padding. On llvmpipe it took PP-OCR's head pieces (10 rows)
+/// from 23 to 4.5 ms; on an H100 from 18 to 237 us (one column an invocation, every A texel
+/// a load in series: a GPU needs the tiled kernel's shared memory), so only where
+/// `DeviceFeatures::runs_few_invocations`.
 fn uses_short(b: &MatRhs<'_>, out_c: usize, m: usize) -> bool {
     matches!(b, MatRhs::Weights { .. }) && out_c > 1 && m <= SHORT_MAX_ROWS
 }

@@ -29,11 +29,6 @@ const GLOBAL_AVG_POOL_NARROW: KernelDesc = KernelDesc {
     ..GLOBAL_AVG_POOL
 };
 
-/// Devices that run fewer invocations than this at once (CPU drivers) pool on the narrow
-/// workgroup: on llvmpipe the wide one took the PP-OCR classifier's ten pools from 1.2 to 2.4 ms
-/// (session 40), where on an H100 it took the detector's eight from 161 to 103 us.
-const GLOBAL_AVG_POOL_WIDE_MIN_INVOCATIONS: u64 = 1 << 12;
-
 /// Which pooling reduction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PoolKind {
@@ -111,7 +106,10 @@ pub fn global_avg_pool_into(rec: &mut Recorder, x: &Tensor, out: &Tensor) -> Res
     let pc = PushConstants::new().tensor(x.desc()).tensor(out.desc());
     // One workgroup per output texel; it reads by coordinates.
     let (desc, workgroup) =
-        if rec.device().features().concurrent_invocations >= GLOBAL_AVG_POOL_WIDE_MIN_INVOCATIONS {
+        // Devices that run few invocations at once (CPU drivers) pool on the narrow workgroup:
+        // on llvmpipe the wide one took the PP-OCR classifier's ten pools from 1.2 to 2.4 ms
+        // (session 40), where on an H100 it took the detector's eight from 161 to 103 us.
+        if !rec.device().features().runs_few_invocations() {
             (&GLOBAL_AVG_POOL, 256)
         } else {
             (&GLOBAL_AVG_POOL_NARROW, 64)
