@@ -13,9 +13,10 @@ export TEXSTREAM_VALIDATION="${TEXSTREAM_VALIDATION:-1}"
 cargo test --workspace --no-fail-fast -- --test-threads=2
 # Short layers stacked into taller images, as where a GPU pads them (lavapipe does not, so the
 # run above keeps them as they are): the kernels that read tensors by linear index, and the
-# recognizer, whose stages are 3 and 6 rows tall, against ONNX Runtime.
-TEXSTREAM_PAD_SHORT_LAYERS=1 cargo test -p texstream-vk --test kernel_pool --test kernel_conv \
-  --test kernel_matmul --test kernel_copy -- --test-threads=2
-TEXSTREAM_PAD_SHORT_LAYERS=1 cargo test --test real_models rec_matches_ort -- --test-threads=2
+# recognizer, whose stages are 3 and 6 rows tall, against ONNX Runtime. By test name over the
+# same build (selecting test targets would build them again with other features).
+TEXSTREAM_PAD_SHORT_LAYERS=1 cargo test --workspace --no-fail-fast -- --test-threads=2 \
+  pool2d_matches_reference conv2d_matches_reference gemm_constant_b_bias_activation \
+  activation_times_activation data_movement rec_matches_ort
 # The operator conformance summary ("N passed, M failed, K skipped"), printed uncaptured.
 cargo test --test onnx_conformance -- --nocapture 2>&1 | grep -E "^[0-9]+ passed, [0-9]+ failed"
