@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use vk_backend::{
-    kernels::weight_copy_into, Buffer, Device, FoldLayout, MemoryCategory, PageSource, QueueKind,
-    Recorder, SharedMemory, SharedMemoryLayout, Tensor,
+    kernels::weight_copy_into, Buffer, Device, MemoryCategory, PageSource, QueueKind, Recorder,
+    SharedMemory, SharedMemoryLayout, Tensor,
 };
 
 use super::arena::{self, ArenaPlan, PoolKey};
@@ -396,16 +396,11 @@ impl Executable {
 
     /// The physical image extent a tensor of `shape` gets on this device (None: buffer fallback).
     fn extent(&self, shape: &[usize]) -> Option<(u32, u32, u32)> {
-        let limits = self.device.image_limits();
-        FoldLayout::plan_padded(
-            crate::ir::nchw(shape),
-            limits.max_image_dimension_2d,
-            limits.max_image_array_layers,
-            self.device.image_padding(),
-        )
-        .ok()
-        .flatten()
-        .map(|l| (l.pw, l.ph, l.pl))
+        self.device
+            .fold_layout(crate::ir::nchw(shape))
+            .ok()
+            .flatten()
+            .map(|l| (l.pw, l.ph, l.pl))
     }
 
     /// A view shares its root's image, so it keeps the root's width/height/layers. Kernels read
@@ -432,19 +427,10 @@ impl Executable {
     /// image (for shared memory, where offsets do the reuse instead).
     fn plan_arena(&self, pooled: bool) -> ArenaPlan {
         let g = &self.header.graph;
-        let limits = self.device.image_limits();
         let bpt = self.activations.bytes_per_texel() as u64;
-        let padding = self.device.image_padding();
         let key_bytes = |t: TensorId| -> (PoolKey, u64) {
             let [n, c, h, w] = crate::ir::nchw(&g.tensors[t].shape);
-            let planned = FoldLayout::plan_padded(
-                [n, c, h, w],
-                limits.max_image_dimension_2d,
-                limits.max_image_array_layers,
-                padding,
-            )
-            .ok()
-            .flatten();
+            let planned = self.device.fold_layout([n, c, h, w]).ok().flatten();
             match planned {
                 Some(l) => (Some((l.pw, l.ph, l.pl)), l.physical_texels() * bpt),
                 None => (None, (n * c.div_ceil(4) * h * w) as u64 * bpt),

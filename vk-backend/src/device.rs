@@ -16,7 +16,7 @@ use crate::adapter::{
 };
 use crate::error::{Result, VkError, VkResultExt};
 use crate::instance::Instance;
-use crate::layout::Precision;
+use crate::layout::{FoldLayout, ImagePadding, Precision};
 use crate::memory::{HeapBudget, MemoryStats, MemoryTracker};
 use crate::options::DeviceOptions;
 use crate::pipeline::{Pipeline, PipelineKey};
@@ -61,7 +61,10 @@ pub struct DeviceInner {
     pub(crate) recycler: crate::recycle::Recycler,
     /// Whether the driver pads image heights to power-of-two row blocks (probed on first use).
     pads_rows: OnceLock<bool>,
-    pads_short_layers: OnceLock<bool>,
+    /// `DeviceOptions::pads_short_layers`: stack every large tensor's short layers (or none).
+    stack_short_layers: Option<bool>,
+    /// [`Device::stacking_saves_memory`]'s answers by shape.
+    short_layer_choices: Mutex<HashMap<[usize; 4], bool>>,
     /// [`DeviceOptions::shader_dir`], and the SPIR-V files read from it so far.
     shader_dir: Option<PathBuf>,
     shader_overrides: Mutex<Vec<PathBuf>>,
@@ -131,10 +134,8 @@ impl Device {
                     Some(v) => OnceLock::from(v),
                     None => OnceLock::new(),
                 },
-                pads_short_layers: match opts.pads_short_layers {
-                    Some(v) => OnceLock::from(v),
-                    None => OnceLock::new(),
-                },
+                stack_short_layers: opts.pads_short_layers,
+                short_layer_choices: Mutex::new(HashMap::new()),
                 shader_dir: opts.shader_dir.clone(),
                 shader_overrides: Mutex::new(Vec::new()),
             }),
@@ -165,24 +166,62 @@ impl Device {
         self.inner.limits
     }
 
-    /// How optimal-tiling images here take memory beyond their texels, for the folds
-    /// ([`crate::layout::FoldLayout::plan_padded`]).
-    pub fn image_padding(&self) -> crate::layout::ImagePadding {
-        crate::layout::ImagePadding {
-            rows: self.pads_image_rows(),
-            short_layers: self.pads_short_layers(),
+    /// The image fold of an `[N, C, H, W]` activation here (`None`: it falls back to a storage
+    /// buffer): [`FoldLayout::plan_padded`] under the device's limits, with power-of-two row
+    /// blocks where [`Self::pads_image_rows`], and a large tensor's short layers stacked into
+    /// taller ones where [`Self::stacking_saves_memory`] says so for this shape.
+    pub fn fold_layout(&self, nchw: [usize; 4]) -> Result<Option<FoldLayout>> {
+        let limits = self.image_limits();
+        let plan = |short_layers| {
+            FoldLayout::plan_padded(
+                nchw,
+                limits.max_image_dimension_2d,
+                limits.max_image_array_layers,
+                ImagePadding {
+                    rows: self.pads_image_rows(),
+                    short_layers,
+                },
+            )
+        };
+        let (kept, stacked) = (plan(false)?, plan(true)?);
+        if kept == stacked {
+            return Ok(kept);
         }
+        let stack = match (self.inner.stack_short_layers, kept, stacked) {
+            (Some(forced), _, _) => forced,
+            (None, Some(k), Some(s)) => self.stacking_saves_memory(nchw, &k, &s),
+            (None, kept, _) => kept.is_none(),
+        };
+        Ok(if stack { stacked } else { kept })
     }
 
-    /// Whether layers a few rows tall take memory for more rows here: probed once by comparing
-    /// 64 layers of one row with one layer of 64 rows (a quarter more counts as padding; where
-    /// the probe fails, yes, the cautious answer).
-    pub fn pads_short_layers(&self) -> bool {
-        *self.inner.pads_short_layers.get_or_init(|| {
+    /// Whether stacking a tensor's short layers (`stacked`) takes at least a third less memory
+    /// here than keeping them (`kept`), by the driver's requirements for both images (asked
+    /// once a shape). A folded tensor costs every load three divisions, so a layout that only
+    /// saves some padding is not worth them: NVIDIA pads a one-row layer to a tile height (a
+    /// `[1, 96, 1, 18710]` head took 8x its texels), stacked; lavapipe pads a layer's rows to 4
+    /// or 8 (a third more for PP-OCR's recognizer's 6- and 3-row stages, its arena 7.4 -> 8.2
+    /// MB), kept, and there the recognizer ran in half the time (the divisions run lane by
+    /// lane; session 41). Where the query fails, stack (the cautious answer).
+    fn stacking_saves_memory(
+        &self,
+        nchw: [usize; 4],
+        kept: &FoldLayout,
+        stacked: &FoldLayout,
+    ) -> bool {
+        let mut known = self
+            .inner
+            .short_layer_choices
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *known.entry(nchw).or_insert_with(|| {
             let f = crate::conv::tensor_format(Precision::F16);
-            let need = |extent| crate::resource::Image::memory_requirements(self, f, extent);
-            match (need([256, 1, 64]), need([256, 64, 1])) {
-                (Ok(layered), Ok(stacked)) => layered.size > stacked.size + stacked.size / 4,
+            let need = |l: &FoldLayout| {
+                crate::resource::Image::memory_requirements(self, f, [l.pw, l.ph, l.pl])
+                    .map(|n| n.size)
+            };
+            match (need(kept), need(stacked)) {
+                (Ok(k), Ok(s)) => 2 * k >= 3 * s,
                 _ => true,
             }
         })

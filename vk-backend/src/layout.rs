@@ -100,18 +100,15 @@ pub struct FoldLayout {
     pub pl: u32,
 }
 
-/// How a device's optimal-tiling images take memory beyond their texels (probed by
-/// `Device::image_padding`), which the folds avoid.
+/// How a device's optimal-tiling images take memory beyond their texels, which the folds avoid
+/// (`Device::fold_layout` decides both).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ImagePadding {
     /// Heights pad to power-of-two row blocks of at most 128 rows (NVIDIA's block-linear
     /// layout: a 192-row image costs 256 rows).
     pub rows: bool,
-    /// Layers only a few rows tall pad to a tile height (NVIDIA: a `[1, 96, 1, 18710]` head took
-    /// 8x its texels as one-row layers). Where they do not (a CPU implementation such as
-    /// lavapipe stores images linearly), short layers keep their shape: a folded tensor costs
-    /// every load of it three divisions, which llvmpipe runs lane by lane (PP-OCR's recognizer,
-    /// whose stages are 6 and 3 rows tall, took twice as long folded).
+    /// A large tensor's layers under 8 rows stack into taller ones: where they pad to a tile
+    /// height (NVIDIA: a `[1, 96, 1, 18710]` head took 8x its texels as one-row layers).
     pub short_layers: bool,
 }
 

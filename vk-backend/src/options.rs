@@ -26,8 +26,9 @@ pub struct DeviceOptions {
     /// Treat images as padded to power-of-two row blocks (`Some(true)`: test the folds that
     /// avoid it on any device) or not; `None` probes the driver.
     pub pads_image_rows: Option<bool>,
-    /// Treat layers a few rows tall as padded (`Some(true)`: stack them into taller ones on any
-    /// device, to test those folds) or not; `None` probes the driver.
+    /// Stack every large tensor's layers under 8 rows into taller ones (`Some(true)`: to test
+    /// those folds on any device) or keep them all; `None` asks the driver, shape by shape,
+    /// whether stacking saves memory (`Device::fold_layout`).
     pub pads_short_layers: Option<bool>,
     /// Do not enable cooperative-matrix kernels even where the device has them: the portable
     /// kernels run instead, e.g. to compare the two.

@@ -147,12 +147,7 @@ impl Tensor {
         }
         let nchw = layout::nchw(shape)?;
         let limits = device.image_limits();
-        let planned = FoldLayout::plan_padded(
-            nchw,
-            limits.max_image_dimension_2d,
-            limits.max_image_array_layers,
-            device.image_padding(),
-        )?;
+        let planned = device.fold_layout(nchw)?;
         let (layout, storage, fallback) = match planned {
             Some(l) => {
                 let img = Image::new_2d_array(
@@ -200,14 +195,7 @@ impl Tensor {
         shape: &[usize],
         precision: Precision,
     ) -> Result<Option<(FoldLayout, MemoryNeeds)>> {
-        let limits = device.image_limits();
-        let Some(l) = FoldLayout::plan_padded(
-            layout::nchw(shape)?,
-            limits.max_image_dimension_2d,
-            limits.max_image_array_layers,
-            device.image_padding(),
-        )?
-        else {
+        let Some(l) = device.fold_layout(layout::nchw(shape)?)? else {
             return Ok(None);
         };
         let req = Image::memory_requirements(
