@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Session 41, run 2: the build with matmul_const_short.comp only where the device runs few
-# invocations at once (.dev41/nw.xz) against session 40 run 1's `se` (.dev41/se1.xz) on the
-# OCR recognizer (48x320, packed) and MobileNetV3-Large; the new build again with short layers
-# left unstacked (TEXSTREAM_PAD_SHORT_LAYERS=0) and forced stacked (=1), to see what the probe
-# chose (the activation arena's bytes) and what the folds cost on the card; kernel_matmul.
+# invocations at once and short layers stacked only where that saves a third of the memory
+# (Device::fold_layout; .dev41/nw.xz, built from 2e0b674) against session 40 run 1's `se`
+# (.dev41/se1.xz) on the OCR recognizer (48x320, packed) and MobileNetV3-Large; the new build
+# again with every short layer kept (TEXSTREAM_PAD_SHORT_LAYERS=0) and every one stacked (=1),
+# to see what the driver's answers chose (the activation arena's bytes) and what the folds cost
+# on the card; kernel_matmul.
 set -u
 cd "$(dirname "$0")/../../.."
 for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig
