@@ -244,6 +244,16 @@ fn cases() -> Vec<Case> {
             bias: true,
             act: UnaryOp::Relu,
         },
+        // A depthwise conv with enough output units for the direct kernel on any device, its
+        // filter read through its pages found once (conv2d_dw_plain.comp).
+        Case {
+            x: [1, 24, 16, 16],
+            o: 24,
+            groups: 24,
+            window: win([3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            bias: true,
+            act: UnaryOp::Relu,
+        },
         // Long reductions over one or two output units (conv2d_split > 1 on any device: the
         // reduction's length sets the width): 64 lanes over 64 input texels x 9 taps, 32 over a
         // 7x7 kernel of 2 input texels (a lane's steps cross taps), 16 with padded output
@@ -356,6 +366,8 @@ fn conv2d_matches_reference() {
     let mut want = vec![
         (false, false, ConvKernel::Direct),
         (true, false, ConvKernel::Direct),
+        (false, true, ConvKernel::Direct),
+        (true, true, ConvKernel::Direct),
     ];
     for fp16 in [false, true] {
         want.extend([(fp16, true, split(4)), (fp16, true, split(8))]);

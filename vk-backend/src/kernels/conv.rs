@@ -161,6 +161,14 @@ const CONV2D_DW: KernelDesc = KernelDesc {
     uses_weights: true,
 };
 
+/// `conv2d_dw.comp` reading its filter through the filter's pages found once
+/// (`conv2d_dw_plain.comp`), where the whole filter lies in at most two pages with no
+/// compensated texel (see [`CONV2D_PLAIN`]).
+const CONV2D_DW_PLAIN: KernelDesc = KernelDesc {
+    name: "conv2d_dw_plain",
+    ..CONV2D_DW
+};
+
 /// Output pixels per invocation along W (the shaders' `PX`).
 pub(crate) const CONV_PX: u64 = 4;
 /// Invocations per workgroup of the split kernels (`include/conv_splitk.glsl`'s `WG`).
@@ -470,7 +478,9 @@ fn record_conv2d(
         }
         ConvKernel::Direct => {
             let pc = push(if aligned || depthwise { 0 } else { 0x100 });
-            let desc = if depthwise {
+            let desc = if depthwise && plain_depthwise_filter(rec, weights, p, c) {
+                &CONV2D_DW_PLAIN
+            } else if depthwise {
                 &CONV2D_DW
             } else if plain_filter_rows(rec, weights, p, icg) {
                 &CONV2D_PLAIN
@@ -503,6 +513,20 @@ fn plain_filter_rows(rec: &Recorder, weights: ConvWeights, p: &Conv2dParams, icg
     let [kh, kw] = p.window.kernel;
     let row_texels = (kh * kw * icg.div_ceil(4)) as u64;
     rec.weight_rows_plain(weights.filter as u64, p.out_channels as u64, row_texels)
+}
+
+/// Whether a depthwise filter over `channels` (`pack_depthwise_filter`: the taps of all
+/// channels, one run) lies in at most two pages of the bound atlas with no compensated texel,
+/// so that `conv2d_dw_plain.comp` may read it through its pages found once.
+fn plain_depthwise_filter(
+    rec: &Recorder,
+    weights: ConvWeights,
+    p: &Conv2dParams,
+    channels: usize,
+) -> bool {
+    let [kh, kw] = p.window.kernel;
+    let texels = crate::layout::depthwise_filter_texels(channels, kh, kw) as u64;
+    rec.weight_rows_plain(weights.filter as u64, 1, texels)
 }
 
 /// Records a convolution on the small or wide tensor-core `tile` over `spans` reduction spans
