@@ -25,7 +25,7 @@ np.save("/tmp/s41tv3/det.input.npy", r.uniform(-1, 1, (1, 3, 384, 768)).astype(n
 np.save("/tmp/s41tv3/cls.input.npy", r.uniform(-1, 1, (1, 3, 48, 192)).astype(np.float32))
 PY
 inf() { local b=$1 s=$2; shift 2; timeout 60 $B/$b infer "$@" --precision f16 --repeat 20 --profile 3 -o /tmp/s41o3-$s > $W/$s.txt 2>&1; echo "rc $?" >> $W/$s.txt; }
-for r in warm 1 2; do
+for r in warm 1; do
   for b in se1 nw; do
     inf $b det_${b}_$r $T/det.onnx --input x=$T/det.input.npy
     inf $b cls_${b}_$r $T/cls.onnx --input x=$T/cls.input.npy
