@@ -27,10 +27,7 @@ void main() {
     vec4 acc[PX];
     for (int p = 0; p < PX; ++p) acc[p] = vec4(0.0);
     if (live) {
-        uint kh = pc.kernel & 0xFFFFu, kw = pc.kernel >> 16u;
-        uint sh = pc.stride & 0xFFFFu, sw = pc.stride >> 16u;
-        uint dh = pc.dilation & 0xFFFFu, dw = pc.dilation >> 16u;
-        int pt = int(pc.pad & 0xFFFFu), pl = int(pc.pad >> 16u);
+        CONV_WINDOW_LOCALS();
         int H = int(pc.in_t.h), W = int(pc.in_t.w);
         int ix0[PX];
         for (int p = 0; p < PX; ++p) ix0[p] = int((ox0 + uint(p)) * sw) - pl;

@@ -41,10 +41,7 @@ void main() {
     uint n = layer / pc.out_t.c4;
     uint oc4 = layer % pc.out_t.c4;
     if (live) {
-        uint kh = pc.kernel & 0xFFFFu, kw = pc.kernel >> 16u;
-        uint sh = pc.stride & 0xFFFFu, sw = pc.stride >> 16u;
-        uint dh = pc.dilation & 0xFFFFu, dw = pc.dilation >> 16u;
-        int pt = int(pc.pad & 0xFFFFu), pl = int(pc.pad >> 16u);
+        CONV_WINDOW_LOCALS();
         int H = int(pc.in_t.h), W = int(pc.in_t.w);
         uint icg4 = (pc.icg + 3u) / 4u;
         uint o0 = oc4 * 4u;

@@ -66,10 +66,7 @@ vec4 rb[B_PER];
 // Issues this group's loads of the step from input texel k0 (of K4) into ra / rb, zero outside
 // the input, the reduction and the output channels; tid is the invocation's index in its group.
 void load_step(uint tid, uint k0) {
-    uint kh = pc.kernel & 0xFFFFu, kw = pc.kernel >> 16u;
-    uint sh = pc.stride & 0xFFFFu, sw = pc.stride >> 16u;
-    uint dh = pc.dilation & 0xFFFFu, dw = pc.dilation >> 16u;
-    int pt = int(pc.pad & 0xFFFFu), pl = int(pc.pad >> 16u);
+    CONV_WINDOW_LOCALS();
     uint icg4 = pc.in_t.c4;
     // A: consecutive invocations walk pixels (neighbouring texels of an input row).
     [[unroll]] for (uint r = 0u; r < A_PER; r++) {

@@ -26,4 +26,12 @@ layout(push_constant) uniform Push {
 #endif
 } pc;
 
+// The window's locals from the push constants: kernel kh x kw, strides sh, sw, dilations dh,
+// dw, and the top and left pads pt, pl (as ints: they are subtracted from coordinates).
+#define CONV_WINDOW_LOCALS()                                          \
+    uint kh = pc.kernel & 0xFFFFu, kw = pc.kernel >> 16u;            \
+    uint sh = pc.stride & 0xFFFFu, sw = pc.stride >> 16u;            \
+    uint dh = pc.dilation & 0xFFFFu, dw = pc.dilation >> 16u;        \
+    int pt = int(pc.pad & 0xFFFFu), pl = int(pc.pad >> 16u)
+
 #endif
