@@ -169,7 +169,7 @@ impl Device {
     /// The image fold of an `[N, C, H, W]` activation here (`None`: it falls back to a storage
     /// buffer): [`FoldLayout::plan_padded`] under the device's limits, with power-of-two row
     /// blocks where [`Self::pads_image_rows`], and a large tensor's short layers stacked into
-    /// taller ones where [`Self::stacking_saves_memory`] says so for this shape.
+    /// taller ones where `stacking_saves_memory` says so for this shape.
     pub fn fold_layout(&self, nchw: [usize; 4]) -> Result<Option<FoldLayout>> {
         let limits = self.image_limits();
         let plan = |short_layers| {

@@ -558,7 +558,7 @@ fn texel_axis(inputs: &[&Tensor], axis: usize, out: &Tensor) -> Option<TexelAxis
     }
 }
 
-/// Whether a Concat along `axis` copies whole texels (`concat_texels.comp`, see [`texel_axis`]).
+/// Whether a Concat along `axis` copies whole texels (`concat_texels.comp`, see `texel_axis`).
 pub fn concat_by_texels(inputs: &[&Tensor], axis: usize, out: &Tensor) -> bool {
     texel_axis(inputs, axis, out).is_some()
 }
