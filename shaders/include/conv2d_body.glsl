@@ -29,6 +29,7 @@ TENSOR_OUT(1, img_out);
 TENSOR_IN(2, img_add);
 
 #include "conv_push.glsl"
+#include "conv_filter_rows.glsl"
 #include "conv_epilogue.glsl"
 
 void main() {
@@ -51,17 +52,7 @@ void main() {
     for (int p = 0; p < PX; ++p) acc[p] = vec4(0.0);
 
     if ((pc.act & 0x100u) == 0u) {
-        uint g = o0 / pc.ocg;
-        uint in_layer0 = n * pc.in_t.c4 + (g * pc.icg) / 4u;
-        // Padding output lanes read the last real filter (their result is zeroed on store).
-        uvec4 orow = min(uvec4(o0, o0 + 1u, o0 + 2u, o0 + 3u), uvec4(pc.out_t.c - 1u));
-        uvec4 wbase = orow * (kh * kw * icg4) + pc.w_off;
-#ifdef PLAIN_WEIGHT_ROWS
-        WeightRun wr[4] = WeightRun[4](weight_run(wbase.x), weight_run(wbase.y), weight_run(wbase.z), weight_run(wbase.w));
-#define FILTER_TEXEL(j, t) fetch_run(wr[j], t)
-#else
-#define FILTER_TEXEL(j, t) fetch_weight(wbase[j] + (t))
-#endif
+        CONV_FILTER_ROWS(n, o0, kh * kw * icg4);
         for (uint ky = 0u; ky < kh; ++ky) {
             int iy = iy0 + int(ky * dh);
             if (iy < 0 || iy >= H) continue;

@@ -202,7 +202,8 @@ impl Device {
     /// `[1, 96, 1, 18710]` head took 8x its texels), stacked; lavapipe pads a layer's rows to 4
     /// or 8 (a third more for PP-OCR's recognizer's 6- and 3-row stages, its arena 7.4 -> 8.2
     /// MB), kept, and there the recognizer ran in half the time (the divisions run lane by
-    /// lane; session 41). Where the query fails, stack (the cautious answer).
+    /// lane; session 41). Asked for fp16 images at either precision: the ratio is what counts.
+    /// Where the query fails, stack (the cautious answer).
     fn stacking_saves_memory(
         &self,
         nchw: [usize; 4],

@@ -9,8 +9,9 @@
 //! of the same shapes (Gemm's C as a graph input) is fused too: [`matmul_tensor_bias_into`].
 //! Shaders: `matmul.comp`, `matmul_bias.comp`, `matmul_const.comp`, `matmul_tbias.comp`,
 //! `matmul_const_tbias.comp` (body in `include/matmul_body.glsl`), `matmul_const_gemv.comp` for
-//! a few rows against a constant B, `matmul_const_short.comp` for a few lane-batched rows, `matmul_const_coop.comp` on cooperative matrices (its
-//! variants in `include/matmul_coop_body.glsl`'s defines), `matmul_pack_a.comp` for their
+//! a few rows against a constant B, `matmul_const_short.comp` for a few lane-batched rows on CPU
+//! drivers, `matmul_const_coop.comp` on cooperative matrices (its variants in
+//! `include/matmul_coop_body.glsl`'s defines), `matmul_pack_a.comp` for their
 //! four-values-a-texel copy of A, and `matmul_splitk_combine.comp` to finish one split over
 //! reduction spans (the `_splitk` variants).
 
@@ -826,8 +827,7 @@ fn record(
         && partials.is_none()
         && packed_a.is_none()
         && packed_out.is_none()
-        && rec.device().features().runs_few_invocations()
-        && uses_short(&b, o6[3], p.m);
+        && uses_short(rec.device(), &b, o6[3], p.m);
     let (tile_cols, tile_rows) = if coop {
         let features = rec.device().features();
         let rows = coop_rows(&features, out);
@@ -1085,16 +1085,19 @@ fn uses_gemv(b: &MatRhs<'_>, out_c: usize, m: usize) -> bool {
         && m <= GEMV_MAX_ROWS
 }
 
-/// Whether a MatMul runs on `matmul_const_short.comp`: a constant packed B `[K, N]`, no run-time
-/// bias (the caller checks, with the tensor-core kernels and a split reduction, which take
-/// precedence, and that the device runs few invocations at once), the lane-batched path
-/// (output channel dim `out_c` above 1) and at most [`SHORT_MAX_ROWS`] rows, where the tiled
-/// kernel's 32-row tiles are mostly padding. On llvmpipe it took PP-OCR's head pieces (10 rows)
+/// Whether a MatMul runs on `matmul_const_short.comp`: on a device that runs few invocations at
+/// once, a constant packed B `[K, N]`, no run-time bias (the caller checks, with the tensor-core
+/// kernels and a split reduction, which take precedence), the lane-batched path (output channel
+/// dim `out_c` above 1) and at most [`SHORT_MAX_ROWS`] rows, where the tiled kernel's 32-row
+/// tiles are mostly padding. On llvmpipe it took PP-OCR's head pieces (10 rows)
 /// from 23 to 4.5 ms; on an H100 from 18 to 237 us (one column an invocation, every A texel
 /// a load in series: a GPU needs the tiled kernel's shared memory), so only where
 /// `DeviceFeatures::runs_few_invocations`.
-fn uses_short(b: &MatRhs<'_>, out_c: usize, m: usize) -> bool {
-    matches!(b, MatRhs::Weights { .. }) && out_c > 1 && m <= SHORT_MAX_ROWS
+fn uses_short(device: &crate::device::Device, b: &MatRhs<'_>, out_c: usize, m: usize) -> bool {
+    device.features().runs_few_invocations()
+        && matches!(b, MatRhs::Weights { .. })
+        && out_c > 1
+        && m <= SHORT_MAX_ROWS
 }
 
 /// Whether a MatMul with a constant B (and no run-time bias) writing `out` runs on cooperative

@@ -23,6 +23,11 @@ const GLOBAL_AVG_POOL: KernelDesc = KernelDesc {
     uses_weights: false,
 };
 
+/// Invocations a workgroup of `global_avg_pool.comp` and of `global_avg_pool_narrow.comp`
+/// (their `WG`).
+const GLOBAL_AVG_POOL_WORKGROUP: u64 = 256;
+const GLOBAL_AVG_POOL_NARROW_WORKGROUP: u64 = 64;
+
 /// `global_avg_pool.comp` on 64 invocations an output texel (`global_avg_pool_narrow.comp`).
 const GLOBAL_AVG_POOL_NARROW: KernelDesc = KernelDesc {
     name: "global_avg_pool_narrow",
@@ -110,9 +115,9 @@ pub fn global_avg_pool_into(rec: &mut Recorder, x: &Tensor, out: &Tensor) -> Res
         // on llvmpipe the wide one took the PP-OCR classifier's ten pools from 1.2 to 2.4 ms
         // (session 40), where on an H100 it took the detector's eight from 161 to 103 us.
         if !rec.device().features().runs_few_invocations() {
-            (&GLOBAL_AVG_POOL, 256)
+            (&GLOBAL_AVG_POOL, GLOBAL_AVG_POOL_WORKGROUP)
         } else {
-            (&GLOBAL_AVG_POOL_NARROW, 64)
+            (&GLOBAL_AVG_POOL_NARROW, GLOBAL_AVG_POOL_NARROW_WORKGROUP)
         };
     let groups = dispatch_1d(
         rec.device(),

@@ -23,8 +23,8 @@ impl Recorder {
     }
 
     /// Whether `rows` filter rows of `row_texels` texels from weight-space texel `first` each
-    /// lie in one uncompensated page of the bound atlas ([`WeightAtlas::rows_plain`]); false
-    /// where no atlas is bound.
+    /// lie in at most two pages of the bound atlas with no compensated texel
+    /// ([`WeightAtlas::rows_plain`]); false where no atlas is bound.
     pub(crate) fn weight_rows_plain(&self, first: u64, rows: u64, row_texels: u64) -> bool {
         self.weights
             .as_ref()
