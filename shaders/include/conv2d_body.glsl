@@ -31,12 +31,11 @@ TENSOR_IN(2, img_add);
 #include "conv_push.glsl"
 #include "conv_filter_rows.glsl"
 #include "conv_epilogue.glsl"
+#include "conv_units.glsl"
 
 void main() {
-    uint ox0 = gl_GlobalInvocationID.x * PX;
-    uint oy = gl_GlobalInvocationID.y;
-    uint layer = gl_GlobalInvocationID.z;
-    if (ox0 >= pc.out_t.w || oy >= pc.out_t.h || layer >= pc.out_t.n * pc.out_t.c4) return;
+    uint layer, oy, ox0;
+    if (!conv_unit(layer, oy, ox0)) return;
     uint n = layer / pc.out_t.c4;
     uint oc4 = layer % pc.out_t.c4;
     CONV_WINDOW_LOCALS();

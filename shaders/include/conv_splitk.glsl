@@ -1,12 +1,14 @@
 // Shared by conv2d_splitk.comp and conv2d_dw_splitk.comp: a workgroup of WG invocations holds
 // WG >> split_log2 output units (4 channels at PX consecutive pixels of a row, all in the output
-// layer gl_WorkGroupID.z), SPLIT = 1 << split_log2 adjacent lanes each; each lane sums its share of
-// the unit's reduction and the shares meet in shared memory.
+// layer gl_WorkGroupID.z, or with CONV_FLAT_UNITS counted across rows and layers: see
+// include/conv_units.glsl), SPLIT = 1 << split_log2 adjacent lanes each; each lane sums its share
+// of the unit's reduction and the shares meet in shared memory. Needs the conv push constants.
 #ifndef TEXSTREAM_CONV_SPLITK_GLSL
 #define TEXSTREAM_CONV_SPLITK_GLSL
 
 #define PX 4
 #define WG 64
+#include "conv_units.glsl"
 layout(local_size_x = WG, local_size_y = 1, local_size_z = 1) in;
 
 shared vec4 partial[WG * PX];
@@ -26,11 +28,15 @@ SplitUnit split_unit(TensorDesc out_t, uint split_log2) {
     u.lane = gl_LocalInvocationID.x;
     u.split = 1u << split_log2;
     u.klane = u.lane & (u.split - 1u);
-    uint units_x = (out_t.w + uint(PX) - 1u) / uint(PX);
     uint unit = gl_WorkGroupID.x * (uint(WG) >> split_log2) + (u.lane >> split_log2);
-    u.layer = gl_WorkGroupID.z;
-    u.ox0 = (unit % units_x) * uint(PX);
-    u.oy = unit / units_x;
+    if ((pc.act & CONV_FLAT_UNITS) != 0u) {
+        conv_flat_unit(out_t, unit, u.layer, u.oy, u.ox0);
+    } else {
+        uint units_x = conv_units_x(out_t);
+        u.layer = gl_WorkGroupID.z;
+        u.ox0 = (unit % units_x) * uint(PX);
+        u.oy = unit / units_x;
+    }
     u.live = u.oy < out_t.h && u.layer < out_t.n * out_t.c4;
     return u;
 }

@@ -342,6 +342,25 @@ fn cases() -> Vec<Case> {
             bias: true,
             act: UnaryOp::Identity,
         },
+        // Outputs of whole 8x8 workgroups (8 rows of 8 units): the direct kernels' per-layer
+        // grid on every device; the cases above leave most of such a grid idle, so on lavapipe
+        // they count their units across rows and layers instead (`CONV_FLAT_UNITS`).
+        Case {
+            x: [1, 8, 8, 32],
+            o: 12,
+            groups: 1,
+            window: win([3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            bias: true,
+            act: UnaryOp::Relu,
+        },
+        Case {
+            x: [1, 12, 8, 32],
+            o: 12,
+            groups: 12,
+            window: win([3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            bias: true,
+            act: UnaryOp::Identity,
+        },
         // Kernel larger than stride with no activation.
         Case {
             x: [1, 4, 5, 5],

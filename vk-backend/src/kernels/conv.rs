@@ -452,12 +452,18 @@ fn record_conv2d(
         ConvKernel::Split { lanes } => {
             let split = lanes.trailing_zeros();
             let per_group = SPLITK_WORKGROUP >> split;
-            let groups = dispatch_3d(
-                rec.device(),
-                "conv2d",
-                [(units_x * l.h as u64).div_ceil(per_group), 1, l.layers()],
-                [1, 1, 1],
-            )?;
+            let units = UnitGrid::new(units_x, l.h as u64, l.layers());
+            let flat = units.counts_flat(rec.device(), [per_group, 1]);
+            let groups = if flat {
+                dispatch_3d(rec.device(), "conv2d", [units.total(), 1, 1], [per_group as u32, 1, 1])?
+            } else {
+                dispatch_3d(
+                    rec.device(),
+                    "conv2d",
+                    [(units_x * l.h as u64).div_ceil(per_group), 1, l.layers()],
+                    [1, 1, 1],
+                )?
+            };
             let desc = if depthwise {
                 &CONV2D_DW_SPLITK
             } else if plain_filter_rows(rec, weights, p, icg) {
@@ -465,7 +471,7 @@ fn record_conv2d(
             } else {
                 &CONV2D_SPLITK
             };
-            let pc = push(0).set_word(27, split);
+            let pc = push(if flat { CONV_FLAT_UNITS } else { 0 }).set_word(27, split);
             launch_unfolded(
                 rec,
                 desc,
@@ -477,7 +483,10 @@ fn record_conv2d(
             )
         }
         ConvKernel::Direct => {
-            let pc = push(if aligned || depthwise { 0 } else { 0x100 });
+            let units = UnitGrid::new(units_x, l.h as u64, l.layers());
+            let flat = units.counts_flat(rec.device(), [8, 8]);
+            let general = if aligned || depthwise { 0 } else { 0x100 };
+            let pc = push(general | if flat { CONV_FLAT_UNITS } else { 0 });
             let desc = if depthwise && plain_depthwise_filter(rec, weights, p, c) {
                 &CONV2D_DW_PLAIN
             } else if depthwise {
@@ -487,12 +496,16 @@ fn record_conv2d(
             } else {
                 &CONV2D
             };
-            let groups = dispatch_3d(
-                rec.device(),
-                "conv2d",
-                [units_x, l.h as u64, l.layers()],
-                [8, 8, 1],
-            )?;
+            let groups = if flat {
+                dispatch_3d(rec.device(), "conv2d", [units.total(), 1, 1], [64, 1, 1])?
+            } else {
+                dispatch_3d(
+                    rec.device(),
+                    "conv2d",
+                    [units_x, l.h as u64, l.layers()],
+                    [8, 8, 1],
+                )?
+            };
             launch_unfolded(
                 rec,
                 desc,
@@ -503,6 +516,46 @@ fn record_conv2d(
                 input_unfolded,
             )
         }
+    }
+}
+
+/// The `flags` bit of the direct and split kernels' push constants that counts their output
+/// units across rows and layers in one dimension (`include/conv_units.glsl`).
+const CONV_FLAT_UNITS: u32 = 0x400;
+
+/// A convolution's output units (4 channels at `CONV_PX` pixels of a row): `x` a row, `rows`,
+/// `layers`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct UnitGrid {
+    x: u64,
+    rows: u64,
+    layers: u64,
+}
+
+impl UnitGrid {
+    fn new(x: u64, rows: u64, layers: u64) -> Self {
+        Self { x, rows, layers }
+    }
+
+    fn total(self) -> u64 {
+        self.x * self.rows * self.layers
+    }
+
+    /// Whether the kernel counts the units flat (`CONV_FLAT_UNITS`) rather than in workgroups of
+    /// `workgroup` units (along a row, over rows) within one layer: on a device that runs a
+    /// workgroup's invocations in batches one after another ([`DeviceFeatures::runs_few_invocations`]:
+    /// lavapipe) where the per-layer grid would hold over a fifth more invocations than the
+    /// units need. There a squeeze-and-excitation convolution's 50 layers of one unit ran 50
+    /// workgroups of 64 (the PP-OCR classifier's took 0.5 ms each). Elsewhere a workgroup keeps
+    /// one layer, so its invocations read the same filter texels.
+    ///
+    /// [`DeviceFeatures::runs_few_invocations`]: crate::DeviceFeatures::runs_few_invocations
+    fn counts_flat(self, device: &Device, workgroup: [u64; 2]) -> bool {
+        let [wx, wy] = workgroup;
+        let grid = self.x.div_ceil(wx) * wx * self.rows.div_ceil(wy) * wy * self.layers;
+        let per_group = wx * wy;
+        let flat = self.total().div_ceil(per_group) * per_group;
+        device.features().runs_few_invocations() && grid * 4 > flat * 5
     }
 }
 
