@@ -3,8 +3,8 @@
 // invocation an output texel (four channels of a pixel) sums the spans' partial results
 // (include/conv_partials.glsl), then adds the bias and the addend and applies the activation as
 // the unsplit kernels' epilogue does. Same bindings and push constants as the split kernels:
-// the input at 0 goes unread, the output at 1 is written, the addend at 2 and the partials at 3
-// are read.
+// the input at 0 and the input scale at 3 go unread, the output at 1 is written, the addend at 2
+// and the partials at 4 are read.
 #include "tensor.glsl"
 #include "weights.glsl"
 #include "activation.glsl"
@@ -15,7 +15,6 @@ TENSOR_IN(0, img_in);
 TENSOR_OUT(1, img_out);
 TENSOR_IN(2, img_add);
 
-#define CONV_PARTIALS
 #include "conv_push.glsl"
 #include "conv_partials.glsl"
 

@@ -2,7 +2,8 @@
 // 2D convolution (groups, stride, dilation, asymmetric pads) with fused bias + activation, and
 // optionally an addend of the output's shape summed before the activation (a convolution split
 // into partial sums; the addend may be the output image itself: each invocation reads its own
-// output texels' addend before writing them).
+// output texels' addend before writing them), and optionally a factor per input channel
+// (include/conv_input_scale.glsl).
 // One invocation computes one output C4 texel (4 output channels) at PX consecutive output
 // pixels of a row, so every weight texel fetched is reused PX times and every input texel 4 times.
 // All invocations of a workgroup share the output layer (gl_GlobalInvocationID.z), so they fetch
@@ -32,6 +33,7 @@ TENSOR_IN(2, img_add);
 #include "conv_filter_rows.glsl"
 #include "conv_epilogue.glsl"
 #include "conv_units.glsl"
+#include "conv_input_scale.glsl"
 
 void main() {
     uint layer, oy, ox0;
@@ -67,6 +69,7 @@ void main() {
                 for (uint i4 = 0u; i4 < icg4; ++i4) {
                     uint t = tap + i4;
                     mat4 wm = mat4(FILTER_TEXEL(0, t), FILTER_TEXEL(1, t), FILTER_TEXEL(2, t), FILTER_TEXEL(3, t));
+                    if (conv_input_scaled()) wm = conv_scaled_filter(wm, in_layer0 + i4);
                     // By coordinates (LOAD_AT): no fold's divisions a load where the input is
                     // unfolded (llvmpipe divides lane by lane).
                     for (int p = 0; p < PX; ++p) {

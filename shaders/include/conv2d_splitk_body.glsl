@@ -24,6 +24,7 @@ TENSOR_IN(2, img_add);
 
 #include "conv_push.glsl"
 #include "conv_filter_rows.glsl"
+#include "conv_input_scale.glsl"
 
 #include "conv_splitk.glsl"
 #include "conv_epilogue.glsl"
@@ -86,6 +87,10 @@ void main() {
                     for (int p = 0; p < PX; ++p) {
                         xs[s * PX + uint(p)] = okx[p] ? LOAD_AT(img_in, pc.in_t, in_layer0 + si, uint(iy0), uint(ix0[p])) : vec4(0.0);
                     }
+                    if (conv_input_scaled()) {
+                        vec4 f = conv_input_scale(in_layer0 + si);
+                        for (int p = 0; p < PX; ++p) xs[s * PX + uint(p)] *= f;
+                    }
                 }
                 [[unroll]] for (uint s = 0u; s < STEPS_IN_FLIGHT; s++) {
                     if (b + s * split < icg4) {
@@ -102,6 +107,7 @@ void main() {
             if (iy >= 0 && iy < H) {
                 uint t = tap * icg4 + i4;
                 mat4 wm = mat4(FILTER_TEXEL(0, t), FILTER_TEXEL(1, t), FILTER_TEXEL(2, t), FILTER_TEXEL(3, t));
+                if (conv_input_scaled()) wm = conv_scaled_filter(wm, in_layer0 + i4);
                 for (int p = 0; p < PX; ++p) {
                     int ix = ix0[p] + int(kx * dw);
                     if (ix >= 0 && ix < W) acc[p] += LOAD_AT(img_in, pc.in_t, in_layer0 + i4, uint(iy), uint(ix)) * wm;

@@ -28,6 +28,7 @@ TENSOR_OUT(1, img_out);
 TENSOR_IN(2, img_add);
 
 #include "conv_push.glsl"
+#include "conv_input_scale.glsl"
 
 #define KG 4u           // K groups
 #define GT 128u         // invocations a group
@@ -81,6 +82,7 @@ void load_step(uint tid, uint k0) {
             int ix = int((m % OW) * sw + kx * dw) - pl;
             if (iy >= 0 && iy < int(pc.in_t.h) && ix >= 0 && ix < int(pc.in_t.w)) {
                 v = LOAD_AT(img_in, pc.in_t, batch * icg4 + i4, uint(iy), uint(ix));
+                if (conv_input_scaled()) v *= conv_input_scale(batch * icg4 + i4);
             }
         }
         ra[r] = v;

@@ -1,5 +1,5 @@
 // The push constants of the convolution kernels (conv2d*.comp, conv_transpose2d.comp and the
-// cooperative-matrix bodies): vk_backend::kernels::conv's `conv_push_constants`, 112 bytes.
+// cooperative-matrix bodies): vk_backend::kernels::conv's `conv_push_constants`, 128 bytes.
 #ifndef TEXSTREAM_CONV_PUSH_GLSL
 #define TEXSTREAM_CONV_PUSH_GLSL
 
@@ -14,16 +14,18 @@ layout(push_constant) uniform Push {
     uint ocg;       // output channels per group
     uint w_off;     // filter texel offset in the weight space
     uint b_off;     // bias texel offset, 0xFFFFFFFF = no bias
-    uint act;       // activation code (bits 0-7), bit 8: general grouped path, bit 9: addend
+    uint act;       // activation code (bits 0-7), bit 8: general grouped path, bit 9: addend,
+                    // bit 10: units counted flat (include/conv_units.glsl), bit 11: input
+                    // scale (include/conv_input_scale.glsl)
     float alpha;
     float beta;
     uint split_log2;  // the split kernels (conv2d*_splitk.comp): log2 of the lanes a unit; the
                       // tensor-core ones split over reduction spans (conv2d_coop*_splitk.comp and
                       // their combine): the spans; 0 else
-#ifdef CONV_PARTIALS
-    uint part_pw;     // the spans' partial results' physical width and height (their fold)
-    uint part_ph;
-#endif
+    uint part_pw;     // the spans' partial results' physical width and height (their fold;
+    uint part_ph;     // the tensor-core split kernels and their combine)
+    uint scale_pw;    // the input scale's physical width and height (its fold)
+    uint scale_ph;
 } pc;
 
 // The window's locals from the push constants: kernel kh x kw, strides sh, sw, dilations dh,

@@ -189,7 +189,8 @@ pub struct Window {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Op {
     /// inputs: X, W (const [O, I/g, KH, KW]), B? (const [O]), addend? (Y's shape, added
-    /// before the activation; made by `passes::concat_conv` and `passes::residual_conv`).
+    /// before the activation; made by `passes::concat_conv` and `passes::residual_conv`),
+    /// input scale? ([N, C, 1, 1], X's channels times it; made by `passes::channel_scale`).
     Conv {
         window: Window,
         group: usize,

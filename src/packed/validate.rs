@@ -480,6 +480,17 @@ fn check_attributes(g: &Graph, n: &Node) -> Result<(), NodeProblem> {
                     )));
                 }
             }
+            if let Some(scale) = n.input(4) {
+                let x = n.input(0).map(|t| &g.tensors[t].shape);
+                let want = x.filter(|x| x.len() == 4).map(|x| vec![x[0], x[1], 1, 1]);
+                if *group != 1 || want.as_ref() != Some(&g.tensors[scale].shape) {
+                    return Err(NodeProblem::Invalid(format!(
+                        "input scale {:?} of a convolution over {x:?} in {group} groups: \
+                         expected [N, C, 1, 1] of a dense convolution's input",
+                        g.tensors[scale].shape
+                    )));
+                }
+            }
         }
         Op::ConvTranspose {
             window,

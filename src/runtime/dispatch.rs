@@ -251,8 +251,9 @@ impl Executable {
                 .all(|&t| matches!(g.tensors[t].layout, TensorLayout::ViewOf(_)))
     }
 
-    /// Conv: packed filter (and bias), an optional addend (input 3, see `passes::concat_conv`);
-    /// a 1-D conv runs on [N, C, 1, L] copies.
+    /// Conv: packed filter (and bias), an optional addend (input 3, see `passes::concat_conv`)
+    /// and input scale (input 4, `passes::channel_scale`); a 1-D conv runs on [N, C, 1, L]
+    /// copies.
     fn record_conv(&mut self, rec: &mut Recorder, ni: usize, n: &Node) -> Result<()> {
         let Op::Conv {
             window,
@@ -287,6 +288,17 @@ impl Executable {
             Some(_) => Some(self.input(n, 3)?),
             None => None,
         };
+        let input_scale = match n.input(4) {
+            Some(_) if one_d => {
+                return Err(self.bad(n, "a 1-D convolution cannot take an input scale"))
+            }
+            Some(_) => Some(self.input(n, 4)?),
+            None => None,
+        };
+        let operands = k::ConvOperands {
+            addend: addend.as_ref(),
+            input_scale: input_scale.as_ref(),
+        };
         // A 2-D convolution whose tensor-core tiles leave the device idle splits its reduction
         // over workgroups, its spans' sums in the shared fp32 partials of their shape.
         let split = match one_d {
@@ -298,8 +310,8 @@ impl Executable {
             None => None,
         };
         self.spatial_2d(rec, ni, one_d, (&x, &y), |r, x, y| match &partials {
-            Some(t) => k::conv2d_split_add_into(r, x, weights, &p, addend.as_ref(), y, t),
-            None => k::conv2d_add_into(r, x, weights, &p, addend.as_ref(), y),
+            Some(t) => k::conv2d_split_add_into(r, x, weights, &p, operands, y, t),
+            None => k::conv2d_add_into(r, x, weights, &p, operands, y),
         })
     }
 

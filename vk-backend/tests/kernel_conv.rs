@@ -6,12 +6,19 @@
 
 use vk_backend::kernels::{
     conv2d, conv2d_add_into, conv2d_into, conv2d_is_depthwise, conv2d_kernel, conv2d_output_shape,
-    conv2d_split_add_into, conv2d_split_shape, Conv2dParams, ConvKernel, ConvWeights, CoopTile,
-    UnaryOp, Window2d,
+    conv2d_split_add_into, conv2d_split_shape, Conv2dParams, ConvKernel, ConvOperands, ConvWeights,
+    CoopTile, UnaryOp, Window2d,
 };
 use vk_backend::layout::{pack_conv_filter, pack_depthwise_filter, pack_vector};
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
 use vk_backend::{AtlasConfig, Precision, QueueKind, Recorder, Tensor, WeightAtlas};
+
+fn addend(t: &Tensor) -> ConvOperands<'_> {
+    ConvOperands {
+        addend: Some(t),
+        input_scale: None,
+    }
+}
 
 fn tol(p: Precision) -> f64 {
     match p {
@@ -488,9 +495,20 @@ fn check_cases(
         let mut rec = Recorder::new(d, QueueKind::Compute).unwrap();
         rec.use_weights(&atlas);
         let mut checks = Vec::new();
-        for (c, w, b, cw) in prepared {
+        for (i, (c, w, b, cw)) in prepared.into_iter().enumerate() {
             let xv = rng.vec(c.x.iter().product(), -1.0, 1.0);
             let x = Tensor::from_data(d, "x", &c.x, p, &xv).unwrap();
+            // Every other dense case scales its input's channels (a squeeze-and-excitation's
+            // Mul folded into the convolution).
+            let [n, ci, h, wd] = c.x;
+            let scale = (c.groups == 1 && i % 2 == 1).then(|| rng.vec(n * ci, 0.25, 1.5));
+            let scale_tensor = scale
+                .as_ref()
+                .map(|s| Tensor::from_data(d, "scale", &[n, ci, 1, 1], p, s).unwrap());
+            let operands = ConvOperands {
+                addend: None,
+                input_scale: scale_tensor.as_ref(),
+            };
             let params = Conv2dParams {
                 window: c.window,
                 groups: c.groups,
@@ -509,23 +527,30 @@ fn check_cases(
             match conv2d_split_shape(&rec, &x, &params, &out).unwrap() {
                 Some(s) => {
                     let partials = Tensor::new(d, "partials", &s, Precision::F32).unwrap();
-                    conv2d_split_add_into(&mut rec, &x, cw, &params, None, &out, &partials)
+                    conv2d_split_add_into(&mut rec, &x, cw, &params, operands, &out, &partials)
                 }
-                None => conv2d_into(&mut rec, &x, cw, &params, &out),
+                None => conv2d_add_into(&mut rec, &x, cw, &params, operands, &out),
             }
             .unwrap();
             let [_, _, oh, ow] = [0, 0, out.shape()[2], out.shape()[3]];
             let r = |v: &[f32]| v.iter().map(|&v| p.round(v) as f64).collect::<Vec<_>>();
-            let want = conv_ref(
-                &c,
-                &r(&xv),
-                &r(&w),
-                c.bias.then(|| r(&b)).as_deref(),
-                oh,
-                ow,
-            );
+            let mut x_in = r(&xv);
+            if let Some(s) = &scale {
+                let s = r(s);
+                for (e, v) in x_in.iter_mut().enumerate() {
+                    *v *= s[e / (h * wd)];
+                }
+            }
+            let want = conv_ref(&c, &x_in, &r(&w), c.bias.then(|| r(&b)).as_deref(), oh, ow);
             checks.push((
-                format!("{:?} o={} g={} {:?} {p:?}", c.x, c.o, c.groups, c.window),
+                format!(
+                    "{:?} o={} g={} {:?} {p:?} scaled={}",
+                    c.x,
+                    c.o,
+                    c.groups,
+                    c.window,
+                    scale.is_some()
+                ),
                 out,
                 want,
             ));
@@ -602,7 +627,7 @@ fn conv2d_output_shapes_and_errors() {
     assert!(e.to_string().contains("groups 4"), "{e}");
     p.groups = 1;
     let wrong = Tensor::new(&d, "wrong", &[1, 8, 5, 5], Precision::F32).unwrap();
-    let e = vk_backend::kernels::conv2d_into(&mut rec, &x, cw, &p, &wrong).unwrap_err();
+    let e = conv2d_into(&mut rec, &x, cw, &p, &wrong).unwrap_err();
     assert!(e.to_string().contains("expected [1, 8, 5, 4]"), "{e}");
     // No atlas bound.
     let e = conv2d(&mut rec, &x, cw, &p, "y").unwrap_err();
@@ -662,8 +687,8 @@ fn conv2d_adds_its_addend_before_the_activation_in_place() {
         };
         let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
         rec.use_weights(&atlas);
-        conv2d_add_into(&mut rec, &x, cw, &params, Some(&z), &fresh).unwrap();
-        conv2d_add_into(&mut rec, &x, cw, &params, Some(&over), &over).unwrap();
+        conv2d_add_into(&mut rec, &x, cw, &params, addend(&z), &fresh).unwrap();
+        conv2d_add_into(&mut rec, &x, cw, &params, addend(&over), &over).unwrap();
         rec.submit_and_wait().unwrap();
         let r = |v: &[f32]| v.iter().map(|&v| p.round(v) as f64).collect::<Vec<_>>();
         let plain = Case {
@@ -683,7 +708,7 @@ fn conv2d_adds_its_addend_before_the_activation_in_place() {
         let small = Tensor::new(&d, "small", &[1, c.o, 9, 10], p).unwrap();
         let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
         rec.use_weights(&atlas);
-        assert!(conv2d_add_into(&mut rec, &x, cw, &params, Some(&small), &fresh).is_err());
+        assert!(conv2d_add_into(&mut rec, &x, cw, &params, addend(&small), &fresh).is_err());
         assert_no_validation_messages(&d);
     }
 }

@@ -1,6 +1,7 @@
 //! Graph passes run after import: BatchNorm folding, pattern fusion (GELU, HardSwish), activation
 //! fusion, dead-code elimination and layout assignment.
 pub mod attention;
+pub mod channel_scale;
 pub mod concat_conv;
 pub mod fold_bn;
 pub mod fuse;
@@ -77,6 +78,10 @@ pub struct PassReport {
     /// Residual Adds run as the addend of the convolution that makes one of their operands.
     #[serde(default)]
     pub residual_convs_fused: usize,
+    /// Channel-scale Muls (a squeeze-and-excitation's) run inside the convolution that reads
+    /// their product.
+    #[serde(default)]
+    pub channel_scales_fused: usize,
     /// Graph outputs shown in their Reshape's shape instead of copied by it.
     #[serde(default)]
     pub output_reshapes_removed: usize,
@@ -121,6 +126,8 @@ pub fn optimize_with(g: &mut Graph, opts: &PassOptions) -> PassReport {
     r.residual_convs_fused = residual_conv::fuse_residual_adds(g);
     r.activations_fused = fuse::activations(g);
     r.concat_convs_split = concat_conv::split_conv_over_concat(g);
+    // After the convolutions over concatenations split (a scaled one would not).
+    r.channel_scales_fused = channel_scale::fuse_channel_scales(g);
     r.transposes_absorbed = layout::absorb_transposes(g);
     r.dead_nodes_removed += dce(g);
     r.attention_fused = attention::fuse_attention(g);

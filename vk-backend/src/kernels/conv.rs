@@ -6,18 +6,21 @@
 use crate::device::Device;
 use crate::error::Result;
 use crate::kernels::elementwise::UnaryOp;
-use crate::kernels::launch::{kerr, launch, launch_unfolded, unfolded, IMAGES_2, IMAGES_3};
+use crate::kernels::launch::{kerr, launch, launch_unfolded, unfolded, IMAGES_2, IMAGES_4};
 use crate::kernels::push::PushConstants;
 use crate::kernels::window::{check_out, dispatch_3d, rank4, Window2d};
 use crate::pipeline::{BindingKind, KernelDesc};
 use crate::recorder::{Arg, Recorder};
 use crate::tensor::Tensor;
 
+/// Bytes of every convolution kernel's push constants (`include/conv_push.glsl`).
+pub(crate) const CONV_PUSH_BYTES: u32 = 128;
+
 const CONV2D: KernelDesc = KernelDesc {
     name: "conv2d",
-    // Input, output, addend (bound to the input when there is none).
-    bindings: IMAGES_3,
-    push_constant_bytes: 112,
+    // Input, output, addend and input scale (each bound to the input when there is none).
+    bindings: IMAGES_4,
+    push_constant_bytes: CONV_PUSH_BYTES,
     uses_weights: true,
 };
 
@@ -31,8 +34,8 @@ const CONV2D_PLAIN: KernelDesc = KernelDesc {
 
 const CONV2D_SPLITK: KernelDesc = KernelDesc {
     name: "conv2d_splitk",
-    bindings: IMAGES_3,
-    push_constant_bytes: 112,
+    bindings: IMAGES_4,
+    push_constant_bytes: CONV_PUSH_BYTES,
     uses_weights: true,
 };
 
@@ -46,35 +49,36 @@ const CONV2D_SPLITK_PLAIN: KernelDesc = KernelDesc {
 const CONV2D_DW_SPLITK: KernelDesc = KernelDesc {
     name: "conv2d_dw_splitk",
     bindings: IMAGES_2,
-    push_constant_bytes: 112,
+    push_constant_bytes: CONV_PUSH_BYTES,
     uses_weights: true,
 };
 
 const CONV2D_COOP: KernelDesc = KernelDesc {
     name: "conv2d_coop",
-    bindings: IMAGES_3,
-    push_constant_bytes: 112,
+    bindings: IMAGES_4,
+    push_constant_bytes: CONV_PUSH_BYTES,
     uses_weights: true,
 };
 
 const CONV2D_COOP_WIDE: KernelDesc = KernelDesc {
     name: "conv2d_coop_wide",
-    bindings: IMAGES_3,
-    push_constant_bytes: 112,
+    bindings: IMAGES_4,
+    push_constant_bytes: CONV_PUSH_BYTES,
     uses_weights: true,
 };
 
 const CONV2D_COOP_LARGE: KernelDesc = KernelDesc {
     name: "conv2d_coop_large",
-    bindings: IMAGES_3,
-    push_constant_bytes: 112,
+    bindings: IMAGES_4,
+    push_constant_bytes: CONV_PUSH_BYTES,
     uses_weights: true,
 };
 /// The small and wide tiles over one span of the reduction a workgroup
 /// (`conv2d_coop*_splitk.comp`), and the kernel that sums the spans and finishes the output
-/// (`conv2d_coop_splitk_combine.comp`): input, output, addend, and the fp32 partial results;
-/// the partials' fold follows the convolution's push constants.
+/// (`conv2d_coop_splitk_combine.comp`): input, output, addend, input scale, and the fp32
+/// partial results; the partials' fold follows the convolution's push constants.
 const COOP_SPLITK_BINDINGS: &[BindingKind] = &[
+    BindingKind::StorageImage,
     BindingKind::StorageImage,
     BindingKind::StorageImage,
     BindingKind::StorageImage,
@@ -83,7 +87,7 @@ const COOP_SPLITK_BINDINGS: &[BindingKind] = &[
 const CONV2D_COOP_SPLITK: KernelDesc = KernelDesc {
     name: "conv2d_coop_splitk",
     bindings: COOP_SPLITK_BINDINGS,
-    push_constant_bytes: 120,
+    push_constant_bytes: CONV_PUSH_BYTES,
     uses_weights: true,
 };
 const CONV2D_COOP_WIDE_SPLITK: KernelDesc = KernelDesc {
@@ -157,7 +161,7 @@ impl CoopTile {
 const CONV2D_DW: KernelDesc = KernelDesc {
     name: "conv2d_dw",
     bindings: IMAGES_2,
-    push_constant_bytes: 112,
+    push_constant_bytes: CONV_PUSH_BYTES,
     uses_weights: true,
 };
 
@@ -236,6 +240,17 @@ pub fn conv2d_output_shape(x: &[usize], p: &Conv2dParams) -> Result<[usize; 4]> 
     Ok([n, p.out_channels, oh, ow])
 }
 
+/// The run-time operands of a dense convolution beside its input, each optional: `addend`
+/// (`out`'s layout, added before the activation; it may be `out` itself or a view of its
+/// image) and `input_scale` (`[N, C, 1, 1]` at the input's precision: the input's channels
+/// times these factors, as ONNX's broadcast `Mul(x, s)` before the convolution). Neither for
+/// depthwise convolutions.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ConvOperands<'a> {
+    pub addend: Option<&'a Tensor>,
+    pub input_scale: Option<&'a Tensor>,
+}
+
 /// Records `out = act(conv2d(x, W) + b)`; `out` must have [`conv2d_output_shape`].
 /// Needs `rec.use_weights(..)` with the atlas holding the packed filter/bias.
 pub fn conv2d_into(
@@ -245,20 +260,20 @@ pub fn conv2d_into(
     p: &Conv2dParams,
     out: &Tensor,
 ) -> Result<()> {
-    conv2d_add_into(rec, x, weights, p, None, out)
+    conv2d_add_into(rec, x, weights, p, ConvOperands::default(), out)
 }
 
-/// Records `out = act(conv2d(x, W) + b + addend)`: `addend` has `out`'s layout and may be
-/// `out` itself (or a view of its image); not for depthwise convolutions.
+/// Records `out = act(conv2d(x * input_scale, W) + b + addend)` with the `operands` given
+/// ([`ConvOperands`]).
 pub fn conv2d_add_into(
     rec: &mut Recorder,
     x: &Tensor,
     weights: ConvWeights,
     p: &Conv2dParams,
-    addend: Option<&Tensor>,
+    operands: ConvOperands<'_>,
     out: &Tensor,
 ) -> Result<()> {
-    record_conv2d(rec, x, weights, p, addend, out, None)
+    record_conv2d(rec, x, weights, p, operands, out, None)
 }
 
 /// [`conv2d_add_into`] with its reduction split over workgroups where
@@ -269,11 +284,11 @@ pub fn conv2d_split_add_into(
     x: &Tensor,
     weights: ConvWeights,
     p: &Conv2dParams,
-    addend: Option<&Tensor>,
+    operands: ConvOperands<'_>,
     out: &Tensor,
     partials: &Tensor,
 ) -> Result<()> {
-    record_conv2d(rec, x, weights, p, addend, out, Some(partials))
+    record_conv2d(rec, x, weights, p, operands, out, Some(partials))
 }
 
 /// The shape of the fp32 partial results `[1, 4, spans * N * pixels, ceil(O / 4)]` that
@@ -371,15 +386,36 @@ fn record_conv2d(
     x: &Tensor,
     weights: ConvWeights,
     p: &Conv2dParams,
-    addend: Option<&Tensor>,
+    operands: ConvOperands<'_>,
     out: &Tensor,
     partials: Option<&Tensor>,
 ) -> Result<()> {
-    let [_, c, _, _] = rank4("conv2d", x)?;
+    let [n, c, _, _] = rank4("conv2d", x)?;
     let want = conv2d_output_shape(x.shape(), p)?;
     check_out("conv2d", x, out, &want)?;
     let (icg, ocg) = (c / p.groups, p.out_channels / p.groups);
     let depthwise = conv2d_is_depthwise(c, p.out_channels, p.groups);
+    let ConvOperands {
+        addend,
+        input_scale,
+    } = operands;
+    if let Some(s) = input_scale {
+        if depthwise || s.shape() != [n, c, 1, 1] || s.precision() != x.precision() {
+            return Err(kerr(
+                "conv2d",
+                format!(
+                    "input scale `{}` {:?} {:?} must be [N, C, 1, 1] of input `{}` {:?} {:?}, \
+                     of a non-depthwise conv",
+                    s.name(),
+                    s.shape(),
+                    s.precision(),
+                    x.name(),
+                    x.shape(),
+                    x.precision()
+                ),
+            ));
+        }
+    }
     if let Some(a) = addend {
         if depthwise || a.layout() != out.layout() || a.precision() != out.precision() {
             return Err(kerr(
@@ -403,9 +439,20 @@ fn record_conv2d(
             Arg::input(x),
             Arg::output(out),
             Arg::input(addend.unwrap_or(x)),
+            Arg::input(input_scale.unwrap_or(x)),
         ]
     };
     let addend_flag = if addend.is_some() { 0x200 } else { 0 };
+    let scale_flag = if input_scale.is_some() {
+        CONV_INPUT_SCALE
+    } else {
+        0
+    };
+    // The input scale's fold (its width and height are 1).
+    let [scale_pw, scale_ph] = input_scale.map_or([1, 1], |s| {
+        let sl = s.layout();
+        [sl.pw, sl.ph]
+    });
     // Every kernel takes the same push constants; `flags` adds the direct kernel's path bit.
     let push = |flags: u32| {
         conv_push_constants(
@@ -415,8 +462,10 @@ fn record_conv2d(
             [icg, ocg],
             weights,
             p.activation,
-            flags | addend_flag,
+            flags | addend_flag | scale_flag,
         )
+        .set_word(30, scale_pw)
+        .set_word(31, scale_ph)
     };
     let units_x = (l.w as u64).div_ceil(CONV_PX);
     // The split and direct kernels read the input with LOAD_AT.
@@ -455,7 +504,12 @@ fn record_conv2d(
             let units = UnitGrid::new(units_x, l.h as u64, l.layers());
             let flat = units.counts_flat(rec.device(), [per_group, 1]);
             let groups = if flat {
-                dispatch_3d(rec.device(), "conv2d", [units.total(), 1, 1], [per_group as u32, 1, 1])?
+                dispatch_3d(
+                    rec.device(),
+                    "conv2d",
+                    [units.total(), 1, 1],
+                    [per_group as u32, 1, 1],
+                )?
             } else {
                 dispatch_3d(
                     rec.device(),
@@ -522,6 +576,9 @@ fn record_conv2d(
 /// The `flags` bit of the direct and split kernels' push constants that counts their output
 /// units across rows and layers in one dimension (`include/conv_units.glsl`).
 const CONV_FLAT_UNITS: u32 = 0x400;
+/// The `flags` bit that scales the input's channels by the input scale
+/// (`include/conv_input_scale.glsl`, [`ConvOperands::input_scale`]).
+const CONV_INPUT_SCALE: u32 = 0x800;
 
 /// A convolution's output units (4 channels at `CONV_PX` pixels of a row): `x` a row, `rows`,
 /// `layers`.
@@ -618,7 +675,10 @@ fn record_coop_split(
         [1, 1, 1],
     )?;
     let pl = partials.layout();
-    let pc = push.set_word(27, spans as u32).u32(pl.pw).u32(pl.ph);
+    let pc = push
+        .set_word(27, spans as u32)
+        .set_word(28, pl.pw)
+        .set_word(29, pl.ph);
     let desc = match tile {
         CoopTile::Small => &CONV2D_COOP_SPLITK,
         _ => &CONV2D_COOP_WIDE_SPLITK,
@@ -782,7 +842,8 @@ pub(crate) fn check_groups(
 
 /// The push-constant block of every convolution kernel (`include/conv_push.glsl`):
 /// both tensors, the window, channels per group `[in, out]`, the weights' texel offsets, and
-/// the fused activation with the shader's `flags` bits.
+/// the fused activation with the shader's `flags` bits; the words after them (the split
+/// kernels' lanes or spans, the partials' and the input scale's folds) zero.
 pub(crate) fn conv_push_constants(
     x: &Tensor,
     out: &Tensor,
@@ -808,7 +869,7 @@ pub(crate) fn conv_push_constants(
         .u32(act | flags)
         .f32(alpha)
         .f32(beta)
-        .pad_to(28)
+        .pad_to(CONV_PUSH_BYTES as usize / 4)
 }
 
 /// Allocates the output and records the conv.

@@ -14,7 +14,7 @@ use crate::tensor::Tensor;
 const CONV_TRANSPOSE2D: KernelDesc = KernelDesc {
     name: "conv_transpose2d",
     bindings: IMAGES_2,
-    push_constant_bytes: 112,
+    push_constant_bytes: crate::kernels::conv::CONV_PUSH_BYTES,
     uses_weights: true,
 };
 

@@ -33,7 +33,8 @@ pub use attention::{
 pub use cache::kv_write_into;
 pub use conv::{
     conv2d, conv2d_add_into, conv2d_into, conv2d_is_depthwise, conv2d_kernel, conv2d_output_shape,
-    conv2d_split_add_into, conv2d_split_shape, Conv2dParams, ConvKernel, ConvWeights, CoopTile,
+    conv2d_split_add_into, conv2d_split_shape, Conv2dParams, ConvKernel, ConvOperands, ConvWeights,
+    CoopTile,
 };
 pub use conv_transpose::{
     conv_transpose2d, conv_transpose2d_into, conv_transpose2d_output_shape, ConvTranspose2dParams,

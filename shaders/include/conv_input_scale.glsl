@@ -1,0 +1,29 @@
+// The per-channel factor on a dense convolution's input: ONNX's Mul(x, s) with s of shape
+// [N, C, 1, 1] (a squeeze-and-excitation block's scale) folded into the convolution that reads
+// the product (the importer's `passes::channel_scale`), so the product is never written. Bound
+// at 3, one texel per input layer (its width and height are 1, its fold pc.scale_pw and
+// pc.scale_ph); read only where the act word has CONV_INPUT_SCALE (else 3 holds the input
+// itself). Needs the conv push constants.
+#ifndef TEXSTREAM_CONV_INPUT_SCALE_GLSL
+#define TEXSTREAM_CONV_INPUT_SCALE_GLSL
+
+#define CONV_INPUT_SCALE 0x800u
+
+TENSOR_IN(3, img_scale);
+
+bool conv_input_scaled() { return (pc.act & CONV_INPUT_SCALE) != 0u; }
+
+// The factors of input layer `layer` (image n's channels 4 * (layer - n * c4)..).
+vec4 conv_input_scale(uint layer) {
+    TensorDesc t = TensorDesc(1u, 4u, 1u, 1u, 1u, pc.scale_pw, pc.scale_ph, 1u);
+    return LOAD_TEXEL(img_scale, t, layer);
+}
+
+// `wm`'s columns (one output channel's weights over the layer's four input channels) times the
+// factors of input layer `layer`: the same products as scaling the input texels.
+mat4 conv_scaled_filter(mat4 wm, uint layer) {
+    vec4 s = conv_input_scale(layer);
+    return mat4(wm[0] * s, wm[1] * s, wm[2] * s, wm[3] * s);
+}
+
+#endif
