@@ -2,16 +2,18 @@
 // [N, C, 1, 1] (a squeeze-and-excitation block's scale) folded into the convolution that reads
 // the product (the importer's `passes::channel_scale`), so the product is never written. Bound
 // at 3, one texel per input layer (its width and height are 1, its fold pc.scale_pw and
-// pc.scale_ph); read only where the act word has CONV_INPUT_SCALE (else 3 holds the input
-// itself). Needs the conv push constants.
+// pc.scale_ph); read only in pipelines built with INPUT_SCALED, specialization constant 1
+// (vk_backend's `Specialization::input_scaled`; elsewhere 3 holds the input itself): a test of
+// a push constant inside the reduction loop cost llvmpipe a third more time on every
+// convolution. Needs the conv push constants.
 #ifndef TEXSTREAM_CONV_INPUT_SCALE_GLSL
 #define TEXSTREAM_CONV_INPUT_SCALE_GLSL
 
-#define CONV_INPUT_SCALE 0x800u
+layout(constant_id = 1) const bool INPUT_SCALED = false;
 
 TENSOR_IN(3, img_scale);
 
-bool conv_input_scaled() { return (pc.act & CONV_INPUT_SCALE) != 0u; }
+bool conv_input_scaled() { return INPUT_SCALED; }
 
 // The factors of input layer `layer` (image n's channels 4 * (layer - n * c4)..).
 vec4 conv_input_scale(uint layer) {

@@ -15,8 +15,7 @@ layout(push_constant) uniform Push {
     uint w_off;     // filter texel offset in the weight space
     uint b_off;     // bias texel offset, 0xFFFFFFFF = no bias
     uint act;       // activation code (bits 0-7), bit 8: general grouped path, bit 9: addend,
-                    // bit 10: units counted flat (include/conv_units.glsl), bit 11: input
-                    // scale (include/conv_input_scale.glsl)
+                    // bit 10: units counted flat (include/conv_units.glsl)
     float alpha;
     float beta;
     uint split_log2;  // the split kernels (conv2d*_splitk.comp): log2 of the lanes a unit; the

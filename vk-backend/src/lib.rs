@@ -40,7 +40,7 @@ pub use error::{Result, VkError};
 pub use layout::{FoldLayout, Precision};
 pub use memory::{HeapBudget, MemoryCategory, MemoryStats};
 pub use options::DeviceOptions;
-pub use pipeline::{BindingKind, KernelDesc, Pipeline, StorageKind};
+pub use pipeline::{BindingKind, KernelDesc, Pipeline, Specialization, StorageKind};
 pub use recorder::{Access, Arg, CommandCache, RecordedCommands, Recorder, Replay, Submission};
 pub use resource::{
     Buffer, Image, MemoryNeeds, SharedMemory, SharedMemoryLayout, StagingDirection,

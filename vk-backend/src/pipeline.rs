@@ -22,13 +22,27 @@ pub struct KernelDesc {
     pub uses_weights: bool,
 }
 
+/// The specialization constants a pipeline is built with (a shader without one ignores its
+/// entry).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Specialization {
+    /// Constant 0, `UNFOLDED_OPERANDS` (tensor.glsl): every tensor the kernel reads with
+    /// `LOAD_AT` is unfolded ([`Device::pipeline_unfolded`]).
+    pub unfolded: bool,
+    /// Constant 1, `INPUT_SCALED` (include/conv_input_scale.glsl): the convolution multiplies its
+    /// input's channels by an input scale. Tested at run time inside the reduction loop, it
+    /// cost llvmpipe a third more time on every convolution, scaled or not (the PP-OCR
+    /// recognizer's 135 -> 190 ms, session 42).
+    pub input_scaled: bool,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct PipelineKey {
     name: &'static str,
     precision: Precision,
     weights: Precision,
     storage: StorageKind,
-    unfolded: bool,
+    spec: Specialization,
 }
 
 /// A built compute pipeline with its layouts.
@@ -38,9 +52,8 @@ pub struct Pipeline {
     /// Precision of the weight atlas the kernel reads (the activations' unless mixed).
     pub(crate) weights: Precision,
     pub(crate) storage: StorageKind,
-    /// Built with `UNFOLDED_OPERANDS` (tensor.glsl's specialization constant 0) set: for
-    /// dispatches whose LOAD_AT tensors are all unfolded ([`Device::pipeline_unfolded`]).
-    pub(crate) unfolded: bool,
+    /// The specialization constants it was built with.
+    pub(crate) spec: Specialization,
     pub(crate) pipeline: vk::Pipeline,
     pub(crate) layout: vk::PipelineLayout,
     pub(crate) set_layout: vk::DescriptorSetLayout,
@@ -108,7 +121,7 @@ impl Device {
         weights: Precision,
         storage: StorageKind,
     ) -> Result<Arc<Pipeline>> {
-        self.pipeline_specialized(desc, precision, weights, storage, false)
+        self.pipeline_specialized(desc, precision, weights, storage, Specialization::default())
     }
 
     /// [`Self::pipeline`] built for dispatches whose tensors read with `LOAD_AT` are all
@@ -120,18 +133,33 @@ impl Device {
         desc: &KernelDesc,
         precision: Precision,
     ) -> Result<Arc<Pipeline>> {
-        self.pipeline_specialized(desc, precision, precision, StorageKind::Image, true)
+        let spec = Specialization {
+            unfolded: true,
+            ..Specialization::default()
+        };
+        self.pipeline_specialized(desc, precision, precision, StorageKind::Image, spec)
     }
 
-    /// The pipeline for `desc` at (`precision`, `weights`, `storage`), `unfolded` or not, cached
-    /// per all five.
+    /// [`Self::pipeline`] built with the specialization constants `spec`. The recorder keeps
+    /// them when it switches to the variant for the bound atlas or storage.
+    pub fn pipeline_with(
+        &self,
+        desc: &KernelDesc,
+        precision: Precision,
+        spec: Specialization,
+    ) -> Result<Arc<Pipeline>> {
+        self.pipeline_specialized(desc, precision, precision, StorageKind::Image, spec)
+    }
+
+    /// The pipeline for `desc` at (`precision`, `weights`, `storage`) with the specialization
+    /// `spec`, cached per all five.
     pub(crate) fn pipeline_specialized(
         &self,
         desc: &KernelDesc,
         precision: Precision,
         weights: Precision,
         storage: StorageKind,
-        unfolded: bool,
+        spec: Specialization,
     ) -> Result<Arc<Pipeline>> {
         // Kernels that never read the atlas have one variant per activation precision.
         let weights = if desc.uses_weights {
@@ -144,7 +172,7 @@ impl Device {
             precision,
             weights,
             storage,
-            unfolded,
+            spec,
         };
         let mut map = self
             .inner
@@ -160,7 +188,7 @@ impl Device {
             }
             return Ok(p.clone());
         }
-        let p = Arc::new(self.build_pipeline(desc, precision, weights, storage, unfolded)?);
+        let p = Arc::new(self.build_pipeline(desc, precision, weights, storage, spec)?);
         map.insert(key, p.clone());
         Ok(p)
     }
@@ -208,7 +236,7 @@ impl Device {
         precision: Precision,
         weights: Precision,
         storage: StorageKind,
-        unfolded: bool,
+        spec: Specialization,
     ) -> Result<Pipeline> {
         let spirv = crate::shaders::spirv_variant(desc.name, precision, weights, storage)
             .ok_or_else(|| {
@@ -316,17 +344,21 @@ impl Device {
                     return Err(e).vk("vkCreateShaderModule");
                 }
             };
-            // Specialization constant 0: UNFOLDED_OPERANDS (tensor.glsl); shaders without it
-            // ignore the entry.
-            let entries = [vk::SpecializationMapEntry {
-                constant_id: 0,
-                offset: 0,
-                size: std::mem::size_of::<vk::Bool32>(),
-            }];
-            let value = vk::Bool32::from(unfolded).to_le_bytes();
+            // The constants of `Specialization`, one Bool32 each; shaders without one ignore
+            // its entry.
+            let bool_size = std::mem::size_of::<vk::Bool32>();
+            let entries = [0u32, 1].map(|id| vk::SpecializationMapEntry {
+                constant_id: id,
+                offset: id * bool_size as u32,
+                size: bool_size,
+            });
+            let mut values = Vec::with_capacity(2 * bool_size);
+            for flag in [spec.unfolded, spec.input_scaled] {
+                values.extend_from_slice(&vk::Bool32::from(flag).to_le_bytes());
+            }
             let specialization = vk::SpecializationInfo::default()
                 .map_entries(&entries)
-                .data(&value);
+                .data(&values);
             let stage = vk::PipelineShaderStageCreateInfo::default()
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(module)
@@ -350,7 +382,7 @@ impl Device {
                 precision,
                 weights,
                 storage,
-                unfolded,
+                spec,
                 pipeline,
                 layout,
                 set_layout,

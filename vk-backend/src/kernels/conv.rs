@@ -6,10 +6,10 @@
 use crate::device::Device;
 use crate::error::Result;
 use crate::kernels::elementwise::UnaryOp;
-use crate::kernels::launch::{kerr, launch, launch_unfolded, unfolded, IMAGES_2, IMAGES_4};
+use crate::kernels::launch::{kerr, launch, launch_specialized, unfolded, IMAGES_2, IMAGES_4};
 use crate::kernels::push::PushConstants;
 use crate::kernels::window::{check_out, dispatch_3d, rank4, Window2d};
-use crate::pipeline::{BindingKind, KernelDesc};
+use crate::pipeline::{BindingKind, KernelDesc, Specialization};
 use crate::recorder::{Arg, Recorder};
 use crate::tensor::Tensor;
 
@@ -443,11 +443,6 @@ fn record_conv2d(
         ]
     };
     let addend_flag = if addend.is_some() { 0x200 } else { 0 };
-    let scale_flag = if input_scale.is_some() {
-        CONV_INPUT_SCALE
-    } else {
-        0
-    };
     // The input scale's fold (its width and height are 1).
     let [scale_pw, scale_ph] = input_scale.map_or([1, 1], |s| {
         let sl = s.layout();
@@ -462,13 +457,18 @@ fn record_conv2d(
             [icg, ocg],
             weights,
             p.activation,
-            flags | addend_flag | scale_flag,
+            flags | addend_flag,
         )
         .set_word(30, scale_pw)
         .set_word(31, scale_ph)
     };
     let units_x = (l.w as u64).div_ceil(CONV_PX);
-    // The split and direct kernels read the input with LOAD_AT.
+    // The split and direct kernels read the input with LOAD_AT; a scaled input is a pipeline
+    // of its own (`INPUT_SCALED`).
+    let spec = |unfolded| Specialization {
+        unfolded,
+        input_scaled: input_scale.is_some(),
+    };
     let input_unfolded = unfolded(&[x]);
     match conv2d_kernel(rec.device(), x.shape(), p, out.precision())? {
         ConvKernel::CoopGemm(tile) => {
@@ -488,7 +488,13 @@ fn record_conv2d(
                 None => 1,
             };
             if let (Some(partials), true) = (partials, spans > 1) {
-                return record_coop_split(rec, (tile, spans), (&args, partials), push(0), out);
+                return record_coop_split(
+                    rec,
+                    (tile, spans),
+                    (&args, partials),
+                    (push(0), spec(false)),
+                    out,
+                );
             }
             let desc = match tile {
                 CoopTile::Small => &CONV2D_COOP,
@@ -496,7 +502,15 @@ fn record_conv2d(
                 CoopTile::Large => &CONV2D_COOP_LARGE,
                 CoopTile::LargeWide => &CONV2D_COOP_LARGE_N96,
             };
-            launch(rec, desc, out.precision(), &args, &push(0), groups)
+            launch_specialized(
+                rec,
+                desc,
+                out.precision(),
+                &args,
+                &push(0),
+                groups,
+                spec(false),
+            )
         }
         ConvKernel::Split { lanes } => {
             let split = lanes.trailing_zeros();
@@ -526,14 +540,14 @@ fn record_conv2d(
                 &CONV2D_SPLITK
             };
             let pc = push(if flat { CONV_FLAT_UNITS } else { 0 }).set_word(27, split);
-            launch_unfolded(
+            launch_specialized(
                 rec,
                 desc,
                 out.precision(),
                 &args,
                 &pc,
                 groups,
-                input_unfolded,
+                spec(input_unfolded),
             )
         }
         ConvKernel::Direct => {
@@ -560,14 +574,14 @@ fn record_conv2d(
                     [8, 8, 1],
                 )?
             };
-            launch_unfolded(
+            launch_specialized(
                 rec,
                 desc,
                 out.precision(),
                 &args,
                 &pc,
                 groups,
-                input_unfolded,
+                spec(input_unfolded),
             )
         }
     }
@@ -576,9 +590,6 @@ fn record_conv2d(
 /// The `flags` bit of the direct and split kernels' push constants that counts their output
 /// units across rows and layers in one dimension (`include/conv_units.glsl`).
 const CONV_FLAT_UNITS: u32 = 0x400;
-/// The `flags` bit that scales the input's channels by the input scale
-/// (`include/conv_input_scale.glsl`, [`ConvOperands::input_scale`]).
-const CONV_INPUT_SCALE: u32 = 0x800;
 
 /// A convolution's output units (4 channels at `CONV_PX` pixels of a row): `x` a row, `rows`,
 /// `layers`.
@@ -646,7 +657,7 @@ fn record_coop_split(
     rec: &mut Recorder,
     (tile, spans): (CoopTile, usize),
     (args, partials): (&[Arg<'_>], &Tensor),
-    push: PushConstants,
+    (push, spec): (PushConstants, Specialization),
     out: &Tensor,
 ) -> Result<()> {
     let l = out.layout();
@@ -684,7 +695,7 @@ fn record_coop_split(
         _ => &CONV2D_COOP_WIDE_SPLITK,
     };
     let split_args = [args, &[Arg::output(partials)]].concat();
-    launch(rec, desc, out.precision(), &split_args, &pc, groups)?;
+    launch_specialized(rec, desc, out.precision(), &split_args, &pc, groups, spec)?;
     // One invocation an output texel.
     let combine_args = [args, &[Arg::input(partials)]].concat();
     let texels = l.n as u64 * l.c4 as u64 * pixels;

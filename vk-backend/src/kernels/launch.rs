@@ -10,7 +10,7 @@ use crate::error::{Result, VkError};
 use crate::kernels::push::{dispatch_1d, PushConstants};
 use crate::layout::Precision;
 use crate::memory::MemoryCategory;
-use crate::pipeline::{BindingKind, KernelDesc};
+use crate::pipeline::{BindingKind, KernelDesc, Specialization};
 use crate::recorder::{Arg, Recorder};
 use crate::resource::Buffer;
 use crate::tensor::Tensor;
@@ -108,11 +108,24 @@ pub(crate) fn launch_unfolded(
     groups: [u32; 3],
     unfolded: bool,
 ) -> Result<()> {
-    let pipeline = if unfolded {
-        rec.device().pipeline_unfolded(desc, precision)?
-    } else {
-        rec.device().pipeline(desc, precision)?
+    let spec = Specialization {
+        unfolded,
+        ..Specialization::default()
     };
+    launch_specialized(rec, desc, precision, args, pc, groups, spec)
+}
+
+/// [`launch`] on the pipeline built with the specialization constants `spec`.
+pub(crate) fn launch_specialized(
+    rec: &mut Recorder,
+    desc: &KernelDesc,
+    precision: Precision,
+    args: &[Arg<'_>],
+    pc: &PushConstants,
+    groups: [u32; 3],
+    spec: Specialization,
+) -> Result<()> {
+    let pipeline = rec.device().pipeline_with(desc, precision, spec)?;
     rec.dispatch(&pipeline, args, &pc.bytes(), groups)
 }
 

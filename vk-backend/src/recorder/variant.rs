@@ -51,7 +51,7 @@ impl Recorder {
             pipeline.precision,
             weights,
             storage,
-            pipeline.unfolded,
+            pipeline.spec,
         )
     }
 }
