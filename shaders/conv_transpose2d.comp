@@ -15,6 +15,14 @@ TENSOR_OUT(1, img_out);
 
 #include "conv_push.glsl"
 
+// The input row (or column) that reaches output offset `t` (the output coordinate plus the pad,
+// less the tap's dilated offset) through stride `stride`, or -1 where none does.
+int tap_source(int t, int stride, int size) {
+    if (t < 0 || t % stride != 0) return -1;
+    int i = t / stride;
+    return i < size ? i : -1;
+}
+
 void main() {
     uint ox = gl_GlobalInvocationID.x;
     uint oy = gl_GlobalInvocationID.y;
@@ -35,26 +43,33 @@ void main() {
     uvec4 orow = min(uvec4(o0, o0 + 1u, o0 + 2u, o0 + 3u), uvec4(pc.out_t.c - 1u));
     uvec4 wbase = orow * (kh * kw * icg4) + pc.w_off;
 
+    // The aligned path and the general one each walk the taps in a loop of their own: a test
+    // of `general` inside the taps' loop cost llvmpipe, which runs every branch in a loop
+    // lane by lane, as much again.
     vec4 acc = vec4(0.0);
-    for (uint ky = 0u; ky < kh; ++ky) {
-        int ty = ty0 - int(ky) * dh;
-        if (ty < 0 || ty % sh != 0) continue;
-        int iy = ty / sh;
-        if (iy >= H) continue;
-        for (uint kx = 0u; kx < kw; ++kx) {
-            int tx = tx0 - int(kx) * dw;
-            if (tx < 0 || tx % sw != 0) continue;
-            int ix = tx / sw;
-            if (ix >= W) continue;
-            uint tap = (ky * kw + kx) * icg4;
-            if (!general) {
+    if (!general) {
+        for (uint ky = 0u; ky < kh; ++ky) {
+            int iy = tap_source(ty0 - int(ky) * dh, sh, H);
+            if (iy < 0) continue;
+            for (uint kx = 0u; kx < kw; ++kx) {
+                int ix = tap_source(tx0 - int(kx) * dw, sw, W);
+                if (ix < 0) continue;
+                uint tap = (ky * kw + kx) * icg4;
                 // By coordinates (LOAD_AT), as conv2d.comp: no fold's divisions a load.
                 for (uint i4 = 0u; i4 < icg4; ++i4) {
                     uvec4 t = wbase + tap + i4;
                     mat4 wm = mat4(fetch_weight(t.x), fetch_weight(t.y), fetch_weight(t.z), fetch_weight(t.w));
                     acc += LOAD_AT(img_in, pc.in_t, in_layer0 + i4, uint(iy), uint(ix)) * wm;
                 }
-            } else {
+            }
+        }
+    } else {
+        for (uint ky = 0u; ky < kh; ++ky) {
+            int iy = tap_source(ty0 - int(ky) * dh, sh, H);
+            if (iy < 0) continue;
+            for (uint kx = 0u; kx < kw; ++kx) {
+                int ix = tap_source(tx0 - int(kx) * dw, sw, W);
+                if (ix < 0) continue;
                 for (uint j = 0u; j < 4u; ++j) {
                     uint o = o0 + j;
                     if (o >= pc.out_t.c) break;
