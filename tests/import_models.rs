@@ -76,6 +76,11 @@ fn real_models_import_with_reference_output_shapes() {
         }
         let report = optimize(&mut m.graph);
         println!("{path}: {report:?}\n  {:?}", m.graph.op_histogram());
+        // The classifier's nine squeeze-and-excitation Muls each run inside the projection
+        // that reads their product (`passes::channel_scale`).
+        if path.ends_with("cls.onnx") {
+            assert_eq!(report.channel_scales_fused, 9, "{path}");
+        }
         // Every tensor has a concrete shape; the outputs callers see are unchanged by the passes
         // (a row-packed head keeps its declared shape on the port).
         for o in &m.graph.outputs {
