@@ -1,6 +1,7 @@
 //! ConvTranspose2d (groups, stride, pads, output_padding, dilation) with fused bias and
 //! activation. The filter is packed by `layout::pack_conv_transpose_filter` and read through
-//! `fetch_weight`.
+//! `fetch_weight`, or through its rows' pages found once (`conv_transpose2d_plain.comp`) where
+//! the rows allow it, as the dense convolutions do.
 
 use crate::error::Result;
 use crate::kernels::conv::{check_groups, conv_push_constants, ConvWeights};
@@ -16,6 +17,14 @@ const CONV_TRANSPOSE2D: KernelDesc = KernelDesc {
     bindings: IMAGES_2,
     push_constant_bytes: crate::kernels::conv::CONV_PUSH_BYTES,
     uses_weights: true,
+};
+
+/// `conv_transpose2d.comp` reading each filter row through its pages found once
+/// (`conv_transpose2d_plain.comp`), where every row lies in at most two pages with no
+/// compensated texel ([`crate::Recorder::weight_rows_plain`]).
+const CONV_TRANSPOSE2D_PLAIN: KernelDesc = KernelDesc {
+    name: "conv_transpose2d_plain",
+    ..CONV_TRANSPOSE2D
 };
 
 /// ConvTranspose2d attributes (filter `[I, O/groups, KH, KW]`).
@@ -102,15 +111,14 @@ pub fn conv_transpose2d_into(
     let args = [Arg::input(x), Arg::output(out)];
     // The kernel reads its input with LOAD_AT.
     let flat = unfolded(&[x]);
-    launch_unfolded(
-        rec,
-        &CONV_TRANSPOSE2D,
-        out.precision(),
-        &args,
-        &pc,
-        groups,
-        flat,
-    )
+    let [kh, kw] = p.window.kernel;
+    let row_texels = (kh * kw * icg.div_ceil(4)) as u64;
+    let desc = if rec.weight_rows_plain(weights.filter as u64, p.out_channels as u64, row_texels) {
+        &CONV_TRANSPOSE2D_PLAIN
+    } else {
+        &CONV_TRANSPOSE2D
+    };
+    launch_unfolded(rec, desc, out.precision(), &args, &pc, groups, flat)
 }
 
 /// Allocates the output and records the transposed conv.
