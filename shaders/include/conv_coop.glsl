@@ -77,7 +77,7 @@ void load_slice(uint step, uint lane, uint n, uint m0, uint o0, uint K4) {
             if (iy >= 0 && iy < int(pc.in_t.h) && ix >= 0 && ix < int(pc.in_t.w)) {
                 v = LOAD_TEXEL(img_in, pc.in_t,
                                texel_index(pc.in_t, n * icg4 + i4, uint(iy), uint(ix)));
-                if (conv_input_scaled()) v *= conv_input_scale(n * icg4 + i4);
+                if (conv_input_scaled()) v = conv_scaled_half(v, n * icg4 + i4);
             }
         }
         next_a[r] = v;

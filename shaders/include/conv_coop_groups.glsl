@@ -82,7 +82,7 @@ void load_step(uint tid, uint k0) {
             int ix = int((m % OW) * sw + kx * dw) - pl;
             if (iy >= 0 && iy < int(pc.in_t.h) && ix >= 0 && ix < int(pc.in_t.w)) {
                 v = LOAD_AT(img_in, pc.in_t, batch * icg4 + i4, uint(iy), uint(ix));
-                if (conv_input_scaled()) v *= conv_input_scale(batch * icg4 + i4);
+                if (conv_input_scaled()) v = conv_scaled_half(v, batch * icg4 + i4);
             }
         }
         ra[r] = v;
