@@ -54,6 +54,7 @@ shared float Cs[SLOTS * TM * TN];
 
 // The texels a lane stages for one step (registers between the steps).
 vec4 next_a[NA];
+vec4 next_s[NA];  // the input scale's factors of each A texel (INPUT_SCALED pipelines only)
 vec4 next_b[NB];
 
 void load_slice(uint step, uint lane, uint n, uint m0, uint o0, uint K4) {
@@ -68,7 +69,7 @@ void load_slice(uint step, uint lane, uint n, uint m0, uint o0, uint K4) {
         uint e = lane + 32u * r;
         uint mm = e % TM, j = e / TM;
         uint m = m0 + mm, k4 = step * STEP_TEXELS + j;
-        vec4 v = vec4(0.0);
+        vec4 v = vec4(0.0), f = vec4(1.0);
         if (m < M && k4 < K4) {
             uint tap = k4 / icg4, i4 = k4 % icg4;
             uint ky = tap / kw, kx = tap % kw;
@@ -77,10 +78,11 @@ void load_slice(uint step, uint lane, uint n, uint m0, uint o0, uint K4) {
             if (iy >= 0 && iy < int(pc.in_t.h) && ix >= 0 && ix < int(pc.in_t.w)) {
                 v = LOAD_TEXEL(img_in, pc.in_t,
                                texel_index(pc.in_t, n * icg4 + i4, uint(iy), uint(ix)));
-                if (conv_input_scaled()) v = conv_scaled_half(v, n * icg4 + i4);
+                if (conv_input_scaled()) f = conv_input_scale(n * icg4 + i4);
             }
         }
         next_a[r] = v;
+        if (conv_input_scaled()) next_s[r] = f;
     }
     // B: lanes walk k4 within an output channel (contiguous texels of the filter).
     [[unroll]] for (uint r = 0u; r < NB; r++) {
@@ -95,7 +97,7 @@ void stage_slice(uint lane, uint abase, uint bbase) {
     [[unroll]] for (uint r = 0u; r < NA; r++) {
         uint e = lane + 32u * r;
         uint mm = e % TM, j = e / TM;
-        f16vec4 h = f16vec4(next_a[r]);
+        f16vec4 h = f16vec4(conv_input_scaled() ? conv_scaled_half(next_a[r], next_s[r]) : next_a[r]);
         uint at = abase + mm * TKS + 4u * j;
         As[at] = h.x;
         As[at + 1u] = h.y;

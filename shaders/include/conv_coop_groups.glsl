@@ -62,6 +62,7 @@ shared float Cs[TM * CS_STRIDE];          // [pixel][channel - c0] of channels c
 
 uint M, K4, OW, m0, o0, batch;
 vec4 ra[A_PER];
+vec4 rs[A_PER];  // the input scale's factors of each A texel (INPUT_SCALED pipelines only)
 vec4 rb[B_PER];
 
 // Issues this group's loads of the step from input texel k0 (of K4) into ra / rb, zero outside
@@ -74,7 +75,7 @@ void load_step(uint tid, uint k0) {
         uint e = tid + r * GT;
         uint mm = e % TM, j = e / TM;
         uint m = m0 + mm, k4 = k0 + j;
-        vec4 v = vec4(0.0);
+        vec4 v = vec4(0.0), f = vec4(1.0);
         if (m < M && k4 < K4) {
             uint tap = k4 / icg4, i4 = k4 % icg4;
             uint ky = tap / kw, kx = tap % kw;
@@ -82,10 +83,11 @@ void load_step(uint tid, uint k0) {
             int ix = int((m % OW) * sw + kx * dw) - pl;
             if (iy >= 0 && iy < int(pc.in_t.h) && ix >= 0 && ix < int(pc.in_t.w)) {
                 v = LOAD_AT(img_in, pc.in_t, batch * icg4 + i4, uint(iy), uint(ix));
-                if (conv_input_scaled()) v = conv_scaled_half(v, batch * icg4 + i4);
+                if (conv_input_scaled()) f = conv_input_scale(batch * icg4 + i4);
             }
         }
         ra[r] = v;
+        if (conv_input_scaled()) rs[r] = f;
     }
     // B: consecutive invocations walk k4 within an output channel (contiguous filter texels).
     WeightLoc loc[B_PER];
@@ -110,7 +112,7 @@ void store_step(uint g, uint tid) {
     [[unroll]] for (uint r = 0u; r < A_PER; r++) {
         uint e = tid + r * GT;
         uint mm = e % TM, j = e / TM;
-        f16vec4 h = f16vec4(ra[r]);
+        f16vec4 h = f16vec4(conv_input_scaled() ? conv_scaled_half(ra[r], rs[r]) : ra[r]);
         uint at = mm * AS_STRIDE + 4u * j;
         As[g][at] = h.x;
         As[g][at + 1u] = h.y;
