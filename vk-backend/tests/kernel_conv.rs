@@ -351,7 +351,10 @@ fn cases() -> Vec<Case> {
         },
         // Outputs of whole 8x8 workgroups (8 rows of 8 units): the direct kernels' per-layer
         // grid on every device; the cases above leave most of such a grid idle, so on lavapipe
-        // they count their units across rows and layers instead (`CONV_FLAT_UNITS`).
+        // they count their units across rows and layers instead (`CONV_FLAT_UNITS`). The
+        // depthwise one has 2^18 units, so that it runs on the direct kernel on a GPU too
+        // (where outputs of fewer units than half its concurrent invocations split: 135 k on an
+        // H200, where a smaller case left the direct depthwise kernel uncovered).
         Case {
             x: [1, 8, 8, 32],
             o: 12,
@@ -361,9 +364,9 @@ fn cases() -> Vec<Case> {
             act: UnaryOp::Relu,
         },
         Case {
-            x: [1, 12, 8, 32],
-            o: 12,
-            groups: 12,
+            x: [1, 256, 64, 256],
+            o: 256,
+            groups: 256,
             window: win([3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
             bias: true,
             act: UnaryOp::Identity,
