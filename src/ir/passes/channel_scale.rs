@@ -75,36 +75,9 @@ fn takes_input_scale(g: &Graph, ci: usize, y: TensorId) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_nodes::{conv1x1 as conv, node};
     use super::*;
-    use crate::ir::{Activation, DType, Node, Port, TensorData, UnaryOp, Window};
-
-    fn conv(name: &str, x: TensorId, w: TensorId, y: TensorId, group: usize) -> Node {
-        Node {
-            name: name.into(),
-            op: Op::Conv {
-                window: Window {
-                    kernel: [1, 1],
-                    strides: [1, 1],
-                    dilations: [1, 1],
-                    pads: [0, 0, 0, 0],
-                    spatial_rank: 2,
-                },
-                group,
-                activation: Activation::None,
-            },
-            inputs: vec![Some(x), Some(w), None],
-            outputs: vec![y],
-        }
-    }
-
-    fn node(name: &str, op: Op, inputs: &[TensorId], y: TensorId) -> Node {
-        Node {
-            name: name.into(),
-            op,
-            inputs: inputs.iter().map(|&t| Some(t)).collect(),
-            outputs: vec![y],
-        }
-    }
+    use crate::ir::{DType, Port, TensorData, UnaryOp};
 
     /// A squeeze-and-excitation block: `proj(x * sigmoid(fc(gap(x))))`, the Mul's
     /// operands scale first where `scale_first`; `proj` has `group` groups over 8 channels.

@@ -252,3 +252,39 @@ pub fn scalar(g: &Graph, t: Option<TensorId>) -> Option<f64> {
     let d = g.constants.get(&t?)?;
     (d.numel() == 1).then(|| d.values.get_f(0))
 }
+
+/// Node builders for the passes' unit tests.
+#[cfg(test)]
+pub(crate) mod test_nodes {
+    use crate::ir::{Activation, Node, Op, TensorId, Window};
+
+    /// A 1x1 Conv of `group` groups, `x` through filter `w` into `y`, no bias.
+    pub fn conv1x1(name: &str, x: TensorId, w: TensorId, y: TensorId, group: usize) -> Node {
+        Node {
+            name: name.into(),
+            op: Op::Conv {
+                window: Window {
+                    kernel: [1, 1],
+                    strides: [1, 1],
+                    dilations: [1, 1],
+                    pads: [0, 0, 0, 0],
+                    spatial_rank: 2,
+                },
+                group,
+                activation: Activation::None,
+            },
+            inputs: vec![Some(x), Some(w), None],
+            outputs: vec![y],
+        }
+    }
+
+    /// A node of `op` over `inputs` into `y`.
+    pub fn node(name: &str, op: Op, inputs: &[TensorId], y: TensorId) -> Node {
+        Node {
+            name: name.into(),
+            op,
+            inputs: inputs.iter().map(|&t| Some(t)).collect(),
+            outputs: vec![y],
+        }
+    }
+}

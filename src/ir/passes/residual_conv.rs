@@ -77,35 +77,12 @@ fn conv_taking(
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_nodes::{conv1x1, node};
     use super::*;
-    use crate::ir::{DType, Node, Port, TensorData, UnaryOp, Window};
+    use crate::ir::{DType, Node, Port, TensorData, UnaryOp};
 
     fn conv(name: &str, x: TensorId, w: TensorId, y: TensorId) -> Node {
-        Node {
-            name: name.into(),
-            op: Op::Conv {
-                window: Window {
-                    kernel: [1, 1],
-                    strides: [1, 1],
-                    dilations: [1, 1],
-                    pads: [0, 0, 0, 0],
-                    spatial_rank: 2,
-                },
-                group: 1,
-                activation: Activation::None,
-            },
-            inputs: vec![Some(x), Some(w), None],
-            outputs: vec![y],
-        }
-    }
-
-    fn node(name: &str, op: Op, inputs: &[TensorId], y: TensorId) -> Node {
-        Node {
-            name: name.into(),
-            op,
-            inputs: inputs.iter().map(|&t| Some(t)).collect(),
-            outputs: vec![y],
-        }
+        conv1x1(name, x, w, y, 1)
     }
 
     /// A bottleneck's end: `relu(conv_b(conv_a(x)) + shortcut)`, the shortcut either x itself
