@@ -27,7 +27,8 @@ pub struct KernelDesc {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Specialization {
     /// Constant 0, `UNFOLDED_OPERANDS` (tensor.glsl): every tensor the kernel reads with
-    /// `LOAD_AT` is unfolded ([`Device::pipeline_unfolded`]).
+    /// `LOAD_AT` is unfolded (physical width and height equal to the logical ones), so their
+    /// coordinates skip the fold's test and divisions.
     pub unfolded: bool,
     /// Constant 1, `INPUT_SCALED` (include/conv_input_scale.glsl): the convolution multiplies its
     /// input's channels by an input scale. Tested at run time inside the reduction loop, it
@@ -122,22 +123,6 @@ impl Device {
         storage: StorageKind,
     ) -> Result<Arc<Pipeline>> {
         self.pipeline_specialized(desc, precision, weights, storage, Specialization::default())
-    }
-
-    /// [`Self::pipeline`] built for dispatches whose tensors read with `LOAD_AT` are all
-    /// unfolded (physical width and height equal to the logical ones): their coordinates then
-    /// skip the fold's test and divisions. The recorder keeps this choice when it switches to
-    /// the variant for the bound atlas or storage.
-    pub fn pipeline_unfolded(
-        &self,
-        desc: &KernelDesc,
-        precision: Precision,
-    ) -> Result<Arc<Pipeline>> {
-        let spec = Specialization {
-            unfolded: true,
-            ..Specialization::default()
-        };
-        self.pipeline_specialized(desc, precision, precision, StorageKind::Image, spec)
     }
 
     /// [`Self::pipeline`] built with the specialization constants `spec`. The recorder keeps
