@@ -403,6 +403,13 @@ fn streaming_settings_never_change_an_output_and_the_cap_holds() {
             },
         ),
         (
+            "recorded steps emitted into the batch's command buffer",
+            texstream::StreamTuning {
+                step_buffers: Some(false),
+                ..Default::default()
+            },
+        ),
+        (
             "every step recorded again on every run",
             texstream::StreamTuning {
                 step_reuse: Some(false),

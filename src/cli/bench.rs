@@ -117,12 +117,12 @@ fn run_commands(a: &CommandsBenchArgs) -> anyhow::Result<()> {
         r.device, r.dispatches, cfg.elems, r.runs
     );
     out += &format!(
-        "{:<44} {:>14} {:>12} {:>17} {:>11}\n",
+        "{:<60} {:>14} {:>12} {:>17} {:>11}\n",
         "way", "host µs a run", "submit µs", "GPU µs/dispatch", "max |diff|"
     );
     for row in &r.rows {
         out += &format!(
-            "{:<44} {:>14.1} {:>12.1} {:>17.3} {:>11.2e}\n",
+            "{:<60} {:>14.1} {:>12.1} {:>17.3} {:>11.2e}\n",
             row.way, row.host_us, row.submit_us, row.gpu_us_per_dispatch, row.max_abs_diff
         );
     }

@@ -86,6 +86,11 @@ pub struct RunArgs {
     /// the other.
     #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
     pub step_reuse: Option<bool>,
+    /// Submit each recorded step as a command buffer of its own (`on`, the default), or emit
+    /// its commands into the batch's command buffer again on every run (`off`); to measure
+    /// one against the other.
+    #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
+    pub step_buffers: Option<bool>,
 }
 
 /// `--resident-reference`'s cap: large enough for any workload's weights (the atlas only takes
@@ -380,6 +385,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
             steps_per_part: args.steps_per_part,
             host_mirror: args.host_mirror,
             step_reuse: args.step_reuse,
+            step_buffers: args.step_buffers,
             cold_read_bytes_per_s: None,
         },
         // The first request (the first two with three or more) profiles: step costs are scaled

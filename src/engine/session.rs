@@ -184,6 +184,9 @@ fn stream_config(
     if let Some(n) = tuning.steps_per_part {
         c.steps_per_part = n.max(1);
     }
+    if let Some(on) = tuning.step_buffers {
+        c.step_buffers = on;
+    }
     c
 }
 
@@ -676,6 +679,11 @@ impl Session {
     /// Least compute steps per part of a submission of this session's stream engine.
     pub fn steps_per_part(&self) -> u32 {
         self.ex.engine().config().steps_per_part
+    }
+
+    /// Whether this session's stream engine submits recorded steps as command buffers.
+    pub fn step_buffers(&self) -> bool {
+        self.ex.engine().config().step_buffers
     }
 
     /// The transfer model plans use now (measured once calibrated).

@@ -197,6 +197,8 @@ pub struct EngineStats {
     pub steps_per_batch: u32,
     /// Least steps per part of a submission (the part a copy's wait covers).
     pub steps_per_part: u32,
+    /// Recorded steps submitted as command buffers of their own (`StreamTuning::step_buffers`).
+    pub step_buffers: bool,
     pub page_bytes: u64,
     /// Seconds one page takes to stream in the plans' transfer model: the workload's guess,
     /// then the measured time once the engine calibrated.
@@ -305,7 +307,7 @@ impl EngineStats {
         let r = &self.replans;
         let mut o = String::new();
         o += &format!(
-            "workload {}  policy {} ({})  requests {}  slots {}  steps per batch {} (parts of {})  re-plans {} (look-ahead {}, \
+            "workload {}  policy {} ({})  requests {}  slots {}  steps per batch {} (parts of {}{})  re-plans {} (look-ahead {}, \
              unpredicted requests {}, fan-out counts {}, mix {}, calibration {}; {} made ahead)\n",
             self.workload,
             self.policy,
@@ -314,6 +316,7 @@ impl EngineStats {
             self.slots,
             self.steps_per_batch,
             self.steps_per_part,
+            if self.step_buffers { ", step buffers" } else { "" },
             r.total(),
             r.horizon,
             r.unpredicted_request,

@@ -5,7 +5,9 @@
 //! Reports the host time to put a run's chain into its submission and the GPU time per dispatch
 //! (timestamps). The captured chain is also emitted in parts of a submission ([`Recorder::cut`]),
 //! each with its own semaphore signal, as the stream engine cuts its batches: what a part costs
-//! the host (cut and submit) and the GPU. Backs `texstream bench commands`.
+//! the host (cut and submit) and the GPU; and each capture submitted as a command buffer of its
+//! own instead of emitted (what that saves the host, what it costs the GPU). Backs `texstream
+//! bench commands`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -68,15 +70,49 @@ pub struct CommandsReport {
 }
 
 /// How the chain's commands reach a run's submission: recorded into it (`None`), or captured
-/// `Some(n)` dispatches at a time and emitted; and in parts of `Some(k)` dispatches (each its
-/// own command buffer and semaphore signal) or one part.
-const WAYS: [(&str, Option<u32>, Option<u32>); 6] = [
-    ("recorded every run", None, None),
-    ("captured per dispatch, emitted", Some(1), None),
-    ("captured per 16 dispatches, emitted", Some(16), None),
-    ("captured once for the chain, emitted", Some(u32::MAX), None),
-    ("captured per dispatch, in parts of 4", Some(1), Some(4)),
-    ("captured per dispatch, in parts of 1", Some(1), Some(1)),
+/// `Some(n)` dispatches at a time and emitted, or each capture submitted as a command buffer of
+/// its own (`true`, [`Recorder::set_step_buffers`]); and in parts of `Some(k)` dispatches
+/// (each its own semaphore signal) or one part.
+const WAYS: [(&str, Option<u32>, Option<u32>, bool); 9] = [
+    ("recorded every run", None, None, false),
+    ("captured per dispatch, emitted", Some(1), None, false),
+    ("captured per 16 dispatches, emitted", Some(16), None, false),
+    (
+        "captured once for the chain, emitted",
+        Some(u32::MAX),
+        None,
+        false,
+    ),
+    (
+        "captured per dispatch, in parts of 4",
+        Some(1),
+        Some(4),
+        false,
+    ),
+    (
+        "captured per dispatch, in parts of 1",
+        Some(1),
+        Some(1),
+        false,
+    ),
+    (
+        "captured per dispatch, a command buffer each",
+        Some(1),
+        None,
+        true,
+    ),
+    (
+        "captured per 16 dispatches, a command buffer each",
+        Some(16),
+        None,
+        true,
+    ),
+    (
+        "captured per dispatch, a command buffer each, in parts of 4",
+        Some(1),
+        Some(4),
+        true,
+    ),
 ];
 
 /// Records dispatches `from..to` of the chain (even ones read `a` and write `b`, odd ones the
@@ -106,7 +142,7 @@ pub fn run(device: &Device, cfg: &CommandsConfig) -> Result<CommandsReport> {
     let input = Rng::new(0xC0DE).vec(shape.iter().product(), -1.0, 1.0);
     let mut rows = Vec::new();
     let mut first: Option<Vec<f32>> = None;
-    for (name, way, part) in WAYS {
+    for (name, way, part, buffers) in WAYS {
         let a = Tensor::new(device, "bench chain a", &shape, cfg.precision)?;
         let b = Tensor::new(device, "bench chain b", &shape, cfg.precision)?;
         a.upload(&input)?;
@@ -126,6 +162,7 @@ pub fn run(device: &Device, cfg: &CommandsConfig) -> Result<CommandsReport> {
         let (mut host, mut submit, mut gpu) = (Vec::new(), Vec::new(), Vec::new());
         for run in 0..=cfg.runs {
             let mut rec = Recorder::new(device, QueueKind::Compute)?;
+            rec.set_step_buffers(buffers);
             if let (0, Some(group)) = (run, way) {
                 // The untimed run captures the chain (its first run touches every image).
                 let mut from = 0;

@@ -37,19 +37,19 @@ pub(super) struct Hazards {
 impl Hazards {
     /// Whether an operation reading `reads` and writing `writes` must wait for earlier work:
     /// it reads something written (RAW), or writes something read or written (WAR, WAW).
-    fn conflicts(&self, reads: &[u64], writes: &[u64]) -> bool {
+    pub(super) fn conflicts(&self, reads: &[u64], writes: &[u64]) -> bool {
         reads.iter().any(|r| self.written.contains(r))
             || writes
                 .iter()
                 .any(|w| self.written.contains(w) || self.read.contains(w))
     }
 
-    fn note(&mut self, reads: &[u64], writes: &[u64]) {
+    pub(super) fn note(&mut self, reads: &[u64], writes: &[u64]) {
         self.read.extend(reads.iter().copied());
         self.written.extend(writes.iter().copied());
     }
 
-    fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.written.clear();
         self.read.clear();
     }
@@ -84,6 +84,7 @@ impl Recorder {
 
     /// Inserts a full memory barrier between everything before and after (compute + transfer).
     pub fn barrier(&mut self) {
+        self.owed_barrier = false;
         let stages = self.work_stages();
         self.emit(Command::MemoryBarrier {
             src_stage: stages,
@@ -137,10 +138,11 @@ impl Recorder {
             .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
             .image(image.raw())
             .subresource_range(color_range(image.extent()[2]));
+        let cmd = self.own_cmd();
         // SAFETY: recording state.
         unsafe {
             self.device.raw().cmd_pipeline_barrier(
-                self.cmd,
+                cmd,
                 src_stage,
                 self.work_stages(),
                 vk::DependencyFlags::empty(),

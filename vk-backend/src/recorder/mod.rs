@@ -14,7 +14,9 @@
 //! - `replay.rs`: a command buffer recorded once and submitted again per run ([`Replay`]);
 //! - `command.rs`: a command as data, emitted at once or kept by a capture;
 //! - `reuse.rs`: commands recorded once and emitted again into later command buffers
-//!   ([`RecordedCommands`], a streamed model's steps).
+//!   ([`RecordedCommands`], a streamed model's steps);
+//! - `step_buffers.rs`: such commands recorded once more into command buffers of their own,
+//!   submitted between the recorder's own instead of emitted into them.
 
 mod command;
 mod copy;
@@ -23,6 +25,7 @@ mod dispatch;
 mod hazard;
 mod replay;
 mod reuse;
+mod step_buffers;
 mod submit;
 mod timestamp;
 mod variant;
@@ -71,9 +74,21 @@ pub struct Recorder {
     cmd: vk::CommandBuffer,
     /// Command buffers of the pool not in use.
     spare: Vec<vk::CommandBuffer>,
-    /// Command buffers ended by [`Recorder::cut`], each submitted with its own waits and
-    /// signals before the current one.
+    /// Parts ended by [`Recorder::cut`], each submitted with its own waits and signals before
+    /// the current one.
     parts: Vec<submit::Part>,
+    /// The current part's command buffers before `cmd`, in submission order: this recorder's
+    /// own, ended, and recorded steps' buffers ([`Recorder::set_step_buffers`]).
+    segments: Vec<vk::CommandBuffer>,
+    /// This pool's command buffers ended before `cmd` (the pool gets them back).
+    ended: Vec<vk::CommandBuffer>,
+    /// Whether `cmd` holds any command (an empty one is not submitted).
+    dirty: bool,
+    /// A full barrier owed before the next command ([`Recorder::cut`]): emitted with it, or
+    /// taken over by a recorded step's buffer that opens with one.
+    owed_barrier: bool,
+    /// Recorded steps go into the submission as command buffers of their own.
+    step_buffers: bool,
     desc_pools: Vec<vk::DescriptorPool>,
     keep: Vec<Keep>,
     hazards: Hazards,
@@ -131,6 +146,11 @@ impl Recorder {
             cmd: vk::CommandBuffer::null(),
             spare,
             parts: Vec::new(),
+            segments: Vec::new(),
+            ended: Vec::new(),
+            dirty: false,
+            owed_barrier: false,
+            step_buffers: false,
             desc_pools: Vec::new(),
             keep: Vec::new(),
             hazards: Hazards::default(),
@@ -180,7 +200,9 @@ impl Recorder {
     /// Every command buffer of the pool (recorded parts, the current one, spares), for giving
     /// the pool back.
     fn take_command_buffers(&mut self) -> Vec<vk::CommandBuffer> {
-        let mut all: Vec<_> = self.parts.drain(..).map(|p| p.cmd).collect();
+        self.parts.clear();
+        self.segments.clear();
+        let mut all = std::mem::take(&mut self.ended);
         if self.cmd != vk::CommandBuffer::null() {
             all.push(self.cmd);
             self.cmd = vk::CommandBuffer::null();
@@ -192,8 +214,21 @@ impl Recorder {
     pub fn device(&self) -> &Device {
         &self.device
     }
-    /// The raw command buffer (for kernels needing commands the recorder does not wrap).
-    pub fn command_buffer(&self) -> vk::CommandBuffer {
+    /// The raw command buffer (for kernels needing commands the recorder does not wrap), with
+    /// any barrier the recorder owes already in it.
+    pub fn command_buffer(&mut self) -> vk::CommandBuffer {
+        self.own_cmd()
+    }
+
+    /// The command buffer, about to receive a command: pays an owed barrier first.
+    fn own_cmd(&mut self) -> vk::CommandBuffer {
+        if self.capture.is_none() {
+            if self.owed_barrier {
+                self.owed_barrier = false;
+                self.barrier();
+            }
+            self.dirty = true;
+        }
         self.cmd
     }
     pub fn dispatch_count(&self) -> u32 {
@@ -224,11 +259,13 @@ impl Recorder {
 
     /// Emits `c` into the command buffer, or keeps it while capturing.
     fn emit(&mut self, c: command::Command) {
-        match &mut self.capture {
-            Some(capture) => capture.note_command(c),
-            // SAFETY: recording state; the caller keeps every handle `c` names alive.
-            None => unsafe { c.emit(self.device.raw(), self.cmd) },
+        if let Some(capture) = &mut self.capture {
+            capture.note_command(c);
+            return;
         }
+        let cmd = self.own_cmd();
+        // SAFETY: recording state; the caller keeps every handle `c` names alive.
+        unsafe { c.emit(self.device.raw(), cmd) }
     }
 
     fn keep_image(&mut self, i: &Image) -> u64 {

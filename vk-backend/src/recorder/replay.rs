@@ -34,7 +34,7 @@ impl Recorder {
     /// model keeps between runs among them). Run the work once through a one-time recorder
     /// first; every image it touches is then initialized.
     pub fn finish_replay(mut self) -> Result<Replay> {
-        if !self.parts.is_empty() {
+        if !self.parts.is_empty() || !self.segments.is_empty() {
             return Err(VkError::Other(
                 "a replayed command buffer cannot be recorded in parts".into(),
             ));

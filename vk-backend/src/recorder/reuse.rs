@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use super::command::Command;
 use super::hazard::Hazards;
+use super::step_buffers::StepBuffers;
 use super::{Keep, Recorder};
 use crate::atlas::WeightAtlas;
 use crate::device::Device;
@@ -106,11 +107,27 @@ pub struct RecordedCommands {
     weights: Option<WeightAtlas>,
     dispatches: u32,
     barriers: u32,
+    /// The commands in command buffers of their own, made on first use: plain, and opening
+    /// with a full barrier.
+    pub(super) buffers: StepBuffers,
 }
 
 impl RecordedCommands {
     pub fn dispatch_count(&self) -> u32 {
         self.dispatches
+    }
+
+    pub(super) fn commands(&self) -> &[Command] {
+        &self.commands
+    }
+    pub(super) fn reads(&self) -> &[u64] {
+        &self.reads
+    }
+    pub(super) fn writes(&self) -> &[u64] {
+        &self.writes
+    }
+    pub(super) fn barrier_count(&self) -> u32 {
+        self.barriers
     }
 }
 
@@ -148,6 +165,11 @@ impl Recorder {
             cmd: ash::vk::CommandBuffer::null(),
             spare: Vec::new(),
             parts: Vec::new(),
+            segments: Vec::new(),
+            ended: Vec::new(),
+            dirty: false,
+            owed_barrier: false,
+            step_buffers: false,
             desc_pools,
             keep: Vec::new(),
             hazards: Hazards::default(),
@@ -176,6 +198,7 @@ impl Recorder {
             weights: rec.weights.clone(),
             dispatches: rec.dispatches,
             barriers: rec.barriers,
+            buffers: StepBuffers::default(),
         }))
     }
 
@@ -203,12 +226,16 @@ impl Recorder {
         for image in &commands.images {
             self.ensure_initialized(image);
         }
+        if self.step_buffers && self.add_step_buffer(commands)? {
+            return Ok(());
+        }
         self.access(&commands.reads, &commands.writes);
+        let cmd = self.own_cmd();
         let dev = self.device.raw();
         for c in &commands.commands {
             // SAFETY: recording state; every handle is kept alive by `commands`, held below
             // until this submission completes.
-            unsafe { c.emit(dev, self.cmd) };
+            unsafe { c.emit(dev, cmd) };
         }
         self.keep.push(Keep::Recorded(commands.clone()));
         self.dispatches += commands.dispatches;

@@ -11,17 +11,17 @@ use crate::device::Device;
 use crate::error::{Result, VkError, VkResultExt};
 use crate::sync::{SemaphoreSignal, SemaphoreWait};
 
-/// A command buffer ended by [`Recorder::cut`] and the semaphores its part of the submission
-/// waits for and signals.
+/// The command buffers of one part of a submission ([`Recorder::cut`]), in order, and the
+/// semaphores that part waits for and signals.
 pub(super) struct Part {
-    pub cmd: vk::CommandBuffer,
+    cmds: Vec<vk::CommandBuffer>,
     waits: Vec<SemaphoreWait>,
     signals: Vec<SemaphoreSignal>,
 }
 
 /// The raw arrays of one `VkSubmitInfo` (kept alive while the infos point at them).
 struct RawPart {
-    cmds: [vk::CommandBuffer; 1],
+    cmds: Vec<vk::CommandBuffer>,
     wait_sems: Vec<vk::Semaphore>,
     wait_vals: Vec<u64>,
     wait_stages: Vec<vk::PipelineStageFlags>,
@@ -30,9 +30,13 @@ struct RawPart {
 }
 
 impl RawPart {
-    fn new(cmd: vk::CommandBuffer, waits: &[SemaphoreWait], signals: &[SemaphoreSignal]) -> Self {
+    fn new(
+        cmds: Vec<vk::CommandBuffer>,
+        waits: &[SemaphoreWait],
+        signals: &[SemaphoreSignal],
+    ) -> Self {
         RawPart {
-            cmds: [cmd],
+            cmds,
             wait_sems: waits.iter().map(|w| w.semaphore.raw()).collect(),
             wait_vals: waits.iter().map(|w| w.value).collect(),
             wait_stages: waits.iter().map(|w| w.stage).collect(),
@@ -51,19 +55,32 @@ impl Recorder {
         if self.capture.is_some() {
             return Err(VkError::Other("a recorder cut while capturing".into()));
         }
-        // SAFETY: recording state.
-        unsafe { self.device.raw().end_command_buffer(self.cmd) }.vk("vkEndCommandBuffer")?;
+        let cmds = self.close_segment()?;
         self.keep_semaphores(waits, signals);
-        let next = self.begin_command_buffer();
-        // An ended buffer is kept in `parts` either way, so the pool gets it back.
         self.parts.push(Part {
-            cmd: std::mem::replace(&mut self.cmd, vk::CommandBuffer::null()),
+            cmds,
             waits: waits.to_vec(),
             signals: signals.to_vec(),
         });
-        self.cmd = next?;
-        self.barrier();
+        // Paid by the next command, or by a recorded step's buffer opening with a barrier.
+        self.owed_barrier = true;
         Ok(())
+    }
+
+    /// Ends the command buffer being recorded (the pool keeps it) and begins the next; returns
+    /// the current part's command buffers in order, the ended one only if it holds commands.
+    pub(super) fn close_segment(&mut self) -> Result<Vec<vk::CommandBuffer>> {
+        // SAFETY: recording state.
+        unsafe { self.device.raw().end_command_buffer(self.cmd) }.vk("vkEndCommandBuffer")?;
+        let ended = std::mem::replace(&mut self.cmd, vk::CommandBuffer::null());
+        // An ended buffer is kept in `ended` either way, so the pool gets it back.
+        self.ended.push(ended);
+        let mut cmds = std::mem::take(&mut self.segments);
+        if std::mem::replace(&mut self.dirty, false) {
+            cmds.push(ended);
+        }
+        self.cmd = self.begin_command_buffer()?;
+        Ok(cmds)
     }
 
     /// Parts ended by [`Self::cut`] so far.
@@ -93,9 +110,11 @@ impl Recorder {
         let mut raw: Vec<RawPart> = self
             .parts
             .iter()
-            .map(|p| RawPart::new(p.cmd, &p.waits, &p.signals))
+            .map(|p| RawPart::new(p.cmds.clone(), &p.waits, &p.signals))
             .collect();
-        raw.push(RawPart::new(self.cmd, waits, signals));
+        let mut last = std::mem::take(&mut self.segments);
+        last.push(self.cmd);
+        raw.push(RawPart::new(last, waits, signals));
         let mut timeline: Vec<_> = raw
             .iter()
             .map(|r| {
@@ -154,6 +173,7 @@ impl Recorder {
     /// Ends recording after a barrier that makes every write visible to the host (readback)
     /// and to later submissions.
     pub(super) fn end(&mut self) -> Result<()> {
+        let cmd = self.own_cmd();
         let dev = self.device.raw();
         let mb = vk::MemoryBarrier::default()
             .src_access_mask(self.work_access(false))
@@ -161,7 +181,7 @@ impl Recorder {
         // SAFETY: recording state.
         unsafe {
             dev.cmd_pipeline_barrier(
-                self.cmd,
+                cmd,
                 self.work_stages(),
                 vk::PipelineStageFlags::HOST,
                 vk::DependencyFlags::empty(),
@@ -169,7 +189,7 @@ impl Recorder {
                 &[],
                 &[],
             );
-            dev.end_command_buffer(self.cmd).vk("vkEndCommandBuffer")
+            dev.end_command_buffer(cmd).vk("vkEndCommandBuffer")
         }
     }
 

@@ -32,6 +32,7 @@ impl Recorder {
                 queries.family()
             )));
         }
+        let cmd = self.own_cmd();
         let dev = self.device.raw();
         if self.reset_pools.insert(queries.id()) {
             if self.on_transfer_only_queue() {
@@ -45,14 +46,14 @@ impl Recorder {
                 unsafe { dev.reset_query_pool(queries.raw(), 0, queries.count()) };
             } else {
                 // SAFETY: recording state, outside any render pass.
-                unsafe { dev.cmd_reset_query_pool(self.cmd, queries.raw(), 0, queries.count()) };
+                unsafe { dev.cmd_reset_query_pool(cmd, queries.raw(), 0, queries.count()) };
             }
             self.keep.push(Keep::Timestamps(queries.clone()));
         }
         // SAFETY: recording state; the query was reset above in this command buffer.
         unsafe {
             dev.cmd_write_timestamp(
-                self.cmd,
+                cmd,
                 vk::PipelineStageFlags::BOTTOM_OF_PIPE,
                 queries.raw(),
                 index,

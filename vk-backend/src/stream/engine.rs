@@ -386,12 +386,13 @@ impl StreamEngine {
         if self.open.is_none() {
             let mut rec = Recorder::new(&self.device, QueueKind::Compute)?;
             rec.use_weights(&self.atlas);
+            rec.set_step_buffers(self.config.step_buffers);
             // A full barrier first: its first scope is everything earlier on the queue, so the
             // batch's first steps see what the previous batch's last steps wrote (a semaphore
             // wait orders only the copies). On a shared queue it also orders the copies this
             // batch needs, submitted before it (see `flush`), in place of the semaphore wait.
             rec.barrier();
-            let part = self.new_part(&rec);
+            let part = self.new_part(&mut rec);
             self.open = Some(Batch {
                 rec,
                 steps: 0,
@@ -405,7 +406,7 @@ impl StreamEngine {
     }
 
     /// A part opened at the current position of `rec` (its timestamp pair begins there).
-    fn new_part(&mut self, rec: &Recorder) -> Part {
+    fn new_part(&mut self, rec: &mut Recorder) -> Part {
         let key = self.next_value;
         let pair = self
             .timing
@@ -469,7 +470,7 @@ impl StreamEngine {
             value: b.part.last,
         }];
         let res = b.rec.cut(&waits, &signals);
-        let part = self.new_part(&b.rec);
+        let part = self.new_part(&mut b.rec);
         b.cut.push(std::mem::replace(&mut b.part, part));
         self.open = Some(b);
         res.map_err(|e| self.fail(e))

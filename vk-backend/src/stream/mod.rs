@@ -108,6 +108,10 @@ pub struct StreamConfig {
     pub max_loads_per_submit: u32,
     /// Write timestamp queries on both queues (busy / stall times in [`StreamStats`]).
     pub timestamps: bool,
+    /// Put a step recorded once ([`crate::RecordedCommands`]) into the submission as its own
+    /// command buffer rather than emitting its commands again
+    /// ([`Recorder::set_step_buffers`](crate::Recorder::set_step_buffers)).
+    pub step_buffers: bool,
 }
 
 impl Default for StreamConfig {
@@ -124,6 +128,7 @@ impl Default for StreamConfig {
             steps_per_part: 4,
             max_loads_per_submit: 8,
             timestamps: true,
+            step_buffers: true,
         }
     }
 }

@@ -153,7 +153,7 @@ pub(crate) fn clock_offset(
     };
     let mut best: Option<(f64, f64)> = None;
     for _ in 0..5 {
-        let rec = Recorder::new(device, queue)?;
+        let mut rec = Recorder::new(device, queue)?;
         let pair = ring.begin(rec.command_buffer(), 1);
         ring.end(rec.command_buffer(), pair);
         let t0 = base.elapsed().as_nanos() as f64;
