@@ -403,9 +403,9 @@ fn streaming_settings_never_change_an_output_and_the_cap_holds() {
             },
         ),
         (
-            "recorded steps emitted into the batch's command buffer",
+            "recorded steps submitted as command buffers of their own",
             texstream::StreamTuning {
-                step_buffers: Some(false),
+                step_buffers: Some(true),
                 ..Default::default()
             },
         ),

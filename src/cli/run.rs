@@ -86,9 +86,9 @@ pub struct RunArgs {
     /// the other.
     #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
     pub step_reuse: Option<bool>,
-    /// Submit each recorded step as a command buffer of its own (`on`, the default), or emit
-    /// its commands into the batch's command buffer again on every run (`off`); to measure
-    /// one against the other.
+    /// Submit each recorded step as a command buffer of its own (`on`), or emit its commands
+    /// into the batch's command buffer again on every run (`off`, the default); to measure one
+    /// against the other.
     #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
     pub step_buffers: Option<bool>,
 }

@@ -336,6 +336,7 @@ impl Session {
                 model: m.name.clone(),
                 msg: e.to_string(),
             })?;
+            log::info!("model `{}`: activation arena {} bytes", m.name, layout.size);
             shared = shared.overlay(&layout);
             layouts.push(offsets);
         }

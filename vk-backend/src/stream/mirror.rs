@@ -34,7 +34,7 @@ use crate::memory::MemoryCategory;
 use crate::recorder::Recorder;
 use crate::resource::Buffer;
 
-/// Pages the copy-rate probe copies (at most; fewer where the atlas or the models are smaller).
+/// Page copies the copy-rate probe times: the fill's first pages, at most one a slot, taken in turn.
 const PROBE_PAGES: u32 = 128;
 /// Timed probe submissions; the fastest counts.
 const PROBE_REPEATS: u32 = 3;
@@ -307,10 +307,13 @@ impl HostMirror {
     }
 
     /// Wall-clock time one page takes to copy from the mirror into `atlas`, on the transfer
-    /// queue: up to [`PROBE_PAGES`] pages into the empty atlas's first slots in one submission,
-    /// the fastest of [`PROBE_REPEATS`], after a warm-up one (called before any load, so no slot
-    /// holds a page yet). The engine's transfer model needs this where the transfer queue's timestamps cannot be trusted: on an
-    /// H200 they put a page at 7.6 µs, 138 GB/s, above what PCIe can carry.
+    /// queue: [`PROBE_PAGES`] page copies into the empty atlas's slots in one submission, the
+    /// fastest of [`PROBE_REPEATS`], after a warm-up one (called before any load, so no slot
+    /// holds a page yet). The engine's transfer model needs this where the transfer queue's
+    /// timestamps cannot be trusted: on an H200 they put a page at 7.6 µs, 138 GB/s, above what
+    /// PCIe can carry. As many copies whatever the slots (the pages and slots are taken in
+    /// turn): the submission's own cost (its submit and fence wait) shared by a cap's 12 copies
+    /// put a page at 49-60 µs on an H100 whose copies took 21 µs a page (session 43).
     ///
     /// It copies the first pages of the fill's order, so it waits for those only. A page that
     /// cannot be read skips the probe (`None`): its error belongs to the load that needs it.
@@ -325,31 +328,31 @@ impl HostMirror {
         if pages.is_empty() {
             return Ok(None);
         }
-        let copy = |pages: &[u32]| -> Result<Duration> {
+        let copy = |copies: usize| -> Result<Duration> {
             let mut rec = Recorder::new(device, QueueKind::Transfer)?;
-            for (slot, &g) in pages.iter().enumerate() {
+            for (slot, &g) in pages.iter().cycle().take(copies).enumerate() {
                 self.wait_page(g)?;
                 let (buffer, offset) = self
                     .locate(g)
                     .ok_or_else(|| VkError::Stream(format!("the mirror has no page {g}")))?;
-                rec.upload_page(atlas, buffer, offset, slot as u32)?;
+                rec.upload_page(atlas, buffer, offset, slot as u32 % atlas.slots().max(1))?;
             }
             let t0 = Instant::now();
             rec.submit_and_wait()?;
             Ok(t0.elapsed())
         };
-        let n = pages.len() as u32;
+        let n = PROBE_PAGES;
         // The fastest of a few timed submissions: one wall-clock reading can catch the host
         // descheduled (an H200 run once read 128.6 µs a page where the others read 36-41,
         // and planned that whole session as if transfers were three times slower).
         let timed = |_| -> Result<Duration> {
-            let mut best = copy(&pages)?;
+            let mut best = copy(n as usize)?;
             for _ in 1..PROBE_REPEATS {
-                best = best.min(copy(&pages)?);
+                best = best.min(copy(n as usize)?);
             }
             Ok(best)
         };
-        match copy(&pages[..pages.len().min(4)]).and_then(timed) {
+        match copy(4).and_then(timed) {
             Ok(t) => Ok(Some(t / n)),
             Err(e @ VkError::PageRead { .. }) => {
                 log::warn!("stream: no copy probe: {e}");

@@ -110,7 +110,9 @@ pub struct StreamConfig {
     pub timestamps: bool,
     /// Put a step recorded once ([`crate::RecordedCommands`]) into the submission as its own
     /// command buffer rather than emitting its commands again
-    /// ([`Recorder::set_step_buffers`](crate::Recorder::set_step_buffers)).
+    /// ([`Recorder::set_step_buffers`](crate::Recorder::set_step_buffers)). Off by default: the
+    /// host saves the driver's work per dispatch, but on an H100 each command buffer cost the
+    /// GPU 6.6 µs (`texstream bench commands`), more than a small step's own work.
     pub step_buffers: bool,
 }
 
@@ -128,7 +130,7 @@ impl Default for StreamConfig {
             steps_per_part: 4,
             max_loads_per_submit: 8,
             timestamps: true,
-            step_buffers: true,
+            step_buffers: false,
         }
     }
 }
