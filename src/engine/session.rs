@@ -310,6 +310,7 @@ impl Session {
                 .header()
                 .activations_or_measured(asked)
                 .map(crate::runtime::weights::vk_precision);
+            let held = dev.memory_stats().current_bytes;
             models.push(
                 StreamedModel::new(dev, name, pm.clone(), base, activations).map_err(|e| {
                     EngineError::Model {
@@ -318,6 +319,10 @@ impl Session {
                         msg: e.to_string(),
                     }
                 })?,
+            );
+            log::info!(
+                "model `{name}`: {} device bytes outside the activation arena",
+                dev.memory_stats().current_bytes.saturating_sub(held)
             );
             if let Some(on) = opts.stream.step_reuse {
                 if let Some(m) = models.last_mut() {
