@@ -85,15 +85,21 @@ impl Recorder {
     /// Inserts a full memory barrier between everything before and after (compute + transfer).
     pub fn barrier(&mut self) {
         self.owed_barrier = false;
+        let c = self.full_barrier();
+        self.emit(c);
+        self.hazards.clear();
+        self.barriers += 1;
+    }
+
+    /// The full memory barrier [`Self::barrier`] emits, as a command.
+    pub(super) fn full_barrier(&self) -> Command {
         let stages = self.work_stages();
-        self.emit(Command::MemoryBarrier {
+        Command::MemoryBarrier {
             src_stage: stages,
             dst_stage: stages,
             src_access: self.work_access(false),
             dst_access: self.work_access(true),
-        });
-        self.hazards.clear();
-        self.barriers += 1;
+        }
     }
 
     /// Declares the next operation's accesses; inserts a barrier on RAW/WAR/WAW hazards.

@@ -4,7 +4,9 @@
 //! instead of emitting the commands again. Emitting costs the host the driver's `vkCmd*` work
 //! for every dispatch of every run (on the H200 about 1.5 µs a dispatch, session 22); a
 //! submitted buffer costs it nothing per dispatch. Each step keeps two buffers, one opening
-//! with a full barrier, so the barriers fall where emission would have put them.
+//! with a full barrier, so the barriers fall where emission would have put them. But each
+//! buffer costs the GPU (6.6 µs on an H100, session 43), so the stream engine leaves this off
+//! by default.
 
 use std::sync::{Arc, Mutex};
 
@@ -38,22 +40,11 @@ pub(crate) struct StepBuffers {
     made: Mutex<[Option<StepBuffer>; 2]>,
 }
 
-/// The full barrier a recorder of a compute queue puts between everything before and after.
-fn full_barrier() -> Command {
-    let stages = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
-    let writes = vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE;
-    Command::MemoryBarrier {
-        src_stage: stages,
-        dst_stage: stages,
-        src_access: writes,
-        dst_access: writes | vk::AccessFlags::SHADER_READ | vk::AccessFlags::TRANSFER_READ,
-    }
-}
-
+/// Records `commands` into a buffer of their own, after `barrier` where given.
 fn record_buffer(
     device: &Device,
     family: u32,
-    barrier: bool,
+    barrier: Option<&Command>,
     commands: &[Command],
 ) -> Result<StepBuffer> {
     let dev = device.raw();
@@ -91,10 +82,7 @@ fn record_buffer(
                 .flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE),
         )
         .vk("vkBeginCommandBuffer")?;
-        if barrier {
-            full_barrier().emit(dev, buffer.cmd);
-        }
-        for c in commands {
+        for c in barrier.into_iter().chain(commands) {
             c.emit(dev, buffer.cmd);
         }
         dev.end_command_buffer(buffer.cmd)
@@ -104,20 +92,21 @@ fn record_buffer(
 }
 
 impl StepBuffers {
-    /// The buffer of `commands` for queue family `family` (opening with a full barrier or
-    /// not), recorded now if it is the first use. `None` where it was made for another family.
+    /// The buffer of `commands` for queue family `family` (opening with the full barrier
+    /// `barrier` or not), recorded now if it is the first use. `None` where it was made for
+    /// another family.
     fn buffer(
         &self,
         device: &Device,
         family: u32,
-        barrier: bool,
+        barrier: Option<&Command>,
         commands: &[Command],
     ) -> Result<Option<vk::CommandBuffer>> {
         let mut made = self
             .made
             .lock()
             .map_err(|_| VkError::Other("a step buffer's lock was poisoned".into()))?;
-        let slot = &mut made[barrier as usize];
+        let slot = &mut made[barrier.is_some() as usize];
         if slot.is_none() {
             *slot = Some(record_buffer(device, family, barrier, commands)?);
         }
@@ -141,16 +130,17 @@ impl Recorder {
             return Ok(false);
         }
         let family = self.device.queue(self.queue).family;
-        let barrier =
-            self.owed_barrier || self.hazards.conflicts(commands.reads(), commands.writes());
+        let barrier = (self.owed_barrier
+            || self.hazards.conflicts(commands.reads(), commands.writes()))
+        .then(|| self.full_barrier());
         let Some(cmd) =
             commands
                 .buffers
-                .buffer(&self.device, family, barrier, commands.commands())?
+                .buffer(&self.device, family, barrier.as_ref(), commands.commands())?
         else {
             return Ok(false);
         };
-        if barrier {
+        if barrier.is_some() {
             self.owed_barrier = false;
             self.hazards.clear();
             self.barriers += 1;
