@@ -563,7 +563,7 @@ impl Executable {
         let mut slot_tensors = Vec::with_capacity(plan.slots.len());
         for (i, s) in plan.slots.iter().enumerate() {
             let info = &g.tensors[s.first];
-            let name = format!("arena{i}");
+            let name = format!("arena{i}:{}", info.name);
             let what = || format!("allocating activation `{}`", info.name);
             let t =
                 match shared.and_then(|(m, offs)| offs.get(i).copied().flatten().map(|o| (m, o))) {

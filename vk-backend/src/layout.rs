@@ -22,8 +22,6 @@ use crate::error::{Result, VkError};
 
 /// Layers with fewer rows than this are folded into taller ones (when the tensor is large).
 const SHORT_LAYER_ROWS: usize = 8;
-/// Tensors below this many texels keep their identity fold whatever their height.
-const SHORT_LAYER_MIN_TEXELS: u64 = 1 << 14;
 
 /// Maximum tensor rank the activation layout supports.
 pub const MAX_RANK: usize = 6;
@@ -207,10 +205,10 @@ impl FoldLayout {
         Ok(Some(best))
     }
 
-    /// The image for `[N, C, H, W]` under the limits, short layers stacked (see
-    /// [`FoldLayout::plan_padded`]); `None` when no image can hold it.
+    /// The image for `[N, C, H, W]` under the limits, folded only where the limits require it
+    /// (a device's padding is [`FoldLayout::plan_padded`]'s); `None` when no image can hold it.
     pub fn plan(nchw: [usize; 4], max_dim: u32, max_layers: u32) -> Result<Option<FoldLayout>> {
-        Self::plan_folding(nchw, max_dim, max_layers, true)
+        Self::plan_folding(nchw, max_dim, max_layers, false)
     }
 
     fn plan_folding(
@@ -238,12 +236,11 @@ impl FoldLayout {
         let (n32, c32, h32, w32) = (to32(n)?, to32(c)?, to32(h)?, to32(w)?);
         let (md, ml) = (max_dim as u64, max_layers as u64);
         // Layers only a few rows tall waste most of their memory on tiled GPUs (NVIDIA pads a
-        // layer to its tile height: a [1, 96, 1, 18710] head took 8x its texels); large ones
-        // stack their rows in one layer instead.
-        let short_layers = fold_short_layers
-            && h < SHORT_LAYER_ROWS
-            && layers > 1
-            && total >= SHORT_LAYER_MIN_TEXELS;
+        // layer to its tile height: a [1, 96, 1, 18710] head took 8x its texels); their rows
+        // stack in one layer instead, and where all of them together are still short (a
+        // token's [1, 576] activation, one row), the texels fold into rows of a narrower width.
+        let short_layers =
+            fold_short_layers && h < SHORT_LAYER_ROWS && total >= SHORT_LAYER_ROWS as u64;
         let (pw, ph) = if (w as u64) <= md && (h as u64) <= md {
             if layers <= ml && !short_layers {
                 return Ok(Some(FoldLayout {
@@ -260,6 +257,19 @@ impl FoldLayout {
             // Rows fit: keep W, grow the rows per layer (short layers: all rows in as few
             // layers as the height limit allows).
             let rows = total.div_ceil(w as u64);
+            if short_layers && rows < SHORT_LAYER_ROWS as u64 {
+                let ph = SHORT_LAYER_ROWS as u64;
+                return Ok(Some(FoldLayout {
+                    n: n32,
+                    c: c32,
+                    h: h32,
+                    w: w32,
+                    c4: c4 as u32,
+                    pw: total.div_ceil(ph) as u32,
+                    ph: ph as u32,
+                    pl: 1,
+                }));
+            }
             let ph = if short_layers {
                 rows.min(md)
             } else {
@@ -779,7 +789,7 @@ mod tests {
             .unwrap();
         assert_eq!((l.pw, l.ph, l.pl), (3119, 16, 1));
         // Already block friendly, or no cheaper: unchanged.
-        for nchw in [[1, 8, 64, 10], [1, 4, 130, 16], [1, 4, 1, 100]] {
+        for nchw in [[1, 8, 64, 10], [1, 4, 130, 16], [1, 4, 8, 100]] {
             let base = FoldLayout::plan(nchw, 32768, 2048).unwrap();
             assert_eq!(
                 FoldLayout::plan_padded(nchw, 32768, 2048, BOTH).unwrap(),
@@ -843,20 +853,28 @@ mod tests {
 
     #[test]
     fn short_layers_stack_their_rows() {
+        let tiled = ImagePadding {
+            short_layers: true,
+            rows: false,
+        };
+        let plan = |nchw| {
+            FoldLayout::plan_padded(nchw, 32768, 2048, tiled)
+                .unwrap()
+                .unwrap()
+        };
         // A row-packed head: 24 layers one row tall become one layer of 24 rows.
-        let l = FoldLayout::plan([1, 96, 1, 18710], 32768, 2048)
-            .unwrap()
-            .unwrap();
+        let l = plan([1, 96, 1, 18710]);
         assert_eq!((l.pw, l.ph, l.pl), (18710, 24, 1));
-        // Small or tall-enough tensors keep the identity fold.
-        let l = FoldLayout::plan([1, 96, 1, 10], 32768, 2048)
-            .unwrap()
-            .unwrap();
-        assert_eq!((l.pw, l.ph, l.pl), (10, 1, 24));
-        let l = FoldLayout::plan([1, 96, 8, 4096], 32768, 2048)
-            .unwrap()
-            .unwrap();
-        assert_eq!((l.pw, l.ph, l.pl), (4096, 8, 24));
+        let l = plan([1, 96, 1, 10]);
+        assert_eq!((l.pw, l.ph, l.pl), (10, 24, 1));
+        // A token's activation, one row of 1540 texels: eight rows of 193 (the last one short).
+        let l = plan([1, 1, 1, 1540]);
+        assert_eq!((l.pw, l.ph, l.pl), (193, 8, 1));
+        assert!(l.physical_texels() >= l.texels());
+        // Tall-enough layers, and fewer texels than one tile's rows, keep the identity fold.
+        for nchw in [[1, 96, 8, 4096], [1, 4, 1, 7], [1, 1, 1, 1]] {
+            assert!(plan(nchw).is_identity(), "{nchw:?}");
+        }
     }
 
     #[test]

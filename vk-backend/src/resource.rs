@@ -103,6 +103,12 @@ impl Buffer {
         // SAFETY: valid create info.
         let buffer = unsafe { raw.create_buffer(&ci, None) }.vk("vkCreateBuffer")?;
         let req = unsafe { raw.get_buffer_memory_requirements(buffer) };
+        log::debug!(
+            target: "texstream_vk::image",
+            "buffer `{name}` {size} B {location:?}: {} B, alignment {}",
+            req.size,
+            req.alignment
+        );
         let alloc = match device
             .memory()
             .allocate(name, req, location, true, category)
@@ -552,6 +558,19 @@ impl Image {
         // SAFETY: valid create info; sizes checked by the caller against the device limits.
         let image = unsafe { raw.create_image(&ci, None) }.vk("vkCreateImage")?;
         let req = unsafe { raw.get_image_memory_requirements(image) };
+        // What the driver asks beyond the texels (tiling padding), one line an image, so a
+        // card's extra bytes can be traced to the shapes that cost them.
+        log::debug!(
+            target: "texstream_vk::image",
+            "image `{name}` {width}x{height}x{layers} {format:?}: {} B for {} B of texels, alignment {}, {}",
+            req.size,
+            crate::conv::texel_bytes(format) * width as u64 * height as u64 * layers as u64,
+            req.alignment,
+            match memory {
+                ImageMemory::Owned(_) => "own allocation",
+                ImageMemory::Shared(..) => "shared",
+            }
+        );
         let (alloc, shared, mem, offset) = match memory {
             ImageMemory::Owned(category) => {
                 match device
