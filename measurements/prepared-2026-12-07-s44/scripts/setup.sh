@@ -14,10 +14,14 @@ W=/tmp/d; rm -rf $W; mkdir -p /tmp/bin $W
 for b in .dev44/*.xz; do n=$(basename $b .xz); xz -dc $b > /tmp/bin/$n; chmod +x /tmp/bin/$n; done
 save() { tar czf $OUT/d.tgz -C $W .; }
 bash measurements/prepared-2026-12-07-s44/scripts/stash.sh > $W/stash.txt 2>&1
-cat $(ls /tmp/xfer/q* | sort -V) > /tmp/xfer.tar
+cat $(ls /tmp/xfer/q* | sort -V) > /tmp/xfer.tar  # r00 (OCR) is a tar of its own
 echo "7f91c3e2c947964a3c3132382088acc4332f2c8967736e4d1c30bcc12ad9a8c3  /tmp/xfer.tar" | sha256sum -c > $W/xfer.txt 2>&1
 mkdir -p /tmp/xf .whl models/ocr models/vad && tar xf /tmp/xfer.tar -C /tmp/xf
 mv /tmp/xf/*.whl .whl/; mv /tmp/xf/silero_vad.onnx models/vad/; [ -d /tmp/xf/ocr ] && mv /tmp/xf/ocr/*.onnx models/ocr/
+if [ -f /tmp/xfer/r00 ]; then
+  echo "7032bc474ffa45588d6d841e999d07ac461b0f98e3cbdf60b8a930d4301e3574  /tmp/xfer/r00" | sha256sum -c >> $W/xfer.txt 2>&1
+  mkdir -p models/images && tar xf /tmp/xfer/r00 -C models
+fi
 if ! $PY -c "import gguf" 2>/dev/null; then
   mkdir -p /tmp/pylib && $PY -m zipfile -e .whl/gguf-0.19.0-py3-none-any.whl /tmp/pylib
   export PYTHONPATH=/tmp/pylib
