@@ -45,8 +45,9 @@ pub const FORMAT_VERSION: u32 = 1;
 /// attention storing its heads side by side (the head merge's Transpose and Reshape gone),
 /// 17: RoPE and cache writes reading the projection's rows (the head split's Reshape and
 /// Transpose gone), 18: a Reshape copy read only by a Transpose copy folded into it, 19:
-/// attention reading its operands from the projections' rows (the head splits gone).
-pub const COMPILER_REVISION: u32 = 19;
+/// attention reading its operands from the projections' rows (the head splits gone), 20: 1-D
+/// convolutions run 2-D between layout copies the arena places (no scratch of their own).
+pub const COMPILER_REVISION: u32 = 20;
 /// Preamble flag: the header CRC at bytes 52..56 and the header's `page_crcs` are present.
 pub const FLAG_PAGE_CRCS: u32 = 1;
 pub const PREAMBLE_BYTES: usize = 64;

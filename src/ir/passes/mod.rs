@@ -3,6 +3,7 @@
 pub mod attention;
 pub mod channel_scale;
 pub mod concat_conv;
+pub mod conv1d;
 pub mod fold_bn;
 pub mod fuse;
 pub mod heads;
@@ -49,6 +50,9 @@ pub struct PassReport {
     /// Convolutions over a channel Concat run as a sum of per-input convolutions.
     #[serde(default)]
     pub concat_convs_split: usize,
+    /// 1-D convolutions run 2-D between two layout copies that the arena places.
+    #[serde(default)]
+    pub conv1d_as_2d: usize,
     /// Unary / Binary nodes that write over an input.
     #[serde(default)]
     pub elementwise_in_place: usize,
@@ -128,6 +132,8 @@ pub fn optimize_with(g: &mut Graph, opts: &PassOptions) -> PassReport {
     r.concat_convs_split = concat_conv::split_conv_over_concat(g);
     // After the convolutions over concatenations split (a scaled one would not).
     r.channel_scales_fused = channel_scale::fuse_channel_scales(g);
+    // After every fusion that reads a Conv's neighbours (its activation, a residual Add).
+    r.conv1d_as_2d = conv1d::conv1d_as_2d(g);
     r.transposes_absorbed = layout::absorb_transposes(g);
     r.dead_nodes_removed += dce(g);
     r.attention_fused = attention::fuse_attention(g);
