@@ -258,24 +258,17 @@ impl FoldLayout {
             // layers as the height limit allows).
             let rows = total.div_ceil(w as u64);
             if short_layers && rows < SHORT_LAYER_ROWS as u64 {
+                // Fewer rows than a tile in all: one layer of that many rows, narrower.
                 let ph = SHORT_LAYER_ROWS as u64;
-                return Ok(Some(FoldLayout {
-                    n: n32,
-                    c: c32,
-                    h: h32,
-                    w: w32,
-                    c4: c4 as u32,
-                    pw: total.div_ceil(ph) as u32,
-                    ph: ph as u32,
-                    pl: 1,
-                }));
-            }
-            let ph = if short_layers {
-                rows.min(md)
+                (total.div_ceil(ph), ph)
             } else {
-                rows.div_ceil(ml).max(h as u64)
-            };
-            (w as u64, ph.min(md))
+                let ph = if short_layers {
+                    rows.min(md)
+                } else {
+                    rows.div_ceil(ml).max(h as u64)
+                };
+                (w as u64, ph.min(md))
+            }
         } else {
             let pw = (w as u64).min(md);
             let rows = total.div_ceil(pw);
