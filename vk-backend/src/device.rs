@@ -61,7 +61,7 @@ pub struct DeviceInner {
     pub(crate) recycler: crate::recycle::Recycler,
     /// Whether the driver pads image heights to power-of-two row blocks (probed on first use).
     pads_rows: OnceLock<bool>,
-    /// `DeviceOptions::pads_short_layers`: stack every large tensor's short layers (or none).
+    /// `DeviceOptions::pads_short_layers`: stack every tensor's short layers (or none).
     stack_short_layers: Option<bool>,
     /// [`Device::stacking_saves_memory`]'s answers by shape.
     short_layer_choices: Mutex<HashMap<[usize; 4], bool>>,
@@ -168,8 +168,9 @@ impl Device {
 
     /// The image fold of an `[N, C, H, W]` activation here (`None`: it falls back to a storage
     /// buffer): [`FoldLayout::plan_padded`] under the device's limits, with power-of-two row
-    /// blocks where [`Self::pads_image_rows`], and a large tensor's short layers stacked into
-    /// taller ones where `stacking_saves_memory` says so for this shape.
+    /// blocks where [`Self::pads_image_rows`], and a tensor's short layers stacked into taller
+    /// ones (or its few rows folded into 8 narrower ones) where `stacking_saves_memory` says so
+    /// for this shape.
     pub fn fold_layout(&self, nchw: [usize; 4]) -> Result<Option<FoldLayout>> {
         let limits = self.image_limits();
         let plan = |short_layers| {

@@ -20,7 +20,7 @@ use half::slice::HalfFloatSliceExt;
 
 use crate::error::{Result, VkError};
 
-/// Layers with fewer rows than this are folded into taller ones (when the tensor is large).
+/// Layers with fewer rows than this are folded into taller ones (where the driver pads them).
 const SHORT_LAYER_ROWS: usize = 8;
 
 /// Maximum tensor rank the activation layout supports.
@@ -105,8 +105,9 @@ pub struct ImagePadding {
     /// Heights pad to power-of-two row blocks of at most 128 rows (NVIDIA's block-linear
     /// layout: a 192-row image costs 256 rows).
     pub rows: bool,
-    /// A large tensor's layers under 8 rows stack into taller ones: where they pad to a tile
-    /// height (NVIDIA: a `[1, 96, 1, 18710]` head took 8x its texels as one-row layers).
+    /// A tensor's layers under 8 rows stack into taller ones, and fewer than 8 rows in all fold
+    /// into 8 narrower ones: where they pad to a tile height (NVIDIA: a `[1, 96, 1, 18710]`
+    /// head took 8x its texels as one-row layers).
     pub short_layers: bool,
 }
 

@@ -26,7 +26,7 @@ pub struct DeviceOptions {
     /// Treat images as padded to power-of-two row blocks (`Some(true)`: test the folds that
     /// avoid it on any device) or not; `None` probes the driver.
     pub pads_image_rows: Option<bool>,
-    /// Stack every large tensor's layers under 8 rows into taller ones (`Some(true)`: to test
+    /// Stack every tensor's layers under 8 rows into taller ones (`Some(true)`: to test
     /// those folds on any device) or keep them all; `None` asks the driver, shape by shape,
     /// whether stacking saves memory (`Device::fold_layout`).
     pub pads_short_layers: Option<bool>,
