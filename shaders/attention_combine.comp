@@ -1,4 +1,6 @@
 #version 450
+// CACHE_VARIANT: also built as attention_combine_kv16 (its K and V bindings fp16, as the
+// attention_decode_split_kv16 that wrote its partials).
 // Merges the key spans of a split attention (attention_decode.comp with splits > 1): for query
 // row sq of texel layer `layer` and head-dim texel x,
 //   out = sum_s exp(m_s - M) acc_s[x] / sum_s exp(m_s - M) l_s,   M = max_s m_s,

@@ -1,4 +1,5 @@
 #version 450
+// CACHE_VARIANT: also built as attention_decode_kv16, reading an fp16 key/value cache under fp32 activations.
 // Fused attention for a few query rows (a decoder's step): out = softmax(scale * Q K^T + mask) V
 // with one workgroup a query row of one texel layer (four heads) and a span of the keys, its
 // threads spread over the keys rather than over the head dims.

@@ -6,13 +6,14 @@
 // (the host checks the position before it runs). With split_heads, `new` is a projection's rows
 // [N, S, C * D] (one value a texel, the batch in the lanes) and its texels are gathered head by
 // head into the cache's [N, C, S, D] layout: the exporters' head split as this kernel's load.
+// CACHE_VARIANT: also built as kv_write_kv16, an fp16 cache written from fp32 rows.
 #include "tensor.glsl"
 
 layout(local_size_x = 64) in;
 
 TENSOR_IN(0, img_new);
 TENSOR_IN(1, img_pos);
-TENSOR_OUT(2, img_cache);
+TENSOR_OUT_CACHE(2, img_cache);
 
 layout(push_constant) uniform Push {
     TensorDesc new_t;
@@ -49,5 +50,5 @@ void main() {
     p[pc.axis] += off;
     if (p[pc.axis] >= limit[pc.axis]) return;
     uint j = texel_index(pc.cache_t, p.x * pc.cache_t.c4 + p.y, p.z, p.w);
-    STORE_TEXEL(img_cache, pc.cache_t, j, v);
+    STORE_CACHE_TEXEL(img_cache, pc.cache_t, j, v);
 }

@@ -2,7 +2,10 @@
 //! (`-DFMT=rgba16f` and `-DFMT=rgba32f`) and per activation storage (images, and storage buffers
 //! with `-DTENSOR_STORAGE_BUFFER`), and generates `shaders.rs` embedding them. Shaders that read
 //! the weight atlas (they include `weights.glsl`, directly or through another include) also get
-//! a mixed variant: fp32 activations over an fp16 atlas (`-DWFMT=rgba16f`).
+//! a mixed variant: fp32 activations over an fp16 atlas (`-DWFMT=rgba16f`). Shaders whose source
+//! names `CACHE_VARIANT` (they bind a key/value cache with `TENSOR_*_CACHE`) are also built as
+//! `<stem>_kv16`, fp32 image activations with the cache's images `rgba16f` (`-DCACHE_HALF=1`):
+//! a decoder's cache at half the bytes under fp32 activations.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -62,8 +65,24 @@ fn main() {
             .filter(|v| v.precision == v.weights || reads_weights)
         {
             let dst = out.join(format!("{stem}.{}.spv", v.suffix));
-            jobs.push((src.clone(), dst, *v));
+            jobs.push((src.clone(), dst, *v, false));
             embedded.push((stem.clone(), *v));
+        }
+        // The fp16-cache build: fp32 image activations only (fp16 activations keep their cache
+        // at fp16 anyway; buffer-fallback caches stay at the activations' precision).
+        let has_cache_variant = std::fs::read_to_string(src)
+            .map(|t| t.contains("CACHE_VARIANT"))
+            .unwrap_or(false);
+        if has_cache_variant {
+            let v = VARIANTS[1];
+            let kv_stem = format!("{stem}_kv16");
+            jobs.push((
+                src.clone(),
+                out.join(format!("{kv_stem}.{}.spv", v.suffix)),
+                v,
+                true,
+            ));
+            embedded.push((kv_stem, v));
         }
     }
     // Run glslc in small parallel batches (CI has 2 cores).
@@ -71,7 +90,7 @@ fn main() {
     for batch in jobs.chunks(4) {
         let children: Vec<_> = batch
             .iter()
-            .map(|(src, dst, v)| {
+            .map(|(src, dst, v, cache_half)| {
                 let mut cmd = Command::new(&glslc);
                 cmd.arg("--target-env=vulkan1.2")
                     .arg("-O")
@@ -82,6 +101,9 @@ fn main() {
                 if v.storage == "Buffer" {
                     cmd.arg("-DTENSOR_STORAGE_BUFFER");
                 }
+                if *cache_half {
+                    cmd.arg("-DCACHE_HALF=1");
+                }
                 let child = cmd
                     .arg(src)
                     .arg("-o")
@@ -89,7 +111,13 @@ fn main() {
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .spawn();
-                let what = format!("FMT={}, WFMT={}, {}", v.fmt, v.wfmt, v.storage);
+                let what = format!(
+                    "FMT={}, WFMT={}, {}{}",
+                    v.fmt,
+                    v.wfmt,
+                    v.storage,
+                    if *cache_half { ", CACHE_HALF" } else { "" }
+                );
                 (src, what, child)
             })
             .collect();
@@ -115,8 +143,9 @@ fn main() {
     gen.push_str(
         "/// Names (file stems) of every embedded shader.\npub const SHADER_NAMES: &[&str] = &[\n",
     );
-    for src in &sources {
-        let stem = src.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    let mut stems: Vec<&str> = embedded.iter().map(|(s, _)| s.as_str()).collect();
+    stems.dedup();
+    for stem in stems {
         let _ = writeln!(gen, "    {stem:?},");
     }
     gen.push_str("];\n\n/// SPIR-V of a shader's image variant (weights at the activations' precision).\npub fn spirv(name: &str, precision: crate::layout::Precision) -> Option<&'static [u8]> {\n    spirv_variant(name, precision, precision, crate::pipeline::StorageKind::Image)\n}\n\n");

@@ -7,8 +7,9 @@
 #include "tensor.glsl"
 
 TENSOR_IN(0, img_q);
-TENSOR_IN(1, img_k);
-TENSOR_IN(2, img_v);
+// K and V: a decoder's key/value cache where there is one (rgba16f in the `_kv16` builds).
+TENSOR_IN_CACHE(1, img_k);
+TENSOR_IN_CACHE(2, img_v);
 TENSOR_IN(3, img_mask);
 TENSOR_OUT(4, img_out);
 

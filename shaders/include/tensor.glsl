@@ -116,6 +116,24 @@ vec4 zero_padding(TensorDesc t, uint c4i, vec4 v) { return mix(vec4(0.0), v, cha
 #define STORE_TEXEL(img, t, i, v) imageStore(img, fold_coord(t, i), v)
 #endif
 #endif
+// A decoder's key/value cache binding: rgba16f images in the `_kv16` builds (CACHE_HALF=1, made by
+// vk-backend/build.rs for shaders whose source names CACHE_VARIANT: the cache at half the bytes
+// under fp32 activations), the activations' own format elsewhere. Stores round to nearest as fp16
+// activation stores do.
+#ifndef CACHE_HALF
+#define CACHE_HALF 0
+#endif
+#if CACHE_HALF && !defined(TENSOR_STORAGE_BUFFER)
+#define TENSOR_IN_CACHE(b, name) \
+    layout(set = 0, binding = b, rgba16f) uniform readonly image2DArray name
+#define TENSOR_OUT_CACHE(b, name) \
+    layout(set = 0, binding = b, rgba16f) uniform writeonly image2DArray name
+#define STORE_CACHE_TEXEL(img, t, i, v) imageStore(img, fold_coord(t, i), round_to_half(v))
+#else
+#define TENSOR_IN_CACHE(b, name) TENSOR_IN(b, name)
+#define TENSOR_OUT_CACHE(b, name) TENSOR_OUT(b, name)
+#define STORE_CACHE_TEXEL(img, t, i, v) STORE_TEXEL(img, t, i, v)
+#endif
 // Texel (layer, y, x) by its coordinates: where the image is not folded (pw == w, ph == h, the
 // usual case) its image coordinate is (x, y, layer), without fold_coord's three divisions by
 // run-time values (dozens of instructions a load on a GPU); a kernel whose loads are many and

@@ -116,6 +116,8 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
         activations: header
             .activations_or_measured(args.activations)
             .map(texstream::runtime::weights::vk_precision),
+        // One run: a cache (if the model has one) starts empty, at the activations' precision.
+        cache: None,
         // TEXSTREAM_ARENA=off gives every tensor its own image (for debugging the arena).
         pool_arena: std::env::var("TEXSTREAM_ARENA").map_or(true, |v| v != "off"),
         replay: !args.no_replay,

@@ -40,6 +40,9 @@ pub struct RunTimings {
 pub struct BuildOptions {
     /// Precision of activation images; `None`: the weights'.
     pub activations: Option<vk_backend::Precision>,
+    /// Precision of the key/value cache (the state tensors); `None`: the activations'. fp16
+    /// under fp32 activations halves the cache's bytes (the `_kv16` kernels read and write it).
+    pub cache: Option<vk_backend::Precision>,
     /// Pool the activation arena: a dead tensor's image is taken over by a later tensor of the
     /// same image extent. Off, every tensor has its own image (for debugging the arena).
     pub pool_arena: bool,
@@ -52,10 +55,20 @@ impl Default for BuildOptions {
     fn default() -> Self {
         BuildOptions {
             activations: None,
+            cache: None,
             pool_arena: true,
             replay: true,
         }
     }
+}
+
+/// The precisions a model's tensors are stored at, where they differ from the weights'.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TensorPrecisions {
+    /// Activation images; `None`: the weights' precision.
+    pub activations: Option<vk_backend::Precision>,
+    /// The key/value cache (state tensors); `None`: the activations'.
+    pub cache: Option<vk_backend::Precision>,
 }
 
 /// What a tensor-core MatMul keeps besides its operands.
@@ -82,6 +95,8 @@ pub struct Executable {
     /// Precision of activation images: the weights' unless built with
     /// [`Executable::with_activations`] (fp32 activations over fp16 weights).
     pub(crate) activations: vk_backend::Precision,
+    /// Precision of the state tensors (a decoder's key/value cache).
+    pub(crate) cache: vk_backend::Precision,
     pub(crate) weights: WeightResidency,
     /// Per IR tensor: its GPU tensor (activations, inputs, outputs, materialized constants).
     pub(crate) tensors: Vec<Option<Tensor>>,
@@ -162,13 +177,11 @@ impl Executable {
         pages: &dyn PageSource,
         opts: &BuildOptions,
     ) -> Result<Executable> {
-        let mut exe = Self::build(
-            device,
-            header,
-            pages,
-            Some(opts.pool_arena),
-            opts.activations,
-        )?;
+        let precisions = TensorPrecisions {
+            activations: opts.activations,
+            cache: opts.cache,
+        };
+        let mut exe = Self::build(device, header, pages, Some(opts.pool_arena), precisions)?;
         exe.replay_enabled = opts.replay;
         Ok(exe)
     }
@@ -180,14 +193,22 @@ impl Executable {
         header: &PackedHeader,
         pages: &dyn PageSource,
         pooled_arena: Option<bool>,
-        activations: Option<vk_backend::Precision>,
+        precisions: TensorPrecisions,
     ) -> Result<Executable> {
         let precision = header.precision;
-        let activations = activations.unwrap_or(vk_precision(precision));
+        let activations = precisions.activations.unwrap_or(vk_precision(precision));
         if activations == vk_backend::Precision::F16 && precision == Precision::F32 {
             return Err(RuntimeError::ActivationPrecision(
                 "fp16 activations over fp32 weights are not supported (use fp16 weights, or fp32 \
                  activations)"
+                    .into(),
+            ));
+        }
+        let cache = precisions.cache.unwrap_or(activations);
+        if cache == vk_backend::Precision::F32 && activations == vk_backend::Precision::F16 {
+            return Err(RuntimeError::ActivationPrecision(
+                "an fp32 key/value cache under fp16 activations is not supported (the cache can \
+                 be fp16 under fp32 activations, not the other way round)"
                     .into(),
             ));
         }
@@ -209,6 +230,7 @@ impl Executable {
             header: header.clone(),
             precision,
             activations,
+            cache,
             weights,
             tensors: vec![None; g.tensors.len()],
             node_weights,
@@ -365,15 +387,30 @@ impl Executable {
 
     /// The model's state tensors (its key/value caches): allocated once, outside the arena, so
     /// nothing another model runs can overwrite them, and zeroed, so that the rows a run's mask
-    /// hides hold finite values (zero weight times NaN would still be NaN).
+    /// hides hold finite values (zero weight times NaN would still be NaN). At the cache's
+    /// precision, except where the device would keep the tensor in a buffer (too large for an
+    /// image): the fp16-cache kernels bind images only, so such a cache keeps the activations'.
     fn allocate_state(&mut self) -> Result<()> {
         for s in self.header.graph.state.clone() {
             let info = &self.header.graph.tensors[s.tensor];
+            let precision = if self.cache != self.activations && self.extent(&info.shape).is_none()
+            {
+                log::warn!(
+                    "state `{}` {:?} does not fit an image on this device: kept at {:?}, not {:?}",
+                    s.name,
+                    info.shape,
+                    self.activations,
+                    self.cache
+                );
+                self.activations
+            } else {
+                self.cache
+            };
             let t = Tensor::with_category(
                 &self.device,
                 &info.name,
                 &info.shape,
-                self.vkp(),
+                precision,
                 MemoryCategory::Activations,
             )
             .map_err(vk(format!("state `{}`", s.name)))?;
@@ -603,9 +640,9 @@ impl Executable {
         device: &Device,
         header: &PackedHeader,
         pages: &dyn PageSource,
-        activations: Option<vk_backend::Precision>,
+        precisions: TensorPrecisions,
     ) -> Result<Executable> {
-        Self::build(device, header, pages, None, activations)
+        Self::build(device, header, pages, None, precisions)
     }
 
     /// Places the arena planned by [`Executable::new_unplaced`] at `offsets` (from

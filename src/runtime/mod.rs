@@ -13,7 +13,7 @@ pub mod weights;
 
 pub use arena::{ArenaPlan, ArenaStats};
 pub use error::RuntimeError;
-pub use executor::{BuildOptions, Executable, HostTensor, RunTimings};
+pub use executor::{BuildOptions, Executable, HostTensor, RunTimings, TensorPrecisions};
 pub use weights::WeightResidency;
 pub mod run_budget;
 pub mod run_model;

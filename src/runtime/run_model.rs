@@ -10,7 +10,7 @@ use vk_backend::{
     StreamEngine, VkError, WeightAtlas,
 };
 
-use super::executor::Executable;
+use super::executor::{Executable, TensorPrecisions};
 use super::stream_exec::StepRecorder;
 use super::weights::WeightResidency;
 use super::RuntimeError;
@@ -67,13 +67,15 @@ pub struct StreamedModel {
 
 impl StreamedModel {
     /// Builds the executor for `packed`, whose pages start at logical page `page_base` of the
-    /// engine, with activations at `activations` (None: the weights' precision). Its activation arena is planned but not placed: see [`StreamedModel::bind_arena`].
+    /// engine, with activations and its key/value cache at `precisions` (unset: the weights'
+    /// precision, and the cache the activations'). Its activation arena is planned but not
+    /// placed: see [`StreamedModel::bind_arena`].
     pub fn new(
         device: &Device,
         name: &str,
         packed: Arc<PackedModel>,
         page_base: u32,
-        activations: Option<vk_backend::Precision>,
+        precisions: TensorPrecisions,
     ) -> Result<StreamedModel, RuntimeError> {
         let mut header = packed.header().clone();
         let texel_base = page_base as u64 * header.texels_per_page;
@@ -88,7 +90,7 @@ impl StreamedModel {
         let pages = NoPages {
             page_bytes: 512 * header.precision.bytes_per_texel(),
         };
-        let mut exe = Executable::new_unplaced(device, &header, &pages, activations)?;
+        let mut exe = Executable::new_unplaced(device, &header, &pages, precisions)?;
         exe.streamed_lookups = true;
         let mut step_nodes = Vec::new();
         let mut step_lookups = Vec::new();

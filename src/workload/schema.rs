@@ -72,8 +72,8 @@ pub struct ModelSpec {
     pub activations: Option<Precision>,
 }
 
-/// A decoder's key/value cache: its capacity in positions and the input holding a run's
-/// first position.
+/// A decoder's key/value cache: its capacity in positions, the input holding a run's first
+/// position, and the precision it is stored at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KvCacheSpec {
@@ -81,6 +81,12 @@ pub struct KvCacheSpec {
     /// Default `position_ids`.
     #[serde(default)]
     pub position_input: Option<String>,
+    /// Precision of the cache; default: the model's activations'. `F16` under `F32`
+    /// activations halves the cache's share of the cap (the attention reads it at fp16, the
+    /// arithmetic stays fp32), as `llama.cpp`'s f16 cache type does; `F32` under `F16`
+    /// activations is refused.
+    #[serde(default)]
+    pub precision: Option<Precision>,
 }
 
 impl KvCacheSpec {

@@ -32,12 +32,14 @@ pub(crate) fn texel_bytes(format: vk::Format) -> u64 {
 /// tensors become storage buffers in the `Buffer` variant).
 pub(crate) fn descriptor_type(kind: BindingKind, storage: StorageKind) -> vk::DescriptorType {
     match (kind, storage) {
-        (BindingKind::StorageImage | BindingKind::StorageImageF32, StorageKind::Image) => {
-            vk::DescriptorType::STORAGE_IMAGE
-        }
-        (BindingKind::StorageImage | BindingKind::StorageImageF32, StorageKind::Buffer) => {
-            vk::DescriptorType::STORAGE_BUFFER
-        }
+        (
+            BindingKind::StorageImage | BindingKind::StorageImageF32 | BindingKind::StorageImageF16,
+            StorageKind::Image,
+        ) => vk::DescriptorType::STORAGE_IMAGE,
+        (
+            BindingKind::StorageImage | BindingKind::StorageImageF32 | BindingKind::StorageImageF16,
+            StorageKind::Buffer,
+        ) => vk::DescriptorType::STORAGE_BUFFER,
         (BindingKind::StorageBuffer, _) => vk::DescriptorType::STORAGE_BUFFER,
         (BindingKind::UniformBuffer, _) => vk::DescriptorType::UNIFORM_BUFFER,
     }

@@ -11,6 +11,9 @@ pub enum BindingKind {
     /// An fp32 tensor (`rgba32f`) whatever the pipeline's precision: results kept at full
     /// precision between two kernels of one op (attention's partial sums over key spans).
     StorageImageF32,
+    /// An fp16 tensor (`rgba16f`) under an fp32 pipeline: a decoder's key/value cache kept at
+    /// half the bytes (the `_kv16` kernels, `TENSOR_*_CACHE` in `tensor.glsl`).
+    StorageImageF16,
     /// A storage buffer (`buffer` block).
     StorageBuffer,
     /// A uniform buffer (`uniform` block).

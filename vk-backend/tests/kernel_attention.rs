@@ -833,3 +833,106 @@ fn attention_refuses_shapes_it_cannot_hold() {
     .unwrap_err();
     assert!(e.to_string().contains("partials"), "{e}");
 }
+
+/// A decoder's key/value cache at fp16 under fp32 activations (the `_kv16` kernels): Q, the
+/// mask and the output fp32, K and V fp16 images. The reference takes the same fp16 keys and
+/// values, so the result must match at fp32's tolerance: SmolLM2's grouped decode step, split
+/// over key spans and not, four query rows, a blocked prefill with a masked tail, and a 128-wide
+/// head (`attention_d128_kv16`).
+#[test]
+fn fp16_cache_under_fp32_activations() {
+    let d = device();
+    let case = |heads, kv_heads, sq, sk, dd| Case {
+        batch: 1,
+        heads,
+        kv_heads,
+        sq,
+        sk,
+        d: dd,
+        dv: dd,
+        mask: Some([1, 1, 1]),
+        key_rows: true,
+        nan_guard: false,
+        ramp: false,
+    };
+    let cases = [
+        case(9, 3, 1, 256, 64),
+        case(9, 3, 4, 70, 64),
+        case(6, 6, 9, 45, 64),
+        case(4, 2, 6, 40, 128),
+    ];
+    let mut rng = Rng::new(17);
+    for c in &cases {
+        let half = |v: Vec<f32>| rounded(v, Precision::F16);
+        let q: Vec<f32> = rng.vec(c.heads * c.sq * c.d, -1.5, 1.5);
+        let k = half(rng.vec(c.kv_heads * c.sk * c.d, -1.5, 1.5));
+        let v = half(rng.vec(c.kv_heads * c.sk * c.dv, -1.5, 1.5));
+        // A mask shared by every row: the cache's unwritten last third masked out.
+        let m: Vec<f32> = (0..c.sk)
+            .map(|j| {
+                if j >= c.sk - c.sk / 3 {
+                    f32::MIN
+                } else {
+                    0.25 * ((j % 7) as f32 - 3.0)
+                }
+            })
+            .collect();
+        let (f32p, f16p) = (Precision::F32, Precision::F16);
+        let qt = Tensor::from_data(&d, "q", &[1, c.heads, c.sq, c.d], f32p, &q).unwrap();
+        let kt = Tensor::from_data(&d, "k cache", &[1, c.kv_heads, c.sk, c.d], f16p, &k).unwrap();
+        let vt = Tensor::from_data(&d, "v cache", &[1, c.kv_heads, c.sk, c.dv], f16p, &v).unwrap();
+        let mt = Tensor::from_data(&d, "mask", &[1, 1, 1, c.sk], f32p, &m).unwrap();
+        let opts = AttentionOpts {
+            scale: 1.0 / (c.d as f32).sqrt(),
+            key_rows: true,
+            nan_to_zero: false,
+            merge_heads: false,
+            split_heads: None,
+        };
+        let ins = inputs(&qt, &kt, &vt, Some(&mt));
+        let out = Tensor::new(&d, "out", &[1, c.heads, c.sq, c.dv], f32p).unwrap();
+        let partials = attention_partials_shape(&qt, &kt, &vt, Some(&mt), &opts)
+            .unwrap()
+            .map(|s| Tensor::new(&d, "partials", &s, f32p).unwrap());
+        assert_eq!(
+            partials.is_some(),
+            c.sq <= 4,
+            "decode steps split their keys"
+        );
+        let split = Tensor::new(&d, "split", &[1, c.heads, c.sq, c.dv], f32p).unwrap();
+        let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+        attention_into(&mut rec, &ins, &opts, &out, None).unwrap();
+        if let Some(p) = &partials {
+            attention_into(&mut rec, &ins, &opts, &split, Some(p)).unwrap();
+        }
+        rec.submit_and_wait().unwrap();
+        let want = reference(c, &q, &k, &v, &m, opts.scale);
+        let what = format!(
+            "fp16 cache H{} KV{} Sq{} Sk{} D{}",
+            c.heads, c.kv_heads, c.sq, c.sk, c.d
+        );
+        assert_close(&what, &out.download().unwrap(), &want, 2e-5);
+        if partials.is_some() {
+            let what = format!("{what} split over key spans");
+            assert_close(&what, &split.download().unwrap(), &want, 2e-5);
+        }
+    }
+    // K fp16 with V fp32 is no cache the kernels know: refused, not misread.
+    let c = &cases[0];
+    let qt = Tensor::new(&d, "q", &[1, c.heads, 1, c.d], Precision::F32).unwrap();
+    let kt = Tensor::new(&d, "k", &[1, c.kv_heads, c.sk, c.d], Precision::F16).unwrap();
+    let vt = Tensor::new(&d, "v", &[1, c.kv_heads, c.sk, c.d], Precision::F32).unwrap();
+    let out = Tensor::new(&d, "out", &[1, c.heads, 1, c.d], Precision::F32).unwrap();
+    let opts = AttentionOpts {
+        scale: 0.125,
+        key_rows: true,
+        nan_to_zero: false,
+        merge_heads: false,
+        split_heads: None,
+    };
+    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    let e = attention_into(&mut rec, &inputs(&qt, &kt, &vt, None), &opts, &out, None)
+        .expect_err("mixed K and V precisions");
+    assert!(e.to_string().contains("F16"), "{e}");
+    assert_no_validation_messages(&d);
+}

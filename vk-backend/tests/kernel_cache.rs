@@ -6,6 +6,14 @@ use vk_backend::kernels::kv_write_into;
 use vk_backend::testing::{assert_close, assert_no_validation_messages, device, Rng};
 use vk_backend::{Precision, QueueKind, Recorder, Tensor};
 
+/// (rows, cache) precisions: each model's own, and an fp16 cache under fp32 activations
+/// (`kv_write_kv16`).
+const PRECISIONS: [(Precision, Precision); 3] = [
+    (Precision::F32, Precision::F32),
+    (Precision::F16, Precision::F16),
+    (Precision::F32, Precision::F16),
+];
+
 /// Writes `new` (shape `ns`) into `cache` (shape `cs`) at `at` along `axis`, row-major.
 fn reference(cache: &mut [f64], cs: &[usize], new: &[f64], ns: &[usize], axis: usize, at: usize) {
     let inner: usize = cs[axis + 1..].iter().product();
@@ -30,7 +38,7 @@ fn rows_land_at_the_gpu_read_position_and_the_rest_stays() {
         (&[2, 6, 7], 2, 3),
         (&[4, 1, 3, 2, 5], 0, 2),
     ];
-    for prec in [Precision::F32, Precision::F16] {
+    for (prec, cache_prec) in PRECISIONS {
         for &(cs, axis, rows) in &cases {
             let total: usize = cs.iter().product();
             let start: Vec<f32> = rng
@@ -39,7 +47,7 @@ fn rows_land_at_the_gpu_read_position_and_the_rest_stays() {
                 .map(|v| v.round())
                 .collect();
             let mut want: Vec<f64> = start.iter().map(|&v| v as f64).collect();
-            let cache = Tensor::from_data(&d, "cache", cs, prec, &start).unwrap();
+            let cache = Tensor::from_data(&d, "cache", cs, cache_prec, &start).unwrap();
             let mut ns = cs.to_vec();
             ns[axis] = rows;
             let n: usize = ns.iter().product();
@@ -55,7 +63,7 @@ fn rows_land_at_the_gpu_read_position_and_the_rest_stays() {
                 let nv: Vec<f64> = v.iter().map(|&x| x as f64).collect();
                 reference(&mut want, cs, &nv, &ns, axis, at);
                 assert_close(
-                    &format!("{cs:?} axis {axis} at {at} {prec:?}"),
+                    &format!("{cs:?} axis {axis} at {at} {prec:?} into {cache_prec:?}"),
                     &cache.download().unwrap(),
                     &want,
                     0.0,
@@ -73,7 +81,7 @@ fn heads_split_from_projection_rows_land_like_heads() {
     // [batch, kv heads, positions, head dim]: 3 heads (a padding lane), and a batch of two with
     // 5 heads (two texel layers a batch) written two rows at a time.
     let cases: [(&[usize], usize); 2] = [(&[1, 3, 10, 8], 1), (&[2, 5, 6, 4], 2)];
-    for prec in [Precision::F32, Precision::F16] {
+    for (prec, cache_prec) in PRECISIONS {
         for &(cs, rows) in &cases {
             let (nb, heads, dd) = (cs[0], cs[1], cs[3]);
             let total: usize = cs.iter().product();
@@ -83,7 +91,7 @@ fn heads_split_from_projection_rows_land_like_heads() {
                 .map(|v| v.round())
                 .collect();
             let mut want: Vec<f64> = start.iter().map(|&v| v as f64).collect();
-            let cache = Tensor::from_data(&d, "cache", cs, prec, &start).unwrap();
+            let cache = Tensor::from_data(&d, "cache", cs, cache_prec, &start).unwrap();
             let ns = [nb, heads, rows, dd];
             let n: usize = ns.iter().product();
             for at in [0usize, rows, cs[2] - 1] {
@@ -109,7 +117,7 @@ fn heads_split_from_projection_rows_land_like_heads() {
                 let nv: Vec<f64> = v.iter().map(|&x| x as f64).collect();
                 reference(&mut want, cs, &nv, &ns, 2, at);
                 assert_close(
-                    &format!("{cs:?} split heads at {at} {prec:?}"),
+                    &format!("{cs:?} split heads at {at} {prec:?} into {cache_prec:?}"),
                     &cache.download().unwrap(),
                     &want,
                     0.0,
@@ -139,4 +147,36 @@ fn a_packed_axis_is_refused() {
     let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
     let e = kv_write_into(&mut rec, &cache, &new, &pos, 1, false).unwrap_err();
     assert!(e.to_string().contains("whole-texel"), "{e}");
+}
+
+/// fp32 rows into an fp16 cache round to the nearest fp16 value, as fp16 activation stores do
+/// (not toward zero, as lavapipe's own conversion would): 1 + 0.75 ulp lands on 1 + 1 ulp.
+#[test]
+fn fp32_rows_round_to_nearest_into_an_fp16_cache() {
+    let d = device();
+    let ulp = 1.0f32 / 1024.0;
+    let cache = Tensor::new(&d, "cache", &[1, 1, 4, 4], Precision::F16).unwrap();
+    cache.upload(&[0.0; 16]).unwrap();
+    let new = Tensor::from_data(
+        &d,
+        "new",
+        &[1, 1, 1, 4],
+        Precision::F32,
+        &[1.0 + 0.75 * ulp, -(1.0 + 0.75 * ulp), 2.0, 0.25 * ulp],
+    )
+    .unwrap();
+    let pos = Tensor::from_data(&d, "pos", &[1, 1], Precision::F32, &[2.0]).unwrap();
+    let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+    kv_write_into(&mut rec, &cache, &new, &pos, 2, false).unwrap();
+    rec.submit_and_wait().unwrap();
+    let got = cache.download().unwrap();
+    let mut want = vec![0.0f64; 16];
+    want[8..12].copy_from_slice(&[
+        (1.0 + ulp) as f64,
+        -(1.0 + ulp) as f64,
+        2.0,
+        half::f16::from_f32(0.25 * ulp).to_f32() as f64,
+    ]);
+    assert_close("fp16 cache rounding", &got, &want, 0.0);
+    assert_no_validation_messages(&d);
 }

@@ -116,6 +116,46 @@ const ATTENTION_COOP_WIDE3_1P_SPLIT: KernelDesc = KernelDesc {
     ..ATTENTION_DECODE_SPLIT
 };
 
+/// The portable kernels with K and V fp16 images under fp32 activations (a decoder's
+/// key/value cache at half the bytes): the `_kv16` builds of the same shaders.
+const KV16_BINDINGS: &[BindingKind] = &[
+    BindingKind::StorageImage,
+    BindingKind::StorageImageF16,
+    BindingKind::StorageImageF16,
+    BindingKind::StorageImage,
+    BindingKind::StorageImage,
+];
+const KV16_SPLIT_BINDINGS: &[BindingKind] = &[
+    BindingKind::StorageImage,
+    BindingKind::StorageImageF16,
+    BindingKind::StorageImageF16,
+    BindingKind::StorageImage,
+    BindingKind::StorageImage,
+    BindingKind::StorageImageF32,
+];
+const ATTENTION_KV16: KernelDesc = KernelDesc {
+    name: "attention_kv16",
+    bindings: KV16_BINDINGS,
+    ..ATTENTION
+};
+const ATTENTION_D128_KV16: KernelDesc = KernelDesc {
+    name: "attention_d128_kv16",
+    ..ATTENTION_KV16
+};
+const ATTENTION_DECODE_KV16: KernelDesc = KernelDesc {
+    name: "attention_decode_kv16",
+    ..ATTENTION_KV16
+};
+const ATTENTION_DECODE_SPLIT_KV16: KernelDesc = KernelDesc {
+    name: "attention_decode_split_kv16",
+    bindings: KV16_SPLIT_BINDINGS,
+    ..ATTENTION
+};
+const ATTENTION_COMBINE_KV16: KernelDesc = KernelDesc {
+    name: "attention_combine_kv16",
+    ..ATTENTION_DECODE_SPLIT_KV16
+};
+
 /// Query rows up to which `attention_decode.comp` runs (one workgroup a row, its threads over
 /// the keys): a decoder's step and short drafts. Above it the blocked kernels share each staged
 /// key block among their rows.
@@ -484,11 +524,30 @@ impl AttentionPlan {
         (self.splits > 1).then(|| vec![1, 4, self.rows * self.splits, dv + 2])
     }
 
-    /// The kernel's descriptor (`split`: over key spans), query rows a workgroup and threads.
-    fn kernel_desc(&self, split: bool) -> (&'static KernelDesc, usize, u64) {
-        match (self.kernel, split) {
-            (AttentionKernel::Decode, true) => (&ATTENTION_DECODE_SPLIT, 1, DECODE_THREADS),
-            (AttentionKernel::Decode, false) => (&ATTENTION_DECODE, 1, DECODE_THREADS),
+    /// The kernel's descriptor (`split`: over key spans; `cache_half`: K and V fp16 under fp32
+    /// activations, the `_kv16` builds), query rows a workgroup and threads.
+    fn kernel_desc(
+        &self,
+        split: bool,
+        cache_half: bool,
+    ) -> Result<(&'static KernelDesc, usize, u64)> {
+        let pick = |plain, kv16| if cache_half { kv16 } else { plain };
+        Ok(match (self.kernel, split) {
+            (AttentionKernel::Decode, true) => (
+                pick(&ATTENTION_DECODE_SPLIT, &ATTENTION_DECODE_SPLIT_KV16),
+                1,
+                DECODE_THREADS,
+            ),
+            (AttentionKernel::Decode, false) => (
+                pick(&ATTENTION_DECODE, &ATTENTION_DECODE_KV16),
+                1,
+                DECODE_THREADS,
+            ),
+            (AttentionKernel::TensorCores { .. }, _) if cache_half => {
+                return Err(err(
+                    "the tensor-core kernels take K and V at the activations' precision".into(),
+                ))
+            }
             (AttentionKernel::TensorCores { blocks, one_pass }, split) => {
                 let desc = match (blocks, one_pass, split) {
                     (1, false, false) => &ATTENTION_COOP,
@@ -511,12 +570,14 @@ impl AttentionPlan {
                 )
             }
             (AttentionKernel::Blocked { large_head: false }, _) => {
-                (&ATTENTION, SMALL_ROWS_PER_GROUP, 64)
+                (pick(&ATTENTION, &ATTENTION_KV16), SMALL_ROWS_PER_GROUP, 64)
             }
-            (AttentionKernel::Blocked { large_head: true }, _) => {
-                (&ATTENTION_D128, LARGE_ROWS_PER_GROUP, 64)
-            }
-        }
+            (AttentionKernel::Blocked { large_head: true }, _) => (
+                pick(&ATTENTION_D128, &ATTENTION_D128_KV16),
+                LARGE_ROWS_PER_GROUP,
+                64,
+            ),
+        })
     }
 }
 
@@ -770,7 +831,12 @@ fn record_attention(
         }
         _ => None,
     };
-    let (desc, rows_per_group, threads) = plan.kernel_desc(split.is_some());
+    // An fp16 key/value cache under fp32 activations: the `_kv16` kernels bind K and V as fp16
+    // (any other mix of precisions is refused by the bindings' checks).
+    let cache_half = out.precision() == Precision::F32
+        && k.precision() == Precision::F16
+        && v.precision() == Precision::F16;
+    let (desc, rows_per_group, threads) = plan.kernel_desc(split.is_some(), cache_half)?;
     // Unsplit, the decode kernel takes every key as one span (the blocked kernels read neither).
     let (splits, span) = match split {
         Some(_) => (plan.splits, plan.span),
@@ -847,14 +913,12 @@ fn record_attention(
     let merge = [&args[..], &[Arg::input(partials)]].concat();
     let per_row = if packed.is_some() { dv / 4 } else { dv };
     let groups = dispatch_1d(rec.device(), (plan.rows * per_row) as u64, COMBINE_THREADS);
-    launch(
-        rec,
-        &ATTENTION_COMBINE,
-        out.precision(),
-        &merge,
-        &pc,
-        groups,
-    )
+    let combine = if cache_half {
+        &ATTENTION_COMBINE_KV16
+    } else {
+        &ATTENTION_COMBINE
+    };
+    launch(rec, combine, out.precision(), &merge, &pc, groups)
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@ use crate::error::Result;
 use crate::kernels::launch::{kerr, launch, IMAGES_3};
 use crate::kernels::push::{dispatch_1d, PushConstants};
 use crate::layout::nchw;
-use crate::pipeline::KernelDesc;
+use crate::layout::Precision;
+use crate::pipeline::{BindingKind, KernelDesc};
 use crate::recorder::{Arg, Recorder};
 use crate::tensor::Tensor;
 
@@ -14,6 +15,17 @@ const KV_WRITE: KernelDesc = KernelDesc {
     bindings: IMAGES_3,
     push_constant_bytes: 104,
     uses_weights: false,
+};
+
+/// An fp16 cache written from fp32 rows (`kv_write_kv16`, the fp16-cache build of the shader).
+const KV_WRITE_KV16: KernelDesc = KernelDesc {
+    name: "kv_write_kv16",
+    bindings: &[
+        BindingKind::StorageImage,
+        BindingKind::StorageImage,
+        BindingKind::StorageImageF16,
+    ],
+    ..KV_WRITE
 };
 
 /// Records `cache[.., at + i, ..] = new[.., i, ..]` along `axis` of `cache`, where `at` is the
@@ -91,10 +103,15 @@ pub fn kv_write_into(
         .u32(mapped as u32)
         .u32(split_heads as u32);
     let groups = dispatch_1d(rec.device(), texels as u64, 64);
+    // An fp16 cache under fp32 activations runs the fp32 kernel that stores half texels.
+    let (desc, precision) = match (new.precision(), cache.precision()) {
+        (Precision::F32, Precision::F16) => (&KV_WRITE_KV16, Precision::F32),
+        (_, p) => (&KV_WRITE, p),
+    };
     launch(
         rec,
-        &KV_WRITE,
-        cache.precision(),
+        desc,
+        precision,
         &[Arg::input(new), Arg::input(pos), Arg::output(cache)],
         &pc,
         groups,

@@ -120,9 +120,15 @@ impl Recorder {
         for (i, (arg, kind)) in args.iter().zip(desc.bindings).enumerate() {
             let binding = i as u32;
             let id = match (arg.res, kind) {
-                (ArgRes::Tensor(t), BindingKind::StorageImage | BindingKind::StorageImageF32) => {
+                (
+                    ArgRes::Tensor(t),
+                    BindingKind::StorageImage
+                    | BindingKind::StorageImageF32
+                    | BindingKind::StorageImageF16,
+                ) => {
                     let want = match kind {
                         BindingKind::StorageImageF32 => crate::layout::Precision::F32,
+                        BindingKind::StorageImageF16 => crate::layout::Precision::F16,
                         _ => pipeline.precision,
                     };
                     if t.precision() != want {
