@@ -63,6 +63,7 @@ pub fn packed_header(data: &[u8]) -> bool {
             (None, bytes)
         },
         &[],
+        &[],
     );
     true
 }

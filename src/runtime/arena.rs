@@ -60,11 +60,15 @@ pub fn root_of(g: &Graph, mut t: TensorId) -> TensorId {
 
 /// Plans the arena. `key_bytes(t)` gives tensor `t`'s pool key and image bytes. Tensors in
 /// `pinned` (graph inputs a caller keeps on the device between runs) live to the end of the
-/// run, like graph outputs, so no later tensor takes their storage.
+/// run, like graph outputs, so no later tensor takes their storage. Tensors in `transient`
+/// (neither graph inputs nor node outputs: constants that a streamed model copies out of the
+/// weight atlas right before each node that reads them) take arena storage from their first
+/// reader to their last, instead of an image of their own for the whole session.
 pub fn plan(
     g: &Graph,
     key_bytes: impl Fn(TensorId) -> (PoolKey, u64),
     pinned: &[TensorId],
+    transient: &[TensorId],
 ) -> ArenaPlan {
     let nt = g.tensors.len();
     let root: Vec<TensorId> = (0..nt).map(|t| root_of(g, t)).collect();
@@ -128,7 +132,11 @@ pub fn plan(
     }
     stats.live_peak_bytes = live;
     for (i, n) in g.nodes.iter().enumerate() {
-        for &t in &n.outputs {
+        let first_read: Vec<TensorId> = n
+            .present_inputs()
+            .filter(|t| transient.contains(t) && slot[*t].is_none())
+            .collect();
+        for &t in first_read.iter().chain(&n.outputs) {
             if is_act(t) && root[t] == t && slot[t].is_none() {
                 live += alloc(t, &mut slot, &mut slots, &mut free, &mut stats);
             }
@@ -161,7 +169,10 @@ pub fn plan(
         def[p.tensor] = Some(0);
     }
     for (i, n) in g.nodes.iter().enumerate() {
-        for &t in &n.outputs {
+        // A transient constant is written right before its first reader runs: from there on it
+        // is live, as that node's outputs are.
+        let first_read = n.present_inputs().filter(|t| transient.contains(t));
+        for t in n.outputs.iter().copied().chain(first_read) {
             def[t].get_or_insert(i + 1);
         }
     }
@@ -253,11 +264,11 @@ mod tests {
     fn a_pinned_input_keeps_its_image_to_the_end() {
         let (g, x) = chain();
         let key = |_| (Some((8, 8, 1)), 1024);
-        let free = plan(&g, key, &[]);
+        let free = plan(&g, key, &[], &[]);
         // x dies at n0, so b (written by n1) takes its image.
         assert_eq!(free.slot[x], free.slot[2]);
         assert_eq!(free.slots.len(), 2);
-        let pinned = plan(&g, key, &[x]);
+        let pinned = plan(&g, key, &[x], &[]);
         assert!((1..4).all(|t| pinned.slot[t] != pinned.slot[x]));
         // Alive past the last node, like the output.
         assert_eq!(
@@ -265,6 +276,35 @@ mod tests {
             g.nodes.len() + 1
         );
         assert_eq!(pinned.slots.len(), 3);
+    }
+
+    /// A constant read by n1 alone (`w`: no producer, not an input), as a streamed model's
+    /// per-run copy out of the atlas: it takes arena storage from n1 on, never at n0 or n2's
+    /// outputs' time, and shares no image with a, b (alive at n1) or c.
+    #[test]
+    fn a_transient_constant_lives_only_at_its_reader() {
+        let (mut g, x) = chain();
+        let w = g.add_tensor("w", vec![1, 4, 8, 8], DType::F32);
+        g.nodes[1].op = Op::Binary(crate::ir::BinaryOp::Add);
+        g.nodes[1].inputs.push(Some(w));
+        let key = |_| (Some((8, 8, 1)), 1024);
+        let without = plan(&g, key, &[], &[]);
+        assert_eq!(without.slot[w], None, "not in the arena unless asked");
+        // Unpooled (a slot a tensor): its own lifetime.
+        let own = plan(&g, |_| (None, 1024), &[], &[w]);
+        let s = own.slot[w].expect("the constant has an arena slot");
+        assert_eq!(
+            own.slots[s].live,
+            (2, 2),
+            "written before n1 (position 2), read by it"
+        );
+        assert_eq!(own.stats.live_peak_bytes, 3 * 1024, "a, w and b at n1");
+        // Pooled: it takes x's image (dead after n0), never a's or b's (alive at n1).
+        let p = plan(&g, key, &[], &[w]);
+        assert_eq!(p.slot[w], p.slot[x]);
+        assert_ne!(p.slot[1], p.slot[w]);
+        assert_ne!(p.slot[2], p.slot[w]);
+        assert_eq!(p.slots.len(), 3);
     }
 
     /// Brute force: every pair alive together is disjoint in memory, offsets are aligned.

@@ -119,6 +119,10 @@ pub struct Executable {
     pub(crate) arena: ArenaPlan,
     /// Graph inputs the arena keeps alive for the whole run ([`Self::pin_inputs`]).
     pinned_inputs: Vec<TensorId>,
+    /// Constants read as activations (`WeightKind::Activation`) that a streamed model copies
+    /// out of the atlas before each node reading them ([`Executable::new_unplaced`]): arena
+    /// tensors live only around those nodes, not images of their own for the whole session.
+    per_run_constants: Vec<TensorId>,
     /// One tensor per arena slot (the image every tensor of the slot views).
     arena_tensors: Vec<Tensor>,
     /// Views whose image would be folded differently from their root's (kernels need one fold
@@ -242,6 +246,7 @@ impl Executable {
             attention_packed_kv: Default::default(),
             arena: ArenaPlan::default(),
             pinned_inputs: Vec::new(),
+            per_run_constants: Vec::new(),
             arena_tensors: Vec::new(),
             demoted_views: 0,
             last_timings: RunTimings::default(),
@@ -253,6 +258,11 @@ impl Executable {
             run_stamps: None,
         };
         exe.demoted_views = exe.demote_refolded_views();
+        // Unplaced is the streamed path: its steps copy these constants out of the atlas every
+        // run (`StreamedModel`), so the arena holds them only around their readers.
+        if pooled_arena.is_none() {
+            exe.per_run_constants = exe.activation_kind_constants();
+        }
         exe.materialize_constants()?;
         exe.allocate_state()?;
         match pooled_arena {
@@ -319,9 +329,31 @@ impl Executable {
         .map_err(vk(format!("constant `{}`", info.name)))
     }
 
+    /// The graph tensors some node reads as a packed `Activation`-kind weight.
+    fn activation_kind_constants(&self) -> Vec<TensorId> {
+        let g = &self.header.graph;
+        let mut out: Vec<TensorId> = g
+            .nodes
+            .iter()
+            .enumerate()
+            .flat_map(|(ni, n)| {
+                n.inputs.iter().enumerate().filter_map(move |(slot, t)| {
+                    let w = self.weight_entry(ni, slot)?;
+                    matches!(w.kind, WeightKind::Activation { .. })
+                        .then_some(*t)
+                        .flatten()
+                })
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// Constant operands that kernels read as activation images: packed `Activation`-kind
     /// weights are copied out of the atlas by the weight-copy kernel (so they come from the same
-    /// pages); integer constants that stayed inline (e.g. Gather indices) are uploaded as floats.
+    /// pages), except those a streamed model copies every run into the arena; integer constants
+    /// that stayed inline (e.g. Gather indices) are uploaded as floats.
     fn materialize_constants(&mut self) -> Result<()> {
         let g = self.header.graph.clone();
         let mut rec = Recorder::new(&self.device, QueueKind::Compute)
@@ -339,6 +371,9 @@ impl Executable {
                     let WeightKind::Activation { .. } = w.kind else {
                         continue;
                     };
+                    if self.per_run_constants.contains(&t) {
+                        continue;
+                    }
                     let off = u32::try_from(w.texel_offset).map_err(|_| RuntimeError::BadNode {
                         node: n.name.clone(),
                         op: n.op.name().into(),
@@ -480,6 +515,7 @@ impl Executable {
                 (k.filter(|_| pooled), b)
             },
             &self.pinned_inputs,
+            &self.per_run_constants,
         )
     }
 
