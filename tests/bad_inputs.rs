@@ -1145,3 +1145,35 @@ fn every_cap_below_the_minimum_names_it_never_an_allocation() {
         );
     }
 }
+
+/// `check` counts the decoders' key/value caches as the engine keeps them: the tiny assistant's
+/// Whisper decoder has four `[1, 4, 64, 16]` caches at its fp32 activations (one texel layer of
+/// 64 x 16 texels, 16 B each: 16 KiB a cache) and its language model four `[1, 2, 224, 16]` at
+/// the fp16 its `KvCacheSpec` asks (two heads pad to a texel of four: 224 x 16 texels of 8 B, 28
+/// KiB a cache): 64 + 112 = 176 KiB.
+#[test]
+fn check_counts_the_key_value_caches_at_their_precision() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if !root.join("models/vad/silero_vad.onnx").exists() {
+        eprintln!("SKIPPED: models/vad/silero_vad.onnx missing (scripts/fetch_models.py)");
+        return;
+    }
+    let o = Command::new(BIN)
+        .args([
+            "check",
+            path_str(&root.join("workloads/assistant-tiny.ron")),
+        ])
+        .env("VK_DRIVER_FILES", "/nonexistent/icd.json")
+        .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let want =
+        "state kept on the device all session (key/value caches, at their precision): 176 KiB";
+    assert!(out.contains(want), "missing `{want}` in:\n{out}");
+}

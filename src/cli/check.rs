@@ -60,7 +60,8 @@ pub fn run(args: &CheckArgs) -> Result<()> {
         match min_feasible_cap(&loaded.profiles, &pipeline) {
             Ok(m) => println!(
                 "  minimum cap for one request as expected: {} (step `{}` of `{}` reads {} \
-                 pages; the device adds the engine's own buffers, which `run` measures)",
+                 pages; plus the state below; the device adds the engine's own buffers, which \
+                 `run` measures)",
                 format_size(m.bytes),
                 m.step,
                 m.model,
@@ -69,6 +70,42 @@ pub fn run(args: &CheckArgs) -> Result<()> {
             Err(e) => println!("  no plan: {e}"),
         }
     }
+    let state = state_bytes(&loaded);
+    if state > 0 {
+        println!(
+            "\nstate kept on the device all session (key/value caches, at their precision): {}",
+            format_size(state)
+        );
+    }
     println!("\nok: no device was opened");
     Ok(())
+}
+
+/// Bytes of every model's state tensors (its key/value caches) as the engine stores them: C4
+/// texels at the cache's precision (the workload's `KvCacheSpec::precision`, else the
+/// activations', else the weights').
+fn state_bytes(loaded: &texstream::engine::loaded::Loaded) -> u64 {
+    loaded
+        .models
+        .iter()
+        .map(|(name, pm)| {
+            let h = pm.header();
+            let spec = loaded.workload.spec.models.iter().find(|m| &m.name == name);
+            let precision = spec
+                .and_then(|m| m.kv_cache.as_ref())
+                .and_then(|k| k.precision)
+                .or_else(|| h.activations_or_measured(spec.and_then(|m| m.activations)))
+                .unwrap_or(h.precision);
+            h.graph
+                .state
+                .iter()
+                .map(|s| {
+                    texstream::ir::c4_bytes(
+                        &h.graph.tensors[s.tensor].shape,
+                        precision.bytes_per_value(),
+                    ) as u64
+                })
+                .sum::<u64>()
+        })
+        .sum()
 }
