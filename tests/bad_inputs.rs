@@ -851,17 +851,21 @@ fn a_cap_of_zero_names_the_minimum_and_unknown_inputs_are_refused() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `texstream check WORKLOAD` with no Vulkan driver reachable: `check` must not need one.
+fn check_without_a_driver(workload: &Path) -> std::process::Output {
+    Command::new(BIN)
+        .args(["check", path_str(workload)])
+        .env("VK_DRIVER_FILES", "/nonexistent/icd.json")
+        .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn check_validates_a_workload_without_a_device_and_prints_its_dag() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let good = root.join("tests/data/serve/tiny.ron");
-    // No Vulkan driver is reachable: `check` must not need one.
-    let o = Command::new(BIN)
-        .args(["check", path_str(&good)])
-        .env("VK_DRIVER_FILES", "/nonexistent/icd.json")
-        .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
-        .output()
-        .unwrap();
+    let o = check_without_a_driver(&good);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),
@@ -1158,15 +1162,7 @@ fn check_counts_the_key_value_caches_at_their_precision() {
         eprintln!("SKIPPED: models/vad/silero_vad.onnx missing (scripts/fetch_models.py)");
         return;
     }
-    let o = Command::new(BIN)
-        .args([
-            "check",
-            path_str(&root.join("workloads/assistant-tiny.ron")),
-        ])
-        .env("VK_DRIVER_FILES", "/nonexistent/icd.json")
-        .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
-        .output()
-        .unwrap();
+    let o = check_without_a_driver(&root.join("workloads/assistant-tiny.ron"));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),

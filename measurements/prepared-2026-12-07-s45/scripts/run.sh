@@ -9,7 +9,7 @@
 # model's cache at fp32 (before this session's `precision: F16`). BUDGET (s) bounds the call.
 set -u
 source "$(dirname "$0")/setup.sh"
-S=measurements/prepared-2026-12-07-s45/scripts
+S=measurements/prepared-2026-12-07-s44/scripts  # padding.py, unchanged since session 44
 LOG=texstream_vk::image=debug,texstream::engine::session=info
 env RUST_LOG=$LOG timeout 90 /tmp/bin/ts run workloads/assistant.ron --iterations 1 --policy preload --cap 1GiB > $W/pad.txt 2>&1
 echo "rc $?" >> $W/pad.txt
