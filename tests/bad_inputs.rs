@@ -1173,3 +1173,40 @@ fn check_counts_the_key_value_caches_at_their_precision() {
         "state kept on the device all session (key/value caches, at their precision): 176 KiB";
     assert!(out.contains(want), "missing `{want}` in:\n{out}");
 }
+
+/// A key/value cache wider than its model's activations (fp32 under fp16) has no kernels: the
+/// engine refuses it when it places the model, naming the workload and the model, before any
+/// request runs.
+#[test]
+fn an_fp32_cache_under_fp16_activations_is_refused_with_the_model() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if !root.join("models/vad/silero_vad.onnx").exists() {
+        eprintln!("SKIPPED: models/vad/silero_vad.onnx missing (scripts/fetch_models.py)");
+        return;
+    }
+    let text = std::fs::read_to_string(root.join("workloads/assistant-tiny.ron")).unwrap();
+    let asked = "            activations: F32,\n            kv_cache: KvCacheSpec(max_len: 224, precision: F16),";
+    assert!(
+        text.contains(asked),
+        "the fixture changed: update this test"
+    );
+    let text = text
+        .replace(
+            asked,
+            "            activations: F16,\n            kv_cache: KvCacheSpec(max_len: 224, precision: F32),",
+        )
+        .replace("\"../", &format!("\"{}/", root.display()));
+    let dir = scratch("cache-precision");
+    let w = dir.join("assistant.ron");
+    std::fs::write(&w, text).unwrap();
+    let o = texstream(&["run", path_str(&w), "--iterations", "1"]);
+    assert_user_error(
+        "fp32 cache under fp16 activations",
+        &o,
+        &[
+            "`lm`",
+            "an fp32 key/value cache under fp16 activations is not supported",
+        ],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
