@@ -62,7 +62,10 @@ fn error_vs_ort(
     want: &HostTensor,
 ) -> f64 {
     let opts = BuildOptions {
-        activations: Some(texstream::runtime::weights::vk_precision(activations)),
+        precisions: texstream::runtime::TensorPrecisions {
+            activations: Some(texstream::runtime::weights::vk_precision(activations)),
+            cache: None,
+        },
         ..BuildOptions::default()
     };
     let mut exe = Executable::with_options(device, &packed.header, packed, &opts).expect("build");

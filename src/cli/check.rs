@@ -90,20 +90,17 @@ fn state_bytes(loaded: &texstream::engine::loaded::Loaded) -> u64 {
         .iter()
         .map(|(name, pm)| {
             let h = pm.header();
-            let spec = loaded.workload.spec.models.iter().find(|m| &m.name == name);
-            let precision = spec
-                .and_then(|m| m.kv_cache.as_ref())
-                .and_then(|k| k.precision)
-                .or_else(|| h.activations_or_measured(spec.and_then(|m| m.activations)))
-                .unwrap_or(h.precision);
+            let p = loaded.tensor_precisions(name, pm);
+            let precision = p
+                .cache
+                .or(p.activations)
+                .unwrap_or(texstream::runtime::weights::vk_precision(h.precision));
             h.graph
                 .state
                 .iter()
                 .map(|s| {
-                    texstream::ir::c4_bytes(
-                        &h.graph.tensors[s.tensor].shape,
-                        precision.bytes_per_value(),
-                    ) as u64
+                    texstream::ir::c4_bytes(&h.graph.tensors[s.tensor].shape, 1) as u64 / 4
+                        * precision.bytes_per_texel() as u64
                 })
                 .sum::<u64>()
         })

@@ -10,7 +10,7 @@ use texstream::compile::Compiler;
 use texstream::ir::DType;
 use texstream::packed::PackedModel;
 use texstream::runtime::npy::{read_npy, write_npy, NpyWrite};
-use texstream::runtime::{BuildOptions, Executable, HostTensor};
+use texstream::runtime::{BuildOptions, Executable, HostTensor, TensorPrecisions};
 use texstream::Precision;
 
 use super::args::parse_named_path;
@@ -113,11 +113,13 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
         (None, None) => bail!("{}: nothing to run", args.model.display()),
     };
     let build_opts = BuildOptions {
-        activations: header
-            .activations_or_measured(args.activations)
-            .map(texstream::runtime::weights::vk_precision),
         // One run: a cache (if the model has one) starts empty, at the activations' precision.
-        cache: None,
+        precisions: TensorPrecisions {
+            activations: header
+                .activations_or_measured(args.activations)
+                .map(texstream::runtime::weights::vk_precision),
+            cache: None,
+        },
         // TEXSTREAM_ARENA=off gives every tensor its own image (for debugging the arena).
         pool_arena: std::env::var("TEXSTREAM_ARENA").map_or(true, |v| v != "off"),
         replay: !args.no_replay,

@@ -113,7 +113,10 @@ pub fn choose_activations(
             source: e,
         };
         let opts = BuildOptions {
-            activations: Some(crate::runtime::weights::vk_precision(activations)),
+            precisions: crate::runtime::TensorPrecisions {
+                activations: Some(crate::runtime::weights::vk_precision(activations)),
+                cache: None,
+            },
             ..BuildOptions::default()
         };
         let mut exe =

@@ -12,6 +12,8 @@ use super::error::EngineError;
 use crate::compile::auto::{ensure_packed, packed_path};
 use crate::packed::{CostModel, PackedModel};
 use crate::pipeline::{ModelPorts, PipelineGraph};
+use crate::runtime::weights::vk_precision;
+use crate::runtime::TensorPrecisions;
 use crate::workload::{
     FanOut, LoadedWorkload, ModelSource, PipelineSpec, PipelineStep, Repeat, Run,
 };
@@ -52,6 +54,23 @@ impl Loaded {
     /// Weight bytes of all models.
     pub fn weight_bytes(&self) -> u64 {
         self.profiles.iter().map(Profile::weight_bytes).sum()
+    }
+
+    /// The precisions model `name` (packed as `pm`) stores its tensors at: its activations as
+    /// the workload asks, else as compiled and measured; its key/value cache as its
+    /// `KvCacheSpec` asks (unset fields: the defaults `Executable` applies).
+    pub fn tensor_precisions(&self, name: &str, pm: &PackedModel) -> TensorPrecisions {
+        let spec = self.workload.spec.models.iter().find(|m| m.name == name);
+        TensorPrecisions {
+            activations: pm
+                .header()
+                .activations_or_measured(spec.and_then(|m| m.activations))
+                .map(vk_precision),
+            cache: spec
+                .and_then(|m| m.kv_cache.as_ref())
+                .and_then(|k| k.precision)
+                .map(vk_precision),
+        }
     }
 }
 

@@ -299,18 +299,7 @@ impl Session {
         let mut models = Vec::new();
         let mut base = 0u32;
         for (name, pm) in &loaded.models {
-            let spec = loaded.workload.spec.models.iter().find(|m| &m.name == name);
-            let asked = spec.and_then(|m| m.activations);
-            let precisions = crate::runtime::TensorPrecisions {
-                activations: pm
-                    .header()
-                    .activations_or_measured(asked)
-                    .map(crate::runtime::weights::vk_precision),
-                cache: spec
-                    .and_then(|m| m.kv_cache.as_ref())
-                    .and_then(|k| k.precision)
-                    .map(crate::runtime::weights::vk_precision),
-            };
+            let precisions = loaded.tensor_precisions(name, pm);
             let held = dev.memory_stats().current_bytes;
             models.push(
                 StreamedModel::new(dev, name, pm.clone(), base, precisions).map_err(|e| {

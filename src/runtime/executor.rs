@@ -38,11 +38,9 @@ pub struct RunTimings {
 /// How [`Executable::with_options`] builds a model.
 #[derive(Clone, Copy, Debug)]
 pub struct BuildOptions {
-    /// Precision of activation images; `None`: the weights'.
-    pub activations: Option<vk_backend::Precision>,
-    /// Precision of the key/value cache (the state tensors); `None`: the activations'. fp16
-    /// under fp32 activations halves the cache's bytes (the `_kv16` kernels read and write it).
-    pub cache: Option<vk_backend::Precision>,
+    /// Precisions of the activation images and the key/value cache (unset: the weights', and
+    /// the cache the activations').
+    pub precisions: TensorPrecisions,
     /// Pool the activation arena: a dead tensor's image is taken over by a later tensor of the
     /// same image extent. Off, every tensor has its own image (for debugging the arena).
     pub pool_arena: bool,
@@ -54,8 +52,7 @@ pub struct BuildOptions {
 impl Default for BuildOptions {
     fn default() -> Self {
         BuildOptions {
-            activations: None,
-            cache: None,
+            precisions: TensorPrecisions::default(),
             pool_arena: true,
             replay: true,
         }
@@ -67,7 +64,8 @@ impl Default for BuildOptions {
 pub struct TensorPrecisions {
     /// Activation images; `None`: the weights' precision.
     pub activations: Option<vk_backend::Precision>,
-    /// The key/value cache (state tensors); `None`: the activations'.
+    /// The key/value cache (state tensors); `None`: the activations'. fp16 under fp32
+    /// activations halves the cache's bytes (the `_kv16` kernels read and write it).
     pub cache: Option<vk_backend::Precision>,
 }
 
@@ -168,7 +166,10 @@ impl Executable {
         activations: vk_backend::Precision,
     ) -> Result<Executable> {
         let opts = BuildOptions {
-            activations: Some(activations),
+            precisions: TensorPrecisions {
+                activations: Some(activations),
+                cache: None,
+            },
             ..BuildOptions::default()
         };
         Self::with_options(device, header, pages, &opts)
@@ -181,11 +182,13 @@ impl Executable {
         pages: &dyn PageSource,
         opts: &BuildOptions,
     ) -> Result<Executable> {
-        let precisions = TensorPrecisions {
-            activations: opts.activations,
-            cache: opts.cache,
-        };
-        let mut exe = Self::build(device, header, pages, Some(opts.pool_arena), precisions)?;
+        let mut exe = Self::build(
+            device,
+            header,
+            pages,
+            Some(opts.pool_arena),
+            opts.precisions,
+        )?;
         exe.replay_enabled = opts.replay;
         Ok(exe)
     }

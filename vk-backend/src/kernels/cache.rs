@@ -34,7 +34,8 @@ const KV_WRITE_KV16: KernelDesc = KernelDesc {
 /// dropped. Only axes that move whole texels are supported: the `[N, C, H, W]` mapping's N, H
 /// and W, not its packed C. With `split_heads`, `new` is a projection's rows `[N, S, C * D]`
 /// (the heads side by side) written as `[N, C, S, D]` into a cache `[N, C, H, D]` along axis 2:
-/// the exporters' head split runs as the write's load.
+/// the exporters' head split runs as the write's load. An fp16 `cache` takes fp32 rows too
+/// (`kv_write_kv16`: rounded to the nearest fp16 as they are stored).
 pub fn kv_write_into(
     rec: &mut Recorder,
     cache: &Tensor,
