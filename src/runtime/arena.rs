@@ -45,6 +45,18 @@ pub struct ArenaStats {
     pub images: usize,
 }
 
+impl ArenaPlan {
+    /// The slot that holds tensor `t` and nothing else (no view of `t`, no other tensor taking
+    /// it over): its memory is `t`'s alone while the slot lives, so another image may stand in
+    /// for `t` there. `None` where `t` has no slot or shares it.
+    pub fn sole_slot(&self, t: TensorId) -> Option<usize> {
+        let s = self.slot.get(t).copied().flatten()?;
+        let viewed = self.root.iter().enumerate().any(|(u, &r)| r == t && u != t);
+        let shared = self.slot.iter().filter(|&&x| x == Some(s)).count() > 1;
+        (self.root.get(t) == Some(&t) && !viewed && !shared).then_some(s)
+    }
+}
+
 /// Follows `ViewOf` links to the tensor that owns the storage.
 pub fn root_of(g: &Graph, mut t: TensorId) -> TensorId {
     let mut hops = 0;
@@ -305,6 +317,27 @@ mod tests {
         assert_ne!(p.slot[1], p.slot[w]);
         assert_ne!(p.slot[2], p.slot[w]);
         assert_eq!(p.slots.len(), 3);
+    }
+
+    /// A slot is one tensor's alone unless the pool hands it to another tensor or a view
+    /// reads the tensor through it.
+    #[test]
+    fn a_sole_slot_holds_one_tensor_and_no_view() {
+        let (mut g, _) = chain();
+        let pooled = plan(&g, |_| (Some((8, 8, 1)), 1024), &[], &[]);
+        // x's image goes on to b, a's to c: no slot is one tensor's.
+        assert_eq!(pooled.slots.len(), 2);
+        assert!((0..4).all(|t| pooled.sole_slot(t).is_none()));
+        let own = plan(&g, |_| (None, 1024), &[], &[]);
+        assert!((0..4).all(|t| own.sole_slot(t) == own.slot[t]));
+        // c read through a view `v` of b: b's slot is no longer b's alone.
+        let v = g.add_tensor("v", vec![1, 4, 8, 8], DType::F32);
+        g.tensors[v].layout = crate::ir::TensorLayout::ViewOf(2);
+        g.nodes[2].inputs = vec![Some(v)];
+        let viewed = plan(&g, |_| (None, 1024), &[], &[]);
+        assert_eq!(viewed.sole_slot(2), None);
+        assert_eq!(viewed.sole_slot(1), viewed.slot[1]);
+        assert_eq!(viewed.sole_slot(v), None, "a view has no slot of its own");
     }
 
     /// Brute force: every pair alive together is disjoint in memory, offsets are aligned.

@@ -652,7 +652,6 @@ impl Executable {
         let packed_out = self.matmul_packed_out(rec, ni, n, (a, y), b, opts, &packed_a_shape)?;
         let packed = match &packed_a_shape {
             Some(shape) => {
-                let packed = self.matmul_scratch(MatMulScratch::PackedA, shape)?;
                 // The copy the last packing MatMul of this run made serves this one where it
                 // copied the same tensor (the query, key and value projections of one input):
                 // nodes record in graph order, and a node at or before the last packer starts a
@@ -660,6 +659,10 @@ impl Executable {
                 let source = n.input(0);
                 let fresh = matches!(&self.packed_a_last,
                     Some((at, id, s)) if *at < ni && *id == source && s == shape);
+                let packed = match fresh {
+                    true => self.packed_copy_of(source, MatMulScratch::PackedA, shape)?,
+                    false => self.matmul_scratch(MatMulScratch::PackedA, shape)?,
+                };
                 if !fresh {
                     if source.is_some_and(|t| self.packed_only.contains(&t)) {
                         return Err(self.bad(
@@ -677,7 +680,7 @@ impl Executable {
         };
         if packed_out.is_none() {
             if let Some((out_id, kind, shape)) = self.packed_for_attention(rec, n)? {
-                let target = self.matmul_scratch(kind, &shape)?;
+                let target = self.packed_copy(out_id, kind, &shape)?;
                 k::matmul_packed_out_into(rec, a, packed.as_ref(), b, opts, (y, &target))
                     .map_err(kernel_error(n))?;
                 self.packed_only.insert(out_id);
@@ -691,12 +694,83 @@ impl Executable {
             }
             .map_err(kernel_error(n));
         };
-        let target = self.matmul_scratch(MatMulScratch::PackedA, &out_shape)?;
+        let target = self.packed_copy(out_id, MatMulScratch::PackedA, &out_shape)?;
         k::matmul_packed_out_into(rec, a, packed.as_ref(), b, opts, (y, &target))
             .map_err(kernel_error(n))?;
         self.packed_a_last = Some((ni, Some(out_id), out_shape));
         self.packed_only.insert(out_id);
         Ok(())
+    }
+
+    /// The packed copy (`kind`, `shape`) that a producer writes in place of its output `of`,
+    /// which no kernel then writes or reads (`packed_only`). Its readers are `of`'s, so it lives
+    /// exactly while `of`'s arena memory does: where the arena is placed in shared memory and
+    /// that memory holds `of` alone (no view, no other tensor) and the copy fits, the copy is an
+    /// image there, taking no memory of its own; else the executable's scratch tensor of that
+    /// kind and shape. The copy's readers find it with [`Self::packed_copy_of`].
+    fn packed_copy(
+        &mut self,
+        of: TensorId,
+        kind: MatMulScratch,
+        shape: &[usize],
+    ) -> Result<Tensor> {
+        if let Some(t) = self.packed_copies.get(&of) {
+            return Ok(t.clone());
+        }
+        match self.packed_copy_in_arena(of, shape)? {
+            Some(t) => {
+                self.packed_copies.insert(of, t.clone());
+                Ok(t)
+            }
+            None => self.matmul_scratch(kind, shape),
+        }
+    }
+
+    /// The packed copy standing in for `of`: the one [`Self::packed_copy`] placed in `of`'s
+    /// arena memory, else the executable's scratch tensor of `kind` and `shape`.
+    fn packed_copy_of(
+        &mut self,
+        of: Option<TensorId>,
+        kind: MatMulScratch,
+        shape: &[usize],
+    ) -> Result<Tensor> {
+        match of.and_then(|t| self.packed_copies.get(&t)) {
+            Some(t) if t.shape() == shape => Ok(t.clone()),
+            _ => self.matmul_scratch(kind, shape),
+        }
+    }
+
+    /// An image of `shape` at the offset of `of`'s arena slot, where [`Self::packed_copy`] may
+    /// put one: `None` where the arena has no shared memory, `of` shares its slot or is viewed,
+    /// or the image would not fit in the slot's bytes.
+    fn packed_copy_in_arena(&self, of: TensorId, shape: &[usize]) -> Result<Option<Tensor>> {
+        let Some((memory, offsets)) = &self.arena_memory else {
+            return Ok(None);
+        };
+        let Some(offset) = self
+            .arena
+            .sole_slot(of)
+            .and_then(|slot| offsets.get(slot).copied().flatten())
+        else {
+            return Ok(None);
+        };
+        let g = &self.header.graph;
+        let what = |t: TensorId| format!("activation `{}`", g.tensors[t].name);
+        let precision = self.vkp();
+        let own = Tensor::image_requirements(&self.device, &g.tensors[of].shape, precision)
+            .map_err(super::error::vk(what(of)))?;
+        let copy = Tensor::image_requirements(&self.device, shape, precision)
+            .map_err(super::error::vk(what(of)))?;
+        let (Some((_, own)), Some((_, copy))) = (own, copy) else {
+            return Ok(None);
+        };
+        if copy.size > own.size || offset % copy.alignment.max(1) != 0 {
+            return Ok(None);
+        }
+        let name = format!("packed {}", g.tensors[of].name);
+        Tensor::new_in(&self.device, &name, shape, precision, memory, offset)
+            .map(Some)
+            .map_err(super::error::vk(name))
     }
 
     /// The executable's tensor of `kind` and `shape`, made on first use: one a shape, shared by
@@ -878,7 +952,7 @@ impl Executable {
                     None => None,
                 };
                 if let Some((y_id, shape)) = packed {
-                    let target = self.matmul_scratch(MatMulScratch::PackedA, &shape)?;
+                    let target = self.packed_copy(y_id, MatMulScratch::PackedA, &shape)?;
                     let r = Self::record_packed_norm(rec, &x, residual.as_ref(), &spec, &target);
                     // The MatMuls after it find their copy made (`record_const_matmul`).
                     self.packed_a_last = Some((ni, Some(y_id), shape));
@@ -1166,8 +1240,8 @@ impl Executable {
         let [q, mut kk, mut v] = operands;
         if !self.device.features().attention_head_copies {
             if let Some([k_shape, v_shape]) = self.attention_packed_kv(rec, ni)? {
-                kk = self.matmul_scratch(MatMulScratch::AttentionKey, &k_shape)?;
-                v = self.matmul_scratch(MatMulScratch::AttentionValue, &v_shape)?;
+                kk = self.packed_copy_of(n.input(1), MatMulScratch::AttentionKey, &k_shape)?;
+                v = self.packed_copy_of(n.input(2), MatMulScratch::AttentionValue, &v_shape)?;
                 if let Some(split) = opts.split_heads.as_mut() {
                     split.packed_kv = true;
                 }
@@ -1202,7 +1276,7 @@ impl Executable {
             return k::attention_into(rec, &inputs, &opts, &y, partials.as_ref())
                 .map_err(kernel_error(n));
         };
-        let target = self.matmul_scratch(MatMulScratch::PackedA, &shape)?;
+        let target = self.packed_copy(y_id, MatMulScratch::PackedA, &shape)?;
         k::attention_packed_into(rec, &inputs, &opts, (&y, &target), partials.as_ref())
             .map_err(kernel_error(n))?;
         // The MatMul after it finds its copy made (`record_const_matmul`).

@@ -111,6 +111,10 @@ pub struct Executable {
     pub(crate) packed_a_last: Option<(usize, Option<TensorId>, Vec<usize>)>,
     /// MatMul outputs written only as the next MatMul's packed A (never as themselves).
     pub(crate) packed_only: std::collections::HashSet<TensorId>,
+    /// Packed copies placed in the arena memory of the output they stand in for, by that
+    /// output (`Executable::packed_copy`): live exactly as long as it, so they take no memory
+    /// of their own.
+    pub(crate) packed_copies: HashMap<TensorId, Tensor>,
     /// Per attention node: the packed shapes its K and V projections write them in, or `None`
     /// where they write rows (decided once, at the first of the three nodes to record).
     pub(crate) attention_packed_kv: HashMap<usize, Option<[Vec<usize>; 2]>>,
@@ -123,6 +127,9 @@ pub struct Executable {
     per_run_constants: Vec<TensorId>,
     /// One tensor per arena slot (the image every tensor of the slot views).
     arena_tensors: Vec<Tensor>,
+    /// The shared memory the arena is placed in and each slot's offset there (`None` for an
+    /// arena of images of their own).
+    pub(crate) arena_memory: Option<(SharedMemory, Vec<Option<u64>>)>,
     /// Views whose image would be folded differently from their root's (kernels need one fold
     /// per operand pair), run as copies instead.
     pub demoted_views: usize,
@@ -246,11 +253,13 @@ impl Executable {
             matmul_scratch: HashMap::new(),
             packed_a_last: None,
             packed_only: Default::default(),
+            packed_copies: HashMap::new(),
             attention_packed_kv: Default::default(),
             arena: ArenaPlan::default(),
             pinned_inputs: Vec::new(),
             per_run_constants: Vec::new(),
             arena_tensors: Vec::new(),
+            arena_memory: None,
             demoted_views: 0,
             last_timings: RunTimings::default(),
             streamed_lookups: false,
@@ -670,6 +679,8 @@ impl Executable {
             }
         }
         self.arena_tensors = slot_tensors;
+        self.packed_copies.clear();
+        self.arena_memory = shared.map(|(m, offsets)| (m.clone(), offsets.to_vec()));
         Ok(())
     }
 
@@ -701,7 +712,7 @@ impl Executable {
     /// Declares every arena image's contents undefined: another model sharing the memory may
     /// have written it since this model last ran. Call before uploading a run's inputs.
     pub fn discard_arena(&self) {
-        for t in &self.arena_tensors {
+        for t in self.arena_tensors.iter().chain(self.packed_copies.values()) {
             t.discard();
         }
     }
