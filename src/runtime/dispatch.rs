@@ -112,26 +112,29 @@ impl Executable {
         }
     }
 
-    /// A scratch tensor of `shape` owned by node `ni` (k-th), created on first use.
-    fn scratch(&mut self, ni: usize, kidx: usize, shape: &[usize]) -> Result<Tensor> {
-        self.scratch_as(ni, kidx, shape, self.vkp())
+    /// A node's `kidx`-th scratch tensor of `shape`, created on first use and shared by every
+    /// node that asks for the same (`kidx`, shape, precision): a node writes its scratch before
+    /// reading it and is done with it when it ends, so one tensor serves them all (the Whisper
+    /// encoder's four attention layers' 6.3 MB of key-span partials each on a card took four).
+    fn scratch(&mut self, kidx: usize, shape: &[usize]) -> Result<Tensor> {
+        self.scratch_as(kidx, shape, self.vkp())
     }
 
     /// [`Self::scratch`] in `precision` rather than the activations'.
     fn scratch_as(
         &mut self,
-        ni: usize,
         kidx: usize,
         shape: &[usize],
         precision: vk_backend::Precision,
     ) -> Result<Tensor> {
-        if let Some(t) = self.scratch.get(&(ni, kidx)) {
+        let key = (kidx, shape.to_vec(), precision);
+        if let Some(t) = self.scratch.get(&key) {
             return Ok(t.clone());
         }
-        let name = format!("{}:scratch{kidx}", self.header.graph.nodes[ni].name);
+        let name = format!("scratch{kidx} {shape:?}");
         let t =
             Tensor::new(&self.device, &name, shape, precision).map_err(super::error::vk(name))?;
-        self.scratch.insert((ni, kidx), t.clone());
+        self.scratch.insert(key, t.clone());
         Ok(t)
     }
 
@@ -151,8 +154,8 @@ impl Executable {
             return f(rec, x, y).map_err(kerr);
         }
         let (xs, ys) = (x.shape().to_vec(), y.shape().to_vec());
-        let x4 = self.scratch(ni, 0, &[xs[0], xs[1], 1, xs[2]])?;
-        let y4 = self.scratch(ni, 1, &[ys[0], ys[1], 1, ys[2]])?;
+        let x4 = self.scratch(0, &[xs[0], xs[1], 1, xs[2]])?;
+        let y4 = self.scratch(1, &[ys[0], ys[1], 1, ys[2]])?;
         k::reshape_into(rec, x, &x4)
             .and_then(|()| f(rec, &x4, &y4))
             .and_then(|()| k::reshape_into(rec, &y4, y))
@@ -171,7 +174,7 @@ impl Executable {
             Op::MatMul { .. } => self.record_matmul(rec, ni, &n),
             Op::Gemm { .. } => self.record_gemm(rec, ni, &n),
             Op::Binary(b) => self.record_binary(rec, &n, *b),
-            Op::Unary(u) => self.record_unary(rec, ni, &n, *u),
+            Op::Unary(u) => self.record_unary(rec, &n, *u),
             Op::Where => self.record_where(rec, &n),
             Op::ScatterNd { reduction } => {
                 let (x, y) = (self.input(&n, 0)?, self.output(&n, 0)?);
@@ -900,14 +903,14 @@ impl Executable {
     }
 
     /// Unary ops; Not(x) is (x == 0) against a zero scalar in the node's scratch.
-    fn record_unary(&mut self, rec: &mut Recorder, ni: usize, n: &Node, u: UnaryOp) -> Result<()> {
+    fn record_unary(&mut self, rec: &mut Recorder, n: &Node, u: UnaryOp) -> Result<()> {
         let x = self.input(n, 0)?;
         let y = self.output(n, 0)?;
         let kerr = kernel_error(n);
         match unary(u) {
             Some(op) => k::unary_into(rec, op, &x, &y).map_err(kerr),
             None => {
-                let zero = self.scratch(ni, 0, &[1])?;
+                let zero = self.scratch(0, &[1])?;
                 rec.clear_tensor(&zero).map_err(&kerr)?;
                 k::compare_into(rec, k::CompareOp::Equal, &x, &zero, &y).map_err(kerr)
             }
@@ -1229,7 +1232,7 @@ impl Executable {
                 };
                 let heads = width / d.max(1);
                 let shape = [1, heads, rows, d];
-                let t = self.scratch(ni, 1 + slot, &shape)?;
+                let t = self.scratch(1 + slot, &shape)?;
                 k::heads_from_rows_into(rec, x, &t).map_err(kernel_error(n))?;
                 operands[slot] = t;
             }
@@ -1251,7 +1254,7 @@ impl Executable {
         let spans = k::attention_partials_shape(&q, &kk, &v, mask.as_ref(), &opts)
             .map_err(kernel_error(n))?;
         let partials = match spans {
-            Some(shape) => Some(self.scratch_as(ni, 0, &shape, vk_backend::Precision::F32)?),
+            Some(shape) => Some(self.scratch_as(0, &shape, vk_backend::Precision::F32)?),
             None => None,
         };
         let inputs = k::AttentionInputs {

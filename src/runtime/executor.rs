@@ -102,8 +102,10 @@ pub struct Executable {
     pub(crate) node_weights: Vec<HashMap<usize, usize>>,
     /// Per node: its step in the packed header.
     pub(crate) node_step: Vec<Option<usize>>,
-    /// Scratch tensors a node needs (e.g. the [N, C, 1, W] copies of 1-D convs), by (node, k).
-    pub(crate) scratch: HashMap<(usize, usize), Tensor>,
+    /// Scratch tensors nodes need only while they run (a 1-D op's [N, C, 1, W] copies, an
+    /// attention's key-span partials), by (k-th of the node, shape, precision): shared by
+    /// every node asking for the same.
+    pub(crate) scratch: HashMap<(usize, Vec<usize>, vk_backend::Precision), Tensor>,
     /// The tensor-core MatMuls' tensors besides their operands, one per kind and shape, shared
     /// by every MatMul of that shape (see [`MatMulScratch`]).
     pub(crate) matmul_scratch: HashMap<(MatMulScratch, Vec<usize>), Tensor>,
