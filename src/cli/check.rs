@@ -90,11 +90,7 @@ fn state_bytes(loaded: &texstream::engine::loaded::Loaded) -> u64 {
         .iter()
         .map(|(name, pm)| {
             let h = pm.header();
-            let p = loaded.tensor_precisions(name, pm);
-            let precision = p
-                .cache
-                .or(p.activations)
-                .unwrap_or(texstream::runtime::weights::vk_precision(h.precision));
+            let (_, precision) = loaded.tensor_precisions(name, pm).resolved(h.precision);
             h.graph
                 .state
                 .iter()

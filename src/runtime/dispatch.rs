@@ -730,7 +730,8 @@ impl Executable {
     }
 
     /// The packed copy standing in for `of`: the one [`Self::packed_copy`] placed in `of`'s
-    /// arena memory, else the executable's scratch tensor of `kind` and `shape`.
+    /// arena memory (the reading kernel checks its shape), else the executable's scratch tensor
+    /// of `kind` and `shape`.
     fn packed_copy_of(
         &mut self,
         of: Option<TensorId>,
@@ -738,8 +739,8 @@ impl Executable {
         shape: &[usize],
     ) -> Result<Tensor> {
         match of.and_then(|t| self.packed_copies.get(&t)) {
-            Some(t) if t.shape() == shape => Ok(t.clone()),
-            _ => self.matmul_scratch(kind, shape),
+            Some(t) => Ok(t.clone()),
+            None => self.matmul_scratch(kind, shape),
         }
     }
 

@@ -69,6 +69,15 @@ pub struct TensorPrecisions {
     pub cache: Option<vk_backend::Precision>,
 }
 
+impl TensorPrecisions {
+    /// (activations, cache) for a model with `weights`: unset activations are the weights'
+    /// precision, an unset cache the activations'.
+    pub fn resolved(self, weights: Precision) -> (vk_backend::Precision, vk_backend::Precision) {
+        let activations = self.activations.unwrap_or(vk_precision(weights));
+        (activations, self.cache.unwrap_or(activations))
+    }
+}
+
 /// What a tensor-core MatMul keeps besides its operands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum MatMulScratch {
@@ -212,7 +221,7 @@ impl Executable {
         precisions: TensorPrecisions,
     ) -> Result<Executable> {
         let precision = header.precision;
-        let activations = precisions.activations.unwrap_or(vk_precision(precision));
+        let (activations, cache) = precisions.resolved(precision);
         if activations == vk_backend::Precision::F16 && precision == Precision::F32 {
             return Err(RuntimeError::ActivationPrecision(
                 "fp16 activations over fp32 weights are not supported (use fp16 weights, or fp32 \
@@ -220,7 +229,6 @@ impl Executable {
                     .into(),
             ));
         }
-        let cache = precisions.cache.unwrap_or(activations);
         if cache == vk_backend::Precision::F32 && activations == vk_backend::Precision::F16 {
             return Err(RuntimeError::ActivationPrecision(
                 "an fp32 key/value cache under fp16 activations is not supported (the cache can \
