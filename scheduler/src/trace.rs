@@ -154,21 +154,13 @@ impl Trace {
             }
         }
         let total_pages = total as u32;
-        let mut next_use = vec![NEVER; refs.len()];
-        let mut seen = vec![NEVER; total_pages as usize];
-        for j in (0..steps.len()).rev() {
-            for r in ref_start[j] as usize..ref_start[j + 1] as usize {
-                let g = refs[r] as usize;
-                next_use[r] = seen[g];
-                seen[g] = j as u32;
-            }
-        }
+        let (next_use, first_use) = link(&refs, &ref_start, total_pages);
         Ok(Trace {
             steps,
             refs,
             ref_start,
             next_use,
-            first_use: seen,
+            first_use,
             model_offset,
             total_pages,
             page_bytes,
@@ -178,6 +170,66 @@ impl Trace {
                 .map(|p| p.steps.iter().map(|s| s.name.clone()).collect())
                 .collect(),
             lookup_slots,
+        })
+    }
+
+    /// The trace of `steps` over `like`'s models and page space, step `j` reading
+    /// `refs[ref_start[j]..ref_start[j + 1]]` (sorted, no duplicates): steps gathered from
+    /// several traces of one workload, such as what ran across re-plans.
+    pub fn from_steps(
+        like: &Trace,
+        steps: Vec<TraceStep>,
+        refs: Vec<u32>,
+        ref_start: Vec<u32>,
+    ) -> Result<Trace, PlanError> {
+        let inv = |m: String| Err(PlanError::Invalid(m));
+        if ref_start.len() != steps.len() + 1
+            || ref_start.first() != Some(&0)
+            || ref_start.last().map(|&e| e as usize) != Some(refs.len())
+            || ref_start.windows(2).any(|w| w[0] > w[1])
+        {
+            return inv(format!(
+                "{} steps with {} reference starts over {} references",
+                steps.len(),
+                ref_start.len(),
+                refs.len()
+            ));
+        }
+        if refs.len() >= NEVER as usize || steps.len() >= NEVER as usize {
+            return inv("trace too large (over 2^32 steps or references)".into());
+        }
+        if let Some(&bad) = refs.iter().find(|&&g| g >= like.total_pages) {
+            return inv(format!(
+                "a step reads page {bad} but the workload has {} pages",
+                like.total_pages
+            ));
+        }
+        for (j, s) in steps.iter().enumerate() {
+            let pages = &refs[ref_start[j] as usize..ref_start[j + 1] as usize];
+            if pages.windows(2).any(|w| w[0] >= w[1]) {
+                return inv(format!("step {j}'s pages are not sorted and distinct"));
+            }
+            if s.model as usize >= like.model_offset.len() {
+                return inv(format!(
+                    "step {j} is of model {} but the workload has {}",
+                    s.model,
+                    like.model_offset.len()
+                ));
+            }
+        }
+        let (next_use, first_use) = link(&refs, &ref_start, like.total_pages);
+        Ok(Trace {
+            steps,
+            refs,
+            ref_start,
+            next_use,
+            first_use,
+            model_offset: like.model_offset.clone(),
+            total_pages: like.total_pages,
+            page_bytes: like.page_bytes,
+            model_names: like.model_names.clone(),
+            step_names: like.step_names.clone(),
+            lookup_slots: like.lookup_slots,
         })
     }
 
@@ -222,4 +274,19 @@ impl Trace {
     pub fn compute_s(&self) -> f64 {
         self.steps.iter().map(|s| s.compute_s).sum()
     }
+}
+
+/// Per reference, the next step that reads its page ([`NEVER`] if none); per page, the first
+/// step that reads it.
+fn link(refs: &[u32], ref_start: &[u32], total_pages: u32) -> (Vec<u32>, Vec<u32>) {
+    let mut next_use = vec![NEVER; refs.len()];
+    let mut seen = vec![NEVER; total_pages as usize];
+    for j in (0..ref_start.len().saturating_sub(1)).rev() {
+        for r in ref_start[j] as usize..ref_start[j + 1] as usize {
+            let g = refs[r] as usize;
+            next_use[r] = seen[g];
+            seen[g] = j as u32;
+        }
+    }
+    (next_use, seen)
 }

@@ -574,6 +574,7 @@ impl Session {
             self.predictor.finished(p, fan_counts);
         }
         self.requests_done += 1;
+        self.ex.end_ran_segment();
         if !self.calibrated
             && self.calibrate_after > 0
             && self.requests_done >= self.calibrate_after

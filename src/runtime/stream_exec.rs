@@ -15,6 +15,7 @@
 //! plan's cap accounting holds unchanged.
 use std::sync::Arc;
 
+use super::ran_bound::RanBound;
 use scheduler::{Op, Plan, TraceStep};
 use vk_backend::{
     PageSource, Recorder, StreamConfig, StreamEngine, StreamEvent, StreamStats, VkError,
@@ -77,10 +78,11 @@ pub struct StreamExec {
     /// Compute value of the newest recorded step.
     last_value: u64,
     replans: u32,
-    /// Predicted time / lower bound of the parts of replaced plans that ran (the current plan's
-    /// executed part is added on read, so a prediction never counts steps that did not run).
+    /// Predicted time of the parts of replaced plans that ran (the current plan's executed part
+    /// is added on read, so a prediction never counts steps that did not run).
     done_predicted_s: f64,
-    done_lower_bound_s: f64,
+    /// Every step that ran, for the lower bound of exactly that work.
+    ran: RanBound,
     /// Plan slot label → physical atlas slot.
     slot_map: Vec<u32>,
     /// Per plan op: a load of a page already resident in its (mapped) slot.
@@ -135,7 +137,7 @@ impl StreamExec {
             last_value: 0,
             replans: 0,
             done_predicted_s: 0.0,
-            done_lower_bound_s: 0.0,
+            ran: RanBound::default(),
         })
     }
 
@@ -162,23 +164,27 @@ impl StreamExec {
     /// Predicted time of the plan steps that ran: for every plan in turn (the first and each
     /// re-plan), its simulated timeline up to the last step executed on it.
     pub fn predicted_s(&self) -> f64 {
-        self.done_predicted_s + self.ran_part().0
+        self.done_predicted_s + self.ran_predicted_s()
     }
-    /// Lower bound of the same steps, pro rata of each plan's bound by its executed share.
+    /// Lower bound of the same steps: the bound of the steps that ran, as one trace
+    /// ([`RanBound`]).
     pub fn lower_bound_s(&self) -> f64 {
-        self.done_lower_bound_s + self.ran_part().1
+        self.ran.bound_s(&self.plan)
     }
 
-    /// (predicted, lower bound) of the current plan's executed steps.
-    fn ran_part(&self) -> (f64, f64) {
+    /// Ends the lower bound's segment of steps that ran (at the end of a request).
+    pub fn end_ran_segment(&mut self) {
+        self.ran.end_segment(&self.plan);
+    }
+
+    /// Predicted time of the current plan's executed steps.
+    fn ran_predicted_s(&self) -> f64 {
         let plan = &self.plan;
         if self.next_step == 0 || plan.sim.step_end.is_empty() {
-            return (0.0, 0.0);
+            return 0.0;
         }
         let i = (self.next_step - 1).min(plan.sim.step_end.len() - 1);
-        let ran = plan.sim.step_end[i].min(plan.stats.predicted_s);
-        let frac = ran / plan.stats.predicted_s.max(1e-12);
-        (ran, plan.stats.lower_bound.bound_s * frac)
+        plan.sim.step_end[i].min(plan.stats.predicted_s)
     }
 
     /// The next step of the plan, if any.
@@ -251,6 +257,7 @@ impl StreamExec {
                 source,
             })?;
             self.last_value = value;
+            self.ran.ran(&self.plan, j);
             j += 1;
             self.next_step = j;
         }
@@ -405,9 +412,7 @@ impl StreamExec {
         }
         self.keep_resident(&plan, slots)?;
         // Only the replaced plan's executed part counts towards the prediction.
-        let (p, lb) = self.ran_part();
-        self.done_predicted_s += p;
-        self.done_lower_bound_s += lb;
+        self.done_predicted_s += self.ran_predicted_s();
         self.plan = plan;
         self.next_op = 0;
         self.next_step = 0;
@@ -418,7 +423,7 @@ impl StreamExec {
     /// Counts predictions from the current plan on (after a calibration re-plan).
     pub fn restart_prediction(&mut self) {
         self.done_predicted_s = 0.0;
-        self.done_lower_bound_s = 0.0;
+        self.ran.restart();
     }
 
     /// Loads the switches to new plans skipped because the page was already in place.
