@@ -27,6 +27,10 @@ use crate::runtime::run_model::StreamedModel;
 use crate::runtime::run_source::FaultablePages;
 use crate::runtime::stream_exec::StreamExec;
 
+/// The log target every stream-journal event goes to at trace level
+/// (`RUST_LOG=texstream::stream_journal=trace`).
+pub const JOURNAL_LOG: &str = "texstream::stream_journal";
+
 /// Largest upload (or, on UMA, I/O) staging buffer (larger than any image row: rows are at
 /// most 32768 texels of 8 bytes here).
 const IO_STAGING_PIECE_BYTES: u64 = 1 << 19;
@@ -765,7 +769,15 @@ impl Session {
     /// Moves what the stream engine did since the last call into the run log.
     fn log_events(&mut self) {
         match self.ex.take_events() {
-            Ok((events, dropped)) => self.run_log.add(events, dropped),
+            Ok((events, dropped)) => {
+                // Every GPU-timed copy and batch, for offline analysis of how they interleave.
+                if log::log_enabled!(target: JOURNAL_LOG, log::Level::Trace) {
+                    for e in &events {
+                        log::trace!(target: JOURNAL_LOG, "{e:?}");
+                    }
+                }
+                self.run_log.add(events, dropped)
+            }
             Err(e) => log::warn!("reading the stream journal: {e}"),
         }
     }
