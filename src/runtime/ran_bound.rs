@@ -109,3 +109,78 @@ impl RanBound {
         lb.compute_s.max(lb.bound_s - warm)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scheduler::{plan, Bandwidth, Pipeline, Policy, Profile, Stage, Step};
+
+    /// A decoder of 24 one-page steps run four times under 6 slots: every run streams.
+    fn decoding() -> Plan {
+        let profile = Profile {
+            model: "lm".into(),
+            page_bytes: 1 << 20,
+            total_pages: 24,
+            steps: (0..24)
+                .map(|k| Step {
+                    name: format!("s{k}"),
+                    pages: vec![k],
+                    compute_s: 1e-5,
+                    activation_bytes: 0,
+                    lookup: false,
+                })
+                .collect(),
+        };
+        let pipeline = Pipeline {
+            stages: vec![Stage { model: 0, count: 4 }],
+            repetitions: 1,
+        };
+        let bw = Bandwidth {
+            h2d_bytes_per_s: 16e9,
+            per_transfer_s: 0.0,
+            disk_bytes_per_s: None,
+            reuse_lag_steps: 0,
+            handoff_s: 0.0,
+            first_read_bytes_per_s: None,
+        };
+        plan(&[profile], &pipeline, 6 << 20, &bw, Policy::Planned).unwrap()
+    }
+
+    #[test]
+    fn what_ran_is_bounded_like_the_plan_less_the_pages_it_may_start_with() {
+        let p = decoding();
+        let t = p.bandwidth.transfer_s(p.page_bytes);
+        let held = (p.slots + p.trace.lookup_slots + 1) as f64;
+        let whole = p.stats.lower_bound.bound_s;
+        let mut ran = RanBound::default();
+        for j in 0..p.trace.steps.len() {
+            ran.ran(&p, j);
+        }
+        // One segment of every step: the scheduler's own bound of the plan, less the credit.
+        let one = ran.bound_s(&p);
+        assert!(
+            (one - (whole - held * t)).abs() < 1e-12,
+            "{one} against {whole}"
+        );
+        // Ended in the middle (as at a request's end): each half credited the same way, so the
+        // sum stays below the whole, and loses at most two more credits (the second half's, and
+        // the pages the first half left that the second counts as loads again).
+        let mut halves = RanBound::default();
+        let n = p.trace.steps.len();
+        for j in 0..n {
+            halves.ran(&p, j);
+            if j == n / 2 {
+                halves.end_segment(&p);
+            }
+        }
+        let two = halves.bound_s(&p);
+        assert!(two <= whole + 1e-12, "{two} against {whole}");
+        assert!(
+            two >= whole - 3.0 * held * t - 1e-12,
+            "{two} against {whole}"
+        );
+        // Restarting forgets what ran.
+        halves.restart();
+        assert_eq!(halves.bound_s(&p), 0.0);
+    }
+}
