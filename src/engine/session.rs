@@ -641,6 +641,11 @@ impl Session {
             return bw;
         };
         let pages = c.pages_loaded as f64;
+        // The copy time covers the timed submissions only.
+        let timed_pages = match c.transfer_timed_pages {
+            0 => pages,
+            n => n as f64,
+        };
         let config = self.ex.engine().config();
         let io_threads = config.io_threads.max(1) as f64;
         // A load from the host mirror reads nothing: its read time is the fill's, behind the
@@ -653,7 +658,9 @@ impl Session {
         // A copy's wall time probed at the start bounds it from below where the transfer
         // queue's timestamps undercount (see `StreamStats::copy_probe`).
         let probe = c.copy_probe.map_or(0.0, |d| d.as_secs_f64());
-        let per_page = (copy.as_secs_f64() / pages).max(read_per_page).max(probe);
+        let per_page = (copy.as_secs_f64() / timed_pages)
+            .max(read_per_page)
+            .max(probe);
         if !(per_page > 0.0 && per_page.is_finite()) {
             return bw;
         }

@@ -763,6 +763,7 @@ impl StreamEngine {
         let t = self.journal.totals();
         let d = |s: Option<f64>| s.map(Duration::from_secs_f64);
         self.stats.transfer_busy = d(t.transfer_busy_s);
+        self.stats.transfer_timed_pages = t.transfer_timed_pages;
         self.stats.compute_busy = d(t.compute_busy_s);
         self.stats.compute_stall = d(t.compute_stall_s);
     }

@@ -131,6 +131,8 @@ struct PendingEvict {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct GpuTotals {
     pub transfer_busy_s: Option<f64>,
+    /// Pages the timed copy submissions carried (what `transfer_busy_s` covers).
+    pub transfer_timed_pages: u64,
     pub compute_busy_s: Option<f64>,
     pub compute_stall_s: Option<f64>,
 }
@@ -156,6 +158,7 @@ pub(crate) struct Journal {
     done_end_ns: Option<f64>,
     meter: StallMeter,
     transfer_busy_ns: f64,
+    transfer_timed_pages: u64,
     /// Copy submissions reported, and how many of them were timed.
     transfer_reports: u64,
     transfer_spans: u64,
@@ -182,6 +185,7 @@ impl Journal {
             done_end_ns: None,
             meter: StallMeter::default(),
             transfer_busy_ns: 0.0,
+            transfer_timed_pages: 0,
             transfer_reports: 0,
             transfer_spans: 0,
             compute_busy_ns: 0.0,
@@ -233,6 +237,7 @@ impl Journal {
             if let Some(s) = d.span {
                 self.transfer_spans += 1;
                 self.transfer_busy_ns += (s.end_ns - s.start_ns).max(0.0);
+                self.transfer_timed_pages += d.last_ticket.saturating_sub(d.first_ticket) + 1;
             }
             self.transfers.push_back(d);
         }
@@ -372,6 +377,7 @@ impl Journal {
             self.transfer_timed && (self.transfer_spans > 0 || self.transfer_reports == 0);
         GpuTotals {
             transfer_busy_s: s(transfers_timed, self.transfer_busy_ns),
+            transfer_timed_pages: self.transfer_timed_pages,
             compute_busy_s: s(self.compute_timed, self.compute_busy_ns),
             compute_stall_s: s(self.compute_timed, self.stall_ns),
         }
@@ -429,6 +435,7 @@ mod tests {
         j.resolve(2, 70.0, false);
         let t = j.totals();
         assert_eq!(t.transfer_busy_s, Some(40e-9));
+        assert_eq!(t.transfer_timed_pages, 1);
         assert_eq!(t.compute_busy_s, Some(10e-9));
         // Submitted at 0, pages landed at 50: 50 ns of stall.
         assert_eq!(t.compute_stall_s, Some(50e-9));
@@ -449,6 +456,30 @@ mod tests {
             slot: 0,
             at_s: 60e-9
         }));
+    }
+
+    #[test]
+    fn copy_time_counts_only_the_pages_of_timed_submissions() {
+        let mut j = Journal::new(Some(0.0), true, true);
+        j.transfers_done(
+            vec![
+                TransferDone {
+                    first_ticket: 1,
+                    last_ticket: 3,
+                    span: Some(span(3, 0.0, 60.0)),
+                },
+                TransferDone {
+                    first_ticket: 4,
+                    last_ticket: 5,
+                    span: None,
+                },
+            ],
+            5,
+            70.0,
+        );
+        let t = j.totals();
+        assert_eq!(t.transfer_busy_s, Some(60e-9));
+        assert_eq!(t.transfer_timed_pages, 3);
     }
 
     #[test]

@@ -202,8 +202,11 @@ pub struct StreamStats {
     /// Latency of a wait between the compute and transfer queues, probed at creation
     /// ([`probe_handoff`]; `None` where they are one queue).
     pub handoff_probe: Option<Duration>,
-    /// GPU time the transfer queue spent on page copies.
+    /// GPU time the transfer queue spent on the page copies it timed (a submission goes
+    /// untimed when every timestamp pair is still in flight).
     pub transfer_busy: Option<Duration>,
+    /// Pages those timed copies carried: `transfer_busy` over this is a copy's time.
+    pub transfer_timed_pages: u64,
     /// GPU time compute batches ran, excluding the time they waited for transfers.
     pub compute_busy: Option<Duration>,
     /// Estimated GPU time compute sat ready but waited for a page transfer: per batch,
