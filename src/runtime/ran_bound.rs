@@ -42,6 +42,8 @@ impl RanBound {
             self.ref_start.push(0);
         }
         self.steps.push(step);
+        // A lookup step's pages (where its ids' rows lie) are not the plan's and are left out:
+        // fewer references only lower the bound.
         self.refs.extend_from_slice(plan.trace.pages(j));
         self.ref_start.push(self.refs.len() as u32);
         if self.steps.len() >= MAX_STEPS || self.refs.len() >= MAX_REFS {
@@ -52,7 +54,10 @@ impl RanBound {
     /// Bounds the steps since the last segment ended and adds the credit to the sum (at the end
     /// of a request: reading the bound then costs nothing).
     pub fn end_segment(&mut self, plan: &Plan) {
-        self.folded_s += self.segment_s(plan);
+        let steps = std::mem::take(&mut self.steps);
+        let refs = std::mem::take(&mut self.refs);
+        let ref_start = std::mem::take(&mut self.ref_start);
+        self.folded_s += segment_credit(plan, steps, refs, ref_start);
         self.clear_segment();
     }
 
@@ -66,7 +71,12 @@ impl RanBound {
                 return self.folded_s + s;
             }
         }
-        let s = self.segment_s(plan);
+        let s = segment_credit(
+            plan,
+            self.steps.clone(),
+            self.refs.clone(),
+            self.ref_start.clone(),
+        );
         *cached = Some((n, s));
         self.folded_s + s
     }
@@ -83,31 +93,26 @@ impl RanBound {
         self.ref_start.clear();
         *self.cached.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
     }
+}
 
-    /// The open segment's bound from an empty atlas, less the transfers of the pages that may be
-    /// loaded when it starts; never below its compute.
-    fn segment_s(&self, plan: &Plan) -> f64 {
-        if self.steps.is_empty() {
+/// The bound of a segment of executed steps from an empty atlas, less the transfers of the
+/// pages that may be loaded when it starts; never below its compute.
+fn segment_credit(plan: &Plan, steps: Vec<TraceStep>, refs: Vec<u32>, ref_start: Vec<u32>) -> f64 {
+    if steps.is_empty() {
+        return 0.0;
+    }
+    let trace = match Trace::from_steps(&plan.trace, steps, refs, ref_start) {
+        Ok(t) => t,
+        Err(e) => {
+            // Steps of the session's own plans: only a bug gets here.
+            log::warn!("the executed steps do not form a trace: {e}");
             return 0.0;
         }
-        let trace = match Trace::from_steps(
-            &plan.trace,
-            self.steps.clone(),
-            self.refs.clone(),
-            self.ref_start.clone(),
-        ) {
-            Ok(t) => t,
-            Err(e) => {
-                // Steps of the session's own plans: only a bug gets here.
-                log::warn!("the executed steps do not form a trace: {e}");
-                return 0.0;
-            }
-        };
-        let lb = lower_bound_trace(&trace, plan.slots, &plan.bandwidth);
-        let held = (plan.slots + trace.lookup_slots + 1) as f64;
-        let warm = held * plan.bandwidth.transfer_s(plan.page_bytes);
-        lb.compute_s.max(lb.bound_s - warm)
-    }
+    };
+    let lb = lower_bound_trace(&trace, plan.slots, &plan.bandwidth);
+    let held = (plan.slots + trace.lookup_slots + 1) as f64;
+    let warm = held * plan.bandwidth.transfer_s(plan.page_bytes);
+    lb.compute_s.max(lb.bound_s - warm)
 }
 
 #[cfg(test)]
