@@ -9,25 +9,6 @@ LOAD = re.compile(r"Load \{ model: (\d+), page: (\d+), slot: (\d+), start_s: ([-
 COMP = re.compile(r"Compute \{ model: (?:Some\((\d+)\)|None), start_s: ([-\d.e]+), end_s: ([-\d.e]+), stall_s: ([-\d.e]+), steps: (\d+) \}")
 
 
-def sessions(lines):
-    out, cur, last_start = [], None, None
-    for line in lines:
-        if "stream_journal" not in line:
-            continue
-        m = LOAD.search(line)
-        c = COMP.search(line) if not m else None
-        if not (m or c):
-            continue
-        if cur is None:
-            cur = {"loads": [], "batches": []}
-            out.append(cur)
-        if m:
-            cur["loads"].append((int(m[1]), int(m[2]), int(m[3]), float(m[4]), float(m[5])))
-        else:
-            cur["batches"].append((c[1], float(c[2]), float(c[3]), float(c[4]), int(c[5])))
-    return out
-
-
 def union(spans):
     spans = sorted(spans)
     merged = []
