@@ -709,3 +709,88 @@ fn dropping_the_engine_stops_the_fill() {
     );
     assert_eq!(d.memory_stats().live_allocations, baseline);
 }
+
+#[test]
+fn copies_behind_finished_readers_share_a_submission() {
+    // Eight slots, each read by a step of its own part (one step a batch); once every step has
+    // finished, eight loads refill the slots. Each copy waits for a different part, so one part
+    // a submission would make eight; their readers are done, so they go out together. The
+    // first load reads a slow page, so the other seven are staged when the thread takes it.
+    const SLOTS: u32 = 8;
+    let d = open_device(32 << 20, false);
+    let cfg = StreamConfig {
+        slots: SLOTS,
+        steps_per_batch: 1,
+        staging_slots: 16,
+        io_threads: 4,
+        max_loads_per_submit: SLOTS,
+        ..config(Precision::F16)
+    };
+    let pages = [2 * SLOTS, 1];
+    let (slow, _, _) = slow_sources(&pages, cfg.precision, 300, None, None);
+    let mut srcs = sources(&pages, cfg.precision, None);
+    srcs[1] = slow[1].clone();
+    let mut engine = StreamEngine::new(&d, cfg, srcs).unwrap();
+    let mut checks = Vec::new();
+    let mut step = |engine: &mut StreamEngine, model: u32, p: u32| {
+        let off = engine.weight_texel_base(model).unwrap() + p * TEXELS_PER_PAGE as u32;
+        let out = Tensor::new(&d, "page copy", &[1, 4, 1, TEXELS_PER_PAGE], cfg.precision).unwrap();
+        let v = engine
+            .step(&[(model, p)], |rec| weight_copy_into(rec, off, &out))
+            .unwrap();
+        checks.push(Check {
+            model,
+            page: p,
+            out,
+        });
+        v
+    };
+    let mut last = 0;
+    for k in 0..SLOTS {
+        engine.load(0, k, k).unwrap();
+        last = step(&mut engine, 0, k);
+    }
+    engine.wait_step(last).unwrap();
+    // Slot 0 gets the slow page, the others model 0's second half.
+    engine.load(1, 0, 0).unwrap();
+    for k in 1..SLOTS {
+        engine.load(0, SLOTS + k, k).unwrap();
+    }
+    last = step(&mut engine, 1, 0);
+    for k in 1..SLOTS {
+        last = step(&mut engine, 0, SLOTS + k);
+    }
+    engine.wait_step(last).unwrap();
+    // Loads sharing a submission share its GPU span in the journal.
+    let mut spans = std::collections::BTreeSet::new();
+    let mut seen = 0;
+    let t0 = std::time::Instant::now();
+    while seen < 2 * SLOTS && t0.elapsed() < std::time::Duration::from_secs(20) {
+        engine.refresh().unwrap();
+        for e in engine.take_events().0 {
+            if let vk_backend::StreamEvent::Load {
+                model,
+                page,
+                start_s,
+                end_s,
+                ..
+            } = e
+            {
+                seen += 1;
+                if model == 1 || page >= SLOTS {
+                    spans.insert((start_s.to_bits(), end_s.to_bits()));
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(seen, 2 * SLOTS, "every load in the journal");
+    assert!(
+        spans.len() <= 2,
+        "{} copy submissions for {SLOTS} loads whose readers had finished",
+        spans.len()
+    );
+    verify(&checks);
+    engine.finish().unwrap();
+    assert_no_validation_messages(&d);
+}

@@ -141,17 +141,24 @@ impl Submitter {
                 // compute semaphore says the reader is done anyway.
                 let reader = first.req.compute_wait;
                 self.ctx.shared.wait_compute_submitted(reader);
-                let wait = self.ctx.shared.batch_end(reader);
+                let mut wait = self.ctx.shared.batch_end(reader);
+                // What the GPU has finished: a copy whose slot's reader is done waits for
+                // nothing, so copies that fell behind their readers go out together instead
+                // of one submission (and one queue hand-off) a part.
+                let done = self.ctx.compute_sem.value().unwrap_or(0);
                 let mut batch: Vec<ReadDone> = Vec::new();
                 while batch.len() < self.ctx.max_batch.max(1) {
-                    // A later copy joins only if that wait covers its own reader. It never
-                    // names a compute part that waits for a copy of this submission: a step
-                    // needing a copy issued while the first copy's reader was in the open
-                    // part goes into a new part (or, on a shared queue, makes the engine
-                    // submit the batch first; `held_from`), and a copy issued after that part
-                    // was cut is needed only by later parts.
+                    // A later copy joins only if that wait covers its own reader, or its
+                    // reader has finished (the wait then grows to the finished value, already
+                    // signalled). It never names a compute part that waits for a copy of this
+                    // submission: a step needing a copy issued while the first copy's reader
+                    // was in the open part goes into a new part (or, on a shared queue, makes
+                    // the engine submit the batch first; `held_from`), a copy issued after
+                    // that part was cut is needed only by later parts, and a finished part
+                    // waits for nothing.
                     match pending.get(&next) {
                         Some(d) if batch.is_empty() || d.req.compute_wait <= wait => {}
+                        Some(d) if d.req.compute_wait <= done => wait = wait.max(done),
                         _ => break,
                     }
                     if let Some(d) = pending.remove(&next) {
