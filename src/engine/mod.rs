@@ -32,6 +32,7 @@ pub mod request;
 pub mod run_log;
 pub mod session;
 pub mod stats;
+pub mod thread_usage;
 pub mod worker;
 
 use std::path::Path;

@@ -19,6 +19,7 @@ use super::plan_ahead::{key_of, PlanAhead, PlanBasis};
 use super::predict::Predictor;
 use super::run_log::{RunFacts, RunLog};
 use super::stats::{FirstRequestEstimate, HostPhases, ReplanCounts};
+use super::thread_usage::ThreadUsage;
 use crate::pipeline::{ModelCall, ModelRunner, Tensor};
 use crate::runtime::run_budget::{
     measure_engine_cost, min_cap, plan_under_cap, CapError, CappedPlan, EngineCost,
@@ -80,6 +81,9 @@ impl SessionTiming {
         a.upload_s += b.upload_s;
         a.replan_s += b.replan_s;
         a.record_s += b.record_s;
+        a.record_cpu_s += b.record_cpu_s;
+        a.record_waits += b.record_waits;
+        a.record_preempted += b.record_preempted;
         a.wait_s += b.wait_s;
         a.download_s += b.download_s;
     }
@@ -996,6 +1000,7 @@ impl Session {
             }
         }
         let t1 = Instant::now();
+        let usage1 = ThreadUsage::now();
         let mut v = self.ex.run_model(m as u32, &mut self.models[m])?;
         // Outputs that fit the readback staging together are copied by the run's last
         // submission, read once it has finished.
@@ -1006,6 +1011,7 @@ impl Session {
                 model.record_output_copies(&call.outputs, offsets, down, rec)
             })?;
         }
+        let recorded = ThreadUsage::now().since(&usage1);
         let t2 = Instant::now();
         self.ex.wait(v)?;
         let t3 = Instant::now();
@@ -1023,6 +1029,9 @@ impl Session {
         ph.upload_s += secs(t0, t1);
         ph.replan_s += replanned;
         ph.record_s += secs(t1, t2);
+        ph.record_cpu_s += recorded.cpu_s;
+        ph.record_waits += recorded.waits;
+        ph.record_preempted += recorded.preempted;
         ph.wait_s += secs(t2, t3);
         ph.download_s += secs(t3, t4);
         let dt = secs(t0, t4);

@@ -134,6 +134,13 @@ pub struct HostPhases {
     pub replan_s: f64,
     /// Recording and submitting the model's steps (and the page loads issued with them).
     pub record_s: f64,
+    /// The CPU time the recording thread used in `record_s` (user and system): far below
+    /// `record_s`, the recording waited (a lock, a blocking call).
+    pub record_cpu_s: f64,
+    /// Times the recording thread gave up the CPU to wait during `record_s`.
+    pub record_waits: u64,
+    /// Times the scheduler took the CPU from it during `record_s`.
+    pub record_preempted: u64,
     /// Waiting for the model's last step on the GPU: compute, plus any wait for pages.
     pub wait_s: f64,
     /// Copying outputs back and unpacking them.
@@ -416,9 +423,12 @@ impl EngineStats {
         );
         let p = &self.model_phases;
         o += &format!(
-            "model runs by phase: upload {:.3} ms, record+submit {:.3} ms, GPU wait {:.3} ms, readback {:.3} ms; re-planning before them {:.3} ms\n",
+            "model runs by phase: upload {:.3} ms, record+submit {:.3} ms (thread CPU {:.3} ms, {} waits, {} preemptions), GPU wait {:.3} ms, readback {:.3} ms; re-planning before them {:.3} ms\n",
             ms(p.upload_s),
             ms(p.record_s),
+            ms(p.record_cpu_s),
+            p.record_waits,
+            p.record_preempted,
             ms(p.wait_s),
             ms(p.download_s),
             ms(p.replan_s)

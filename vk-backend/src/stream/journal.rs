@@ -47,13 +47,15 @@ pub enum StreamEvent {
     },
     /// A compute batch's GPU span, the part of it spent waiting for pages, its step count and
     /// the model most of its steps belong to (as labelled with
-    /// [`super::StreamEngine::label_steps`]).
+    /// [`super::StreamEngine::label_steps`]), and when the host submitted it: a start well
+    /// after the previous batch's end, without a stall, is the host's.
     Compute {
         model: Option<u32>,
         start_s: f64,
         end_s: f64,
         stall_s: f64,
         steps: u32,
+        submitted_s: f64,
     },
 }
 
@@ -336,6 +338,7 @@ impl Journal {
                     end_s: self.host_s(span.end_ns),
                     stall_s: stall / 1e9,
                     steps: b.steps(),
+                    submitted_s: b.submitted_ns / 1e9,
                 };
                 self.push(e);
                 self.recent.push_back((b.last, span.end_ns));

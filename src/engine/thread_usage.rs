@@ -1,0 +1,68 @@
+//! The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) and context switches
+//! (`getrusage(RUSAGE_THREAD)`), to tell a
+//! host phase that computes from one that waits: recording that takes longer under streaming
+//! than resident, for the same steps, either burns more CPU or blocks somewhere.
+
+use nix::sys::resource::{getrusage, UsageWho};
+use nix::time::{clock_gettime, ClockId};
+
+/// A reading of the thread's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ThreadUsage {
+    /// User plus system CPU time, seconds.
+    pub cpu_s: f64,
+    /// Times the thread gave up the CPU to wait (a lock, a syscall that blocks).
+    pub waits: u64,
+    /// Times the scheduler took the CPU from it.
+    pub preempted: u64,
+}
+
+impl ThreadUsage {
+    /// Now, or zeros where the platform does not say.
+    pub fn now() -> ThreadUsage {
+        let cpu_s = clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID)
+            .map_or(0.0, |t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9);
+        match getrusage(UsageWho::RUSAGE_THREAD) {
+            Ok(u) => ThreadUsage {
+                cpu_s,
+                waits: u.voluntary_context_switches().max(0) as u64,
+                preempted: u.involuntary_context_switches().max(0) as u64,
+            },
+            Err(_) => ThreadUsage {
+                cpu_s,
+                ..ThreadUsage::default()
+            },
+        }
+    }
+
+    /// What changed from `earlier` to `self`.
+    pub fn since(&self, earlier: &ThreadUsage) -> ThreadUsage {
+        ThreadUsage {
+            cpu_s: (self.cpu_s - earlier.cpu_s).max(0.0),
+            waits: self.waits.saturating_sub(earlier.waits),
+            preempted: self.preempted.saturating_sub(earlier.preempted),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_loop_counts_cpu_time_and_a_sleep_a_wait() {
+        let a = ThreadUsage::now();
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed().as_millis() < 30 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let b = ThreadUsage::now();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let c = ThreadUsage::now();
+        assert!(b.since(&a).cpu_s > 0.01, "{:?}", b.since(&a));
+        assert!(c.since(&b).waits >= 1, "{:?}", c.since(&b));
+        assert!(c.since(&b).cpu_s < 0.004, "{:?}", c.since(&b));
+    }
+}
