@@ -208,6 +208,8 @@ mod tests {
             slot,
             start_s: t - 0.5,
             end_s: t,
+            submitted_s: t - 0.6,
+            after_value: 0,
         }
     }
 

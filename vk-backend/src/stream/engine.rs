@@ -288,6 +288,7 @@ impl StreamEngine {
                 shared: shared.clone(),
                 max_batch: config.max_loads_per_submit.max(1) as usize,
                 timestamps: config.timestamps,
+                started: engine.started,
             },
             done_rx,
         )?);

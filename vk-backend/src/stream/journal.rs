@@ -30,13 +30,17 @@ const RECENT_TRANSFERS: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum StreamEvent {
     /// A page copied into a slot: the GPU span of the transfer submission that carried it, or
-    /// the host time its completion was seen where that submission was not timed.
+    /// the host time its completion was seen where that submission was not timed; when the
+    /// transfer thread submitted it, and the compute value it waited for (its slot's last
+    /// reader; 0 = none): a copy that starts late waited for the host or for that step.
     Load {
         model: u32,
         page: u32,
         slot: u32,
         start_s: f64,
         end_s: f64,
+        submitted_s: f64,
+        after_value: u64,
     },
     /// A page left its slot: when the batch holding its last reader ended.
     Evict {
@@ -48,7 +52,8 @@ pub enum StreamEvent {
     /// A compute batch's GPU span, the part of it spent waiting for pages, its step count and
     /// the model most of its steps belong to (as labelled with
     /// [`super::StreamEngine::label_steps`]), and when the host submitted it: a start well
-    /// after the previous batch's end, without a stall, is the host's.
+    /// after the previous batch's end, without a stall, is the host's. `last_value` is the
+    /// compute value it signals at its end.
     Compute {
         model: Option<u32>,
         start_s: f64,
@@ -56,6 +61,7 @@ pub enum StreamEvent {
         stall_s: f64,
         steps: u32,
         submitted_s: f64,
+        last_value: u64,
     },
 }
 
@@ -75,6 +81,10 @@ pub(crate) struct TransferDone {
     pub first_ticket: u64,
     pub last_ticket: u64,
     pub span: Option<Span>,
+    /// The compute value the submission waited for (0 = none).
+    pub compute_wait: u64,
+    /// When the transfer thread submitted it (ns on the engine's clock).
+    pub submitted_ns: f64,
 }
 
 /// A submitted compute batch, until it is resolved.
@@ -250,8 +260,10 @@ impl Journal {
             if l.ticket > self.transfers_through {
                 break;
             }
-            let span = self.transfer_of(l.ticket).and_then(|t| t.span);
-            let (start_s, end_s) = match span {
+            let sub = self.transfer_of(l.ticket);
+            let (submitted_s, after_value) =
+                sub.map_or((0.0, 0), |t| (t.submitted_ns / 1e9, t.compute_wait));
+            let (start_s, end_s) = match sub.and_then(|t| t.span) {
                 Some(s) => (self.host_s(s.start_ns), self.host_s(s.end_ns)),
                 None => (now_ns / 1e9, now_ns / 1e9),
             };
@@ -261,6 +273,8 @@ impl Journal {
                 slot: l.slot,
                 start_s,
                 end_s,
+                submitted_s,
+                after_value,
             };
             self.loads.pop_front();
             self.push(e);
@@ -339,6 +353,7 @@ impl Journal {
                     stall_s: stall / 1e9,
                     steps: b.steps(),
                     submitted_s: b.submitted_ns / 1e9,
+                    last_value: b.last,
                 };
                 self.push(e);
                 self.recent.push_back((b.last, span.end_ns));
@@ -430,6 +445,8 @@ mod tests {
                 first_ticket: 1,
                 last_ticket: 1,
                 span: Some(span(1, 10.0, 50.0)),
+                compute_wait: 0,
+                submitted_ns: 0.0,
             }],
             1,
             70.0,
@@ -450,7 +467,9 @@ mod tests {
             page: 3,
             slot: 0,
             start_s: 10e-9,
-            end_s: 50e-9
+            end_s: 50e-9,
+            submitted_s: 0.0,
+            after_value: 0,
         }));
         // Evicted when its last reader's batch ended.
         assert!(events.contains(&StreamEvent::Evict {
@@ -470,11 +489,15 @@ mod tests {
                     first_ticket: 1,
                     last_ticket: 3,
                     span: Some(span(3, 0.0, 60.0)),
+                    compute_wait: 0,
+                    submitted_ns: 0.0,
                 },
                 TransferDone {
                     first_ticket: 4,
                     last_ticket: 5,
                     span: None,
+                    compute_wait: 0,
+                    submitted_ns: 0.0,
                 },
             ],
             5,

@@ -48,6 +48,8 @@ pub(crate) struct TransferCtx {
     pub shared: Arc<Shared>,
     pub max_batch: usize,
     pub timestamps: bool,
+    /// The engine's clock: submission times are reported on it.
+    pub started: std::time::Instant,
 }
 
 pub(crate) fn spawn(ctx: TransferCtx, rx: Receiver<ReadDone>) -> Result<JoinHandle<()>> {
@@ -55,6 +57,16 @@ pub(crate) fn spawn(ctx: TransferCtx, rx: Receiver<ReadDone>) -> Result<JoinHand
         .name("texstream-transfer".into())
         .spawn(move || Submitter::new(ctx).run(rx))
         .map_err(|e| VkError::Stream(format!("cannot start the transfer thread: {e}")))
+}
+
+/// A copy submission in flight: its tickets, the compute value it waits for, and when it was
+/// handed to the queue (ns on the engine's clock).
+#[derive(Debug, Clone, Copy)]
+struct Submitted {
+    first: u64,
+    last: u64,
+    compute_wait: u64,
+    submitted_ns: f64,
 }
 
 struct Submitter {
@@ -66,8 +78,8 @@ struct Submitter {
     /// Unsignaled fences ready for the next submission.
     free_fences: Vec<vk::Fence>,
     timing: Option<QueryRing>,
-    /// (first, last) ticket of every copy submission not reported finished yet, in order.
-    ranges: VecDeque<(u64, u64)>,
+    /// Every copy submission not reported finished yet, in order.
+    ranges: VecDeque<Submitted>,
     /// Highest value submitted for signalling.
     submitted: u64,
 }
@@ -422,6 +434,7 @@ impl Submitter {
                 }
             },
         };
+        let submitted_ns = self.ctx.started.elapsed().as_nanos() as f64;
         let res = {
             let q = self.ctx.device.queue(QueueKind::Transfer).lock();
             // SAFETY: queue externally synchronized by its lock; cmd is executable.
@@ -429,7 +442,12 @@ impl Submitter {
         };
         match res {
             Ok(()) => {
-                self.ranges.push_back((copies[0].req.ticket, signal));
+                self.ranges.push_back(Submitted {
+                    first: copies[0].req.ticket,
+                    last: signal,
+                    compute_wait: wait,
+                    submitted_ns,
+                });
                 self.submitted = signal;
                 self.ctx.shared.set_transfer_submitted(signal);
                 self.busy.push_back((cmd, fence));
@@ -527,19 +545,21 @@ impl Submitter {
             t.harvest(done);
         }
         let mut finished = Vec::new();
-        while let Some(&(first, last)) = self.ranges.front() {
-            if last > done {
+        while let Some(&sub) = self.ranges.front() {
+            if sub.last > done {
                 break;
             }
             self.ranges.pop_front();
             let span = self.timing.as_mut().and_then(|t| {
-                let i = t.spans.iter().position(|s| s.key == last)?;
+                let i = t.spans.iter().position(|s| s.key == sub.last)?;
                 Some(t.spans.swap_remove(i))
             });
             finished.push(TransferDone {
-                first_ticket: first,
-                last_ticket: last,
+                first_ticket: sub.first,
+                last_ticket: sub.last,
                 span,
+                compute_wait: sub.compute_wait,
+                submitted_ns: sub.submitted_ns,
             });
         }
         if let Some(t) = self.timing.as_mut() {
