@@ -297,7 +297,7 @@ impl Engine {
             jobs: rx,
             base: Default::default(),
             gpu: (0.0, 0.0, 0.0),
-            host_io: (0.0, 0.0),
+            host_io: (0.0, 0.0, 0.0),
             profiling_s: 0.0,
             measured_s: 0.0,
             settled_prediction: (0.0, 0.0),

@@ -252,6 +252,9 @@ pub struct EngineStats {
     pub handoff_probe_s: Option<f64>,
     pub page_read_s: f64,
     pub staging_wait_s: f64,
+    /// The transfer thread's time holding copies until their slots' last readers were
+    /// submitted (their compute batch still being recorded).
+    pub reader_submit_wait_s: f64,
     pub replans: ReplanCounts,
     /// Loads skipped at re-plans because the page was already in place.
     pub kept_pages: u64,
@@ -367,11 +370,12 @@ impl EngineStats {
         );
         o += &if self.host_mirror_bytes > 0 {
             format!(
-                "host mirror {:.2} MiB (every load copies from it), filled in {:.3} ms ({:.3} ms of it behind the requests); page reads {:.3} ms (summed over I/O threads); a page's copy probed at {}, a hand-off between the queues at {}\n",
+                "host mirror {:.2} MiB (every load copies from it), filled in {:.3} ms ({:.3} ms of it behind the requests); page reads {:.3} ms (summed over I/O threads); copies held for their readers' submission {:.3} ms; a page's copy probed at {}, a hand-off between the queues at {}\n",
                 mib(self.host_mirror_bytes),
                 ms(self.mirror_fill_s),
                 ms(self.mirror_fill_behind_s),
                 ms(self.page_read_s),
+                ms(self.reader_submit_wait_s),
                 self.copy_probe_s
                     .map_or("-".into(), |t| format!("{:.1} µs", t * 1e6)),
                 self.handoff_probe_s

@@ -108,8 +108,9 @@ pub(crate) struct Worker {
     pub base: vk_backend::StreamStats,
     pub gpu: (f64, f64, f64),
     /// Host-side streaming times of ended sessions: page reads (summed over the I/O threads)
-    /// and the dispatcher's waits for a free staging page.
-    pub host_io: (f64, f64),
+    /// the dispatcher's waits for a free staging page, and the transfer thread's waits for
+    /// copies' readers to be submitted.
+    pub host_io: (f64, f64, f64),
     /// Wall time of requests before calibration, and after it.
     pub profiling_s: f64,
     pub measured_s: f64,
@@ -370,6 +371,7 @@ impl Worker {
         self.gpu.2 += secs(stats.compute_busy);
         self.host_io.0 += stats.read_time.as_secs_f64();
         self.host_io.1 += stats.staging_wait_time.as_secs_f64();
+        self.host_io.2 += stats.reader_submit_wait.as_secs_f64();
         if calibrated {
             self.settled_prediction.0 += p;
             self.settled_prediction.1 += lb;
@@ -525,6 +527,7 @@ impl Worker {
             host.add(&c.host);
             host_io.0 += c.read_time.as_secs_f64();
             host_io.1 += c.staging_wait_time.as_secs_f64();
+            host_io.2 += c.reader_submit_wait.as_secs_f64();
             st.staging_pages = s.staging_pages();
             st.host_mirror_bytes = c.host_mirror_bytes;
             st.mirror_fill_s = c.mirror_fill.as_secs_f64();
@@ -558,7 +561,7 @@ impl Worker {
         st.stall_s = gpu.0;
         st.transfer_busy_s = gpu.1;
         st.compute_busy_s = gpu.2;
-        (st.page_read_s, st.staging_wait_s) = host_io;
+        (st.page_read_s, st.staging_wait_s, st.reader_submit_wait_s) = host_io;
         st.record_parts = host.into();
         st.pages_loaded = loaded;
         st.bytes_streamed = bytes;

@@ -856,6 +856,8 @@ impl StreamEngine {
     pub fn counters(&self) -> StreamStats {
         let mut stats = self.stats.clone();
         self.mirror_times(&mut stats);
+        stats.reader_submit_wait =
+            Duration::from_nanos(Shared::get(&self.shared.reader_submit_wait_ns));
         stats
     }
 
@@ -919,6 +921,8 @@ impl StreamEngine {
         self.stats.read_time += Duration::from_nanos(Shared::get(&self.shared.read_ns));
         self.stats.staging_wait_time =
             Duration::from_nanos(Shared::get(&self.shared.staging_wait_ns));
+        self.stats.reader_submit_wait =
+            Duration::from_nanos(Shared::get(&self.shared.reader_submit_wait_ns));
         self.stats.wall = self.started.elapsed();
         match self.shared.take_error() {
             Some(e) => Err(e),

@@ -183,6 +183,9 @@ pub struct StreamStats {
     pub read_time: Duration,
     /// Time the dispatcher blocked because every staging slot was still in use.
     pub staging_wait_time: Duration,
+    /// Time the transfer thread held copies until their slots' last readers were submitted
+    /// (a compute batch is submitted once its steps are recorded).
+    pub reader_submit_wait: Duration,
     /// Whether the staging ring ended up in device-local memory (then counted against the cap).
     pub staging_device_local: bool,
     /// Bytes of the staging ring.

@@ -22,6 +22,9 @@ pub(crate) struct Shared {
     message: Mutex<Option<String>>,
     pub read_ns: AtomicU64,
     pub staging_wait_ns: AtomicU64,
+    /// Time the transfer thread held a copy until its slot's last reader was submitted (the
+    /// copy cannot wait on the GPU for a step not submitted yet).
+    pub reader_submit_wait_ns: AtomicU64,
     pub transfer_submits: AtomicU64,
     /// Highest transfer value handed to `vkQueueSubmit` (copy or signal-only).
     submitted: Mutex<u64>,
@@ -135,10 +138,15 @@ impl Shared {
     /// submitting a wait that no submission signals yet.
     pub fn wait_compute_submitted(&self, value: u64) {
         let mut g = self.compute_submitted.lock();
+        if *g >= value {
+            return;
+        }
+        let t0 = std::time::Instant::now();
         while *g < value && !self.failed() {
             self.compute_submitted_cv
                 .wait_for(&mut g, Duration::from_millis(50));
         }
+        Shared::add(&self.reader_submit_wait_ns, t0.elapsed().as_nanos() as u64);
     }
 
     pub fn report_transfers(&self, mut done: Vec<TransferDone>, through: u64) {
