@@ -236,6 +236,8 @@ pub struct EngineStats {
     pub compute_submits: u64,
     /// Parts of those submissions, each with its own wait and signal.
     pub compute_parts: u64,
+    /// Part boundaries a copy forced (`vk_backend::StreamStats::forced_cuts`).
+    pub forced_cuts: u64,
     pub transfer_submits: u64,
     /// The stream engine's host time by part.
     pub record_parts: RecordParts,
@@ -360,12 +362,13 @@ impl EngineStats {
             self.page_transfer_s * 1e6
         );
         o += &format!(
-            "GPU stall {:.3} ms, transfer busy {:.3} ms, compute busy {:.3} ms (GPU timestamps); {} compute submissions in {} parts and {} copy submissions\n",
+            "GPU stall {:.3} ms, transfer busy {:.3} ms, compute busy {:.3} ms (GPU timestamps); {} compute submissions in {} parts ({} of the cuts forced by a copy) and {} copy submissions\n",
             ms(self.stall_s),
             ms(self.transfer_busy_s),
             ms(self.compute_busy_s),
             self.compute_submits,
             self.compute_parts,
+            self.forced_cuts,
             self.transfer_submits
         );
         o += &if self.host_mirror_bytes > 0 {

@@ -363,6 +363,7 @@ impl Worker {
         self.base.evictions += stats.evictions;
         self.base.compute_submits += stats.compute_submits;
         self.base.compute_parts += stats.compute_parts;
+        self.base.forced_cuts += stats.forced_cuts;
         self.base.transfer_submits += stats.transfer_submits;
         self.base.host.add(&stats.host);
         let secs = |d: Option<std::time::Duration>| d.map_or(0.0, |d| d.as_secs_f64());
@@ -510,6 +511,7 @@ impl Worker {
         // Totals, not increments: this record is published again after every request.
         st.compute_submits = self.base.compute_submits;
         st.compute_parts = self.base.compute_parts;
+        st.forced_cuts = self.base.forced_cuts;
         st.transfer_submits = self.base.transfer_submits;
         let mut host = self.base.host;
         if let Some(s) = &self.session {
@@ -523,6 +525,7 @@ impl Worker {
             gpu.2 += secs(c.compute_busy);
             st.compute_submits += c.compute_submits;
             st.compute_parts += c.compute_parts;
+            st.forced_cuts += c.forced_cuts;
             st.transfer_submits += c.transfer_submits;
             host.add(&c.host);
             host_io.0 += c.read_time.as_secs_f64();

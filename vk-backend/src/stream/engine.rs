@@ -443,10 +443,11 @@ impl StreamEngine {
     /// which would otherwise wait for itself through the transfer queue; and, once the part
     /// has `steps_per_part` steps, where the step needs a newer page than the part waits for
     /// that has not landed yet, or a later copy waits for the part.
-    fn cut_part_before(&mut self, wait: u64) -> Result<()> {
+    /// Returns whether a copy forced the cut (the step needs it or a later one).
+    fn cut_part_before(&mut self, wait: u64) -> Result<bool> {
         let per_part = self.config.steps_per_part;
         let Some(b) = self.open.as_ref() else {
-            return Ok(());
+            return Ok(false);
         };
         let p = &b.part;
         let needed = p.awaited_from.is_some_and(|t| t <= wait);
@@ -457,10 +458,13 @@ impl StreamEngine {
             worth = wait > self.transfer_sem.value().unwrap_or(0);
         }
         if p.steps == 0 || !(needed || worth) {
-            return Ok(());
+            return Ok(false);
+        }
+        if needed {
+            self.stats.forced_cuts += 1;
         }
         let Some(mut b) = self.open.take() else {
-            return Ok(());
+            return Ok(false);
         };
         if let Some(t) = self.timing.as_mut() {
             t.end(b.rec.command_buffer(), b.part.pair);
@@ -474,7 +478,7 @@ impl StreamEngine {
         let part = self.new_part(&mut b.rec);
         b.cut.push(std::mem::replace(&mut b.part, part));
         self.open = Some(b);
-        res.map_err(|e| self.fail(e))
+        res.map(|()| needed).map_err(|e| self.fail(e))
     }
 
     /// The slot holding `model`'s `page`, if it is resident (loaded or loading).
@@ -595,6 +599,7 @@ impl StreamEngine {
         self.check()?;
         let mut slots = Vec::with_capacity(needs.len());
         let mut wait = 0;
+        let mut newest = None;
         for &(m, p) in needs {
             self.check_page(m, p)?;
             let Some(n) = self.residency.need((m, p)) else {
@@ -604,6 +609,9 @@ impl StreamEngine {
                 ))));
             };
             slots.push(n.slot);
+            if n.ticket > wait {
+                newest = Some((m, p));
+            }
             wait = wait.max(n.ticket);
         }
         if self.held_from.is_some_and(|t| wait >= t) && !self.device.has_dedicated_transfer_queue()
@@ -615,7 +623,17 @@ impl StreamEngine {
             // submits the copy once the whole batch is submitted.
             self.flush()?;
         }
-        self.cut_part_before(wait)?;
+        let awaited = self.open.as_ref().and_then(|b| b.part.awaited_from);
+        if self.cut_part_before(wait)? {
+            // Which copies force part boundaries, for offline analysis (trace level).
+            if let (Some((m, p)), Some(a)) = (newest, awaited) {
+                log::trace!(
+                    "forced cut before step value {}: model {m} page {p} is load {wait} ({} loads ago); load {a} waits for the part",
+                    self.next_value,
+                    self.next_ticket - wait
+                );
+            }
+        }
         let value = self.next_value;
         let label = self.label;
         let mut recording = Duration::ZERO;

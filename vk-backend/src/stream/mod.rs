@@ -175,6 +175,10 @@ pub struct StreamStats {
     /// Parts of compute submissions, each with its own wait and signal (see
     /// [`StreamConfig::steps_per_part`]).
     pub compute_parts: u64,
+    /// Of the part boundaries, those a copy forced: the next step needed a copy that waits
+    /// for a step of the part (the rest are cut where a part has enough steps and its next
+    /// page has not landed).
+    pub forced_cuts: u64,
     pub transfer_submits: u64,
     /// Where the calling thread's time in the engine went.
     pub host: HostTime,
