@@ -1210,3 +1210,56 @@ fn an_fp32_cache_under_fp16_activations_is_refused_with_the_model() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn plan_writes_the_chosen_schedule_as_json() {
+    let dir = scratch("schedule-json");
+    // Four 1 MiB layers, three times, under a cap that holds two of them: `lru` streams.
+    let w = synthetic_workload(&dir, "sched.ron", "PerFrame(3)", "");
+    let out = dir.join("sched.json");
+    let o = texstream(&[
+        "plan",
+        path_str(&w),
+        "--policy",
+        "lru",
+        "--cap",
+        "3MiB",
+        "--json",
+        "--schedule-json",
+        path_str(&out),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stats: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sched: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out).expect("schedule written")).unwrap();
+    assert_eq!(sched["policy"], "lru");
+    let steps = sched["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 12, "four layers, three frames");
+    assert_eq!(sched["step_wait"].as_array().unwrap().len(), steps.len());
+    // Replaying the ops in order, every step finds its pages resident once the ops it waits
+    // for have run, and the loads are the ones `--json` counts.
+    let ops = sched["ops"].as_array().unwrap();
+    let loads = ops.iter().filter(|o| o.get("Load").is_some()).count();
+    assert_eq!(loads as u64, stats[0]["loads"].as_u64().unwrap());
+    let mut resident = std::collections::HashSet::new();
+    let mut next = 0usize;
+    for (j, s) in steps.iter().enumerate() {
+        if let Some(w) = sched["step_wait"][j].as_u64() {
+            while next <= w as usize {
+                let op = &ops[next];
+                if let Some(l) = op.get("Load") {
+                    assert!(resident.insert(l["page"].as_u64().unwrap()));
+                } else {
+                    assert!(resident.remove(&op["Evict"]["page"].as_u64().unwrap()));
+                }
+                next += 1;
+            }
+        }
+        for p in s["pages"].as_array().unwrap() {
+            assert!(
+                resident.contains(&p.as_u64().unwrap()),
+                "step {j} reads {p}"
+            );
+        }
+    }
+}

@@ -64,6 +64,11 @@ pub struct PlanArgs {
     /// Also print every construction `planned` weighs, with its simulated time and loads.
     #[arg(long)]
     pub candidates: bool,
+    /// Write the chosen policy's schedule (default planned: the transfer ops in order, what
+    /// each step waits for, and each step's model, index and pages) as JSON to this file, for
+    /// offline analysis of the order a runtime issues its copies in.
+    #[arg(long)]
+    pub schedule_json: Option<PathBuf>,
 }
 
 /// A loaded workload ready to plan.
@@ -332,6 +337,31 @@ pub fn run(args: &PlanArgs) -> Result<()> {
             path.display(),
             format_size(cap)
         );
+    }
+    if let Some(path) = &args.schedule_json {
+        let want = args.policy.unwrap_or(pl.policy);
+        let p = match rows.iter().find(|(p, _)| *p == want) {
+            Some((_, Ok(p))) => p.clone(),
+            Some((_, Err(e))) => bail!("cannot write the schedule of policy `{want}`: {e}"),
+            None => plan(&pl.profiles, &pl.pipeline, cap, &pl.bw, want)?,
+        };
+        let steps: Vec<serde_json::Value> = (0..p.trace.steps.len())
+            .map(|j| {
+                let s = p.trace.steps[j];
+                serde_json::json!({
+                    "model": s.model, "step": s.step, "rep": s.rep, "stage": s.stage,
+                    "run": s.run, "compute_s": s.compute_s, "pages": p.trace.pages(j),
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "policy": want.name(), "variant": p.stats.variant, "slots": p.slots,
+            "lookup_slots": p.trace.lookup_slots, "ops": p.schedule.ops,
+            "step_wait": p.schedule.step_wait, "steps": steps,
+        });
+        std::fs::write(path, serde_json::to_string(&v)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {} ({want}, {})", path.display(), p.stats.variant);
     }
     if let Some(svg_path) = &args.svg {
         let want = args.policy.unwrap_or(pl.policy);
