@@ -289,6 +289,7 @@ impl StreamExec {
         needs.extend(resident.iter().map(|&p| (model, p)));
         let mut value = self.engine.step(&needs, &mut *record)?;
         for p in missing {
+            log::trace!("lookup of model {model} loads page {p} into the lookup slot");
             self.engine.load(model, p, slot)?;
             self.lookup_loads += 1;
             needs.truncate(plan_needs);

@@ -621,6 +621,16 @@ impl StreamEngine {
             // waits for: submit the batch. With a transfer queue of its own, a new part of
             // the batch waits for the copy instead (`cut_part_before`); the transfer thread
             // submits the copy once the whole batch is submitted.
+            if self.open.is_some() {
+                self.stats.forced_cuts += 1;
+                if let (Some((m, p)), Some(h)) = (newest, self.held_from) {
+                    log::trace!(
+                        "forced cut before step value {}: model {m} page {p} is load {wait} ({} loads ago); load {h} waits for the batch",
+                        self.next_value,
+                        self.next_ticket - wait
+                    );
+                }
+            }
             self.flush()?;
         }
         let awaited = self.open.as_ref().and_then(|b| b.part.awaited_from);

@@ -177,7 +177,8 @@ pub struct StreamStats {
     pub compute_parts: u64,
     /// Of the part boundaries, those a copy forced: the next step needed a copy that waits
     /// for a step of the part (the rest are cut where a part has enough steps and its next
-    /// page has not landed).
+    /// page has not landed). On a queue shared with the copies such a step submits the batch
+    /// instead, and that submission is counted here.
     pub forced_cuts: u64,
     pub transfer_submits: u64,
     /// Where the calling thread's time in the engine went.
