@@ -1,5 +1,5 @@
 """Summarizes the part boundaries copies forced in a `texstream run` log at trace level
-(`vk_backend::stream::engine`; lookups that load pages: `texstream::runtime::stream_exec`): per engine session (from each `NAME: request 1/N` line), how
+(`texstream_vk::stream_cuts`; lookups that load pages: `texstream::runtime::stream_exec`): per engine session (from each `NAME: request 1/N` line), how
 many, by model, by how many loads before the cut the needed load was issued, and the pages
 that force most. Usage: python3 cuts.py LOG."""
 import collections

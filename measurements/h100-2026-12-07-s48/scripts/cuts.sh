@@ -6,7 +6,7 @@
 # which pages' copies force the cuts, and how recently their loads were issued.
 set -u
 source "$(dirname "$0")/setup.sh"
-RUST_LOG=texstream::stream_journal=trace,vk_backend::stream::engine=trace,texstream::runtime::stream_exec=trace timeout $(( $(left) - 20 )) \
+RUST_LOG=texstream::stream_journal=trace,texstream_vk::stream_cuts=trace,texstream::runtime::stream_exec=trace timeout $(( $(left) - 20 )) \
   /tmp/bin/ts run workloads/assistant.ron --policy planned --resident-reference --iterations 5 --cap 80MiB > $W/c_planned.txt 2>&1
 echo "rc $?" >> $W/c_planned.txt
 grep -vE "stream_journal|forced cut" $W/c_planned.txt | grep -E "^rc|/LB|compute submissions|by phase|^planned " | cut -c1-260

@@ -625,6 +625,7 @@ impl StreamEngine {
                 self.stats.forced_cuts += 1;
                 if let (Some((m, p)), Some(h)) = (newest, self.held_from) {
                     log::trace!(
+                        target: "texstream_vk::stream_cuts",
                         "forced cut before step value {}: model {m} page {p} is load {wait} ({} loads ago); load {h} waits for the batch",
                         self.next_value,
                         self.next_ticket - wait
@@ -638,6 +639,7 @@ impl StreamEngine {
             // Which copies force part boundaries, for offline analysis (trace level).
             if let (Some((m, p)), Some(a)) = (newest, awaited) {
                 log::trace!(
+                    target: "texstream_vk::stream_cuts",
                     "forced cut before step value {}: model {m} page {p} is load {wait} ({} loads ago); load {a} waits for the part",
                     self.next_value,
                     self.next_ticket - wait
