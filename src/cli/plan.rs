@@ -338,13 +338,17 @@ pub fn run(args: &PlanArgs) -> Result<()> {
             format_size(cap)
         );
     }
+    // The policy `--schedule-json` and `--svg` show: the one asked for, else the workload's.
+    let want = args.policy.unwrap_or(pl.policy);
+    let chosen = || -> Result<Plan> {
+        match rows.iter().find(|(p, _)| *p == want) {
+            Some((_, Ok(p))) => Ok(p.clone()),
+            Some((_, Err(e))) => bail!("policy `{want}` cannot run: {e}"),
+            None => Ok(plan(&pl.profiles, &pl.pipeline, cap, &pl.bw, want)?),
+        }
+    };
     if let Some(path) = &args.schedule_json {
-        let want = args.policy.unwrap_or(pl.policy);
-        let p = match rows.iter().find(|(p, _)| *p == want) {
-            Some((_, Ok(p))) => p.clone(),
-            Some((_, Err(e))) => bail!("cannot write the schedule of policy `{want}`: {e}"),
-            None => plan(&pl.profiles, &pl.pipeline, cap, &pl.bw, want)?,
-        };
+        let p = chosen().context("cannot write the schedule")?;
         let steps: Vec<serde_json::Value> = (0..p.trace.steps.len())
             .map(|j| {
                 let s = p.trace.steps[j];
@@ -364,12 +368,7 @@ pub fn run(args: &PlanArgs) -> Result<()> {
         eprintln!("wrote {} ({want}, {})", path.display(), p.stats.variant);
     }
     if let Some(svg_path) = &args.svg {
-        let want = args.policy.unwrap_or(pl.policy);
-        let p = match rows.iter().find(|(p, _)| *p == want) {
-            Some((_, Ok(p))) => p.clone(),
-            Some((_, Err(e))) => bail!("cannot draw policy `{want}`: {e}"),
-            None => plan(&pl.profiles, &pl.pipeline, cap, &pl.bw, want)?,
-        };
+        let p = chosen().context("cannot draw the residency timeline")?;
         std::fs::write(svg_path, svg::render(&p))
             .with_context(|| format!("writing {}", svg_path.display()))?;
         eprintln!("wrote {} ({want})", svg_path.display());

@@ -460,9 +460,6 @@ impl StreamEngine {
         if p.steps == 0 || !(needed || worth) {
             return Ok(false);
         }
-        if needed {
-            self.stats.forced_cuts += 1;
-        }
         let Some(mut b) = self.open.take() else {
             return Ok(false);
         };
@@ -479,6 +476,27 @@ impl StreamEngine {
         b.cut.push(std::mem::replace(&mut b.part, part));
         self.open = Some(b);
         res.map(|()| needed).map_err(|e| self.fail(e))
+    }
+
+    /// Counts a boundary (`scope`: a part, or on a shared queue a batch) that the next step's
+    /// newest load `wait` forced, and logs which page and which waiting load, for offline
+    /// analysis (trace level).
+    fn forced_boundary(
+        &mut self,
+        newest: Option<(u32, u32)>,
+        wait: u64,
+        waiting: Option<u64>,
+        scope: &str,
+    ) {
+        self.stats.forced_cuts += 1;
+        if let (Some((m, p)), Some(a)) = (newest, waiting) {
+            log::trace!(
+                target: "texstream_vk::stream_cuts",
+                "forced cut before step value {}: model {m} page {p} is load {wait} ({} loads ago); load {a} waits for the {scope}",
+                self.next_value,
+                self.next_ticket - wait
+            );
+        }
     }
 
     /// The slot holding `model`'s `page`, if it is resident (loaded or loading).
@@ -622,29 +640,13 @@ impl StreamEngine {
             // the batch waits for the copy instead (`cut_part_before`); the transfer thread
             // submits the copy once the whole batch is submitted.
             if self.open.is_some() {
-                self.stats.forced_cuts += 1;
-                if let (Some((m, p)), Some(h)) = (newest, self.held_from) {
-                    log::trace!(
-                        target: "texstream_vk::stream_cuts",
-                        "forced cut before step value {}: model {m} page {p} is load {wait} ({} loads ago); load {h} waits for the batch",
-                        self.next_value,
-                        self.next_ticket - wait
-                    );
-                }
+                self.forced_boundary(newest, wait, self.held_from, "batch");
             }
             self.flush()?;
         }
         let awaited = self.open.as_ref().and_then(|b| b.part.awaited_from);
         if self.cut_part_before(wait)? {
-            // Which copies force part boundaries, for offline analysis (trace level).
-            if let (Some((m, p)), Some(a)) = (newest, awaited) {
-                log::trace!(
-                    target: "texstream_vk::stream_cuts",
-                    "forced cut before step value {}: model {m} page {p} is load {wait} ({} loads ago); load {a} waits for the part",
-                    self.next_value,
-                    self.next_ticket - wait
-                );
-            }
+            self.forced_boundary(newest, wait, awaited, "part");
         }
         let value = self.next_value;
         let label = self.label;

@@ -445,8 +445,8 @@ mod tests {
                 first_ticket: 1,
                 last_ticket: 1,
                 span: Some(span(1, 10.0, 50.0)),
-                compute_wait: 0,
-                submitted_ns: 0.0,
+                compute_wait: 7,
+                submitted_ns: 4.0,
             }],
             1,
             70.0,
@@ -468,9 +468,18 @@ mod tests {
             slot: 0,
             start_s: 10e-9,
             end_s: 50e-9,
-            submitted_s: 0.0,
-            after_value: 0,
+            submitted_s: 4e-9,
+            after_value: 7,
         }));
+        // The batch with the value it signals.
+        assert!(events.iter().any(|e| matches!(
+            e,
+            StreamEvent::Compute {
+                last_value: 2,
+                steps: 2,
+                ..
+            }
+        )));
         // Evicted when its last reader's batch ended.
         assert!(events.contains(&StreamEvent::Evict {
             model: 0,
