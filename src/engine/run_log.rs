@@ -210,6 +210,9 @@ mod tests {
             end_s: t,
             submitted_s: t - 0.6,
             after_value: 0,
+            ticket: 1,
+            reader: 0,
+            issued_s: t - 0.7,
         }
     }
 

@@ -391,6 +391,7 @@ fn prefetched_loads_do_not_split_batches() {
     }
     let mut checks = Vec::new();
     let mut last = 0;
+    let mut values = Vec::new();
     for k in 0..STEPS {
         let (p, slot) = (page_of(k), k % SLOTS);
         assert_eq!(engine.slot_of(0, p), Some(slot));
@@ -399,6 +400,7 @@ fn prefetched_loads_do_not_split_batches() {
         last = engine
             .step(&[(0, p)], |rec| weight_copy_into(rec, off, &out))
             .unwrap();
+        values.push(last);
         checks.push(Check {
             model: 0,
             page: p,
@@ -425,9 +427,30 @@ fn prefetched_loads_do_not_split_batches() {
         engine.refresh().unwrap();
         for e in engine.take_events().0 {
             match e {
-                vk_backend::StreamEvent::Load { start_s, end_s, .. } => {
+                vk_backend::StreamEvent::Load {
+                    start_s,
+                    end_s,
+                    submitted_s,
+                    after_value,
+                    ticket,
+                    reader,
+                    issued_s,
+                    ..
+                } => {
                     assert!(start_s <= end_s);
+                    // Reported in copy order; each waits for the step whose slot it reuses.
                     loads += 1;
+                    assert_eq!(ticket, loads as u64, "loads in ticket order");
+                    let want = (loads > SLOTS).then(|| values[(loads - SLOTS - 1) as usize]);
+                    assert_eq!(reader, want.unwrap_or(0), "load {ticket}'s reader");
+                    assert!(
+                        after_value >= reader,
+                        "load {ticket} waited for {after_value}"
+                    );
+                    assert!(
+                        issued_s <= submitted_s,
+                        "load {ticket} submitted before issued"
+                    );
                 }
                 vk_backend::StreamEvent::Evict { .. } => evicts += 1,
                 vk_backend::StreamEvent::Compute {
@@ -435,11 +458,16 @@ fn prefetched_loads_do_not_split_batches() {
                     steps: n,
                     start_s,
                     end_s,
+                    last_value,
+                    wait_ticket,
                     ..
                 } => {
                     assert_eq!(model, Some(0));
                     assert!(start_s <= end_s);
                     steps += n;
+                    // Step k reads load k's page: a part waits for the load of its last step.
+                    let k = values.iter().position(|&v| v == last_value).unwrap();
+                    assert_eq!(wait_ticket, k as u64 + 1, "part ending at {last_value}");
                 }
             }
         }

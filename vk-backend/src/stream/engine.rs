@@ -10,7 +10,7 @@ use ash::vk;
 use crossbeam_channel::Sender;
 
 use super::io::{self, LoadReq, ReadDone, Staged};
-use super::journal::{BatchInfo, Journal, StreamEvent};
+use super::journal::{BatchInfo, IssuedLoad, Journal, StreamEvent};
 use super::mirror::HostMirror;
 use super::residency::Residency;
 use super::shared::Shared;
@@ -586,7 +586,14 @@ impl StreamEngine {
         if !sent {
             return Err(self.fail(VkError::Stream("the I/O dispatcher stopped".into())));
         }
-        self.journal.load_issued(ticket, model, page, slot);
+        self.journal.load_issued(IssuedLoad {
+            ticket,
+            model,
+            page,
+            slot,
+            reader: wait,
+            issued_ns: self.started.elapsed().as_nanos() as f64,
+        });
         self.next_ticket += 1;
         self.stats.pages_loaded += 1;
         self.stats.bytes_streamed += self.atlas.page_bytes();

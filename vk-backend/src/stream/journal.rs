@@ -33,6 +33,10 @@ pub enum StreamEvent {
     /// the host time its completion was seen where that submission was not timed; when the
     /// transfer thread submitted it, and the compute value it waited for (its slot's last
     /// reader; 0 = none): a copy that starts late waited for the host or for that step.
+    /// `ticket` is the load's place in copy order, `reader` the compute value of its own
+    /// slot's (or page's) last reader when the engine issued it at `issued_s`: the submission
+    /// may wait for more (`after_value`: the end of that reader's part, or what the GPU had
+    /// finished where it went out with later copies).
     Load {
         model: u32,
         page: u32,
@@ -41,6 +45,9 @@ pub enum StreamEvent {
         end_s: f64,
         submitted_s: f64,
         after_value: u64,
+        ticket: u64,
+        reader: u64,
+        issued_s: f64,
     },
     /// A page left its slot: when the batch holding its last reader ended.
     Evict {
@@ -53,7 +60,8 @@ pub enum StreamEvent {
     /// the model most of its steps belong to (as labelled with
     /// [`super::StreamEngine::label_steps`]), and when the host submitted it: a start well
     /// after the previous batch's end, without a stall, is the host's. `last_value` is the
-    /// compute value it signals at its end.
+    /// compute value it signals at its end; `wait_ticket` the newest load it waited for (0 =
+    /// none).
     Compute {
         model: Option<u32>,
         start_s: f64,
@@ -62,6 +70,7 @@ pub enum StreamEvent {
         steps: u32,
         submitted_s: f64,
         last_value: u64,
+        wait_ticket: u64,
     },
 }
 
@@ -124,11 +133,16 @@ impl BatchInfo {
     }
 }
 
-struct IssuedLoad {
-    ticket: u64,
-    model: u32,
-    page: u32,
-    slot: u32,
+/// A load the engine issued, until its copy is reported.
+pub(crate) struct IssuedLoad {
+    pub ticket: u64,
+    pub model: u32,
+    pub page: u32,
+    pub slot: u32,
+    /// Compute value of the last reader the copy must follow (0 = none).
+    pub reader: u64,
+    /// When the engine issued it (ns on the engine's clock).
+    pub issued_ns: f64,
 }
 
 struct PendingEvict {
@@ -220,13 +234,8 @@ impl Journal {
         self.events.push_back(e);
     }
 
-    pub fn load_issued(&mut self, ticket: u64, model: u32, page: u32, slot: u32) {
-        self.loads.push_back(IssuedLoad {
-            ticket,
-            model,
-            page,
-            slot,
-        });
+    pub fn load_issued(&mut self, load: IssuedLoad) {
+        self.loads.push_back(load);
     }
 
     pub fn evicted(&mut self, model: u32, page: u32, slot: u32, after: u64) {
@@ -275,6 +284,9 @@ impl Journal {
                 end_s,
                 submitted_s,
                 after_value,
+                ticket: l.ticket,
+                reader: l.reader,
+                issued_s: l.issued_ns / 1e9,
             };
             self.loads.pop_front();
             self.push(e);
@@ -354,6 +366,7 @@ impl Journal {
                     steps: b.steps(),
                     submitted_s: b.submitted_ns / 1e9,
                     last_value: b.last,
+                    wait_ticket: b.wait,
                 };
                 self.push(e);
                 self.recent.push_back((b.last, span.end_ns));
@@ -434,7 +447,14 @@ mod tests {
     #[test]
     fn resolves_in_order_once_the_pages_landing_is_known() {
         let mut j = Journal::new(Some(0.0), true, true);
-        j.load_issued(1, 0, 3, 0);
+        j.load_issued(IssuedLoad {
+            ticket: 1,
+            model: 0,
+            page: 3,
+            slot: 0,
+            reader: 5,
+            issued_ns: 2.0,
+        });
         j.batch_submitted(batch(1, 2, 1, 0.0, 0));
         j.compute_spans(vec![span(1, 50.0, 60.0)]);
         // The batch completed, but its page's copy is not reported yet: nothing resolves.
@@ -470,13 +490,17 @@ mod tests {
             end_s: 50e-9,
             submitted_s: 4e-9,
             after_value: 7,
+            ticket: 1,
+            reader: 5,
+            issued_s: 2e-9,
         }));
-        // The batch with the value it signals.
+        // The batch with the value it signals and the load it waited for.
         assert!(events.iter().any(|e| matches!(
             e,
             StreamEvent::Compute {
                 last_value: 2,
                 steps: 2,
+                wait_ticket: 1,
                 ..
             }
         )));
