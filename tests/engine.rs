@@ -431,6 +431,13 @@ fn streaming_settings_never_change_an_output_and_the_cap_holds() {
                 ..Default::default()
             },
         ),
+        (
+            "plans built by lru-early alone",
+            texstream::StreamTuning {
+                plan_construction: Some("lru-early"),
+                ..Default::default()
+            },
+        ),
     ] {
         let with = |cap| EngineOptions {
             stream: tuning,
@@ -478,6 +485,9 @@ fn streaming_settings_never_change_an_output_and_the_cap_holds() {
             "{what}: peak {} over {min}",
             s.peak_device_bytes
         );
+        if let Some(c) = tuning.plan_construction {
+            assert_eq!(s.construction, c, "{what}");
+        }
         if tuning.host_mirror == Some(true) {
             assert!(s.host_mirror_bytes > 0, "{what}: no mirror");
         } else if tuning.staging_pages == Some(2) {

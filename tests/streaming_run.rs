@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use scheduler::{Bandwidth, Pipeline, Policy, Profile, Stage, Step};
+use scheduler::{Bandwidth, Choice, Pipeline, Policy, Profile, Stage, Step};
 use texstream::runtime::run_budget::{measure_engine_cost, min_cap, plan_under_cap, CapError};
 use texstream::runtime::stream_exec::StreamExec;
 use vk_backend::kernels::{matmul_into, MatMulOpts, MatRhs};
@@ -229,7 +229,7 @@ fn run_on(
         &Bandwidth::default(),
         policy,
         &cost,
-        None,
+        Choice::default(),
     )?
     .plan;
     let sources: Vec<Arc<dyn PageSource>> = ms

@@ -26,8 +26,8 @@ pub use error::PlanError;
 pub use paging::{demand_schedule, min_loads, Eviction, Issue};
 pub use plan::{
     candidates, lower_bound, lower_bound_trace, min_feasible_cap, min_feasible_cap_trace, plan,
-    plan_trace, plan_trace_from, replan, simulate, slots_for_cap, Candidate, Event, EventKind,
-    LowerBound, MinCap, Plan, PlanStats,
+    plan_trace, plan_trace_from, replan, simulate, slots_for_cap, Candidate, Choice, Event,
+    EventKind, LowerBound, MinCap, Plan, PlanStats, PLANNED_CONSTRUCTIONS,
 };
 pub use policy::Policy;
 pub use prefetch::{prefetch_schedule, prefetch_schedule_within};

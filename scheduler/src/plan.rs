@@ -332,8 +332,36 @@ pub fn replan(
     previous: &str,
 ) -> Result<Plan, PlanError> {
     let trace = Trace::build(profiles, pipeline)?;
-    plan_trace_from(trace, cap_bytes, bw, policy, Some(previous))
+    let c = Choice {
+        previous: Some(previous),
+        only: None,
+    };
+    plan_trace_from(trace, cap_bytes, bw, policy, c)
 }
+
+/// What `planned` may choose among (see [`plan_trace_from`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Choice<'a> {
+    /// The construction the last plan chose ([`PlanStats::variant`]): a re-plan builds that one
+    /// and the demand-paged ones (see [`replan`]).
+    pub previous: Option<&'a str>,
+    /// Build this construction alone (one of [`PLANNED_CONSTRUCTIONS`]), to measure one
+    /// against another on a device.
+    pub only: Option<&'a str>,
+}
+
+/// The constructions `planned` weighs (the `min-cool` ones only where the engine has a reuse lag
+/// or hand-offs cost time).
+pub const PLANNED_CONSTRUCTIONS: [&str; 8] = [
+    "prefetch",
+    "prefetch-lead-4",
+    "prefetch-lead-16",
+    "prefetch-lead-64",
+    "min-early",
+    "lru-early",
+    "min-cool-early",
+    "min-cool-deep",
+];
 
 /// Traces at least this long build `planned`'s candidates on parallel threads.
 const PARALLEL_MIN_STEPS: usize = 20_000;
@@ -347,8 +375,9 @@ fn planned_candidates(
     trace: &Trace,
     slots: u32,
     bw: &Bandwidth,
-    previous: Option<&str>,
+    choice: Choice,
 ) -> Result<Vec<(Schedule, Simulation, &'static str)>, PlanError> {
+    let previous = choice.previous;
     let lead = |k: f64| {
         move |t: &Trace| prefetch_schedule_within(t, slots, bw, k * bw.transfer_s(t.page_bytes))
     };
@@ -394,7 +423,16 @@ fn planned_candidates(
             }),
         ));
     }
-    if let Some(prev) = previous {
+    if let Some(only) = choice.only {
+        let names: Vec<&str> = builds.iter().map(|b| b.0).collect();
+        builds.retain(|(name, _)| *name == only);
+        if builds.is_empty() {
+            return Err(PlanError::Invalid(format!(
+                "`planned` has no construction `{only}` here; it builds {}",
+                names.join(", ")
+            )));
+        }
+    } else if let Some(prev) = previous {
         if builds.iter().any(|(name, _)| *name == prev) {
             builds.retain(|(name, _)| *name == prev || !name.starts_with("prefetch"));
         }
@@ -446,7 +484,7 @@ pub fn candidates(
 ) -> Result<Vec<Candidate>, PlanError> {
     let trace = Trace::build(profiles, pipeline)?;
     let slots = slots_for_cap(&trace, cap_bytes)?;
-    Ok(planned_candidates(&trace, slots, bw, None)?
+    Ok(planned_candidates(&trace, slots, bw, Choice::default())?
         .into_iter()
         .map(|(s, sim, name)| Candidate {
             name,
@@ -465,16 +503,17 @@ pub fn plan_trace(
     bw: &Bandwidth,
     policy: Policy,
 ) -> Result<Plan, PlanError> {
-    plan_trace_from(trace, cap_bytes, bw, policy, None)
+    plan_trace_from(trace, cap_bytes, bw, policy, Choice::default())
 }
 
-/// [`plan_trace`], or with `previous` [`replan`]'s narrower search.
+/// [`plan_trace`], with `choice`: [`replan`]'s narrower search after `previous`, or one construction
+/// alone.
 pub fn plan_trace_from(
     trace: Trace,
     cap_bytes: u64,
     bw: &Bandwidth,
     policy: Policy,
-    previous: Option<&str>,
+    choice: Choice,
 ) -> Result<Plan, PlanError> {
     if !(bw.rate() > 0.0 && bw.rate().is_finite() && bw.per_transfer_s >= 0.0) {
         return Err(PlanError::Invalid(format!("bad bandwidth model {bw:?}")));
@@ -543,7 +582,7 @@ pub fn plan_trace_from(
             // that margin is below the simulator's accuracy, the bytes are not. min-early
             // dominates on-demand and lru-early dominates lru (same loads, fewer waits), so
             // `planned` is never slower than either.
-            let runs = planned_candidates(&trace, slots, bw, previous)?;
+            let runs = planned_candidates(&trace, slots, bw, choice)?;
             known_lb = runs
                 .iter()
                 .find(|r| r.2 == "min-early")

@@ -6,8 +6,8 @@
 mod common;
 use common::decoder;
 use scheduler::{
-    demand_schedule, plan, simulate_schedule, Bandwidth, Eviction, Issue, Pipeline, Policy, Stage,
-    Trace,
+    demand_schedule, plan, plan_trace_from, simulate_schedule, Bandwidth, Choice, Eviction, Issue,
+    Pipeline, Policy, Stage, Trace,
 };
 
 fn bandwidth(lag: u32) -> Bandwidth {
@@ -92,4 +92,50 @@ fn min_eviction_waits_for_batches_and_planned_avoids_it() {
         p.stats
     );
     assert!(p.stats.loads < lru.loads(), "{:?}", p.stats);
+}
+
+/// `Choice::only` builds one construction alone (to measure it on a device against the one the
+/// simulator prefers): the plan is that construction's, with its own loads, and a name the
+/// planner does not build here is refused with the names it does.
+#[test]
+fn one_construction_alone_on_request() {
+    let profiles = vec![decoder(64, 15e-6)];
+    let pipeline = Pipeline {
+        stages: vec![Stage {
+            model: 0,
+            count: 12,
+        }],
+        repetitions: 1,
+    };
+    let trace = Trace::build(&profiles, &pipeline).unwrap();
+    let cap = 24 * trace.page_bytes + trace.max_activation();
+    let lagged = bandwidth(15);
+    let only = |name| {
+        let c = Choice {
+            previous: None,
+            only: Some(name),
+        };
+        plan_trace_from(trace.clone(), cap, &lagged, Policy::Planned, c)
+    };
+    let chosen = plan(&profiles, &pipeline, cap, &lagged, Policy::Planned).unwrap();
+    for name in ["lru-early", "min-early", "min-cool-early"] {
+        let p = only(name).unwrap();
+        assert_eq!(p.stats.variant, name);
+        let slots = p.slots;
+        let eviction = match name {
+            "lru-early" => Eviction::Lru,
+            "min-early" => Eviction::Min,
+            _ => Eviction::MinCool { lag: 30 },
+        };
+        let own = demand_schedule(&trace, slots, eviction, Issue::Early);
+        assert_eq!(p.stats.loads, own.loads(), "{name}");
+    }
+    assert!(
+        only(chosen.stats.variant).unwrap().stats.predicted_s <= chosen.stats.predicted_s * 1.0001
+    );
+    let err = only("min-cool-late").unwrap_err().to_string();
+    assert!(
+        err.contains("min-cool-late") && err.contains("lru-early"),
+        "{err}"
+    );
 }

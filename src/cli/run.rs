@@ -92,6 +92,11 @@ pub struct RunArgs {
     /// against the other.
     #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
     pub step_buffers: Option<bool>,
+    /// Build `planned`'s plans with this construction alone instead of the one the simulator
+    /// prefers (`texstream plan --candidates` lists them with their simulated times); to measure
+    /// one against another.
+    #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(scheduler::PLANNED_CONSTRUCTIONS))]
+    pub plan_construction: Option<String>,
 }
 
 /// `--resident-reference`'s cap: large enough for any workload's weights (the atlas only takes
@@ -387,6 +392,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
             host_mirror: args.host_mirror,
             step_reuse: args.step_reuse,
             step_buffers: args.step_buffers,
+            // The parser admits only the scheduler's names.
+            plan_construction: args.plan_construction.as_deref().and_then(|n| {
+                scheduler::PLANNED_CONSTRUCTIONS
+                    .into_iter()
+                    .find(|c| *c == n)
+            }),
             cold_read_bytes_per_s: None,
         },
         // The first request (the first two with three or more) profiles: step costs are scaled

@@ -89,6 +89,9 @@ pub struct StreamTuning {
     pub staging_pages: Option<u32>,
     /// Most page copies in one transfer submission (default 8).
     pub loads_per_submit: Option<u32>,
+    /// Build `planned`'s plans with this construction alone (one of
+    /// [`scheduler::PLANNED_CONSTRUCTIONS`]) instead of choosing among them in the simulator.
+    pub plan_construction: Option<&'static str>,
     /// Threads reading pages into the staging ring (default 4; the host mirror is filled on one
     /// thread per core, at most 16, and at least this many).
     pub io_threads: Option<u32>,

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use scheduler::{Bandwidth, Pipeline, Plan, Policy, Profile, Stage};
+use scheduler::{Bandwidth, Choice, Pipeline, Plan, Policy, Profile, Stage};
 
 use crate::runtime::run_budget::{plan_under_cap, EngineCost};
 
@@ -28,6 +28,8 @@ pub struct PlanBasis {
     pub bandwidth: Bandwidth,
     pub policy: Policy,
     pub cost: EngineCost,
+    /// `planned`'s only construction, where one is forced ([`super::StreamTuning`]).
+    pub only: Option<&'static str>,
     /// Bumped when the step costs change; plans of an older basis are never handed out.
     pub generation: u64,
 }
@@ -188,7 +190,10 @@ fn planner(jobs: Receiver<Job>, shelf: SharedShelf) {
                 b.policy,
                 &b.cost,
                 // Off the request path: the full search.
-                None,
+                Choice {
+                    previous: None,
+                    only: b.only,
+                },
             )
         });
         let mut s = shelf.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -235,6 +240,7 @@ mod tests {
                     max_pages_per_layer: 1,
                 },
             },
+            only: None,
             generation,
         })
     }

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use scheduler::{Bandwidth, Pipeline, Plan, Policy, Profile, Stage};
+use scheduler::{Bandwidth, Choice, Pipeline, Plan, Policy, Profile, Stage};
 use vk_backend::{Device, PageSource, StreamConfig};
 
 use super::error::EngineError;
@@ -474,7 +474,10 @@ impl Session {
             cold.as_ref().unwrap_or(&bandwidth),
             loaded.policy,
             &cost,
-            None,
+            Choice {
+                previous: None,
+                only: opts.stream.plan_construction,
+            },
         )?;
         let slots = plan.slots;
         let sources: Vec<Arc<dyn PageSource>> = loaded
@@ -521,6 +524,7 @@ impl Session {
             bandwidth,
             policy: loaded.policy,
             cost,
+            only: opts.stream.plan_construction,
             generation: 0,
         });
         Ok(Session {
@@ -913,11 +917,25 @@ impl Session {
                     &self.basis.bandwidth,
                     self.loaded.policy,
                     &self.cost,
-                    Some(self.ex.plan().stats.variant),
+                    Choice {
+                        previous: Some(self.ex.plan().stats.variant),
+                        only: self.basis.only,
+                    },
                 )?
                 .plan
             }
         };
+        log::debug!(
+            target: "texstream::engine::replan",
+            "re-plan ({why:?}): {} over {} steps, {} loads, predicted {:.3} ms (÷ LB {:.3}), stall {:.3} ms, {} forced submissions",
+            plan.stats.variant,
+            plan.trace.steps.len(),
+            plan.stats.loads,
+            plan.stats.predicted_s * 1e3,
+            plan.stats.ratio,
+            plan.stats.total_stall_s * 1e3,
+            plan.sim.forced_submits,
+        );
         self.ex
             .replan(plan)
             .map_err(|e| EngineError::Device(format!("re-plan: {e}")))?;
@@ -1135,7 +1153,15 @@ fn first_request_estimate(
         stages: predicted_stages(loaded, predictor, p),
         repetitions: 1,
     };
-    let CappedPlan { plan, .. } = plan_under_cap(&costs, &one, cap, bw, loaded.policy, cost, None)?;
+    let CappedPlan { plan, .. } = plan_under_cap(
+        &costs,
+        &one,
+        cap,
+        bw,
+        loaded.policy,
+        cost,
+        Choice::default(),
+    )?;
     Ok(FirstRequestEstimate {
         predicted_s: plan.stats.predicted_s,
         lower_bound_s: plan.stats.lower_bound.bound_s,

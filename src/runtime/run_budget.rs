@@ -1,7 +1,7 @@
 //! Cap accounting for a streamed run: what the engine itself takes on this device (measured with
 //! the counted allocator, not assumed), and the scheduler cap that leaves for slots + activations.
 use scheduler::{
-    min_feasible_cap, min_feasible_cap_trace, plan_trace_from, Bandwidth, Pipeline, Plan,
+    min_feasible_cap, min_feasible_cap_trace, plan_trace_from, Bandwidth, Choice, Pipeline, Plan,
     PlanError, Policy, Profile, Trace,
 };
 use vk_backend::{AtlasConfig, Device, StackLimits, StreamConfig, VkError, WeightAtlas};
@@ -175,9 +175,10 @@ pub struct CappedPlan {
 
 /// Plans under `cap` device bytes: the engine's fixed bytes come off first, and the scheduler
 /// cap is rounded so that its slots, at the measured per-slot bytes, still fit. A cap below
-/// the minimum is refused, naming the minimum and the step that sets it. With `previous` (the
-/// construction the last plan chose) `planned` re-plans as [`scheduler::replan`] does. The
-/// pipeline is unrolled once for both the minimum and the plan.
+/// the minimum is refused, naming the minimum and the step that sets it. With `choice.previous`
+/// (the construction the last plan chose) `planned` re-plans as [`scheduler::replan`] does;
+/// with `choice.only` it builds that construction alone. The pipeline is unrolled once for both
+/// the minimum and the plan.
 pub fn plan_under_cap(
     profiles: &[Profile],
     pipeline: &Pipeline,
@@ -185,7 +186,7 @@ pub fn plan_under_cap(
     bw: &Bandwidth,
     policy: Policy,
     cost: &EngineCost,
-    previous: Option<&str>,
+    choice: Choice,
 ) -> Result<CappedPlan, CapError> {
     let trace = Trace::build(profiles, pipeline)?;
     let (min, mc) = min_cap_of(min_feasible_cap_trace(&trace), cost);
@@ -197,7 +198,7 @@ pub fn plan_under_cap(
     let room = cap - cost.fixed_bytes() - act;
     let sched_cap = act + cost.stack.usable_slots(room / cost.slot_bytes) * page;
     Ok(CappedPlan {
-        plan: plan_trace_from(trace, sched_cap, bw, policy, previous)?,
+        plan: plan_trace_from(trace, sched_cap, bw, policy, choice)?,
         min_cap: min,
     })
 }

@@ -93,6 +93,11 @@ pub struct StreamExec {
     lookup_slot: Option<u32>,
     /// Pages lookups loaded.
     lookup_loads: u64,
+    /// Compute value of each step of the current plan recorded so far (for the trace that
+    /// names copies waiting for a newer reader than the plan's).
+    step_values: Vec<u64>,
+    /// Per plan slot label: the step after which the plan's last eviction from it may run.
+    evicted_after: Vec<Option<u32>>,
 }
 
 impl StreamExec {
@@ -129,6 +134,8 @@ impl StreamExec {
             slot_map,
             lookup_slot,
             lookup_loads: 0,
+            step_values: Vec::new(),
+            evicted_after: Vec::new(),
             skip,
             kept_pages: 0,
             plan,
@@ -257,6 +264,9 @@ impl StreamExec {
                 source,
             })?;
             self.last_value = value;
+            if self.step_values.len() == j {
+                self.step_values.push(value);
+            }
             self.ran.ran(&self.plan, j);
             j += 1;
             self.next_step = j;
@@ -341,7 +351,11 @@ impl StreamExec {
         let phys = |slot: u32| self.slot_map.get(slot as usize).copied().unwrap_or(slot);
         match op {
             Op::Load { .. } if self.skip.get(self.next_op).copied().unwrap_or(false) => {}
-            Op::Load { page, slot, .. } => {
+            Op::Load {
+                page,
+                slot,
+                after_step,
+            } => {
                 let r = self.plan.trace.page_ref(page);
                 // A page a lookup left in the lookup slot moves to the plan's slot.
                 if let Some(ls) = self.lookup_slot {
@@ -349,11 +363,54 @@ impl StreamExec {
                         self.engine.evict(ls)?;
                     }
                 }
+                let plan_after =
+                    after_step.or(self.evicted_after.get(slot as usize).copied().flatten());
+                if log::log_enabled!(target: "texstream::runtime::stream_exec", log::Level::Trace) {
+                    self.trace_newer_reader(r.model, r.page, phys(slot), plan_after)?;
+                }
                 self.engine.load(r.model, r.page, phys(slot))?;
             }
-            Op::Evict { slot, .. } => self.engine.evict(phys(slot))?,
+            Op::Evict {
+                slot, after_step, ..
+            } => {
+                let l = slot as usize;
+                if self.evicted_after.len() <= l {
+                    self.evicted_after.resize(l + 1, None);
+                }
+                self.evicted_after[l] = after_step;
+                self.engine.evict(phys(slot))?
+            }
         }
         self.next_op += 1;
+        Ok(())
+    }
+
+    /// Logs a copy about to wait for a newer reader than its plan's (`plan_after`, the step
+    /// after which the plan lets it overwrite the slot): the plan then counts on a copy that
+    /// cannot start yet, and a step needing it soon forces a part boundary.
+    fn trace_newer_reader(
+        &self,
+        model: u32,
+        page: u32,
+        slot: u32,
+        plan_after: Option<u32>,
+    ) -> Result<(), StreamExecError> {
+        let waits = self.engine.copy_would_wait_for(model, page, slot)?;
+        let planned = plan_after
+            .and_then(|a| self.step_values.get(a as usize).copied())
+            .unwrap_or(0);
+        if waits > planned {
+            // The plan step whose value the copy waits for (values grow with the steps).
+            let j = self.step_values.partition_point(|&v| v < waits);
+            log::trace!(
+                target: "texstream::runtime::stream_exec",
+                "newer reader: model {model} page {p} into slot {slot} waits for value {waits} (plan step {j} of {n}), the plan's reader is step {a:?} (value {planned}); issued before step {next}",
+                p = page,
+                n = self.step_values.len(),
+                a = plan_after,
+                next = self.next_step,
+            );
+        }
         Ok(())
     }
 
@@ -417,6 +474,8 @@ impl StreamExec {
         self.plan = plan;
         self.next_op = 0;
         self.next_step = 0;
+        self.step_values.clear();
+        self.evicted_after.clear();
         self.replans += 1;
         Ok(())
     }

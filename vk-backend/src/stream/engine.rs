@@ -499,6 +499,15 @@ impl StreamEngine {
         }
     }
 
+    /// The compute value a load of `model`'s `page` into `slot` would wait for: the slot's last
+    /// reader, or the last reader of the page's previous stay, whichever is newer.
+    pub fn copy_would_wait_for(&self, model: u32, page: u32, slot: u32) -> Result<u64> {
+        Ok(self
+            .residency
+            .last_read(slot)?
+            .max(self.residency.last_read_of_evicted((model, page))))
+    }
+
     /// The slot holding `model`'s `page`, if it is resident (loaded or loading).
     pub fn slot_of(&self, model: u32, page: u32) -> Option<u32> {
         self.residency.slot_of((model, page))
@@ -544,10 +553,7 @@ impl StreamEngine {
         // The copy overwrites the slot after its old page's last reader, and the transfer queue
         // rewrites this page's table entry (with the copy) after the last step that read the
         // entry while the page was resident before.
-        let wait = self
-            .residency
-            .last_read(slot)?
-            .max(self.residency.last_read_of_evicted((model, page)));
+        let wait = self.copy_would_wait_for(model, page, slot)?;
         self.evict_slot(slot)?;
         let ticket = self.next_ticket;
         if wait > self.submitted {
