@@ -82,6 +82,8 @@ impl SessionTiming {
         a.replan_s += b.replan_s;
         a.record_s += b.record_s;
         a.record_cpu_s += b.record_cpu_s;
+        a.record_sys_s += b.record_sys_s;
+        a.record_faults += b.record_faults;
         a.record_waits += b.record_waits;
         a.record_preempted += b.record_preempted;
         a.wait_s += b.wait_s;
@@ -1048,6 +1050,8 @@ impl Session {
         ph.replan_s += replanned;
         ph.record_s += secs(t1, t2);
         ph.record_cpu_s += recorded.cpu_s;
+        ph.record_sys_s += recorded.sys_s;
+        ph.record_faults += recorded.minor_faults;
         ph.record_waits += recorded.waits;
         ph.record_preempted += recorded.preempted;
         ph.wait_s += secs(t2, t3);

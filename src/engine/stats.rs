@@ -137,6 +137,10 @@ pub struct HostPhases {
     /// The CPU time the recording thread used in `record_s` (user and system): far below
     /// `record_s`, the recording waited (a lock, a blocking call).
     pub record_cpu_s: f64,
+    /// Of `record_cpu_s`, the time in the kernel (system calls into the driver, page faults).
+    pub record_sys_s: f64,
+    /// Minor page faults of the recording thread during `record_s` (fresh memory touched).
+    pub record_faults: u64,
     /// Times the recording thread gave up the CPU to wait during `record_s`.
     pub record_waits: u64,
     /// Times the scheduler took the CPU from it during `record_s`.
@@ -236,6 +240,8 @@ pub struct EngineStats {
     pub compute_submits: u64,
     /// Parts of those submissions, each with its own wait and signal.
     pub compute_parts: u64,
+    /// Command pools the device created for recorders because no reset one was free.
+    pub command_pools_created: u64,
     /// Part boundaries a copy forced (`vk_backend::StreamStats::forced_cuts`).
     pub forced_cuts: u64,
     pub transfer_submits: u64,
@@ -430,10 +436,12 @@ impl EngineStats {
         );
         let p = &self.model_phases;
         o += &format!(
-            "model runs by phase: upload {:.3} ms, record+submit {:.3} ms (thread CPU {:.3} ms, {} waits, {} preemptions), GPU wait {:.3} ms, readback {:.3} ms; re-planning before them {:.3} ms\n",
+            "model runs by phase: upload {:.3} ms, record+submit {:.3} ms (thread CPU {:.3} ms, {:.3} ms of it in the kernel, {} page faults, {} waits, {} preemptions), GPU wait {:.3} ms, readback {:.3} ms; re-planning before them {:.3} ms\n",
             ms(p.upload_s),
             ms(p.record_s),
             ms(p.record_cpu_s),
+            ms(p.record_sys_s),
+            p.record_faults,
             p.record_waits,
             p.record_preempted,
             ms(p.wait_s),
@@ -442,11 +450,12 @@ impl EngineStats {
         );
         let r = &self.record_parts;
         o += &format!(
-            "stream engine host time (every request): loads {:.3} ms, step bookkeeping {:.3} ms, kernel recording {:.3} ms, submitting {:.3} ms\n",
+            "stream engine host time (every request): loads {:.3} ms, step bookkeeping {:.3} ms, kernel recording {:.3} ms, submitting {:.3} ms; command pools created {}\n",
             ms(r.loads_s),
             ms(r.steps_s),
             ms(r.kernels_s),
-            ms(r.submit_s)
+            ms(r.submit_s),
+            self.command_pools_created
         );
         if !self.cpu_steps.is_empty() {
             let steps: Vec<String> = self

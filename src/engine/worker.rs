@@ -525,6 +525,7 @@ impl Worker {
             gpu.2 += secs(c.compute_busy);
             st.compute_submits += c.compute_submits;
             st.compute_parts += c.compute_parts;
+            st.command_pools_created = s.device().command_pools_created();
             st.forced_cuts += c.forced_cuts;
             st.transfer_submits += c.transfer_submits;
             host.add(&c.host);

@@ -282,6 +282,12 @@ impl Device {
             QueueKind::Transfer => self.inner.transfer.as_ref().unwrap_or(&self.inner.compute),
         }
     }
+    /// Command pools this device created for recorders because no reset one was free (a
+    /// steady state reuses them).
+    pub fn command_pools_created(&self) -> u64 {
+        self.inner.recycler.pools_created()
+    }
+
     pub fn has_dedicated_transfer_queue(&self) -> bool {
         self.inner.transfer.is_some()
     }

@@ -6,6 +6,7 @@
 //!
 //! [`Recorder`]: crate::Recorder
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use ash::vk;
@@ -17,6 +18,9 @@ const KEEP: usize = 64;
 #[derive(Default)]
 pub(crate) struct Recycler {
     inner: Mutex<Free>,
+    /// Command pools created because none was free: each new pool's first recordings touch
+    /// fresh driver memory.
+    pools_created: AtomicU64,
 }
 
 #[derive(Default)]
@@ -39,6 +43,16 @@ impl Recycler {
         let i = f.commands.iter().position(|c| c.0 == family)?;
         let (_, pool, cmd) = f.commands.swap_remove(i);
         Some((pool, cmd))
+    }
+
+    /// Counts a command pool created because [`Self::take_commands`] had none.
+    pub fn count_created_pool(&self) {
+        self.pools_created.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Command pools created so far.
+    pub fn pools_created(&self) -> u64 {
+        self.pools_created.load(Ordering::Relaxed)
     }
 
     pub fn take_descriptor_pool(&self) -> Option<vk::DescriptorPool> {

@@ -183,3 +183,33 @@ fn validation_layer_records_errors() {
     assert!(!d.validation_messages().is_empty());
     assert!(d.check_validation().is_err());
 }
+
+/// A finished submission hands its reset command pool to the next recorder: a steady run of
+/// submissions creates no pool after the first (each new pool's first recordings touch fresh
+/// driver memory, which the streamed runs' host time must not pay per batch).
+#[test]
+fn finished_submissions_hand_their_command_pools_on() {
+    // A device of its own: the other tests' recorders would count on the shared one.
+    let d = vk_backend::Device::new(&vk_backend::DeviceOptions::from_env()).unwrap();
+    let t = Tensor::new(&d, "pool tensor", &[4, 8, 8], vk_backend::Precision::F32).unwrap();
+    let record = || {
+        let mut rec = Recorder::new(&d, QueueKind::Compute).unwrap();
+        rec.clear_tensor(&t).unwrap();
+        rec
+    };
+    let before = d.command_pools_created();
+    // Two recorders open at once need two pools.
+    let (a, b) = (record(), record());
+    assert_eq!(d.command_pools_created() - before, 2);
+    a.submit_and_wait().unwrap();
+    b.submit_and_wait().unwrap();
+    for _ in 0..20 {
+        record().submit_and_wait().unwrap();
+    }
+    assert_eq!(
+        d.command_pools_created() - before,
+        2,
+        "finished submissions' pools are reused"
+    );
+    assert_no_validation_messages(&d);
+}

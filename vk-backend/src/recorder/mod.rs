@@ -127,6 +127,7 @@ impl Recorder {
         let (pool, spare) = match device.inner.recycler.take_commands(family) {
             Some(c) => c,
             None => unsafe {
+                device.inner.recycler.count_created_pool();
                 let pool = dev
                     .create_command_pool(
                         &vk::CommandPoolCreateInfo::default()
