@@ -7,7 +7,7 @@ mod common;
 use common::decoder;
 use scheduler::{
     demand_schedule, plan, plan_trace_from, simulate_schedule, Bandwidth, Choice, Eviction, Issue,
-    Pipeline, Policy, Stage, Trace,
+    Pipeline, Policy, Profile, Stage, Trace,
 };
 
 fn bandwidth(lag: u32) -> Bandwidth {
@@ -22,8 +22,8 @@ fn bandwidth(lag: u32) -> Bandwidth {
     }
 }
 
-#[test]
-fn min_eviction_waits_for_batches_and_planned_avoids_it() {
+/// Twelve runs of a 64-page decoder (`common::decoder`, 15 µs steps).
+fn twelve_tokens() -> (Vec<Profile>, Pipeline, Trace) {
     let profiles = vec![decoder(64, 15e-6)];
     let pipeline = Pipeline {
         stages: vec![Stage {
@@ -33,6 +33,12 @@ fn min_eviction_waits_for_batches_and_planned_avoids_it() {
         repetitions: 1,
     };
     let trace = Trace::build(&profiles, &pipeline).unwrap();
+    (profiles, pipeline, trace)
+}
+
+#[test]
+fn min_eviction_waits_for_batches_and_planned_avoids_it() {
+    let (profiles, pipeline, trace) = twelve_tokens();
     let slots = 24;
     let lagged = bandwidth(15);
     let min = demand_schedule(&trace, slots, Eviction::Min, Issue::Early);
@@ -99,15 +105,7 @@ fn min_eviction_waits_for_batches_and_planned_avoids_it() {
 /// planner does not build here is refused with the names it does.
 #[test]
 fn one_construction_alone_on_request() {
-    let profiles = vec![decoder(64, 15e-6)];
-    let pipeline = Pipeline {
-        stages: vec![Stage {
-            model: 0,
-            count: 12,
-        }],
-        repetitions: 1,
-    };
-    let trace = Trace::build(&profiles, &pipeline).unwrap();
+    let (profiles, pipeline, trace) = twelve_tokens();
     let cap = 24 * trace.page_bytes + trace.max_activation();
     let lagged = bandwidth(15);
     let only = |name| {
