@@ -6,8 +6,8 @@
 mod common;
 use common::decoder;
 use scheduler::{
-    demand_schedule, plan, plan_trace_from, simulate_schedule, Bandwidth, Choice, Eviction, Issue,
-    Pipeline, Policy, Profile, Stage, Trace,
+    candidates, demand_schedule, plan, plan_trace_from, simulate_schedule, Bandwidth, Choice,
+    Eviction, Issue, Pipeline, Policy, Profile, Stage, Trace, PLANNED_CONSTRUCTIONS,
 };
 
 fn bandwidth(lag: u32) -> Bandwidth {
@@ -131,6 +131,13 @@ fn one_construction_alone_on_request() {
     assert!(
         only(chosen.stats.variant).unwrap().stats.predicted_s <= chosen.stats.predicted_s * 1.0001
     );
+    // The list the CLI offers is what the planner builds (with a reuse lag, all of it).
+    let built: Vec<&str> = candidates(&profiles, &pipeline, cap, &lagged)
+        .unwrap()
+        .iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(built, PLANNED_CONSTRUCTIONS);
     let err = only("min-cool-late").unwrap_err().to_string();
     assert!(
         err.contains("min-cool-late") && err.contains("lru-early"),
