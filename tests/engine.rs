@@ -463,6 +463,15 @@ fn streaming_settings_never_change_an_output_and_the_cap_holds() {
                 "{what}: the engine's host time by part: {:?}",
                 s.record_parts
             );
+            // Recorded steps emitted again (from the second request on): the driver's share is
+            // part of the recording.
+            let emits = tuning.step_reuse != Some(false) && tuning.step_buffers != Some(true);
+            let driver = s.record_parts.kernels_driver_s;
+            assert!(
+                driver <= s.record_parts.kernels_s && (driver > 0.0 || !emits || submits.len() < 2),
+                "{what}: the driver's calls {driver} s of {} s",
+                s.record_parts.kernels_s
+            );
         }
         // The statistics are totals: two like requests after calibration add about as many
         // submissions each (they once added every earlier request's count again).

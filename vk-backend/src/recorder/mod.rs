@@ -100,6 +100,10 @@ pub struct Recorder {
     reset_pools: HashSet<u64>,
     dispatches: u32,
     barriers: u32,
+    /// Time spent in the driver calls that emit recorded steps' commands again
+    /// ([`Recorder::execute_recorded`]): what the driver costs, apart from this recorder's own
+    /// hazard tracking.
+    emit_time: std::time::Duration,
     /// Set while recording reusable commands ([`Recorder::record_reusable`]): accesses and
     /// images are collected there, and no image is transitioned.
     capture: Option<reuse::Capture>,
@@ -161,6 +165,7 @@ impl Recorder {
             reset_pools: HashSet::new(),
             dispatches: 0,
             barriers: 0,
+            emit_time: std::time::Duration::ZERO,
             capture: None,
         };
         // On error the recorder's drop gives the pool back.
@@ -237,6 +242,10 @@ impl Recorder {
     }
     pub fn barrier_count(&self) -> u32 {
         self.barriers
+    }
+    /// Time so far in the driver calls that emitted recorded steps' commands again.
+    pub fn emit_time(&self) -> std::time::Duration {
+        self.emit_time
     }
 
     /// Transitions `image` to GENERAL now if no recorder has yet; for images that are later

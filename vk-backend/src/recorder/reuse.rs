@@ -179,6 +179,7 @@ impl Recorder {
             reset_pools: Default::default(),
             dispatches: 0,
             barriers: 0,
+            emit_time: std::time::Duration::ZERO,
             capture: Some(Capture::default()),
         };
         let recorded = record(&mut rec);
@@ -232,11 +233,13 @@ impl Recorder {
         self.access(&commands.reads, &commands.writes);
         let cmd = self.own_cmd();
         let dev = self.device.raw();
+        let t0 = std::time::Instant::now();
         for c in &commands.commands {
             // SAFETY: recording state; every handle is kept alive by `commands`, held below
             // until this submission completes.
             unsafe { c.emit(dev, cmd) };
         }
+        self.emit_time += t0.elapsed();
         self.keep.push(Keep::Recorded(commands.clone()));
         self.dispatches += commands.dispatches;
         self.barriers += commands.barriers;

@@ -664,10 +664,13 @@ impl StreamEngine {
         let value = self.next_value;
         let label = self.label;
         let mut recording = Duration::ZERO;
+        let mut emitting = Duration::ZERO;
         let res = self.batch().and_then(|b| {
             let t0 = Instant::now();
+            let e0 = b.rec.emit_time();
             let recorded = record(&mut b.rec);
             recording = t0.elapsed();
+            emitting = b.rec.emit_time().saturating_sub(e0);
             recorded?;
             let p = &mut b.part;
             p.wait = p.wait.max(wait);
@@ -681,6 +684,7 @@ impl StreamEngine {
             Ok(b.steps)
         });
         self.stats.host.recording += recording;
+        self.stats.host.emitting += emitting;
         let steps = res.map_err(|e| self.fail(e))?;
         self.next_value += 1;
         for s in slots {

@@ -144,6 +144,9 @@ pub struct HostTime {
     pub steps: Duration,
     /// In the steps' recording callbacks (the kernels' commands).
     pub recording: Duration,
+    /// Of `recording`, in the driver calls that emitted recorded steps' commands again
+    /// ([`crate::Recorder::emit_time`]); the rest is the recorder's own work.
+    pub emitting: Duration,
     /// Ending compute batches, submitting them and retiring finished ones: the price of a
     /// submission, which shorter batches pay more often.
     pub submitting: Duration,
@@ -154,6 +157,7 @@ impl HostTime {
         self.loads += o.loads;
         self.steps += o.steps;
         self.recording += o.recording;
+        self.emitting += o.emitting;
         self.submitting += o.submitting;
     }
 }
