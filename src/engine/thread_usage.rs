@@ -76,7 +76,9 @@ mod tests {
         assert!(b.since(&a).cpu_s > 0.01, "{:?}", b.since(&a));
         assert!(c.since(&b).waits >= 1, "{:?}", c.since(&b));
         assert!(c.since(&b).cpu_s < 0.004, "{:?}", c.since(&b));
-        // Touching fresh pages faults them in, in the kernel.
+        // Touching fresh pages faults them in, in the kernel: 16 384 faults of 4 KiB, or 32 where
+        // transparent huge pages back the vector; the kernel's share is part of the CPU time
+        // (with tick-based accounting it may read 0 for so short a burst).
         let d = ThreadUsage::now();
         let mut v = vec![0u8; 64 << 20];
         for i in (0..v.len()).step_by(4096) {
@@ -84,6 +86,6 @@ mod tests {
         }
         std::hint::black_box(&v);
         let e = ThreadUsage::now().since(&d);
-        assert!(e.minor_faults >= 1000 && e.sys_s > 0.0, "{e:?}");
+        assert!(e.minor_faults >= 32 && e.sys_s <= e.cpu_s + 1e-3, "{e:?}");
     }
 }

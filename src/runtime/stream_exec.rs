@@ -21,6 +21,9 @@ use vk_backend::{
     PageSource, Recorder, StreamConfig, StreamEngine, StreamEvent, StreamStats, VkError,
 };
 
+/// Log target of the lookups' page loads and of copies waiting for a newer reader than planned.
+const TRACE: &str = "texstream::runtime::stream_exec";
+
 /// Errors of a streamed run.
 #[derive(Debug, thiserror::Error)]
 pub enum StreamExecError {
@@ -93,8 +96,8 @@ pub struct StreamExec {
     lookup_slot: Option<u32>,
     /// Pages lookups loaded.
     lookup_loads: u64,
-    /// Compute value of each step of the current plan recorded so far (for the trace that
-    /// names copies waiting for a newer reader than the plan's).
+    /// Compute value of each step of the current plan recorded so far, while the trace that
+    /// names copies waiting for a newer reader than the plan's is on (empty otherwise).
     step_values: Vec<u64>,
     /// Per plan slot label: the step after which the plan's last eviction from it may run.
     evicted_after: Vec<Option<u32>>,
@@ -264,7 +267,8 @@ impl StreamExec {
                 source,
             })?;
             self.last_value = value;
-            if self.step_values.len() == j {
+            // Kept only for the newer-reader trace: a service's long plans carry nothing.
+            if self.step_values.len() == j && log::log_enabled!(target: TRACE, log::Level::Trace) {
                 self.step_values.push(value);
             }
             self.ran.ran(&self.plan, j);
@@ -299,7 +303,7 @@ impl StreamExec {
         needs.extend(resident.iter().map(|&p| (model, p)));
         let mut value = self.engine.step(&needs, &mut *record)?;
         for p in missing {
-            log::trace!("lookup of model {model} loads page {p} into the lookup slot");
+            log::trace!(target: TRACE, "lookup of model {model} loads page {p} into the lookup slot");
             self.engine.load(model, p, slot)?;
             self.lookup_loads += 1;
             needs.truncate(plan_needs);
@@ -365,7 +369,7 @@ impl StreamExec {
                 }
                 let plan_after =
                     after_step.or(self.evicted_after.get(slot as usize).copied().flatten());
-                if log::log_enabled!(target: "texstream::runtime::stream_exec", log::Level::Trace) {
+                if log::log_enabled!(target: TRACE, log::Level::Trace) {
                     self.trace_newer_reader(r.model, r.page, phys(slot), plan_after)?;
                 }
                 self.engine.load(r.model, r.page, phys(slot))?;
@@ -403,7 +407,7 @@ impl StreamExec {
             // The plan step whose value the copy waits for (values grow with the steps).
             let j = self.step_values.partition_point(|&v| v < waits);
             log::trace!(
-                target: "texstream::runtime::stream_exec",
+                target: TRACE,
                 "newer reader: model {model} page {p} into slot {slot} waits for value {waits} (plan step {j} of {n}), the plan's reader is step {a:?} (value {planned}); issued before step {next}",
                 p = page,
                 n = self.step_values.len(),
