@@ -417,9 +417,9 @@ fn streaming_settings_never_change_an_output_and_the_cap_holds() {
             },
         ),
         (
-            "one part per submission",
+            "parts of 4 steps (the default is a part per submission)",
             texstream::StreamTuning {
-                steps_per_part: Some(16),
+                steps_per_part: Some(4),
                 ..Default::default()
             },
         ),

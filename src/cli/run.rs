@@ -73,8 +73,9 @@ pub struct RunArgs {
     /// Compute steps per submission (default 16); to measure one batch length against another.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub steps_per_batch: Option<u32>,
-    /// Least compute steps per part of a submission (default 4; a part waits for its own pages
-    /// and signals its end, so copies and compute overlap); to measure one against another.
+    /// Least compute steps per part of a submission (default: a batch's, so a part is cut only
+    /// where a copy needs it; a part waits for its own pages and signals its end, so copies
+    /// and compute overlap); to measure one against another.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub steps_per_part: Option<u32>,
     /// Read every weight page once into pinned host memory and copy loads from there (`on`), or

@@ -106,10 +106,11 @@ pub struct StreamTuning {
     /// leaves the copies little time ahead of the steps that need them; a short one pays a
     /// submission more often (on the H200 shorter batches lost: BENCHMARKS.md, session 21).
     pub steps_per_batch: Option<u32>,
-    /// Least compute steps per part of a submission (default 4). Each part waits for its own
-    /// steps' pages and signals when it ends, so a copy into a slot waits only for its last
-    /// reader's part and a part starts once its own pages have landed: copies and compute
-    /// overlap inside one submission. At least `steps_per_batch`: one part per submission.
+    /// Least compute steps per part of a submission (default: the batch's, so a part is cut
+    /// only where a copy needs it). Each part waits for its own steps' pages and signals when
+    /// it ends, so a copy into a slot waits only for its last reader's part and a part starts
+    /// once its own pages have landed: copies and compute overlap inside one submission.
+    /// Shorter parts lost on an H100 (the host's recording grew 2-3×; BENCHMARKS.md, session 50).
     pub steps_per_part: Option<u32>,
     /// Record each model step's commands once and execute that recording on later runs
     /// (default on); `Some(false)` records every step again on every run, as before (to measure

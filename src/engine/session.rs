@@ -191,9 +191,10 @@ fn stream_config(
     if let Some(n) = tuning.steps_per_batch {
         c.steps_per_batch = n.max(1);
     }
-    if let Some(n) = tuning.steps_per_part {
-        c.steps_per_part = n.max(1);
-    }
+    // A part per batch unless asked otherwise (`StreamConfig::steps_per_part` says why).
+    c.steps_per_part = tuning
+        .steps_per_part
+        .map_or(c.steps_per_batch, |n| n.max(1));
     if let Some(on) = tuning.step_buffers {
         c.step_buffers = on;
     }

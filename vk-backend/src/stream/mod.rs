@@ -102,7 +102,11 @@ pub struct StreamConfig {
     /// own steps' pages) and signal (the copies waiting for its steps' slots), so copies and
     /// compute overlap within one submission. A part is cut before a step that needs a newer
     /// page than the part waits for, or once a copy waits for one of its steps; at least
-    /// `steps_per_batch` means one part per submission.
+    /// `steps_per_batch` (the default) means one part per submission unless a copy forces a
+    /// cut. Shorter parts let a step start before a page its batch needs later has landed, but
+    /// on an H100 parts of 4 made the streamed host's recording 2-3× costlier than parts of a
+    /// batch, and the real assistant under `planned` 1.47-1.74× its bound against 1.06-1.32
+    /// (BENCHMARKS.md, session 50).
     pub steps_per_part: u32,
     /// Most page copies in one transfer submission.
     pub max_loads_per_submit: u32,
@@ -127,7 +131,7 @@ impl Default for StreamConfig {
             staging_memory: StagingMemory::System,
             host_mirror: false,
             steps_per_batch: 16,
-            steps_per_part: 4,
+            steps_per_part: 16,
             max_loads_per_submit: 8,
             timestamps: true,
             step_buffers: false,
