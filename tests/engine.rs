@@ -424,6 +424,13 @@ fn streaming_settings_never_change_an_output_and_the_cap_holds() {
             },
         ),
         (
+            "the host at most one batch ahead of the GPU",
+            texstream::StreamTuning {
+                host_lead: Some(1),
+                ..Default::default()
+            },
+        ),
+        (
             "two-step compute batches",
             texstream::StreamTuning {
                 steps_per_batch: Some(2),

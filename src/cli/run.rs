@@ -93,6 +93,10 @@ pub struct RunArgs {
     /// against the other.
     #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
     pub step_buffers: Option<bool>,
+    /// Most compute submissions in flight before the host waits for the oldest (default: no
+    /// limit); to measure whether the host records slower when the GPU runs right behind it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub host_lead: Option<u32>,
     /// Build `planned`'s plans with this construction alone instead of the one the simulator
     /// prefers (`texstream plan --candidates` lists them with their simulated times); to measure
     /// one against another.
@@ -393,6 +397,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
             host_mirror: args.host_mirror,
             step_reuse: args.step_reuse,
             step_buffers: args.step_buffers,
+            host_lead: args.host_lead,
             // The parser admits only the scheduler's names.
             plan_construction: args.plan_construction.as_deref().and_then(|n| {
                 scheduler::PLANNED_CONSTRUCTIONS

@@ -121,6 +121,10 @@ pub struct StreamTuning {
     /// no per-dispatch driver work for a step it has recorded before, but each command buffer
     /// costs the GPU (6.6 µs on an H100, `texstream bench commands`).
     pub step_buffers: Option<bool>,
+    /// Most compute submissions in flight before the host waits for the oldest (default: no
+    /// limit): keeps the host at most this many batches ahead of the GPU, to measure whether
+    /// its recording slows when the GPU runs right behind it (BENCHMARKS.md, session 50).
+    pub host_lead: Option<u32>,
     /// The engine starts cold, its packed files out of the page cache, and the disk reads this
     /// many bytes a second: its first plan charges each page's first read before the page's
     /// first copy (`scheduler::Bandwidth::first_read_bytes_per_s`), and the session estimates

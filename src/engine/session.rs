@@ -198,6 +198,7 @@ fn stream_config(
     if let Some(on) = tuning.step_buffers {
         c.step_buffers = on;
     }
+    c.host_lead = tuning.host_lead.map(|n| n.max(1));
     c
 }
 
@@ -698,6 +699,11 @@ impl Session {
     /// Least compute steps per part of a submission of this session's stream engine.
     pub fn steps_per_part(&self) -> u32 {
         self.ex.engine().config().steps_per_part
+    }
+
+    /// Most compute submissions in flight before the host waits (`None`: no limit).
+    pub fn host_lead(&self) -> Option<u32> {
+        self.ex.engine().config().host_lead
     }
 
     /// Whether this session's stream engine submits recorded steps as command buffers.

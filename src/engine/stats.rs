@@ -213,6 +213,8 @@ pub struct EngineStats {
     pub steps_per_part: u32,
     /// Recorded steps submitted as command buffers of their own (`StreamTuning::step_buffers`).
     pub step_buffers: bool,
+    /// Most compute submissions in flight before the host waits (`StreamTuning::host_lead`).
+    pub host_lead: Option<u32>,
     pub page_bytes: u64,
     /// Seconds one page takes to stream in the plans' transfer model: the workload's guess,
     /// then the measured time once the engine calibrated.
@@ -327,6 +329,15 @@ impl EngineStats {
         let ms = |s: f64| s * 1e3;
         let r = &self.replans;
         let mut o = String::new();
+        let mut submission_notes = String::new();
+        if self.step_buffers {
+            submission_notes += ", step buffers";
+        }
+        match self.host_lead {
+            None => {}
+            Some(1) => submission_notes += ", the host at most 1 batch ahead",
+            Some(n) => submission_notes += &format!(", the host at most {n} batches ahead"),
+        }
         o += &format!(
             "workload {}  policy {} ({})  requests {}  slots {}  steps per batch {} (parts of {}{})  re-plans {} (look-ahead {}, \
              unpredicted requests {}, fan-out counts {}, mix {}, calibration {}; {} made ahead)\n",
@@ -337,7 +348,7 @@ impl EngineStats {
             self.slots,
             self.steps_per_batch,
             self.steps_per_part,
-            if self.step_buffers { ", step buffers" } else { "" },
+            submission_notes,
             r.total(),
             r.horizon,
             r.unpredicted_request,

@@ -546,6 +546,7 @@ impl Worker {
             st.steps_per_batch = s.steps_per_batch();
             st.steps_per_part = s.steps_per_part();
             st.step_buffers = s.step_buffers();
+            st.host_lead = s.host_lead();
             st.construction = s.construction().into();
             st.page_bytes = s.loaded.page_bytes;
             st.page_transfer_s = s.bandwidth().transfer_s(s.loaded.page_bytes);

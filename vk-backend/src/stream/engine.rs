@@ -780,7 +780,28 @@ impl StreamEngine {
         self.inflight.push_back((last, sub));
         self.stats.compute_submits += 1;
         self.stats.compute_parts += ends.len() as u64;
-        self.retire()
+        self.retire()?;
+        self.keep_host_lead()
+    }
+
+    /// Waits for the oldest compute submissions until at most `StreamConfig::host_lead` are in
+    /// flight (nothing without a limit).
+    fn keep_host_lead(&mut self) -> Result<()> {
+        let Some(lead) = self.config.host_lead else {
+            return Ok(());
+        };
+        while self.inflight.len() > lead.max(1) as usize {
+            let Some(&(last, _)) = self.inflight.front() else {
+                break;
+            };
+            self.wait_step(last)?;
+            if self.inflight.front().is_some_and(|(l, _)| *l == last) {
+                if let Some((_, sub)) = self.inflight.pop_front() {
+                    sub.wait().map_err(|e| self.fail(e))?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Releases finished compute submissions and brings the journal up to date

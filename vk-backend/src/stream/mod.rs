@@ -108,6 +108,10 @@ pub struct StreamConfig {
     /// batch, and the real assistant under `planned` 1.47-1.74× its bound against 1.06-1.32
     /// (BENCHMARKS.md, session 50).
     pub steps_per_part: u32,
+    /// Most compute submissions in flight before the host waits for the oldest (`None`: no
+    /// limit). Keeps the host at most this many batches ahead of the GPU, to measure whether
+    /// the host records slower when the GPU runs right behind it.
+    pub host_lead: Option<u32>,
     /// Most page copies in one transfer submission.
     pub max_loads_per_submit: u32,
     /// Write timestamp queries on both queues (busy / stall times in [`StreamStats`]).
@@ -132,6 +136,7 @@ impl Default for StreamConfig {
             host_mirror: false,
             steps_per_batch: 16,
             steps_per_part: 16,
+            host_lead: None,
             max_loads_per_submit: 8,
             timestamps: true,
             step_buffers: false,
