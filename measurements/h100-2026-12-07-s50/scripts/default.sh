@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
-# Session 50, the binary at 0abb25f (a part per batch by default): `planned` with its resident
-# reference, as many times as the lease allows.
+# Session 50, for the next card (not run here: the device time ran out). The binary at 99b1a29
+# or later: (1) the resident run alone and held to the GPU's pace (`--host-lead 1`): does its
+# kernel recording slow like a host-bound streamed run's (session 50's hypothesis)? (2) `planned`
+# with its resident reference, the new default (a part per batch), as often as the lease allows.
 set -u
 source "$(dirname "$0")/setup.sh"
+for lead in "" 1 "" 1; do
+  [ $(left) -lt 60 ] && break
+  f=$W/resident-lead${lead:-none}-$RANDOM.txt
+  timeout $(( $(left) - 5 )) /tmp/bin/ts run workloads/assistant.ron --policy preload --cap 4GiB \
+    --iterations 5 ${lead:+--host-lead $lead} > $f 2>&1
+  echo "rc $?" >> $f
+  echo "== resident, host lead ${lead:-none}"
+  grep -E "by phase|host time|parts \(" $f | cut -c1-300
+done
 i=0
 while [ $(left) -gt 40 ]; do
   i=$((i + 1))
@@ -14,4 +25,5 @@ while [ $(left) -gt 40 ]; do
   grep -E "by phase|runs/LB|^planned |parts \(" $f | cut -c1-300
   save
 done
+save
 echo "elapsed $(( $(date +%s) - T0 )) s"
