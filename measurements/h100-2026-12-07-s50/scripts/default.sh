@@ -5,9 +5,11 @@
 # with its resident reference, the new default (a part per batch), as often as the lease allows.
 set -u
 source "$(dirname "$0")/setup.sh"
+r=0
 for lead in "" 1 "" 1; do
   [ $(left) -lt 60 ] && break
-  f=$W/resident-lead${lead:-none}-$RANDOM.txt
+  r=$((r + 1))
+  f=$W/resident$r-lead${lead:-none}.txt
   timeout $(( $(left) - 5 )) /tmp/bin/ts run workloads/assistant.ron --policy preload --cap 4GiB \
     --iterations 5 ${lead:+--host-lead $lead} > $f 2>&1
   echo "rc $?" >> $f

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 48 (as sessions 45-47), set-up: the real assistant's wheels and Silero VAD, one tar in 52 MiB pieces
+# Session 50, as sessions 45-49 (this text is session 48's), set-up: the real assistant's wheels and Silero VAD, one tar in 52 MiB pieces
 # (.dev45/x/qNN, sha256 eb82f88b...), one a call, kept in /tmp on the held machine (idle release 30 s). The calls
 # carried a working tree without tests/data (but its speech clip) and the older measurements,
 # which left room for pieces of 52 MiB instead of 22. `r00`: the OCR models and the camera

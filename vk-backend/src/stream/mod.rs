@@ -110,7 +110,8 @@ pub struct StreamConfig {
     pub steps_per_part: u32,
     /// Most compute submissions in flight before the host waits for the oldest (`None`: no
     /// limit). Keeps the host at most this many batches ahead of the GPU, to measure whether
-    /// the host records slower when the GPU runs right behind it.
+    /// the host records slower when the GPU runs right behind it. Those waits count in the
+    /// host's submitting time (`HostTime::submitting`), not in its recording.
     pub host_lead: Option<u32>,
     /// Most page copies in one transfer submission.
     pub max_loads_per_submit: u32,
