@@ -504,14 +504,23 @@ fn streaming_settings_never_change_an_output_and_the_cap_holds() {
         if let Some(c) = tuning.plan_construction {
             assert_eq!(s.construction, c, "{what}");
         }
+        // Held back only where asked, and at most once a submission.
+        assert_eq!(s.host_lead, tuning.host_lead, "{what}");
+        assert!(
+            (tuning.host_lead.is_some() || s.host_lead_waits == 0)
+                && s.host_lead_waits <= s.compute_submits,
+            "{what}: held back {} times in {} submissions",
+            s.host_lead_waits,
+            s.compute_submits
+        );
         if tuning.host_mirror == Some(true) {
             assert!(s.host_mirror_bytes > 0, "{what}: no mirror");
         } else if tuning.staging_pages == Some(2) {
             assert_eq!((s.host_mirror_bytes, s.staging_pages), (0, 2), "{what}");
         }
         eprintln!(
-            "{what}: minimum cap {min}, {} B streamed, mirror {} B",
-            s.bytes_streamed, s.host_mirror_bytes
+            "{what}: minimum cap {min}, {} B streamed, mirror {} B, host held back {} times",
+            s.bytes_streamed, s.host_mirror_bytes, s.host_lead_waits
         );
     }
 }

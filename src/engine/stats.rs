@@ -215,6 +215,8 @@ pub struct EngineStats {
     pub step_buffers: bool,
     /// Most compute submissions in flight before the host waits (`StreamTuning::host_lead`).
     pub host_lead: Option<u32>,
+    /// Times the host waited for the GPU to keep to `host_lead`.
+    pub host_lead_waits: u64,
     pub page_bytes: u64,
     /// Seconds one page takes to stream in the plans' transfer model: the workload's guess,
     /// then the measured time once the engine calibrated.
@@ -335,8 +337,13 @@ impl EngineStats {
         }
         match self.host_lead {
             None => {}
-            Some(1) => submission_notes += ", the host at most 1 batch ahead",
-            Some(n) => submission_notes += &format!(", the host at most {n} batches ahead"),
+            Some(n) => {
+                let batches = if n == 1 { "batch" } else { "batches" };
+                submission_notes += &format!(
+                    ", the host at most {n} {batches} ahead, held back {} times",
+                    self.host_lead_waits
+                )
+            }
         }
         o += &format!(
             "workload {}  policy {} ({})  requests {}  slots {}  steps per batch {} (parts of {}{})  re-plans {} (look-ahead {}, \

@@ -364,6 +364,7 @@ impl Worker {
         self.base.compute_submits += stats.compute_submits;
         self.base.compute_parts += stats.compute_parts;
         self.base.forced_cuts += stats.forced_cuts;
+        self.base.host_lead_waits += stats.host_lead_waits;
         self.base.transfer_submits += stats.transfer_submits;
         self.base.host.add(&stats.host);
         let secs = |d: Option<std::time::Duration>| d.map_or(0.0, |d| d.as_secs_f64());
@@ -512,6 +513,7 @@ impl Worker {
         st.compute_submits = self.base.compute_submits;
         st.compute_parts = self.base.compute_parts;
         st.forced_cuts = self.base.forced_cuts;
+        st.host_lead_waits = self.base.host_lead_waits;
         st.transfer_submits = self.base.transfer_submits;
         let mut host = self.base.host;
         if let Some(s) = &self.session {
@@ -527,6 +529,7 @@ impl Worker {
             st.compute_parts += c.compute_parts;
             st.command_pools_created = s.device().command_pools_created();
             st.forced_cuts += c.forced_cuts;
+            st.host_lead_waits += c.host_lead_waits;
             st.transfer_submits += c.transfer_submits;
             host.add(&c.host);
             host_io.0 += c.read_time.as_secs_f64();

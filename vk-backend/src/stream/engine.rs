@@ -794,6 +794,7 @@ impl StreamEngine {
             let Some(&(last, _)) = self.inflight.front() else {
                 break;
             };
+            self.stats.host_lead_waits += 1;
             self.wait_step(last)?;
             if self.inflight.front().is_some_and(|(l, _)| *l == last) {
                 if let Some((_, sub)) = self.inflight.pop_front() {

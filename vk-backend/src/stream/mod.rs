@@ -194,6 +194,9 @@ pub struct StreamStats {
     /// page has not landed). On a queue shared with the copies such a step submits the batch
     /// instead, and that submission is counted here.
     pub forced_cuts: u64,
+    /// Waits for the oldest compute submission that [`StreamConfig::host_lead`] made (0
+    /// without a limit): how often the host was held back to the GPU's pace.
+    pub host_lead_waits: u64,
     pub transfer_submits: u64,
     /// Where the calling thread's time in the engine went.
     pub host: HostTime,
