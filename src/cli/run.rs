@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use texstream::engine::thread_usage::{engine_threads_line, process_threads, ThreadCpu};
 use texstream::engine::Loaded;
 use texstream::pipeline::io::{hash_bytes, hash_value, read_value, summarize, HASH_SEED};
 use texstream::workload::load_workload;
@@ -123,6 +124,8 @@ struct Outcome {
     open_s: f64,
     /// Wall seconds of each request, in order.
     request_s: Vec<f64>,
+    /// The process's threads just before the engine shut down (its own among them).
+    threads: Vec<ThreadCpu>,
 }
 
 /// `--cold`: one policy's start from disk.
@@ -352,6 +355,7 @@ fn run_one(
     }
     let costs = engine.costs().unwrap_or_default();
     let residency_svg = engine.residency_svg();
+    let threads = process_threads();
     let stats = engine.shutdown();
     Ok(Outcome {
         stats,
@@ -361,6 +365,7 @@ fn run_one(
         residency_svg,
         open_s,
         request_s,
+        threads,
     })
 }
 
@@ -465,8 +470,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
         progress.suspend(|| {
             println!(
                 "\nresident reference (preload, no cap; its step costs set every later policy's \
-                 predicted time and LB):\n{}",
-                o.stats.table()
+                 predicted time and LB):\n{}{}",
+                o.stats.table(),
+                engine_threads_line(&o.threads)
             );
             print_outputs(&o.last);
         });
@@ -537,7 +543,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
                     }
                     Some(_) => {}
                 }
-                progress.suspend(|| println!("\n{}", o.stats.table()));
+                progress.suspend(|| {
+                    println!("\n{}{}", o.stats.table(), engine_threads_line(&o.threads))
+                });
                 if let (Some(path), Some(svg)) = (&args.residency_svg, &o.residency_svg) {
                     let path = if args.all_policies {
                         super::args::per_policy(path, policy)

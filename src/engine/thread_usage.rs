@@ -3,6 +3,10 @@
 //! tell a host phase that computes from one that waits: recording that takes longer under
 //! streaming than resident, for the same steps, either burns more CPU (in the driver, or in the
 //! kernel for it) or blocks somewhere.
+//!
+//! [`process_threads`] reads every thread of the process from `/proc` (Linux): its CPU time,
+//! its wait for a core, the core it last ran on and how often it moved, to tell whether the
+//! engine's threads crowd one another's cores.
 
 use nix::sys::resource::{getrusage, UsageWho};
 use nix::time::{clock_gettime, ClockId};
@@ -57,6 +61,102 @@ impl ThreadUsage {
     }
 }
 
+/// One of the process's threads, as `/proc/self/task` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadCpu {
+    /// The thread's name (at most 15 bytes: the kernel cuts longer ones).
+    pub name: String,
+    /// Time on a core since the thread started, seconds (`schedstat`).
+    pub cpu_s: f64,
+    /// Time it was runnable but waited for a core, seconds (`schedstat`).
+    pub run_delay_s: f64,
+    /// The core it ran on last (`stat`, field 39).
+    pub last_core: Option<u32>,
+    /// Times it moved to another core (`sched`; absent where the kernel does not say).
+    pub migrations: Option<u64>,
+}
+
+impl ThreadCpu {
+    fn read(task: &std::path::Path) -> Option<ThreadCpu> {
+        let name = std::fs::read_to_string(task.join("comm")).ok()?;
+        let schedstat = std::fs::read_to_string(task.join("schedstat")).ok()?;
+        let mut fields = schedstat.split_whitespace().map(|f| f.parse::<u64>().ok());
+        let cpu_ns = fields.next()??;
+        let run_delay_ns = fields.next()??;
+        // The name in `stat` is in parentheses and may hold spaces: count fields after it.
+        let stat = std::fs::read_to_string(task.join("stat")).ok()?;
+        let last_core = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(36)?.parse().ok());
+        let migrations = std::fs::read_to_string(task.join("sched"))
+            .ok()
+            .and_then(|sched| {
+                sched.lines().find_map(|l| {
+                    let (key, value) = l.split_once(':')?;
+                    (key.trim() == "se.nr_migrations").then(|| value.trim().parse().ok())?
+                })
+            });
+        Some(ThreadCpu {
+            name: name.trim_end().to_string(),
+            cpu_s: cpu_ns as f64 * 1e-9,
+            run_delay_s: run_delay_ns as f64 * 1e-9,
+            last_core,
+            migrations,
+        })
+    }
+}
+
+/// Every thread of this process that `/proc/self/task` lists and lets read, in thread-id order;
+/// empty where there is no `/proc`. Threads that end while it reads are left out.
+pub fn process_threads() -> Vec<ThreadCpu> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    let mut tasks: Vec<(u64, std::path::PathBuf)> = dir
+        .filter_map(|e| {
+            let e = e.ok()?;
+            Some((e.file_name().to_str()?.parse().ok()?, e.path()))
+        })
+        .collect();
+    tasks.sort();
+    tasks
+        .iter()
+        .filter_map(|(_, p)| ThreadCpu::read(p))
+        .collect()
+}
+
+/// One line for the engine's threads (named `texstream-*`) that ran at least a millisecond and
+/// any other thread (the caller's, the driver's) that ran 10: CPU ms, the core last run on, the
+/// wait for a core and the moves between cores.
+pub fn engine_threads_line(threads: &[ThreadCpu]) -> String {
+    let parts: Vec<String> = threads
+        .iter()
+        .filter(|t| {
+            t.cpu_s
+                >= if t.name.starts_with("texstream-") {
+                    1e-3
+                } else {
+                    1e-2
+                }
+        })
+        .map(|t| {
+            let core = t.last_core.map_or("?".into(), |c| c.to_string());
+            let moves = match t.migrations {
+                None => String::new(),
+                Some(1) => ", 1 move".into(),
+                Some(m) => format!(", {m} moves"),
+            };
+            format!(
+                "{} {:.0} ms on core {core} (waited {:.1} ms{moves})",
+                t.name,
+                t.cpu_s * 1e3,
+                t.run_delay_s * 1e3
+            )
+        })
+        .collect();
+    format!("threads (CPU since start): {}", parts.join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +187,32 @@ mod tests {
         std::hint::black_box(&v);
         let e = ThreadUsage::now().since(&d);
         assert!(e.minor_faults >= 32 && e.sys_s <= e.cpu_s + 1e-3, "{e:?}");
+    }
+
+    #[test]
+    fn a_named_busy_thread_shows_its_cpu_time_and_core() {
+        let spin = std::thread::Builder::new()
+            .name("texstream-probe".into())
+            .spawn(|| {
+                let t = std::time::Instant::now();
+                let mut x = 0u64;
+                while t.elapsed().as_millis() < 40 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                }
+                std::hint::black_box(x);
+                // Read while alive: the kernel drops an ended thread's entry.
+                process_threads()
+            })
+            .expect("spawn");
+        let threads = spin.join().expect("join");
+        let probe = threads
+            .iter()
+            .find(|t| t.name == "texstream-probe")
+            .unwrap_or_else(|| panic!("not listed: {threads:?}"));
+        // schedstat counts nanoseconds on a core; the busy loop ran 40 ms of wall time.
+        assert!(probe.cpu_s > 0.01 && probe.cpu_s < 1.0, "{probe:?}");
+        assert!(probe.last_core.is_some(), "{probe:?}");
+        let line = engine_threads_line(&threads);
+        assert!(line.contains("texstream-probe"), "{line}");
     }
 }
