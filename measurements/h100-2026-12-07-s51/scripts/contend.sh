@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # Session 51: is the streamed host's slow recording the copies' traffic? (1) The machine's
 # topology. (2) The resident run (nothing streams) alone, beside another process that copies
-# pinned host memory to the GPU as fast as it can (PyTorch, `hog_copy.py`), and beside four
-# processes that only copy host memory (`hog_memory.py`), and beside twelve that only spin
-# (`hog_spin.py`): if the resident recording slows like
+# pinned host memory to the GPU as fast as it can (PyTorch), beside four processes that only
+# copy host memory, and beside twelve that only spin (`hog.py copy|memory|spin`): if the resident recording slows like
 # a streamed one beside the copies, the cost is the traffic, not our streaming code. (3) What
 # time is left: `planned` with its resident reference, by default, with recorded steps as
 # command buffers of their own (`--step-buffers on`: no commands emitted again), in batches of
 # 32 steps, and with copies in fewer submissions (`--loads-per-submit 32`), in turn.
 set -u
-source "$(dirname "$0")/setup.sh"
+source "$(dirname "$0")/../../h100-2026-12-07-s50/scripts/setup.sh"
 S=measurements/h100-2026-12-07-s51/scripts
 { lscpu; echo; ls /sys/devices/system/node; for d in /sys/bus/pci/devices/*; do
     [ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && echo "$d numa_node $(cat $d/numa_node) class $(cat $d/class)"; done
@@ -20,15 +19,15 @@ resident() {  # $1: file tag. Cores 0-3 for the engine, 4-15 for the neighbours.
   echo "rc $?" >> $f
   echo "== resident, $1"; grep -E "by phase|host time|threads \(CPU" $f | cut -c1-400
 }
-stop_hogs() { pkill -f "$S/hog_"; wait; }
+stop_hogs() { pkill -f "$S/hog.py"; wait; }
 for k in 1; do
   [ $(left) -lt 100 ] && break
   resident alone$k
-  taskset -c 4-15 $PY $S/hog_copy.py 40 > $W/hog_copy$k.txt 2>&1 &
+  taskset -c 4-15 $PY $S/hog.py copy 40 > $W/hog_copy$k.txt 2>&1 &
   sleep 8; resident copies$k; stop_hogs; cat $W/hog_copy$k.txt
-  for c in 4 5 6 7; do taskset -c $c $PY $S/hog_memory.py 40 > $W/hog_memory$k-$c.txt 2>&1 & done
+  for c in 4 5 6 7; do taskset -c $c $PY $S/hog.py memory 40 > $W/hog_memory$k-$c.txt 2>&1 & done
   sleep 3; resident memory$k; stop_hogs; cat $W/hog_memory$k-*.txt
-  for c in $(seq 4 15); do taskset -c $c $PY $S/hog_spin.py 40 > $W/hog_spin$k-$c.txt 2>&1 & done
+  for c in $(seq 4 15); do taskset -c $c $PY $S/hog.py spin 40 > $W/hog_spin$k-$c.txt 2>&1 & done
   sleep 1; resident spin$k; stop_hogs; cat $W/hog_spin$k-4.txt
   save
 done
