@@ -15,8 +15,10 @@ S=measurements/h100-2026-12-07-s51/scripts
   nvidia-smi topo -m; free -g; } > $W/topology.txt 2>&1
 resident() {  # $1: file tag. Cores 0-3 for the engine, 4-15 for the neighbours.
   local f=$W/resident-$1.txt
+  local before; before=$(grep '^cpu ' /proc/stat)
   taskset -c 0-3 /tmp/bin/ts run workloads/assistant.ron --policy preload --cap 4GiB --iterations 5 > $f 2>&1
   echo "rc $?" >> $f
+  { echo "proc/stat before: $before"; echo "proc/stat after:  $(grep '^cpu ' /proc/stat)"; } >> $f
   echo "== resident, $1"; grep -E "by phase|host time|threads \(CPU" $f | cut -c1-400
 }
 stop_hogs() { pkill -f "$S/hog.py"; wait; }
@@ -41,9 +43,13 @@ while [ $(left) -gt 40 ]; do
       batch32) a="--steps-per-batch 32" ;; loads32) a="--loads-per-submit 32" ;;
     esac
     f=$W/planned$i-$v.txt
+    before=$(grep '^cpu ' /proc/stat)
     timeout $(( $(left) - 5 )) /tmp/bin/ts run workloads/assistant.ron --policy planned --resident-reference \
       --iterations 5 --cap 80MiB $a > $f 2>&1
     echo "rc $?" >> $f
+    # The machine's CPU ticks (user nice system idle iowait irq softirq steal): steal is time
+    # the hypervisor gave a vCPU's core to someone else.
+    { echo "proc/stat before: $before"; echo "proc/stat after:  $(grep '^cpu ' /proc/stat)"; } >> $f
     echo "== planned $i, $v"
     grep -E "by phase|runs/LB|host time|threads \(CPU" $f | cut -c1-400
     save
