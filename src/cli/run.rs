@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use texstream::engine::thread_usage::{engine_threads_line, process_threads, ThreadCpu};
+use texstream::engine::thread_usage::{process_threads, threads_line, ThreadCpu};
 use texstream::engine::Loaded;
 use texstream::pipeline::io::{hash_bytes, hash_value, read_value, summarize, HASH_SEED};
 use texstream::workload::load_workload;
@@ -472,7 +472,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 "\nresident reference (preload, no cap; its step costs set every later policy's \
                  predicted time and LB):\n{}{}",
                 o.stats.table(),
-                engine_threads_line(&o.threads)
+                threads_line(&o.threads)
             );
             print_outputs(&o.last);
         });
@@ -543,9 +543,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
                     }
                     Some(_) => {}
                 }
-                progress.suspend(|| {
-                    println!("\n{}{}", o.stats.table(), engine_threads_line(&o.threads))
-                });
+                progress.suspend(|| println!("\n{}{}", o.stats.table(), threads_line(&o.threads)));
                 if let (Some(path), Some(svg)) = (&args.residency_svg, &o.residency_svg) {
                     let path = if args.all_policies {
                         super::args::per_policy(path, policy)

@@ -128,17 +128,18 @@ pub fn process_threads() -> Vec<ThreadCpu> {
 /// One line for the engine's threads (named `texstream-*`) that ran at least a millisecond and
 /// any other thread (the caller's, the driver's) that ran 10: CPU ms, the core last run on, the
 /// wait for a core and the moves between cores.
-pub fn engine_threads_line(threads: &[ThreadCpu]) -> String {
+pub fn threads_line(threads: &[ThreadCpu]) -> String {
+    let worth_a_mention = |t: &&ThreadCpu| {
+        let least_s = if t.name.starts_with("texstream-") {
+            1e-3
+        } else {
+            1e-2
+        };
+        t.cpu_s >= least_s
+    };
     let parts: Vec<String> = threads
         .iter()
-        .filter(|t| {
-            t.cpu_s
-                >= if t.name.starts_with("texstream-") {
-                    1e-3
-                } else {
-                    1e-2
-                }
-        })
+        .filter(worth_a_mention)
         .map(|t| {
             let core = t.last_core.map_or("?".into(), |c| c.to_string());
             let moves = match t.migrations {
@@ -212,7 +213,7 @@ mod tests {
         // schedstat counts nanoseconds on a core; the busy loop ran 40 ms of wall time.
         assert!(probe.cpu_s > 0.01 && probe.cpu_s < 1.0, "{probe:?}");
         assert!(probe.last_core.is_some(), "{probe:?}");
-        let line = engine_threads_line(&threads);
+        let line = threads_line(&threads);
         assert!(line.contains("texstream-probe"), "{line}");
     }
 }
