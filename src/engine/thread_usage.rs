@@ -127,7 +127,7 @@ pub fn process_threads() -> Vec<ThreadCpu> {
 
 /// One line for the engine's threads (named `texstream-*`) that ran at least a millisecond and
 /// any other thread (the caller's, the driver's) that ran 10: CPU ms, the core last run on, the
-/// wait for a core and the moves between cores.
+/// wait for a core and the moves between cores. Empty where no thread could be read.
 pub fn threads_line(threads: &[ThreadCpu]) -> String {
     let worth_a_mention = |t: &&ThreadCpu| {
         let least_s = if t.name.starts_with("texstream-") {
@@ -155,6 +155,10 @@ pub fn threads_line(threads: &[ThreadCpu]) -> String {
             )
         })
         .collect();
+    if parts.is_empty() {
+        // No `/proc` (not Linux): nothing to say.
+        return String::new();
+    }
     format!("threads (CPU since start): {}", parts.join("; "))
 }
 
