@@ -95,7 +95,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
     pub step_buffers: Option<bool>,
     /// Most compute submissions in flight before the host waits for the oldest (default: no
-    /// limit); to measure whether the host records slower when the GPU runs right behind it.
+    /// limit); to measure the host held to the GPU's pace against running ahead.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub host_lead: Option<u32>,
     /// Build `planned`'s plans with this construction alone instead of the one the simulator

@@ -110,7 +110,8 @@ pub struct StreamTuning {
     /// only where a copy needs it). Each part waits for its own steps' pages and signals when
     /// it ends, so a copy into a slot waits only for its last reader's part and a part starts
     /// once its own pages have landed: copies and compute overlap inside one submission.
-    /// Shorter parts lost on an H100 (the host's recording grew 2-3×; BENCHMARKS.md, session 50).
+    /// Shorter parts lost on an H100 in session 50's five processes; session 51's 27 with parts
+    /// of a batch spread as widely (BENCHMARKS.md, sessions 50 and 51).
     pub steps_per_part: Option<u32>,
     /// Record each model step's commands once and execute that recording on later runs
     /// (default on); `Some(false)` records every step again on every run, as before (to measure
@@ -122,8 +123,8 @@ pub struct StreamTuning {
     /// costs the GPU (6.6 µs on an H100, `texstream bench commands`).
     pub step_buffers: Option<bool>,
     /// Most compute submissions in flight before the host waits for the oldest (default: no
-    /// limit): keeps the host at most this many batches ahead of the GPU, to measure whether
-    /// its recording slows when the GPU runs right behind it (BENCHMARKS.md, session 50).
+    /// limit): keeps the host at most this many batches ahead of the GPU. A diagnostic: held to
+    /// the GPU's pace, the resident host recorded no slower (BENCHMARKS.md, session 51).
     pub host_lead: Option<u32>,
     /// The engine starts cold, its packed files out of the page cache, and the disk reads this
     /// many bytes a second: its first plan charges each page's first read before the page's

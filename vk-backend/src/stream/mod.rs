@@ -103,15 +103,16 @@ pub struct StreamConfig {
     /// compute overlap within one submission. A part is cut before a step that needs a newer
     /// page than the part waits for, or once a copy waits for one of its steps; at least
     /// `steps_per_batch` (the default) means one part per submission unless a copy forces a
-    /// cut. Shorter parts let a step start before a page its batch needs later has landed, but
-    /// on an H100 parts of 4 made the streamed host's recording 2-3× costlier than parts of a
-    /// batch, and the real assistant under `planned` 1.47-1.74× its bound against 1.06-1.32
-    /// (BENCHMARKS.md, session 50).
+    /// cut. Shorter parts let a step start before a page its batch needs later has landed; on
+    /// an H100 parts of 4 cost the streamed host more in session 50's five processes, but
+    /// session 51's 27 with parts of a batch spread as widely (1.09-1.61× the bound), so the
+    /// host's slow runs are not the parts' doing alone (BENCHMARKS.md, sessions 50 and 51).
     pub steps_per_part: u32,
     /// Most compute submissions in flight before the host waits for the oldest (`None`: no
-    /// limit). Keeps the host at most this many batches ahead of the GPU, to measure whether
-    /// the host records slower when the GPU runs right behind it. Those waits count in the
-    /// host's submitting time (`HostTime::submitting`), not in its recording.
+    /// limit). Keeps the host at most this many batches ahead of the GPU: a diagnostic (held
+    /// to the GPU's pace, the resident host recorded no slower, BENCHMARKS.md, session 51).
+    /// Those waits count in the host's submitting time (`HostTime::submitting`), not in its
+    /// recording.
     pub host_lead: Option<u32>,
     /// Most page copies in one transfer submission.
     pub max_loads_per_submit: u32,
