@@ -183,6 +183,18 @@ fn text(r: &DeviceReport) -> String {
         yes(f.cooperative_matrix_nv),
         yes(f.memory_budget)
     );
+    if let Some(a) = r.pci_address {
+        let cores = if r.interrupt_cores.is_empty() {
+            "not readable here".to_string()
+        } else {
+            r.interrupt_cores
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let _ = writeln!(s, "  PCI {a}, interrupts on host core {cores}");
+    }
     if !r.cooperative_matrix_shapes.is_empty() {
         let _ = writeln!(
             s,
@@ -279,5 +291,7 @@ fn to_json(r: &DeviceReport) -> Value {
         "extensions": r.extensions.iter().map(|(n, p)| (n.clone(), json!(p)))
             .collect::<serde_json::Map<_, _>>(),
         "cooperative_matrix_shapes": r.cooperative_matrix_shapes,
+        "pci_address": r.pci_address.map(|a| a.to_string()),
+        "interrupt_cores": r.interrupt_cores,
     })
 }

@@ -217,6 +217,9 @@ pub struct EngineStats {
     pub host_lead: Option<u32>,
     /// Times the host waited for the GPU to keep to `host_lead`.
     pub host_lead_waits: u64,
+    /// Where the engine's threads run beside the device's interrupts
+    /// (`vk_backend::placement::HostPlacement::describe`); empty where the device has none.
+    pub thread_placement: String,
     pub page_bytes: u64,
     /// Seconds one page takes to stream in the plans' transfer model: the workload's guess,
     /// then the measured time once the engine calibrated.
@@ -364,6 +367,9 @@ impl EngineStats {
             r.calibration,
             r.prepared
         );
+        if !self.thread_placement.is_empty() {
+            o += &format!("host threads: {}\n", self.thread_placement);
+        }
         o += &format!(
             "{:<24} {:>8} {:>10} {:>10} {:>10}\n",
             "latency", "runs", "p50 ms", "p95 ms", "p99 ms"

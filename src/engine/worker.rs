@@ -485,6 +485,10 @@ impl Worker {
         let st = &mut rec.stats;
         let mem = self.dev.memory_stats();
         st.device = self.dev.name().to_string();
+        let placement = self.dev.placement();
+        if !placement.interrupt_cores.is_empty() {
+            st.thread_placement = placement.describe();
+        }
         st.device_bytes = mem.current_bytes;
         st.peak_device_bytes = mem.peak_bytes;
         st.queue_depth = self.jobs.len();

@@ -248,6 +248,25 @@ pub(crate) fn has_subgroup_arithmetic(sub: &vk::PhysicalDeviceSubgroupProperties
             .contains(vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::ARITHMETIC)
 }
 
+/// Where a device sits on the PCI bus.
+///
+/// # Safety
+/// `physical` belongs to `instance`, and it has `VK_EXT_pci_bus_info`.
+pub(crate) unsafe fn pci_address(
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+) -> crate::placement::PciAddress {
+    let mut pci = vk::PhysicalDevicePCIBusInfoPropertiesEXT::default();
+    let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut pci);
+    unsafe { instance.get_physical_device_properties2(physical, &mut p2) };
+    crate::placement::PciAddress {
+        domain: pci.pci_domain,
+        bus: pci.pci_bus,
+        device: pci.pci_device,
+        function: pci.pci_function,
+    }
+}
+
 /// What an adapter offers (`Device::new` then turns off what its options ask it not to use).
 pub(crate) struct Capabilities {
     pub physical: vk::PhysicalDevice,
@@ -262,6 +281,8 @@ pub(crate) struct Capabilities {
     pub transfer_family: Option<u32>,
     /// Image limits, which decide folding.
     pub limits: ImageLimits,
+    /// Where the device sits on the PCI bus (`VK_EXT_pci_bus_info`), where it says.
+    pub pci_address: Option<crate::placement::PciAddress>,
 }
 
 impl Capabilities {
@@ -311,6 +332,8 @@ impl Capabilities {
         });
         let concurrent_invocations =
             concurrent_invocations(properties.device_type, sm_builtins, sub.subgroup_size);
+        let pci_address = has_ext(ash::ext::pci_bus_info::NAME)
+            .then(|| unsafe { pci_address(instance, physical) });
         let coop_shape = coop_ext
             && coop_f.cooperative_matrix == vk::TRUE
             && f12.shader_float16 == vk::TRUE
@@ -394,6 +417,7 @@ impl Capabilities {
             compute_family,
             transfer_family,
             limits,
+            pci_address,
         })
     }
 }

@@ -20,6 +20,7 @@ use crate::layout::{FoldLayout, ImagePadding, Precision};
 use crate::memory::{HeapBudget, MemoryStats, MemoryTracker};
 use crate::options::DeviceOptions;
 use crate::pipeline::{Pipeline, PipelineKey};
+use crate::placement::HostPlacement;
 
 /// Queue roles the engine uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -68,6 +69,8 @@ pub struct DeviceInner {
     /// [`DeviceOptions::shader_dir`], and the SPIR-V files read from it so far.
     shader_dir: Option<PathBuf>,
     shader_overrides: Mutex<Vec<PathBuf>>,
+    /// The cores this device's host threads keep to.
+    placement: HostPlacement,
 }
 
 /// Cheap-to-clone handle to the opened Vulkan device.
@@ -113,8 +116,14 @@ impl Device {
             caps.transfer_family,
             instance.validation()
         );
+        let placement = HostPlacement::for_device(
+            caps.pci_address,
+            &crate::placement::current_thread_cores(),
+            !opts.threads_anywhere,
+        );
         Ok(Device {
             inner: Arc::new(DeviceInner {
+                placement,
                 instance,
                 physical: caps.physical,
                 device: opened.device,
@@ -243,6 +252,12 @@ impl Device {
             }
         })
     }
+    /// Where the threads that drive this device run ([`crate::placement`]): each calls
+    /// [`HostPlacement::place_current_thread`] as it starts.
+    pub fn placement(&self) -> &HostPlacement {
+        &self.inner.placement
+    }
+
     pub fn features(&self) -> DeviceFeatures {
         self.inner.features
     }

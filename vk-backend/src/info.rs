@@ -118,6 +118,10 @@ pub struct DeviceReport {
     pub extensions: Vec<(String, bool)>,
     /// `VK_KHR_cooperative_matrix` shapes: "MxNxK A*B+C->R scope".
     pub cooperative_matrix_shapes: Vec<String>,
+    /// Where the device sits on the PCI bus (`VK_EXT_pci_bus_info`), where it says.
+    pub pci_address: Option<crate::placement::PciAddress>,
+    /// The host cores its interrupts are routed to (`crate::placement`), where they can be read.
+    pub interrupt_cores: Vec<usize>,
 }
 
 /// Why texstream cannot run on a device.
@@ -322,6 +326,9 @@ unsafe fn report(
     features.rgba16f_storage_image = storage_image(tensor_format(Precision::F16));
     features.rgba32f_storage_image = storage_image(tensor_format(Precision::F32));
 
+    let pci_address = has_ext(ash::ext::pci_bus_info::NAME)
+        .then(|| unsafe { crate::adapter::pci_address(instance, pd) });
+
     let mut cooperative_matrix_shapes = Vec::new();
     if features.cooperative_matrix_khr && has_11 {
         let cm = ash::khr::cooperative_matrix::Instance::new(entry, instance);
@@ -382,5 +389,15 @@ unsafe fn report(
         features,
         extensions,
         cooperative_matrix_shapes,
+        interrupt_cores: pci_address
+            .map(|a| {
+                crate::placement::interrupt_cores(
+                    std::path::Path::new("/sys"),
+                    std::path::Path::new("/proc"),
+                    a,
+                )
+            })
+            .unwrap_or_default(),
+        pci_address,
     })
 }

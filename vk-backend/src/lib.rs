@@ -22,6 +22,7 @@ pub mod layout;
 pub mod memory;
 pub mod options;
 pub mod pipeline;
+pub mod placement;
 pub mod recorder;
 mod recycle;
 pub mod resource;

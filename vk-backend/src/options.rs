@@ -17,6 +17,10 @@ pub struct DeviceOptions {
     pub validation: bool,
     /// Where to load/save the VkPipelineCache; `None` keeps it in memory only.
     pub pipeline_cache_path: Option<PathBuf>,
+    /// Let the threads that drive the device run on any core, including those servicing its
+    /// interrupts (`TEXSTREAM_THREADS_ANYWHERE`); by default they keep off those
+    /// ([`crate::placement`]).
+    pub threads_anywhere: bool,
     /// Hard cap on device-local bytes; allocations beyond it fail before Vulkan is called.
     pub memory_cap: Option<u64>,
     /// Pretend the device has smaller image limits (tests exercise folding cheaply with this).
@@ -199,6 +203,7 @@ impl DeviceOptions {
         DeviceOptions {
             device: var("TEXSTREAM_DEVICE"),
             validation: flag("TEXSTREAM_VALIDATION"),
+            threads_anywhere: flag("TEXSTREAM_THREADS_ANYWHERE"),
             no_transfer_queue: flag("TEXSTREAM_NO_TRANSFER_QUEUE"),
             no_cooperative_matrix: flag("TEXSTREAM_NO_COOPMAT"),
             no_subgroup_arithmetic: flag("TEXSTREAM_NO_SUBGROUP_ARITHMETIC"),

@@ -55,7 +55,10 @@ pub(crate) struct TransferCtx {
 pub(crate) fn spawn(ctx: TransferCtx, rx: Receiver<ReadDone>) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("texstream-transfer".into())
-        .spawn(move || Submitter::new(ctx).run(rx))
+        .spawn(move || {
+            ctx.device.placement().place_current_thread();
+            Submitter::new(ctx).run(rx)
+        })
         .map_err(|e| VkError::Stream(format!("cannot start the transfer thread: {e}")))
 }
 

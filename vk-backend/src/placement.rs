@@ -1,0 +1,312 @@
+//! Which host cores the threads that drive a device run on ([`HostPlacement`]).
+//!
+//! A device's interrupts land on the cores its MSI vectors are routed to. On a virtual machine
+//! with a passed-through GPU (the H100s of session 52, 16 vCPUs under KVM) the thread that
+//! shared that vCPU recorded the same commands in twice the CPU time, and the streamed run
+//! fell from 1.05× to 1.6× its bound whenever the scheduler happened to put the recording
+//! thread there. So the threads that record, submit and copy keep off the cores that service
+//! the device's interrupts, as long as that leaves them at least [`MIN_CORES_LEFT`] cores.
+//!
+//! Linux only (sysfs and `sched_setaffinity`); elsewhere, and for devices without a PCI
+//! address (lavapipe), nothing is avoided.
+
+use std::fmt;
+use std::path::Path;
+
+/// A PCI function's address (`VK_EXT_pci_bus_info`), written as sysfs names it:
+/// `0000:00:06.0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PciAddress {
+    pub domain: u32,
+    pub bus: u32,
+    pub device: u32,
+    pub function: u32,
+}
+
+impl fmt::Display for PciAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:04x}:{:02x}:{:02x}.{:x}",
+            self.domain, self.bus, self.device, self.function
+        )
+    }
+}
+
+/// Fewer cores than this left after avoiding the interrupts' cores: avoid nothing (the threads
+/// would queue behind each other instead).
+pub const MIN_CORES_LEFT: usize = 2;
+
+/// Where a device's host threads run: every core the process may use, less those servicing
+/// the device's interrupts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostPlacement {
+    /// Cores the device's interrupts are routed to (their effective affinity), sorted.
+    pub interrupt_cores: Vec<usize>,
+    /// Cores the device's threads are kept to; empty: wherever the OS puts them.
+    pub thread_cores: Vec<usize>,
+}
+
+impl HostPlacement {
+    /// The placement for a device at `pci` (or none), given the cores this process may run on.
+    /// `avoid`: keep threads off the interrupts' cores (false: only report them).
+    pub fn for_device(pci: Option<PciAddress>, allowed: &[usize], avoid: bool) -> HostPlacement {
+        let interrupt_cores = match pci {
+            Some(a) => interrupt_cores(Path::new("/sys"), Path::new("/proc"), a),
+            None => Vec::new(),
+        };
+        Self::from_parts(interrupt_cores, allowed, avoid)
+    }
+
+    fn from_parts(interrupt_cores: Vec<usize>, allowed: &[usize], avoid: bool) -> HostPlacement {
+        let rest: Vec<usize> = allowed
+            .iter()
+            .copied()
+            .filter(|c| !interrupt_cores.contains(c))
+            .collect();
+        let useful = avoid && rest.len() < allowed.len() && rest.len() >= MIN_CORES_LEFT;
+        HostPlacement {
+            interrupt_cores,
+            thread_cores: if useful { rest } else { Vec::new() },
+        }
+    }
+
+    /// Keeps the calling thread to [`HostPlacement::thread_cores`] (nothing if empty). A
+    /// failure is logged, not returned: placement only ever helps.
+    pub fn place_current_thread(&self) {
+        if self.thread_cores.is_empty() {
+            return;
+        }
+        if let Err(e) = set_current_thread_cores(&self.thread_cores) {
+            log::warn!("texstream: cannot keep a thread off the device's interrupt cores: {e}");
+        }
+    }
+
+    /// One line for a run's report: what was avoided, or why not.
+    pub fn describe(&self) -> String {
+        let list = |v: &[usize]| {
+            v.iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        match (
+            self.interrupt_cores.is_empty(),
+            self.thread_cores.is_empty(),
+        ) {
+            (true, _) => "no device interrupt cores found".into(),
+            (false, false) => format!(
+                "engine threads kept off core {} (the device's interrupts)",
+                list(&self.interrupt_cores)
+            ),
+            (false, true) => format!(
+                "the device's interrupts on core {}; engine threads not kept off them",
+                list(&self.interrupt_cores)
+            ),
+        }
+    }
+}
+
+/// The cores the device at `pci`'s interrupt vectors are routed to, read from `sys` and `proc`
+/// (the roots of sysfs and procfs; tests point them at a copy): each vector in
+/// `bus/pci/devices/ADDR/msi_irqs/` (or the legacy `irq`), then `irq/N/effective_affinity_list`
+/// (`smp_affinity_list` where the kernel has no effective one). Unreadable entries are skipped.
+pub fn interrupt_cores(sys: &Path, proc: &Path, pci: PciAddress) -> Vec<usize> {
+    let dev = sys.join("bus/pci/devices").join(pci.to_string());
+    let mut irqs: Vec<u32> = std::fs::read_dir(dev.join("msi_irqs"))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    if irqs.is_empty() {
+        if let Some(n) = read_trimmed(&dev.join("irq")).and_then(|s| s.parse().ok()) {
+            irqs.push(n);
+        }
+    }
+    let mut cores: Vec<usize> = Vec::new();
+    for irq in irqs.into_iter().filter(|&n| n > 0) {
+        let dir = proc.join("irq").join(irq.to_string());
+        let list = read_trimmed(&dir.join("effective_affinity_list"))
+            .filter(|s| !s.is_empty())
+            .or_else(|| read_trimmed(&dir.join("smp_affinity_list")));
+        if let Some(l) = list {
+            cores.extend(parse_cpu_list(&l));
+        }
+    }
+    cores.sort_unstable();
+    cores.dedup();
+    cores
+}
+
+fn read_trimmed(p: &Path) -> Option<String> {
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// A kernel CPU list (`0-3,8,10-11`) as cores; malformed parts are skipped.
+pub fn parse_cpu_list(s: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    for part in s.trim().split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
+                    // Bounded: a CPU list never names more cores than the machine has.
+                    if b >= a && b - a < 65_536 {
+                        out.extend(a..=b);
+                    }
+                }
+            }
+            None => out.extend(part.parse::<usize>().ok()),
+        }
+    }
+    out
+}
+
+/// The cores the calling thread may run on (empty where that cannot be read).
+pub fn current_thread_cores() -> Vec<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sched::{sched_getaffinity, CpuSet};
+        use nix::unistd::Pid;
+        match sched_getaffinity(Pid::from_raw(0)) {
+            Ok(set) => (0..CpuSet::count())
+                .filter(|&c| set.is_set(c).unwrap_or(false))
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Vec::new()
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn set_current_thread_cores(cores: &[usize]) -> nix::Result<()> {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    use nix::unistd::Pid;
+    let mut set = CpuSet::new();
+    for &c in cores {
+        set.set(c)?;
+    }
+    sched_setaffinity(Pid::from_raw(0), &set)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn set_current_thread_cores(_cores: &[usize]) -> std::io::Result<()> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GPU: PciAddress = PciAddress {
+        domain: 0,
+        bus: 0,
+        device: 6,
+        function: 0,
+    };
+
+    #[test]
+    fn cpu_lists_parse_as_the_kernel_writes_them() {
+        assert_eq!(parse_cpu_list("0-3,8,10-11\n"), vec![0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(parse_cpu_list("14"), vec![14]);
+        assert_eq!(parse_cpu_list(""), Vec::<usize>::new());
+        assert_eq!(parse_cpu_list("x,3-1,5"), vec![5]);
+    }
+
+    #[test]
+    fn pci_addresses_print_as_sysfs_names_them() {
+        assert_eq!(GPU.to_string(), "0000:00:06.0");
+        let a = PciAddress {
+            domain: 1,
+            bus: 0xa1,
+            device: 0x1f,
+            function: 7,
+        };
+        assert_eq!(a.to_string(), "0001:a1:1f.7");
+    }
+
+    /// A fake sysfs and procfs: the device's two MSI vectors, one routed to core 14 and one to
+    /// core 3 (no effective list: its smp list), and an unrelated interrupt on core 5.
+    #[test]
+    fn interrupt_cores_follow_the_devices_vectors() {
+        let root = std::env::temp_dir().join(format!("ts-placement-{}", std::process::id()));
+        let (sys, proc) = (root.join("sys"), root.join("proc"));
+        let msi = sys.join("bus/pci/devices/0000:00:06.0/msi_irqs");
+        std::fs::create_dir_all(&msi).unwrap();
+        for (irq, eff, smp) in [
+            (45, Some("14"), "0-15"),
+            (46, None, "3"),
+            (47, Some("5"), "5"),
+        ] {
+            let d = proc.join("irq").join(irq.to_string());
+            std::fs::create_dir_all(&d).unwrap();
+            if let Some(e) = eff {
+                std::fs::write(d.join("effective_affinity_list"), format!("{e}\n")).unwrap();
+            }
+            std::fs::write(d.join("smp_affinity_list"), format!("{smp}\n")).unwrap();
+        }
+        std::fs::write(msi.join("45"), "msix\n").unwrap();
+        std::fs::write(msi.join("46"), "msix\n").unwrap();
+        assert_eq!(interrupt_cores(&sys, &proc, GPU), vec![3, 14]);
+        let other = PciAddress { device: 7, ..GPU };
+        assert!(interrupt_cores(&sys, &proc, other).is_empty());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn threads_avoid_interrupt_cores_only_where_enough_are_left() {
+        let all: Vec<usize> = (0..16).collect();
+        let p = HostPlacement::from_parts(vec![14], &all, true);
+        assert_eq!(p.thread_cores.len(), 15);
+        assert!(!p.thread_cores.contains(&14));
+        assert!(p.describe().contains("kept off core 14"));
+        // Asked not to: reported, not avoided.
+        assert!(HostPlacement::from_parts(vec![14], &all, false)
+            .thread_cores
+            .is_empty());
+        // Interrupts outside the allowed cores: nothing to avoid.
+        assert!(HostPlacement::from_parts(vec![14], &[0, 1, 2], true)
+            .thread_cores
+            .is_empty());
+        // Only one core would be left.
+        assert!(HostPlacement::from_parts(vec![0], &[0, 1], true)
+            .thread_cores
+            .is_empty());
+        assert_eq!(
+            HostPlacement::from_parts(vec![], &all, true).describe(),
+            "no device interrupt cores found"
+        );
+    }
+
+    /// A thread placed off a core really runs only on the others.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_placed_thread_keeps_off_the_avoided_core() {
+        let allowed = current_thread_cores();
+        assert!(!allowed.is_empty(), "this thread's cores could not be read");
+        if allowed.len() < 2 {
+            return; // one core: nothing to keep off
+        }
+        let avoided = allowed[0];
+        // Built by hand: `from_parts` would leave a two-core machine unplaced.
+        let p = HostPlacement {
+            interrupt_cores: vec![avoided],
+            thread_cores: allowed[1..].to_vec(),
+        };
+        let seen = std::thread::spawn(move || {
+            p.place_current_thread();
+            current_thread_cores()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(seen.len(), allowed.len() - 1);
+        assert!(!seen.contains(&avoided));
+        // The calling thread is untouched.
+        assert_eq!(current_thread_cores(), allowed);
+    }
+}
