@@ -147,6 +147,9 @@ pub struct DeviceChoice {
     pub no_transfer_queue: bool,
     /// Use the portable kernels even where cooperative matrices exist.
     pub no_cooperative_matrix: bool,
+    /// Let the engine's threads run on the cores that service the device's interrupts
+    /// (`vk_backend::placement`; by default they keep off them).
+    pub threads_anywhere: bool,
     /// Where to keep the pipeline cache between runs; `None`: in memory only.
     pub pipeline_cache: Option<std::path::PathBuf>,
     /// Treat the device as having at most this many image array layers (the weight atlas then
@@ -156,7 +159,7 @@ pub struct DeviceChoice {
 
 impl DeviceChoice {
     /// What `TEXSTREAM_DEVICE`, `TEXSTREAM_VALIDATION`, `TEXSTREAM_NO_TRANSFER_QUEUE`,
-    /// `TEXSTREAM_NO_COOPMAT` and `TEXSTREAM_MAX_ARRAY_LAYERS` say.
+    /// `TEXSTREAM_NO_COOPMAT`, `TEXSTREAM_THREADS_ANYWHERE` and `TEXSTREAM_MAX_ARRAY_LAYERS` say.
     pub fn from_env() -> DeviceChoice {
         let o = vk_backend::DeviceOptions::from_env();
         DeviceChoice {
@@ -164,6 +167,7 @@ impl DeviceChoice {
             validation: o.validation,
             no_transfer_queue: o.no_transfer_queue,
             no_cooperative_matrix: o.no_cooperative_matrix,
+            threads_anywhere: o.threads_anywhere,
             pipeline_cache: o.pipeline_cache_path,
             max_array_layers: o.limits_override.map(|l| l.max_image_array_layers),
         }
@@ -175,6 +179,7 @@ impl DeviceChoice {
             validation: self.validation,
             no_transfer_queue: self.no_transfer_queue,
             no_cooperative_matrix: self.no_cooperative_matrix,
+            threads_anywhere: self.threads_anywhere,
             pipeline_cache_path: self.pipeline_cache.clone(),
             memory_cap: Some(cap),
             limits_override: self.max_array_layers.map(|layers| vk_backend::ImageLimits {
