@@ -326,7 +326,7 @@ impl Engine {
         let handle = std::thread::Builder::new()
             .name("texstream-gpu".into())
             .spawn(move || {
-                placement.place_current_thread();
+                let _placed = placement.place_current_thread();
                 worker.run()
             })
             .map_err(|e| EngineError::Device(format!("starting the GPU worker: {e}")))?;

@@ -134,7 +134,12 @@ impl Worker {
         while let Ok(job) = self.jobs.recv() {
             metrics::gauge!(names::QUEUE_DEPTH).set(self.jobs.len() as f64);
             match job {
-                Job::Request(r) => self.request(r),
+                Job::Request(r) => {
+                    // A balancer may have moved the device's interrupts since (cheap unless
+                    // `vk_backend::placement::REFRESH_EVERY` has passed).
+                    self.dev.placement().refresh();
+                    self.request(r)
+                }
                 Job::Reload { loaded, reply } => {
                     let r = self.reload(*loaded);
                     let _ = reply.send(r);
@@ -485,7 +490,7 @@ impl Worker {
         let st = &mut rec.stats;
         let mem = self.dev.memory_stats();
         st.device = self.dev.name().to_string();
-        let placement = self.dev.placement();
+        let placement = self.dev.placement().current();
         if !placement.interrupt_cores.is_empty() {
             st.thread_placement = placement.describe();
         }

@@ -20,7 +20,7 @@ use crate::layout::{FoldLayout, ImagePadding, Precision};
 use crate::memory::{HeapBudget, MemoryStats, MemoryTracker};
 use crate::options::DeviceOptions;
 use crate::pipeline::{Pipeline, PipelineKey};
-use crate::placement::HostPlacement;
+use crate::placement::ThreadPlacement;
 
 /// Queue roles the engine uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -70,7 +70,7 @@ pub struct DeviceInner {
     shader_dir: Option<PathBuf>,
     shader_overrides: Mutex<Vec<PathBuf>>,
     /// The cores this device's host threads keep to.
-    placement: HostPlacement,
+    placement: Arc<ThreadPlacement>,
 }
 
 /// Cheap-to-clone handle to the opened Vulkan device.
@@ -116,11 +116,7 @@ impl Device {
             caps.transfer_family,
             instance.validation()
         );
-        let placement = HostPlacement::for_device(
-            caps.pci_address,
-            &crate::placement::current_thread_cores(),
-            !opts.threads_anywhere,
-        );
+        let placement = ThreadPlacement::for_device(caps.pci_address, !opts.threads_anywhere);
         Ok(Device {
             inner: Arc::new(DeviceInner {
                 placement,
@@ -252,9 +248,9 @@ impl Device {
             }
         })
     }
-    /// Where the threads that drive this device run ([`crate::placement`]): each calls
-    /// [`HostPlacement::place_current_thread`] as it starts.
-    pub fn placement(&self) -> &HostPlacement {
+    /// Where the threads that drive this device run ([`crate::placement`]): each holds
+    /// [`ThreadPlacement::place_current_thread`]'s guard while it runs.
+    pub fn placement(&self) -> &Arc<ThreadPlacement> {
         &self.inner.placement
     }
 

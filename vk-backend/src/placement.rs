@@ -1,17 +1,23 @@
-//! Which host cores the threads that drive a device run on ([`HostPlacement`]).
+//! Which host cores the threads that drive a device run on ([`ThreadPlacement`]).
 //!
 //! A device's interrupts land on the cores its MSI vectors are routed to. On a virtual machine
-//! with a passed-through GPU (the H100s of session 52, 16 vCPUs under KVM) the thread that
-//! shared that vCPU recorded the same commands in twice the CPU time, and the streamed run
-//! fell from 1.05× to 1.6× its bound whenever the scheduler happened to put the recording
-//! thread there. So the threads that record, submit and copy keep off the cores that service
-//! the device's interrupts, as long as that leaves them at least [`MIN_CORES_LEFT`] cores.
+//! with a passed-through GPU (the H100s of session 52, 16 vCPUs under KVM) a thread sharing the
+//! vCPU that took the GPU's 6-7 thousand interrupts a second needed two (the recording thread)
+//! to five (the copy thread) times its CPU time, and a streamed run whose recording thread the
+//! scheduler happened to put there ran at up to 1.6× its bound instead of 1.1-1.2×. So the
+//! threads that record, submit and copy keep off the cores that service the device's busy
+//! interrupt vectors, as long as that leaves them at least [`MIN_CORES_LEFT`] cores, and follow
+//! the vectors if a balancer moves them ([`ThreadPlacement::refresh`]).
 //!
-//! Linux only (sysfs and `sched_setaffinity`); elsewhere, and for devices without a PCI
-//! address (lavapipe), nothing is avoided.
+//! Linux only (sysfs, procfs and `sched_setaffinity`); elsewhere, and for devices without a
+//! PCI address (lavapipe), nothing is avoided.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 /// A PCI function's address (`VK_EXT_pci_bus_info`), written as sysfs names it:
 /// `0000:00:06.0`.
@@ -37,48 +43,36 @@ impl fmt::Display for PciAddress {
 /// would queue behind each other instead).
 pub const MIN_CORES_LEFT: usize = 2;
 
-/// Where a device's host threads run: every core the process may use, less those servicing
-/// the device's interrupts.
+/// How often [`ThreadPlacement::refresh`] reads the interrupts' cores again: a balancer such as
+/// `irqbalance` may move a vector while a service runs for hours.
+pub const REFRESH_EVERY: Duration = Duration::from_secs(10);
+
+/// Where a device's host threads run, as read once: every core the process may use, less those
+/// servicing the device's interrupts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostPlacement {
-    /// Cores the device's interrupts are routed to (their effective affinity), sorted.
+    /// Cores the device's busy interrupt vectors are routed to, sorted.
     pub interrupt_cores: Vec<usize>,
-    /// Cores the device's threads are kept to; empty: wherever the OS puts them.
+    /// Cores the device's threads are kept to; empty: every core the process may use.
     pub thread_cores: Vec<usize>,
 }
 
 impl HostPlacement {
-    /// The placement for a device at `pci` (or none), given the cores this process may run on.
-    /// `avoid`: keep threads off the interrupts' cores (false: only report them).
-    pub fn for_device(pci: Option<PciAddress>, allowed: &[usize], avoid: bool) -> HostPlacement {
-        let interrupt_cores = match pci {
-            Some(a) => interrupt_cores(Path::new("/sys"), Path::new("/proc"), a),
-            None => Vec::new(),
-        };
-        Self::from_parts(interrupt_cores, allowed, avoid)
-    }
-
-    fn from_parts(interrupt_cores: Vec<usize>, allowed: &[usize], avoid: bool) -> HostPlacement {
+    fn from_parts(
+        interrupt_cores: Vec<usize>,
+        allowed: &[usize],
+        avoid: bool,
+        min_left: usize,
+    ) -> HostPlacement {
         let rest: Vec<usize> = allowed
             .iter()
             .copied()
             .filter(|c| !interrupt_cores.contains(c))
             .collect();
-        let useful = avoid && rest.len() < allowed.len() && rest.len() >= MIN_CORES_LEFT;
+        let useful = avoid && rest.len() < allowed.len() && rest.len() >= min_left.max(1);
         HostPlacement {
             interrupt_cores,
             thread_cores: if useful { rest } else { Vec::new() },
-        }
-    }
-
-    /// Keeps the calling thread to [`HostPlacement::thread_cores`] (nothing if empty). A
-    /// failure is logged, not returned: placement only ever helps.
-    pub fn place_current_thread(&self) {
-        if self.thread_cores.is_empty() {
-            return;
-        }
-        if let Err(e) = set_current_thread_cores(&self.thread_cores) {
-            log::warn!("texstream: cannot keep a thread off the device's interrupt cores: {e}");
         }
     }
 
@@ -103,6 +97,163 @@ impl HostPlacement {
                 "the device's interrupts on core {}; engine threads not kept off them",
                 list(&self.interrupt_cores)
             ),
+        }
+    }
+}
+
+/// A device's placement kept current: the threads placed by it, and the interrupt cores read
+/// again every [`REFRESH_EVERY`] ([`ThreadPlacement::refresh`]), the threads moved if they
+/// changed. One per device; its threads hold a [`PlacedThread`] while they run.
+#[derive(Debug)]
+pub struct ThreadPlacement {
+    pci: Option<PciAddress>,
+    sys: PathBuf,
+    proc: PathBuf,
+    /// The cores the process could use when the device opened.
+    allowed: Vec<usize>,
+    avoid: bool,
+    min_left: usize,
+    refresh_every: Duration,
+    state: Mutex<PlacementState>,
+}
+
+#[derive(Debug)]
+struct PlacementState {
+    current: HostPlacement,
+    /// Kernel thread ids of the live placed threads.
+    threads: Vec<i32>,
+    read_at: Instant,
+}
+
+impl ThreadPlacement {
+    /// The placement for a device at `pci` (or none: nothing is avoided), from the machine's
+    /// sysfs and procfs and the cores the calling thread may use. `avoid`: keep threads off the
+    /// interrupts' cores (false: only report them).
+    pub fn for_device(pci: Option<PciAddress>, avoid: bool) -> Arc<ThreadPlacement> {
+        Self::with_roots(
+            pci,
+            Path::new("/sys"),
+            Path::new("/proc"),
+            current_thread_cores(),
+            avoid,
+            MIN_CORES_LEFT,
+            REFRESH_EVERY,
+        )
+    }
+
+    fn with_roots(
+        pci: Option<PciAddress>,
+        sys: &Path,
+        proc: &Path,
+        allowed: Vec<usize>,
+        avoid: bool,
+        min_left: usize,
+        refresh_every: Duration,
+    ) -> Arc<ThreadPlacement> {
+        let p = ThreadPlacement {
+            pci,
+            sys: sys.to_path_buf(),
+            proc: proc.to_path_buf(),
+            allowed,
+            avoid,
+            min_left,
+            refresh_every,
+            state: Mutex::new(PlacementState {
+                current: HostPlacement::default(),
+                threads: Vec::new(),
+                read_at: Instant::now(),
+            }),
+        };
+        p.state.lock().current = p.read();
+        Arc::new(p)
+    }
+
+    fn read(&self) -> HostPlacement {
+        let cores = match self.pci {
+            Some(a) => interrupt_cores(&self.sys, &self.proc, a),
+            None => Vec::new(),
+        };
+        HostPlacement::from_parts(cores, &self.allowed, self.avoid, self.min_left)
+    }
+
+    /// The placement as last read.
+    pub fn current(&self) -> HostPlacement {
+        self.state.lock().current.clone()
+    }
+
+    /// Keeps the calling thread to the placement's cores, now and after every change
+    /// [`ThreadPlacement::refresh`] finds, until the returned guard drops. Failures are logged,
+    /// not returned: placement only ever helps.
+    pub fn place_current_thread(self: &Arc<Self>) -> PlacedThread {
+        let tid = current_thread_id();
+        let mut st = self.state.lock();
+        if let Some(tid) = tid {
+            // Unplaced, a new thread keeps the cores it inherited.
+            if !st.current.thread_cores.is_empty() {
+                self.apply(tid, &st.current);
+            }
+            st.threads.push(tid);
+        }
+        PlacedThread {
+            placement: self.clone(),
+            tid,
+        }
+    }
+
+    /// Reads the interrupts' cores again if [`REFRESH_EVERY`] has passed, and moves every
+    /// placed thread if the placement changed. Cheap otherwise (a clock read); the engine calls
+    /// it before each request. Returns whether the placement changed.
+    pub fn refresh(&self) -> bool {
+        let mut st = self.state.lock();
+        if st.read_at.elapsed() < self.refresh_every {
+            return false;
+        }
+        st.read_at = Instant::now();
+        let next = self.read();
+        if next == st.current {
+            return false;
+        }
+        log::info!(
+            "texstream: the device's interrupts moved: {} (was: {})",
+            next.describe(),
+            st.current.describe()
+        );
+        for &tid in &st.threads {
+            self.apply(tid, &next);
+        }
+        st.current = next;
+        true
+    }
+
+    /// Keeps thread `tid` of this process to `p`'s cores, or lets it use every core the
+    /// process could when `p` avoids nothing.
+    fn apply(&self, tid: i32, p: &HostPlacement) {
+        let cores = if p.thread_cores.is_empty() {
+            &self.allowed
+        } else {
+            &p.thread_cores
+        };
+        if cores.is_empty() {
+            return;
+        }
+        if let Err(e) = set_thread_cores(tid, cores) {
+            log::warn!("texstream: cannot keep a thread off the device's interrupt cores: {e}");
+        }
+    }
+}
+
+/// A thread kept to a [`ThreadPlacement`]'s cores; dropping it (as the thread ends) stops the
+/// placement from moving it, so a later thread that reuses its id is never touched.
+#[derive(Debug)]
+pub struct PlacedThread {
+    placement: Arc<ThreadPlacement>,
+    tid: Option<i32>,
+}
+
+impl Drop for PlacedThread {
+    fn drop(&mut self) {
+        if let Some(tid) = self.tid {
+            self.placement.state.lock().threads.retain(|&t| t != tid);
         }
     }
 }
@@ -214,19 +365,31 @@ pub fn current_thread_cores() -> Vec<usize> {
     }
 }
 
+/// This thread's kernel id (what `sched_setaffinity` takes for one thread).
+fn current_thread_id() -> Option<i32> {
+    #[cfg(target_os = "linux")]
+    {
+        Some(nix::unistd::gettid().as_raw())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 #[cfg(target_os = "linux")]
-fn set_current_thread_cores(cores: &[usize]) -> nix::Result<()> {
+fn set_thread_cores(tid: i32, cores: &[usize]) -> nix::Result<()> {
     use nix::sched::{sched_setaffinity, CpuSet};
     use nix::unistd::Pid;
     let mut set = CpuSet::new();
     for &c in cores {
         set.set(c)?;
     }
-    sched_setaffinity(Pid::from_raw(0), &set)
+    sched_setaffinity(Pid::from_raw(tid), &set)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn set_current_thread_cores(_cores: &[usize]) -> std::io::Result<()> {
+fn set_thread_cores(_tid: i32, _cores: &[usize]) -> std::io::Result<()> {
     Ok(())
 }
 
@@ -347,52 +510,90 @@ mod tests {
     #[test]
     fn threads_avoid_interrupt_cores_only_where_enough_are_left() {
         let all: Vec<usize> = (0..16).collect();
-        let p = HostPlacement::from_parts(vec![14], &all, true);
+        let p = HostPlacement::from_parts(vec![14], &all, true, MIN_CORES_LEFT);
         assert_eq!(p.thread_cores.len(), 15);
         assert!(!p.thread_cores.contains(&14));
         assert!(p.describe().contains("kept off core 14"));
         // Asked not to: reported, not avoided.
-        assert!(HostPlacement::from_parts(vec![14], &all, false)
-            .thread_cores
-            .is_empty());
+        assert!(
+            HostPlacement::from_parts(vec![14], &all, false, MIN_CORES_LEFT)
+                .thread_cores
+                .is_empty()
+        );
         // Interrupts outside the allowed cores: nothing to avoid.
-        assert!(HostPlacement::from_parts(vec![14], &[0, 1, 2], true)
-            .thread_cores
-            .is_empty());
+        assert!(
+            HostPlacement::from_parts(vec![14], &[0, 1, 2], true, MIN_CORES_LEFT)
+                .thread_cores
+                .is_empty()
+        );
         // Only one core would be left.
-        assert!(HostPlacement::from_parts(vec![0], &[0, 1], true)
-            .thread_cores
-            .is_empty());
+        assert!(
+            HostPlacement::from_parts(vec![0], &[0, 1], true, MIN_CORES_LEFT)
+                .thread_cores
+                .is_empty()
+        );
         assert_eq!(
-            HostPlacement::from_parts(vec![], &all, true).describe(),
+            HostPlacement::from_parts(vec![], &all, true, MIN_CORES_LEFT).describe(),
             "no device interrupt cores found"
         );
     }
 
-    /// A thread placed off a core really runs only on the others.
+    /// A placed thread really runs only on the other cores, follows the interrupt when it
+    /// moves, and is forgotten when its guard drops; the calling thread is never touched.
     #[cfg(target_os = "linux")]
     #[test]
-    fn a_placed_thread_keeps_off_the_avoided_core() {
+    fn placed_threads_keep_off_the_interrupt_and_follow_it() {
         let allowed = current_thread_cores();
         assert!(!allowed.is_empty(), "this thread's cores could not be read");
         if allowed.len() < 2 {
             return; // one core: nothing to keep off
         }
-        let avoided = allowed[0];
-        // Built by hand: `from_parts` would leave a two-core machine unplaced.
-        let p = HostPlacement {
-            interrupt_cores: vec![avoided],
-            thread_cores: allowed[1..].to_vec(),
+        let root = std::env::temp_dir().join(format!("ts-placement-live-{}", std::process::id()));
+        let (sys, proc) = (root.join("sys"), root.join("proc"));
+        let msi = sys.join("bus/pci/devices/0000:00:06.0/msi_irqs");
+        let vector = proc.join("irq/45");
+        std::fs::create_dir_all(&msi).unwrap();
+        std::fs::create_dir_all(&vector).unwrap();
+        std::fs::write(msi.join("45"), "msix\n").unwrap();
+        let route = |core: usize| {
+            std::fs::write(vector.join("effective_affinity_list"), format!("{core}\n")).unwrap()
         };
-        let seen = std::thread::spawn(move || {
-            p.place_current_thread();
-            current_thread_cores()
-        })
-        .join()
-        .unwrap();
-        assert_eq!(seen.len(), allowed.len() - 1);
-        assert!(!seen.contains(&avoided));
-        // The calling thread is untouched.
+        route(allowed[0]);
+        // One core may be left (CI machines have two), and every refresh reads again.
+        let p = ThreadPlacement::with_roots(
+            Some(GPU),
+            &sys,
+            &proc,
+            allowed.clone(),
+            true,
+            1,
+            Duration::ZERO,
+        );
+        assert_eq!(p.current().interrupt_cores, vec![allowed[0]]);
+        let (to_main, from_thread) = std::sync::mpsc::channel();
+        let (to_thread, from_main) = std::sync::mpsc::channel::<()>();
+        let placed = p.clone();
+        let t = std::thread::spawn(move || {
+            let _guard = placed.place_current_thread();
+            to_main.send(current_thread_cores()).unwrap();
+            from_main.recv().unwrap();
+            to_main.send(current_thread_cores()).unwrap();
+        });
+        let first = from_thread.recv().unwrap();
+        assert_eq!(first, allowed[1..].to_vec());
+        // The interrupt moves to the next core: the thread follows.
+        route(allowed[1]);
+        assert!(p.refresh());
+        assert!(!p.refresh(), "nothing changed since");
+        to_thread.send(()).unwrap();
+        let second = from_thread.recv().unwrap();
+        assert!(second.contains(&allowed[0]) && !second.contains(&allowed[1]));
+        t.join().unwrap();
+        assert!(
+            p.state.lock().threads.is_empty(),
+            "an ended thread is forgotten"
+        );
         assert_eq!(current_thread_cores(), allowed);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

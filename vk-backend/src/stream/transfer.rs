@@ -56,7 +56,7 @@ pub(crate) fn spawn(ctx: TransferCtx, rx: Receiver<ReadDone>) -> Result<JoinHand
     std::thread::Builder::new()
         .name("texstream-transfer".into())
         .spawn(move || {
-            ctx.device.placement().place_current_thread();
+            let _placed = ctx.device.placement().place_current_thread();
             Submitter::new(ctx).run(rx)
         })
         .map_err(|e| VkError::Stream(format!("cannot start the transfer thread: {e}")))
