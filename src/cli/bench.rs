@@ -5,7 +5,7 @@
 use anyhow::Context as _;
 use serde_json::{json, Value};
 use vk_backend::bench::{self, BenchConfig, BenchReport, Timing};
-use vk_backend::{Device, DeviceOptions, Precision};
+use vk_backend::Precision;
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
@@ -90,18 +90,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
 }
 
-fn open_device(name: &Option<String>) -> anyhow::Result<Device> {
-    // `--device` on top of the environment's options.
-    let env = DeviceOptions::from_env();
-    Device::new(&DeviceOptions {
-        device: name.clone().or_else(|| env.device.clone()),
-        ..env
-    })
-    .context("cannot open a Vulkan device (see `texstream devices`)")
-}
-
 fn run_commands(a: &CommandsBenchArgs) -> anyhow::Result<()> {
-    let device = open_device(&a.device)?;
+    let (device, _placed) = super::infer::open_device(&a.device)?;
     let cfg = vk_backend::bench_commands::CommandsConfig {
         dispatches: a.dispatches,
         runs: a.runs,
@@ -147,7 +137,7 @@ fn run_kernels(a: &KernelBenchArgs) -> anyhow::Result<()> {
     if let Some(ms) = a.spin_up_ms {
         cfg.spin_up_ms = ms;
     }
-    let device = open_device(&a.device)?;
+    let (device, _placed) = super::infer::open_device(&a.device)?;
     let report = bench::run(&device, &cfg).context("kernel benchmark failed")?;
     let json = serde_json::to_string_pretty(&to_json(&report))? + "\n";
     if let Some(path) = &a.save_json {

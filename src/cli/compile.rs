@@ -118,7 +118,7 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<()> {
         }
         // The fp32 model, the measure of both.
         let reference = c.precision(Precision::F32).compile()?.packed;
-        let device = super::infer::open_device(&args.device)?;
+        let (device, _placed) = super::infer::open_device(&args.device)?;
         let p = &compiled.packed;
         let choice = texstream::compile::precision::choose_activations(
             &device,

@@ -56,14 +56,21 @@ pub struct InferArgs {
 }
 
 /// Opens the device the environment selects ([`vk_backend::DeviceOptions::from_env`]), or the
-/// one named by `--device`.
-pub fn open_device(device: &Option<String>) -> anyhow::Result<vk_backend::Device> {
+/// one named by `--device`, and keeps the calling thread (which records and submits for the
+/// commands that open it here) off the device's interrupt cores while the guard lives
+/// (`vk_backend::placement`).
+pub fn open_device(
+    device: &Option<String>,
+) -> anyhow::Result<(vk_backend::Device, vk_backend::placement::PlacedThread)> {
     let env = vk_backend::DeviceOptions::from_env();
     let opts = vk_backend::DeviceOptions {
         device: device.clone().or_else(|| env.device.clone()),
         ..env
     };
-    vk_backend::Device::new(&opts).context("opening the Vulkan device")
+    let device = vk_backend::Device::new(&opts)
+        .context("cannot open a Vulkan device (see `texstream devices`)")?;
+    let placed = device.placement().place_current_thread();
+    Ok((device, placed))
 }
 
 pub fn run(args: &InferArgs) -> anyhow::Result<()> {
@@ -106,7 +113,7 @@ pub fn run(args: &InferArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let device = open_device(&args.device)?;
+    let (device, _placed) = open_device(&args.device)?;
     let pages: &dyn vk_backend::PageSource = match (&packed_onnx, &packed_file) {
         (Some(p), _) => p,
         (_, Some(m)) => m,
