@@ -169,16 +169,20 @@ mod tests {
     #[test]
     fn a_busy_loop_counts_cpu_time_and_a_sleep_a_wait() {
         let a = ThreadUsage::now();
+        // Spin until the thread's own clock has moved 20 ms (on a loaded machine 30 ms of wall
+        // time gave it 5 ms of CPU), or 5 s have passed: a clock that never counts fails below.
         let t = std::time::Instant::now();
         let mut x = 0u64;
-        while t.elapsed().as_millis() < 30 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        while ThreadUsage::now().since(&a).cpu_s < 0.02 && t.elapsed().as_secs() < 5 {
+            for _ in 0..10_000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
         }
         std::hint::black_box(x);
         let b = ThreadUsage::now();
         std::thread::sleep(std::time::Duration::from_millis(5));
         let c = ThreadUsage::now();
-        assert!(b.since(&a).cpu_s > 0.01, "{:?}", b.since(&a));
+        assert!(b.since(&a).cpu_s >= 0.02, "{:?}", b.since(&a));
         assert!(c.since(&b).waits >= 1, "{:?}", c.since(&b));
         assert!(c.since(&b).cpu_s < 0.004, "{:?}", c.since(&b));
         // Touching fresh pages faults them in, in the kernel: 16 384 faults of 4 KiB, or 32 where
@@ -199,10 +203,14 @@ mod tests {
         let spin = std::thread::Builder::new()
             .name("texstream-probe".into())
             .spawn(|| {
-                let t = std::time::Instant::now();
+                // 20 ms of its own CPU (or 5 s of trying: wall time alone is too little on a
+                // loaded machine).
+                let (a, t) = (ThreadUsage::now(), std::time::Instant::now());
                 let mut x = 0u64;
-                while t.elapsed().as_millis() < 40 {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                while ThreadUsage::now().since(&a).cpu_s < 0.02 && t.elapsed().as_secs() < 5 {
+                    for _ in 0..10_000 {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    }
                 }
                 std::hint::black_box(x);
                 // Read while alive: the kernel drops an ended thread's entry.
@@ -214,8 +222,8 @@ mod tests {
             .iter()
             .find(|t| t.name == "texstream-probe")
             .unwrap_or_else(|| panic!("not listed: {threads:?}"));
-        // schedstat counts nanoseconds on a core; the busy loop ran 40 ms of wall time.
-        assert!(probe.cpu_s > 0.01 && probe.cpu_s < 1.0, "{probe:?}");
+        // schedstat counts nanoseconds on a core; the busy loop ran 20 ms of its own clock.
+        assert!(probe.cpu_s > 0.015 && probe.cpu_s < 6.0, "{probe:?}");
         assert!(probe.last_core.is_some(), "{probe:?}");
         let line = threads_line(&threads);
         assert!(line.contains("texstream-probe"), "{line}");
