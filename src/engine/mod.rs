@@ -298,7 +298,8 @@ impl Engine {
             loaded: RwLock::new(loaded.clone()),
         });
         // The recording thread keeps off the cores that service the device's interrupts
-        // (`vk_backend::placement`: session 52 measured it at half speed there).
+        // (`vk_backend::placement`: on session 52's H100s it needed two to three times its CPU
+        // time there).
         let placement = dev.placement().clone();
         let mut worker = Worker {
             dev,
