@@ -150,6 +150,9 @@ pub struct DeviceChoice {
     /// Let the engine's threads run on the cores that service the device's interrupts
     /// (`vk_backend::placement`; by default they keep off them).
     pub threads_anywhere: bool,
+    /// Read the device's interrupts from a stand-in sysfs and procfs (tests).
+    #[doc(hidden)]
+    pub interrupt_source: Option<vk_backend::placement::InterruptSource>,
     /// Where to keep the pipeline cache between runs; `None`: in memory only.
     pub pipeline_cache: Option<std::path::PathBuf>,
     /// Treat the device as having at most this many image array layers (the weight atlas then
@@ -168,6 +171,7 @@ impl DeviceChoice {
             no_transfer_queue: o.no_transfer_queue,
             no_cooperative_matrix: o.no_cooperative_matrix,
             threads_anywhere: o.threads_anywhere,
+            interrupt_source: None,
             pipeline_cache: o.pipeline_cache_path,
             max_array_layers: o.limits_override.map(|l| l.max_image_array_layers),
         }
@@ -180,6 +184,7 @@ impl DeviceChoice {
             no_transfer_queue: self.no_transfer_queue,
             no_cooperative_matrix: self.no_cooperative_matrix,
             threads_anywhere: self.threads_anywhere,
+            interrupt_source: self.interrupt_source.clone(),
             pipeline_cache_path: self.pipeline_cache.clone(),
             memory_cap: Some(cap),
             limits_override: self.max_array_layers.map(|layers| vk_backend::ImageLimits {

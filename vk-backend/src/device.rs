@@ -116,7 +116,11 @@ impl Device {
             caps.transfer_family,
             instance.validation()
         );
-        let placement = ThreadPlacement::for_device(caps.pci_address, !opts.threads_anywhere);
+        let placement = ThreadPlacement::for_device(
+            caps.pci_address,
+            !opts.threads_anywhere,
+            opts.interrupt_source.as_ref(),
+        );
         Ok(Device {
             inner: Arc::new(DeviceInner {
                 placement,

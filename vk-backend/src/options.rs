@@ -21,6 +21,10 @@ pub struct DeviceOptions {
     /// interrupts (`TEXSTREAM_THREADS_ANYWHERE`); by default they keep off those
     /// ([`crate::placement`]).
     pub threads_anywhere: bool,
+    /// Read the device's interrupts from a stand-in sysfs and procfs (tests of the placement on
+    /// devices without a PCI address).
+    #[doc(hidden)]
+    pub interrupt_source: Option<crate::placement::InterruptSource>,
     /// Hard cap on device-local bytes; allocations beyond it fail before Vulkan is called.
     pub memory_cap: Option<u64>,
     /// Pretend the device has smaller image limits (tests exercise folding cheaply with this).

@@ -101,6 +101,19 @@ impl HostPlacement {
     }
 }
 
+/// Where a placement reads a device's interrupts instead of the device's own PCI address and
+/// the machine's `/sys` and `/proc` (for tests: lavapipe has no PCI address, and a two-core CI
+/// machine leaves one core).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterruptSource {
+    pub pci: PciAddress,
+    /// The roots standing in for `/sys` and `/proc`.
+    pub sys: PathBuf,
+    pub proc: PathBuf,
+    /// The fewest cores the threads must keep ([`MIN_CORES_LEFT`] on a real machine).
+    pub min_cores_left: usize,
+}
+
 /// A device's placement kept current: the threads placed by it, and the interrupt cores read
 /// again every [`REFRESH_EVERY`] ([`ThreadPlacement::refresh`]), the threads moved if they
 /// changed. One per device; its threads hold a [`PlacedThread`] while they run.
@@ -129,16 +142,32 @@ impl ThreadPlacement {
     /// The placement for a device at `pci` (or none: nothing is avoided), from the machine's
     /// sysfs and procfs and the cores the calling thread may use. `avoid`: keep threads off the
     /// interrupts' cores (false: only report them).
-    pub fn for_device(pci: Option<PciAddress>, avoid: bool) -> Arc<ThreadPlacement> {
-        Self::with_roots(
-            pci,
-            Path::new("/sys"),
-            Path::new("/proc"),
-            current_thread_cores(),
-            avoid,
-            MIN_CORES_LEFT,
-            REFRESH_EVERY,
-        )
+    /// `source` replaces the device's own address and the machine's roots (tests).
+    pub fn for_device(
+        pci: Option<PciAddress>,
+        avoid: bool,
+        source: Option<&InterruptSource>,
+    ) -> Arc<ThreadPlacement> {
+        match source {
+            Some(s) => Self::with_roots(
+                Some(s.pci),
+                &s.sys,
+                &s.proc,
+                current_thread_cores(),
+                avoid,
+                s.min_cores_left,
+                REFRESH_EVERY,
+            ),
+            None => Self::with_roots(
+                pci,
+                Path::new("/sys"),
+                Path::new("/proc"),
+                current_thread_cores(),
+                avoid,
+                MIN_CORES_LEFT,
+                REFRESH_EVERY,
+            ),
+        }
     }
 
     fn with_roots(
