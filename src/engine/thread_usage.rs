@@ -166,12 +166,11 @@ pub fn threads_line(threads: &[ThreadCpu]) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_busy_loop_counts_cpu_time_and_a_sleep_a_wait() {
-        let a = ThreadUsage::now();
-        // Spin until the thread's own clock has moved 20 ms (on a loaded machine 30 ms of wall
-        // time gave it 5 ms of CPU), or 5 s have passed: a clock that never counts fails below.
-        let t = std::time::Instant::now();
+    /// Spins until the calling thread's own clock has moved 20 ms (on a loaded machine 30 ms of
+    /// wall time gave it 5 ms of CPU), or 5 s have passed: a clock that never counts fails the
+    /// caller's check.
+    fn spin_20ms_of_cpu() {
+        let (a, t) = (ThreadUsage::now(), std::time::Instant::now());
         let mut x = 0u64;
         while ThreadUsage::now().since(&a).cpu_s < 0.02 && t.elapsed().as_secs() < 5 {
             for _ in 0..10_000 {
@@ -179,6 +178,12 @@ mod tests {
             }
         }
         std::hint::black_box(x);
+    }
+
+    #[test]
+    fn a_busy_loop_counts_cpu_time_and_a_sleep_a_wait() {
+        let a = ThreadUsage::now();
+        spin_20ms_of_cpu();
         let b = ThreadUsage::now();
         std::thread::sleep(std::time::Duration::from_millis(5));
         let c = ThreadUsage::now();
@@ -203,16 +208,7 @@ mod tests {
         let spin = std::thread::Builder::new()
             .name("texstream-probe".into())
             .spawn(|| {
-                // 20 ms of its own CPU (or 5 s of trying: wall time alone is too little on a
-                // loaded machine).
-                let (a, t) = (ThreadUsage::now(), std::time::Instant::now());
-                let mut x = 0u64;
-                while ThreadUsage::now().since(&a).cpu_s < 0.02 && t.elapsed().as_secs() < 5 {
-                    for _ in 0..10_000 {
-                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-                    }
-                }
-                std::hint::black_box(x);
+                spin_20ms_of_cpu();
                 // Read while alive: the kernel drops an ended thread's entry.
                 process_threads()
             })

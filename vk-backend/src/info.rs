@@ -390,13 +390,7 @@ unsafe fn report(
         extensions,
         cooperative_matrix_shapes,
         interrupt_cores: pci_address
-            .map(|a| {
-                crate::placement::interrupt_cores(
-                    std::path::Path::new("/sys"),
-                    std::path::Path::new("/proc"),
-                    a,
-                )
-            })
+            .map(crate::placement::machine_interrupt_cores)
             .unwrap_or_default(),
         pci_address,
     })

@@ -160,8 +160,8 @@ impl ThreadPlacement {
             ),
             None => Self::with_roots(
                 pci,
-                Path::new("/sys"),
-                Path::new("/proc"),
+                Path::new(SYS),
+                Path::new(PROC),
                 current_thread_cores(),
                 avoid,
                 MIN_CORES_LEFT,
@@ -285,6 +285,15 @@ impl Drop for PlacedThread {
             self.placement.state.lock().threads.retain(|&t| t != tid);
         }
     }
+}
+
+/// The machine's sysfs and procfs roots.
+const SYS: &str = "/sys";
+const PROC: &str = "/proc";
+
+/// [`interrupt_cores`] of the device at `pci` on this machine.
+pub fn machine_interrupt_cores(pci: PciAddress) -> Vec<usize> {
+    interrupt_cores(Path::new(SYS), Path::new(PROC), pci)
 }
 
 /// A vector that has taken this many interrupts since boot shows which of the device's vectors

@@ -105,8 +105,10 @@ pub struct StreamConfig {
     /// `steps_per_batch` (the default) means one part per submission unless a copy forces a
     /// cut. Shorter parts let a step start before a page its batch needs later has landed; on
     /// an H100 parts of 4 cost the streamed host more in session 50's five processes, but
-    /// session 51's 27 with parts of a batch spread as widely (1.09-1.61× the bound), so the
-    /// host's slow runs are not the parts' doing alone (BENCHMARKS.md, sessions 50 and 51).
+    /// session 51's 27 with parts of a batch spread as widely (1.09-1.61× the bound): the
+    /// spread was the recording thread sharing the vCPU that takes the GPU's interrupts
+    /// (session 52, `crate::placement`), so parts of 4 against parts of a batch is yet to be
+    /// compared with the threads placed (BENCHMARKS.md, sessions 50-52).
     pub steps_per_part: u32,
     /// Most compute submissions in flight before the host waits for the oldest (`None`: no
     /// limit). Keeps the host at most this many batches ahead of the GPU: a diagnostic (held
